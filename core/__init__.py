@@ -1,0 +1,20 @@
+"""ragmeter: score retrieval-augmented generation.
+
+>>> import ragmeter as rm
+>>> result = rm.evaluate("examples/rag_samples.jsonl")          # doctest: +SKIP
+>>> result.summary()["faithfulness"]["mean"]                    # doctest: +SKIP
+
+The core imports no framework: LangChain, LlamaIndex and OpenTelemetry are loaded only by
+``ragmeter.integrations.*`` and ``ragmeter.tracing``.
+"""
+
+from .data import Context, Dataset, RecordError, Sample, Score, load_samples, samples_from_records, save_samples
+from .result import EvaluationResult, SampleResult
+from .runner import aevaluate, evaluate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Context", "Sample", "Score", "Dataset", "RecordError", "EvaluationResult", "SampleResult",
+    "evaluate", "aevaluate", "load_samples", "save_samples", "samples_from_records", "__version__",
+]

@@ -1,0 +1,228 @@
+"""The ``ragmeter`` command line.
+
+Exit status: 0 when the run completed (bad records are reported, not fatal), 1 when a
+``--fail-under`` threshold is not met (or ``compare --fail-on-regression`` finds one), 2 for
+unusable input: a missing or unreadable file, no valid record, an unknown metric or judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+from . import __version__
+
+EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT = 0, 1, 2
+
+_DESCRIPTION = """\
+Score retrieval-augmented generation.
+
+  ragmeter evaluate data.jsonl                      judge metrics with the default judge
+  ragmeter evaluate data.jsonl -m faithfulness,ndcg@10 --judge openai:gpt-4o-mini --out report.html
+  ragmeter evaluate-traces otel-export.json         score RAG traces exported by an OTel collector
+  ragmeter report results.jsonl --out report.html   render a saved run
+  ragmeter compare before.jsonl after.jsonl         what changed between two runs
+
+Input records (JSONL / JSON / CSV) need a question and contexts; RAGAS and DeepEval field names
+are accepted (user_input, retrieved_contexts, response, reference, input, retrieval_context,
+actual_output, expected_output ...). Judges: offline (no key, no network), openai:MODEL,
+anthropic:MODEL; the default is $RAGMETER_JUDGE, else OpenAI when OPENAI_API_KEY is set, else
+Anthropic when ANTHROPIC_API_KEY is set, else offline.
+"""
+
+
+def _metric_list(values: Sequence[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    out: list[str] = []
+    for v in values:
+        out += [x.strip() for x in v.split(",") if x.strip()]
+    return out
+
+
+def _parse_fail_under(values: Sequence[str] | None) -> dict[str, float]:
+    """``["0.7"]`` -> {"*": 0.7}; ``["faithfulness=0.85"]`` -> {"faithfulness": 0.85}."""
+    out: dict[str, float] = {}
+    for v in values or []:
+        name, sep, num = v.rpartition("=")
+        key = name.strip() if sep else "*"
+        try:
+            value = float(num)
+        except ValueError:
+            raise ValueError(f"--fail-under {v!r}: expected a number or METRIC=NUMBER") from None
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"--fail-under {v!r}: threshold must be between 0 and 1")
+        out[key] = value
+    return out
+
+
+def _check_thresholds(summary: dict[str, dict[str, Any]], thresholds: dict[str, float]) -> list[str]:
+    failures = []
+    for metric, row in summary.items():
+        limit = thresholds.get(metric, thresholds.get("*"))
+        if limit is None:
+            continue
+        mean = row["mean"]
+        if mean is None or mean < limit:
+            failures.append(f"{metric}: mean {'none' if mean is None else f'{mean:.4f}'} < {limit}")
+    unknown = [m for m in thresholds if m != "*" and m not in summary]
+    failures += [f"{m}: no such metric in this run" for m in unknown]
+    return failures
+
+
+def _print_result(result: Any, out: Any) -> None:
+    from .report import _HEADER, _usage_line, summary_rows, text_table
+
+    print(f"ragmeter: {len(result)} samples scored, {len(result.invalid)} invalid, judge: {result.judge}", file=out)
+    print(text_table(_HEADER, summary_rows(result)), file=out)
+    print(_usage_line(result), file=out)
+    for err in result.invalid:
+        print(f"invalid record: {err}", file=sys.stderr)
+
+
+def _finish(result: Any, args: argparse.Namespace) -> int:
+    _print_result(result, sys.stdout)
+    for path in args.out or []:
+        result.save(path)
+        print(f"wrote {path}")
+    failures = _check_thresholds(result.summary(), _parse_fail_under(getattr(args, "fail_under", None)))
+    for f in failures:
+        print(f"FAIL {f}", file=sys.stderr)
+    return EXIT_THRESHOLD if failures else EXIT_OK
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .data import load_samples
+    from .runner import evaluate, resolve_metrics
+
+    _parse_fail_under(args.fail_under)  # reject bad thresholds before spending judge calls
+    dataset = load_samples(args.file)
+    if not dataset:
+        for err in dataset.errors:
+            print(f"invalid record: {err}", file=sys.stderr)
+        print(f"ragmeter: {args.file}: no valid records", file=sys.stderr)
+        return EXIT_INPUT
+    metrics = resolve_metrics(_metric_list(args.metrics), dataset)
+    result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency, progress=not args.no_progress)
+    return _finish(result, args)
+
+
+def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
+    from ragmeter.tracing.offline import evaluate_traces
+
+    _parse_fail_under(args.fail_under)
+    result = evaluate_traces(args.file, metrics=_metric_list(args.metrics), judge=args.judge,
+                             export=args.export, endpoint=args.endpoint, concurrency=args.concurrency,
+                             progress=not args.no_progress)
+    return _finish(result, args)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .result import EvaluationResult
+
+    result = EvaluationResult.from_jsonl(args.results)
+    return _finish(result, args)
+
+
+def _num(v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+.4f}" if signed else f"{v:.4f}"
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .report import compare_results, text_table
+    from .result import EvaluationResult
+
+    before, after = EvaluationResult.from_jsonl(args.before), EvaluationResult.from_jsonl(args.after)
+    cmp = compare_results(before, after, tolerance=args.tolerance)
+    rows = [[m, _num(r["before"]), _num(r["after"]), _num(r["delta"], signed=True)] for m, r in cmp["metrics"].items()]
+    print(f"{cmp['shared_samples']} shared samples ({cmp['only_before']} only before, {cmp['only_after']} only after)")
+    print(text_table(["metric", "before", "after", "delta"], rows))
+    print(f"{len(cmp['regressions'])} regressions, {len(cmp['improvements'])} improvements (tolerance {args.tolerance})")
+    for r in cmp["regressions"][:20]:
+        after_v = "error" if r["after"] is None else f"{r['after']:.4f}"
+        print(f"  regression {r['sample_id']} {r['metric']}: {r['before']:.4f} -> {after_v}")
+    return EXIT_THRESHOLD if (args.fail_on_regression and cmp["regressions"]) else EXIT_OK
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--metrics", action="append", metavar="LIST",
+                   help="comma-separated metric names (repeatable). Judge metrics: faithfulness, answer_relevancy, "
+                        "context_relevance, context_precision, context_recall, answer_correctness, "
+                        "response_completeness, entity_recall, hallucinated_specifics, citation_accuracy, "
+                        "citation_precision, citation_recall. Retrieval metrics (need relevant_ids): precision@K, "
+                        "recall@K, hit_rate@K, mrr, map, ndcg@K, r_precision. Default: faithfulness, "
+                        "answer_relevancy, context_precision, context_recall, context_relevance (+ precision@5, "
+                        "recall@5, mrr, ndcg@10 when records carry relevant_ids)")
+    p.add_argument("-j", "--judge", metavar="SPEC",
+                   help="offline | openai:MODEL | anthropic:MODEL (keys from OPENAI_API_KEY / ANTHROPIC_API_KEY; "
+                        "OPENAI_BASE_URL for OpenAI-compatible servers). Default: see 'ragmeter --help'")
+    p.add_argument("-o", "--out", action="append", metavar="PATH",
+                   help="write the report; format from the suffix: .md, .html, .json, .jsonl (re-readable by "
+                        "'ragmeter report' and 'compare'), .csv. Repeatable")
+    p.add_argument("--fail-under", action="append", metavar="[METRIC=]X",
+                   help="exit 1 when a metric's mean is below X (all metrics, or METRIC=X for one; repeatable)")
+    p.add_argument("--concurrency", type=int, default=8, help="samples scored at once (default 8)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``ragmeter`` command."""
+    parser = argparse.ArgumentParser(prog="ragmeter", description=_DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"ragmeter {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("evaluate", help="score a dataset file (JSONL / JSON / CSV)",
+                       description="Score every record of FILE, print a summary table and write reports.")
+    p.add_argument("file", metavar="FILE", help="samples: .jsonl, .json or .csv")
+    _add_run_options(p)
+    p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("evaluate-traces", help="score RAG invocations in an OTLP JSON trace export",
+                       description="Read an OTLP JSON export (the OTel collector's file exporter format), group spans "
+                                   "into one sample per RAG invocation, score them, and optionally send evaluation "
+                                   "spans back to an OTLP endpoint.")
+    p.add_argument("file", metavar="FILE", help="OTLP JSON export (one ExportTraceServiceRequest per line, or one JSON document)")
+    _add_run_options(p)
+    p.add_argument("--export", choices=["otlp"], help="also export evaluation carrier spans over OTLP/HTTP")
+    p.add_argument("--endpoint", metavar="URL",
+                   help="OTLP/HTTP traces endpoint for --export (default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "
+                        "$OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318/v1/traces)")
+    p.set_defaults(func=_cmd_evaluate_traces)
+
+    p = sub.add_parser("report", help="render a saved results file (.jsonl from 'evaluate --out')",
+                       description="Print the summary of a results JSONL file and write it as .md / .html / .json / .csv.")
+    p.add_argument("results", metavar="RESULTS", help="results .jsonl written by 'ragmeter evaluate --out x.jsonl'")
+    p.add_argument("-o", "--out", action="append", metavar="PATH", help="report path (.md, .html, .json, .jsonl, .csv)")
+    p.add_argument("--fail-under", action="append", metavar="[METRIC=]X", help="exit 1 when a metric's mean is below X")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("compare", help="compare two saved runs", description="Per-metric means and per-sample regressions between two results files.")
+    p.add_argument("before", metavar="BEFORE", help="results .jsonl of the baseline run")
+    p.add_argument("after", metavar="AFTER", help="results .jsonl of the new run")
+    p.add_argument("--tolerance", type=float, default=0.05, help="a sample regresses when a value falls by more than this (default 0.05)")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any sample regressed")
+    p.set_defaults(func=_cmd_compare)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ragmeter`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_INPUT
+    try:
+        return args.func(args)
+    except (OSError, ValueError, KeyError, ImportError) as err:
+        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"ragmeter: error: {msg}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,482 @@
+"""The data model: :class:`Context`, :class:`Sample`, :class:`Score`, and loading / saving samples.
+
+Records are validated when they are built. A malformed record raises :class:`RecordError`, which
+names the record (``line 3`` of a JSONL file, ``row 2`` of a CSV file, ``record 5`` of a list) and
+the field. :func:`load_samples` collects those errors on the returned :class:`Dataset` instead of
+stopping, so the good records are still evaluated and the bad ones are reported.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+__all__ = [
+    "Context",
+    "Sample",
+    "Score",
+    "RecordError",
+    "Dataset",
+    "load_samples",
+    "save_samples",
+    "samples_from_records",
+    "FIELD_ALIASES",
+]
+
+#: Field names accepted on input, first name is ours. RAGAS and DeepEval datasets load unchanged.
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "question": ("question", "user_input", "input", "query"),
+    "contexts": ("contexts", "retrieved_contexts", "retrieval_context"),
+    "answer": ("answer", "response", "actual_output", "output"),
+    "reference": ("reference", "ground_truth", "expected_output", "ground_truths"),
+    "relevant_ids": ("relevant_ids", "reference_context_ids", "expected_ids"),
+    "id": ("id", "sample_id"),
+    "metadata": ("metadata",),
+}
+
+_CONTEXT_TEXT_KEYS = ("text", "page_content", "content")
+
+
+class RecordError(ValueError):
+    """A malformed input record: says which record (``location``) and which ``field`` is wrong.
+
+    ``str(err)`` reads ``"line 3: field 'contexts': expected a list, got str"``.
+    """
+
+    def __init__(self, location: str | None, field: str | None, message: str):
+        self.location = location
+        self.field = field
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        parts = [p for p in (self.location, f"field '{self.field}'" if self.field else None) if p]
+        return ": ".join(parts + [self.message])
+
+    def at(self, location: str) -> "RecordError":
+        """Return a copy of this error located at ``location`` (e.g. ``"line 4"``)."""
+        return RecordError(location, self.field, self.message)
+
+    def to_dict(self) -> dict:
+        """Plain-dict form for reports."""
+        return {"location": self.location, "field": self.field, "message": self.message}
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+@dataclass
+class Context:
+    """One retrieved chunk, in retrieval order.
+
+    ``rank`` is the 1-based position in the retrieved list (filled in by :class:`Sample`);
+    ``score`` is the retriever's own score when it reports one; ``id`` identifies the chunk for
+    retrieval metrics and id-style citations (``[doc-7]``).
+    """
+
+    text: str
+    id: str | None = None
+    score: float | None = None
+    rank: int | None = None
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise RecordError(None, "contexts", f"context text must be a string, got {_type_name(self.text)}")
+        if self.id is not None and not isinstance(self.id, str):
+            if isinstance(self.id, (int,)) and not isinstance(self.id, bool):
+                self.id = str(self.id)
+            else:
+                raise RecordError(None, "contexts", f"context id must be a string, got {_type_name(self.id)}")
+        if self.score is not None:
+            if isinstance(self.score, bool) or not isinstance(self.score, (int, float)):
+                raise RecordError(None, "contexts", f"context score must be a number, got {_type_name(self.score)}")
+            self.score = float(self.score)
+        if not isinstance(self.metadata, dict):
+            raise RecordError(None, "contexts", f"context metadata must be a dict, got {_type_name(self.metadata)}")
+
+    @classmethod
+    def from_value(cls, value: Any, position: int = 0) -> "Context":
+        """Build a Context from a string, a dict (``text``/``page_content``/``content``, ``id``,
+        ``score``, ``metadata``) or a Context."""
+        if isinstance(value, Context):
+            return value
+        if isinstance(value, str):
+            return cls(text=value)
+        if isinstance(value, Mapping):
+            text = next((value[k] for k in _CONTEXT_TEXT_KEYS if k in value), None)
+            if text is None:
+                raise RecordError(None, f"contexts[{position}]", "a context object needs a 'text' key")
+            try:
+                return cls(
+                    text=text,
+                    id=value.get("id"),
+                    score=value.get("score"),
+                    metadata=dict(value.get("metadata") or {}),
+                )
+            except RecordError as err:
+                raise RecordError(None, f"contexts[{position}]", err.message) from None
+        raise RecordError(None, f"contexts[{position}]", f"expected a string or an object, got {_type_name(value)}")
+
+    def to_dict(self) -> dict:
+        """Plain-dict form (JSON-serialisable when metadata is)."""
+        out: dict[str, Any] = {"text": self.text}
+        if self.id is not None:
+            out["id"] = self.id
+        if self.score is not None:
+            out["score"] = self.score
+        if self.metadata:
+            out["metadata"] = self.metadata
+        return out
+
+
+@dataclass
+class Sample:
+    """One RAG interaction: the question, the retrieved contexts in order, and what is known.
+
+    ``answer`` is the generated answer; ``reference`` the ground-truth answer; ``relevant_ids``
+    the ground-truth chunk ids, a collection (binary relevance) or a dict id -> grade (graded).
+    ``id`` defaults to a stable hash of question, contexts and answer.
+    """
+
+    question: str
+    contexts: list = field(default_factory=list)
+    answer: str | None = None
+    reference: str | None = None
+    relevant_ids: Any = None
+    id: str | None = None
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.question, str):
+            raise RecordError(None, "question", f"expected a string, got {_type_name(self.question)}")
+        if not self.question.strip():
+            raise RecordError(None, "question", "must not be empty")
+        if isinstance(self.contexts, (str, bytes)) or not isinstance(self.contexts, (list, tuple)):
+            raise RecordError(None, "contexts", f"expected a list, got {_type_name(self.contexts)}")
+        contexts = [Context.from_value(c, i) for i, c in enumerate(self.contexts)]
+        for i, c in enumerate(contexts):
+            c.rank = i + 1
+        self.contexts = contexts
+        for name in ("answer", "reference"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise RecordError(None, name, f"expected a string, got {_type_name(value)}")
+        self.relevant_ids = _validate_relevant(self.relevant_ids)
+        if self.id is not None and not isinstance(self.id, str):
+            if isinstance(self.id, int) and not isinstance(self.id, bool):
+                self.id = str(self.id)
+            else:
+                raise RecordError(None, "id", f"expected a string, got {_type_name(self.id)}")
+        if not isinstance(self.metadata, dict):
+            raise RecordError(None, "metadata", f"expected an object, got {_type_name(self.metadata)}")
+        if self.id is None:
+            self.id = self._stable_id()
+
+    def _stable_id(self) -> str:
+        h = hashlib.sha1()
+        for part in [self.question, self.answer or ""] + [c.text for c in self.contexts]:
+            h.update(part.encode("utf-8"))
+            h.update(b"\x00")
+        return h.hexdigest()[:12]
+
+    @property
+    def context_texts(self) -> list[str]:
+        """The contexts' texts, in retrieval order."""
+        return [c.text for c in self.contexts]
+
+    @property
+    def retrieved_ids(self) -> list[str | None]:
+        """The contexts' ids, in retrieval order (None where a context has no id)."""
+        return [c.id for c in self.contexts]
+
+    @classmethod
+    def from_dict(cls, record: Mapping, location: str | None = None) -> "Sample":
+        """Build a Sample from a dict using our field names or RAGAS / DeepEval ones.
+
+        Raises :class:`RecordError` naming ``location`` and the field when the record is malformed.
+        """
+        if not isinstance(record, Mapping):
+            raise RecordError(location, None, f"expected an object, got {_type_name(record)}")
+        values: dict[str, Any] = {}
+        for ours, names in FIELD_ALIASES.items():
+            present = [n for n in names if n in record and not _is_missing(record[n])]
+            if present:
+                values[ours] = record[present[0]]
+        if "question" not in values:
+            raise RecordError(location, "question", "missing (accepted names: " + ", ".join(FIELD_ALIASES["question"]) + ")")
+        # A reference given as a list of strings (RAGAS ground_truths) is joined into one text.
+        ref = values.get("reference")
+        if isinstance(ref, list) and all(isinstance(r, str) for r in ref):
+            values["reference"] = " ".join(ref)
+        extra = {k: v for k, v in record.items() if not any(k in names for names in FIELD_ALIASES.values())}
+        metadata = values.get("metadata") or {}
+        if extra and isinstance(metadata, dict):
+            metadata = {**extra, **metadata}
+        values["metadata"] = metadata
+        try:
+            return cls(**values)
+        except RecordError as err:
+            raise err.at(location) if location else err from None
+
+    def to_dict(self) -> dict:
+        """Plain-dict form with our field names; round-trips through :meth:`from_dict`."""
+        out: dict[str, Any] = {"id": self.id, "question": self.question,
+                               "contexts": [c.to_dict() if (c.id or c.score is not None or c.metadata) else c.text
+                                            for c in self.contexts]}
+        for name in ("answer", "reference", "relevant_ids"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.metadata:
+            out["metadata"] = self.metadata
+        return out
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):  # pandas fills absent cells with NaN
+        return True
+    return False
+
+
+def _validate_relevant(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        out = {}
+        for k, g in value.items():
+            if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g):
+                raise RecordError(None, "relevant_ids", f"grade of {k!r} must be a finite number, got {g!r}")
+            out[str(k)] = g
+        return out
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise RecordError(None, "relevant_ids", f"expected a list of ids or an object id -> grade, got {_type_name(value)}")
+    out_list = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (str, int)):
+            raise RecordError(None, "relevant_ids", f"ids must be strings, got {_type_name(v)}")
+        out_list.append(str(v))
+    return out_list
+
+
+_LABELS = ("pass", "warn", "fail")
+
+
+@dataclass
+class Score:
+    """The result of one metric on one sample.
+
+    ``value`` is a float in [0, 1], or None. A None value always comes with a reason: ``error``
+    when the score could not be computed (bad judge output after retries, exception, missing
+    embeddings), or, with no error, ``explanation`` says why the metric does not apply (an answer
+    that makes no claims, a sample with no reference). Never NaN, never a silent default.
+    ``details`` holds the evidence (per-claim verdicts, per-chunk scores, judge calls and tokens),
+    ``judge`` says who judged (``"offline"``, ``"openai:gpt-4o-mini"``, ``"code"``), ``label`` is
+    pass / warn / fail against the metric's thresholds (None without a value).
+    """
+
+    metric: str
+    value: float | None
+    explanation: str = ""
+    details: dict = field(default_factory=dict)
+    error: str | None = None
+    judge: str | None = None
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.value is not None:
+            if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
+                raise TypeError(f"Score value must be a float or None, got {_type_name(self.value)}")
+            v = float(self.value)
+            if not math.isfinite(v):
+                raise ValueError(f"Score value for {self.metric} must be finite, got {v}")
+            if v < -1e-9 or v > 1 + 1e-9:
+                raise ValueError(f"Score value for {self.metric} must be in [0, 1], got {v}")
+            self.value = min(1.0, max(0.0, v))
+        if self.value is None and self.label is not None:
+            raise ValueError("a Score without a value has no label")
+        if self.label is not None and self.label not in _LABELS:
+            raise ValueError(f"label must be one of {_LABELS}, got {self.label!r}")
+        if self.value is None and not (self.error or self.explanation):
+            raise ValueError(f"Score for {self.metric} has no value and no reason (set error or explanation)")
+
+    @property
+    def status(self) -> str:
+        """``"ok"`` (has a value), ``"error"`` (could not be computed) or ``"n/a"`` (does not apply)."""
+        if self.value is not None:
+            return "ok"
+        return "error" if self.error else "n/a"
+
+    @property
+    def passed(self) -> bool | None:
+        """True when labelled pass, False for warn / fail, None without a value."""
+        return None if self.label is None else self.label == "pass"
+
+    def to_dict(self) -> dict:
+        """Plain-dict form (JSON-serialisable)."""
+        return {
+            "metric": self.metric,
+            "value": self.value,
+            "label": self.label,
+            "judge": self.judge,
+            "explanation": self.explanation,
+            "error": self.error,
+            "details": self.details,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Score":
+        """Inverse of :meth:`to_dict`."""
+        return cls(metric=d["metric"], value=d.get("value"), explanation=d.get("explanation") or "",
+                   details=dict(d.get("details") or {}), error=d.get("error"), judge=d.get("judge"),
+                   label=d.get("label"))
+
+
+class Dataset(list):
+    """A list of :class:`Sample` plus ``errors``: the records that could not be loaded.
+
+    :func:`ragmeter.evaluate` carries ``errors`` into its result, so bad records are reported
+    next to the scores of the good ones.
+    """
+
+    def __init__(self, samples: Iterable[Sample] = (), errors: Iterable[RecordError] = (), source: str | None = None):
+        super().__init__(samples)
+        self.errors: list[RecordError] = list(errors)
+        self.source = source
+
+
+def samples_from_records(records: Iterable[Any], *, on_error: str = "collect") -> Dataset:
+    """Validate records (dicts or Samples) into a :class:`Dataset`; errors name ``record N`` (1-based).
+
+    ``on_error="collect"`` (default) keeps going and stores each :class:`RecordError` on
+    ``Dataset.errors``; ``"raise"`` raises the first one.
+    """
+    return _collect(list(enumerate(records, start=1)), "record", on_error, None)
+
+
+def _jsonl_records(text: str) -> list[Any]:
+    records: list[Any] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((n, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            records.append((n, RecordError(f"line {n}", None, f"invalid JSON: {exc.msg} at column {exc.colno}")))
+    return records
+
+
+def _csv_records(text: str) -> list[Any]:
+    reader = csv.DictReader(io.StringIO(text))
+    records = []
+    for n, row in enumerate(reader, start=2):  # row 1 is the header
+        record: dict[str, Any] = {}
+        err = None
+        for key, value in row.items():
+            if key is None:
+                err = RecordError(f"row {n}", None, "more cells than header columns")
+                break
+            if value is None or value == "":
+                continue
+            if key in FIELD_ALIASES["contexts"] or key in FIELD_ALIASES["relevant_ids"] or key == "metadata":
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError:
+                    err = RecordError(f"row {n}", key, "expected a JSON list/object in this CSV cell")
+                    break
+            record[key] = value
+        records.append((n, err if err else record))
+    return records
+
+
+def load_samples(source: Any, *, on_error: str = "collect") -> Dataset:
+    """Load samples from a ``.jsonl`` / ``.json`` / ``.csv`` file or a pandas DataFrame.
+
+    Field names of RAGAS and DeepEval are accepted (see :data:`FIELD_ALIASES`). In CSV files the
+    ``contexts`` and ``relevant_ids`` cells hold JSON lists. Malformed records are collected in
+    ``Dataset.errors`` (each naming the line / row and the field) and the rest are returned;
+    ``on_error="raise"`` raises instead. An unreadable file raises ``OSError`` / ``ValueError``.
+    """
+    if hasattr(source, "to_dict") and hasattr(source, "columns"):  # pandas DataFrame
+        rows = source.to_dict(orient="records")
+        return _collect([(i, r) for i, r in zip(source.index, rows)], "row", on_error, None)
+    path = Path(os.fspath(source))
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return _collect(_jsonl_records(text), "line", on_error, str(path))
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        if isinstance(data, Mapping):
+            data = data.get("samples", data.get("test_cases", data.get("data")))
+        if not isinstance(data, list):
+            raise ValueError(f"{path}: expected a JSON list of records (or an object with a 'samples' list)")
+        return _collect(list(enumerate(data)), "record", on_error, str(path))
+    if suffix == ".csv":
+        return _collect(_csv_records(text), "row", on_error, str(path))
+    raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json or .csv)")
+
+
+def _collect(numbered: list, location: str, on_error: str, source: str | None) -> Dataset:
+    if on_error not in ("collect", "raise"):
+        raise ValueError("on_error must be 'collect' or 'raise'")
+    out = Dataset(source=source)
+    seen: dict[str, Any] = {}
+    for n, record in numbered:
+        where = f"{location} {n}"
+        try:
+            if isinstance(record, RecordError):
+                raise record
+            sample = record if isinstance(record, Sample) else Sample.from_dict(record, where)
+            if sample.id in seen:
+                raise RecordError(where, "id", f"duplicate id {sample.id!r} (first at {location} {seen[sample.id]})")
+            seen[sample.id] = n
+            out.append(sample)
+        except RecordError as err:
+            err = err if err.location else err.at(where)
+            if on_error == "raise":
+                raise err from None
+            out.errors.append(err)
+    return out
+
+
+def save_samples(samples: Iterable[Sample], path: Any) -> Path:
+    """Write samples to ``.jsonl`` or ``.csv`` (contexts as a JSON list cell); returns the path."""
+    path = Path(os.fspath(path))
+    rows = [s.to_dict() for s in samples]
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        with path.open("w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    elif suffix == ".csv":
+        fields = ["id", "question", "contexts", "answer", "reference", "relevant_ids", "metadata"]
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: (json.dumps(row[k], ensure_ascii=False) if k in ("contexts", "relevant_ids", "metadata") and k in row else row.get(k, ""))
+                                 for k in fields})
+    else:
+        raise ValueError(f"unsupported output type {suffix!r} (use .jsonl or .csv)")
+    return path
+
+
+def samples_to_pandas(samples: Iterable[Sample]):
+    """A pandas DataFrame with one row per sample (requires pandas)."""
+    import pandas as pd
+
+    return pd.DataFrame([s.to_dict() for s in samples])

@@ -1,0 +1,131 @@
+"""The judge interface: a judge performs named *tasks* (see :mod:`ragmeter.judges.tasks`).
+
+A metric never talks to an LLM directly. It asks its :class:`ScoringContext` for a task result
+(``extract_claims``, ``verify_claims``, ...); the context asks the judge once per sample and shares
+the result with every metric that needs it. Backends differ only in how they answer a task:
+LLM backends render the task's prompt and validate the structured answer
+(:class:`ragmeter.judges.llm.LLMJudge`), the offline judge computes it without a model.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field, fields
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["Usage", "TaskResult", "JudgeError", "InvalidOutput", "Judge", "Embedder"]
+
+
+@dataclass
+class Usage:
+    """What judge work cost: requests sent (``calls``, retries included), ``retries``, results
+    served from the cache (``cached``), tokens, and ``cost_usd`` (None when the price is unknown)."""
+
+    calls: int = 0
+    retries: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    embedding_calls: int = 0
+    cost_usd: float | None = None
+
+    def __add__(self, other: "Usage") -> "Usage":
+        if not isinstance(other, Usage):
+            return NotImplemented
+        cost = None
+        if self.cost_usd is not None or other.cost_usd is not None:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            calls=self.calls + other.calls,
+            retries=self.retries + other.retries,
+            cached=self.cached + other.cached,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            embedding_calls=self.embedding_calls + other.embedding_calls,
+            cost_usd=cost,
+        )
+
+    def to_dict(self) -> dict:
+        """Plain-dict form."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Usage":
+        """Inverse of :meth:`to_dict` (unknown keys ignored)."""
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+
+@dataclass
+class TaskResult:
+    """A validated task answer (``output``), what producing it cost, who produced it, and an
+    optional ``note`` the metrics pass on (e.g. "lexical signals only: embeddings not installed")."""
+
+    task: str
+    output: dict
+    usage: Usage = field(default_factory=Usage)
+    judge: str = ""
+    note: str = ""
+
+
+class InvalidOutput(ValueError):
+    """A judge answer that does not fit its task (wrong count, index out of range, bad JSON).
+
+    The message is written for the judge: LLM backends show it when they ask again.
+    """
+
+
+class JudgeError(RuntimeError):
+    """A task that failed for good (after retries): the Score that needed it carries this message."""
+
+    def __init__(self, message: str, *, task: str | None = None, attempts: int = 0, usage: Usage | None = None):
+        super().__init__(message)
+        self.task = task
+        self.attempts = attempts
+        self.usage = usage or Usage()
+
+
+class Judge(abc.ABC):
+    """A backend that performs judge tasks.
+
+    ``name`` identifies it in Scores (``"offline"``, ``"openai:gpt-4o-mini"``); ``kind`` is
+    ``"LLM"`` or ``"CODE"`` (OpenInference ``annotator_kind``); ``embedder`` embeds texts for the
+    metrics that need vectors (None when the judge has none); ``generates_questions`` is False for
+    judges that cannot write text (answer relevancy then compares question and answer directly).
+    """
+
+    name: str = "judge"
+    kind: str = "LLM"
+    embedder: "Embedder | None" = None
+    generates_questions: bool = True
+
+    @abc.abstractmethod
+    async def run(self, task: str, inputs: dict) -> TaskResult:
+        """Perform ``task`` on ``inputs`` and return the validated answer; raise :class:`JudgeError`."""
+
+    async def aclose(self) -> None:
+        """Release clients and connections (optional)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class Embedder(abc.ABC):
+    """Turns texts into vectors (one row per text). ``name`` identifies the model."""
+
+    name: str = "embedder"
+
+    @abc.abstractmethod
+    async def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, Usage]:
+        """Return an array of shape (len(texts), dim) and what the call cost."""
+
+
+def cosine(a: Any, b: Any) -> float:
+    """Cosine similarity of two vectors, clipped to [-1, 1]; 0.0 when either vector is zero."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(np.clip(np.dot(a, b) / (na * nb), -1.0, 1.0))

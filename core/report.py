@@ -1,0 +1,147 @@
+"""Reports: summary tables in plain text, Markdown and HTML, and comparisons of two runs."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .result import EvaluationResult
+
+__all__ = ["summary_rows", "text_table", "markdown_report", "html_report", "compare_results"]
+
+_HEADER = ["metric", "mean", "median", "min", "max", "pass", "warn", "fail", "errors", "n/a"]
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return str(v)
+
+
+def summary_rows(result: "EvaluationResult") -> list[list[str]]:
+    """The summary as rows of strings: one row per metric, columns as in :data:`_HEADER`."""
+    rows = []
+    for metric, s in result.summary().items():
+        rows.append([metric] + [_fmt(s[k]) for k in _HEADER[1:]])
+    return rows
+
+
+def text_table(header: list[str], rows: list[list[str]]) -> str:
+    """A fixed-width text table."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)] if rows else [len(h) for h in header]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    return "\n".join(out)
+
+
+def _usage_line(result: "EvaluationResult") -> str:
+    u = result.usage
+    cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else "unknown (no price for this model)"
+    per = f" ({u.calls / len(result):.1f} per sample)" if len(result) else ""
+    return (f"judge calls: {u.calls}{per}, cached: {u.cached}, retries: {u.retries}, "
+            f"embedding calls: {u.embedding_calls}, tokens: {u.prompt_tokens} prompt + "
+            f"{u.completion_tokens} completion, cost: {cost}")
+
+
+def _md_cell(text: Any) -> str:
+    return str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_report(result: "EvaluationResult", max_problems: int = 50) -> str:
+    """A Markdown report of ``result``."""
+    lines = ["# ragmeter report", "",
+             f"- samples: {len(result)} scored, {len(result.invalid)} invalid records",
+             f"- judge: {result.judge}",
+             f"- {_usage_line(result)}",
+             f"- time: {result.duration_s:.2f} s", "", "## Summary", "",
+             "| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in summary_rows(result)]
+    problems = result.problems()
+    if problems:
+        lines += ["", f"## Problems ({len(problems)})", "", "| sample | metric | value | label | why |", "|---|---|---|---|---|"]
+        for p in problems[:max_problems]:
+            why = p["error"] or p["explanation"]
+            lines.append(f"| {_md_cell(p['sample_id'])} | {p['metric']} | {_fmt(p['value'])} | {p['label'] or 'error'} | {_md_cell(why)} |")
+        if len(problems) > max_problems:
+            lines.append(f"\n… and {len(problems) - max_problems} more.")
+    if result.invalid:
+        lines += ["", f"## Invalid records ({len(result.invalid)})", ""]
+        lines += [f"- {_md_cell(str(e))}" for e in result.invalid]
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}
+.pass{color:#17803d}.warn{color:#b26b00}.fail,.error{color:#c0262d}details{margin:.3em 0}"""
+
+
+def html_report(result: "EvaluationResult", max_problems: int = 200) -> str:
+    """A self-contained HTML report of ``result`` (all user text escaped)."""
+    e = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>ragmeter report</title><style>{_CSS}</style></head><body>",
+             "<h1>ragmeter report</h1><ul>",
+             f"<li>samples: {len(result)} scored, {len(result.invalid)} invalid records</li>",
+             f"<li>judge: {e(result.judge)}</li><li>{e(_usage_line(result))}</li>",
+             f"<li>time: {result.duration_s:.2f} s</li></ul><h2>Summary</h2><table><tr>"]
+    parts += [f"<th>{e(h)}</th>" for h in _HEADER]
+    parts.append("</tr>")
+    for row in summary_rows(result):
+        parts.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
+    parts.append("</table>")
+    problems = result.problems()
+    if problems:
+        parts.append(f"<h2>Problems ({len(problems)})</h2><table><tr><th>sample</th><th>question</th><th>metric</th><th>value</th><th>label</th><th>why</th></tr>")
+        for p in problems[:max_problems]:
+            label = p["label"] or "error"
+            parts.append(f"<tr><td>{e(str(p['sample_id']))}</td><td>{e(p['question'])}</td><td>{e(p['metric'])}</td>"
+                         f"<td>{e(_fmt(p['value']))}</td><td class='{label}'>{label}</td><td>{e(p['error'] or p['explanation'] or '')}</td></tr>")
+        parts.append("</table>")
+    if result.invalid:
+        parts.append(f"<h2>Invalid records ({len(result.invalid)})</h2><ul>")
+        parts += [f"<li>{e(str(err))}</li>" for err in result.invalid]
+        parts.append("</ul>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def compare_results(before: "EvaluationResult", after: "EvaluationResult", tolerance: float = 0.05) -> dict[str, Any]:
+    """Compare two runs over the metrics and sample ids they share.
+
+    Per metric: the two means and their difference; per sample: ``regressions`` (value fell by
+    more than ``tolerance``, or a value became an error) and ``improvements``.
+    """
+    metrics = [m for m in before.metrics if m in after.metrics]
+    b_by_id = {r.sample.id: r for r in before}
+    a_by_id = {r.sample.id: r for r in after}
+    shared = [sid for sid in b_by_id if sid in a_by_id]
+    per_metric = {}
+    regressions, improvements = [], []
+    for m in metrics:
+        bv, av = [], []
+        for sid in shared:
+            sb, sa = b_by_id[sid].scores.get(m), a_by_id[sid].scores.get(m)
+            if sb is None or sa is None:
+                continue
+            if sb.value is not None:
+                bv.append(sb.value)
+            if sa.value is not None:
+                av.append(sa.value)
+            if sb.value is not None and sa.value is None and sa.status == "error":
+                regressions.append({"sample_id": sid, "metric": m, "before": sb.value, "after": None, "error": sa.error})
+            elif sb.value is not None and sa.value is not None:
+                delta = sa.value - sb.value
+                row = {"sample_id": sid, "metric": m, "before": sb.value, "after": sa.value, "delta": delta}
+                if delta < -tolerance:
+                    regressions.append(row)
+                elif delta > tolerance:
+                    improvements.append(row)
+        mb = sum(bv) / len(bv) if bv else None
+        ma = sum(av) / len(av) if av else None
+        per_metric[m] = {"before": mb, "after": ma, "delta": (ma - mb) if mb is not None and ma is not None else None}
+    regressions.sort(key=lambda r: r.get("delta", -1.0))
+    return {"metrics": per_metric, "shared_samples": len(shared), "only_before": len(b_by_id) - len(shared),
+            "only_after": len(a_by_id) - len(shared), "regressions": regressions, "improvements": improvements}

@@ -1,0 +1,199 @@
+"""The evaluation runner: ``evaluate`` / ``aevaluate`` score samples with metrics and a judge.
+
+Work is scheduled per sample through an :class:`Executor` (the default runs coroutines on
+asyncio with a concurrency cap), so another engine can take over large offline runs without
+touching metrics or judges. One failing sample or metric never stops the run: its Score carries
+the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
+
+from .data import Dataset, Sample, load_samples, samples_from_records
+from .judges.base import Embedder, Judge, Usage
+from .metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, Metric, ScoringContext, get_metric
+from .result import EvaluationResult, SampleResult
+
+__all__ = ["evaluate", "aevaluate", "score_sample", "resolve_metrics", "Executor", "AsyncioExecutor", "run_sync"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Executor(Protocol):
+    """Runs ``fn`` over ``items`` and calls ``on_done(index, result)`` as each finishes."""
+
+    async def map(self, fn: Callable[[T], Awaitable[R]], items: Sequence[T],
+                  on_done: Callable[[int, R], None]) -> None:
+        ...
+
+
+class AsyncioExecutor:
+    """The default executor: at most ``concurrency`` items in flight on the running event loop."""
+
+    def __init__(self, concurrency: int = 8):
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.concurrency = concurrency
+
+    async def map(self, fn, items, on_done) -> None:
+        """Run ``fn`` on every item, ``concurrency`` at a time."""
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(i: int, item: Any) -> None:
+            async with sem:
+                result = await fn(item)
+            on_done(i, result)
+
+        await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
+
+
+def run_sync(coro: Awaitable[T]) -> T:
+    """Run a coroutine to completion from sync code, also inside a running event loop (Jupyter):
+    there it runs on a fresh loop in a helper thread and this call waits for it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)  # type: ignore[arg-type]
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="ragmeter-run-sync", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Sample] = ()) -> list[Metric]:
+    """Metric instances from instances or names. ``None`` -> the defaults: the judge metrics of
+    :data:`ragmeter.metrics.DEFAULT_METRICS`, plus retrieval metrics when any sample carries
+    ``relevant_ids``. Duplicate names are an error."""
+    if metrics is None:
+        names: list[Any] = list(DEFAULT_METRICS)
+        if any(s.relevant_ids for s in samples):
+            names += list(DEFAULT_RETRIEVAL_METRICS)
+        metrics = names
+    if isinstance(metrics, (str, Metric)):
+        metrics = [metrics]
+    out = [get_metric(m) for m in metrics]
+    seen: set[str] = set()
+    for m in out:
+        if m.name in seen:
+            raise ValueError(f"metric {m.name!r} is listed twice")
+        seen.add(m.name)
+    if not out:
+        raise ValueError("no metrics to run")
+    return out
+
+
+def _resolve_judge(judge: Any, metrics: Sequence[Metric]) -> Judge | None:
+    if isinstance(judge, str):
+        from .judges import judge_from_spec
+
+        return judge_from_spec(judge)
+    if judge is None and any(m.uses_judge for m in metrics):
+        from .judges import default_judge
+
+        return default_judge()
+    return judge
+
+
+async def score_sample(sample: Sample, metrics: Sequence[Metric], judge: Judge | None = None,
+                       embedder: Embedder | None = None) -> SampleResult:
+    """All ``metrics`` on one ``sample``; judge tasks are shared between metrics. Never raises."""
+    start = time.perf_counter()
+    members = getattr(judge, "members", None)
+    if members:  # an ensemble: every member scores every metric, then the ensemble combines
+        per_member = []
+        usage = Usage()
+        for member in members:
+            ctx = ScoringContext(sample, member, embedder, metrics)
+            per_member.append(await asyncio.gather(*(m.ascore(sample, ctx) for m in metrics)))
+            usage = usage + ctx.usage
+        scores = {m.name: judge.combine(m, [s[i] for s in per_member]) for i, m in enumerate(metrics)}  # type: ignore[union-attr]
+    else:
+        ctx = ScoringContext(sample, judge, embedder, metrics)
+        results = await asyncio.gather(*(m.ascore(sample, ctx) for m in metrics))
+        scores = {m.name: s for m, s in zip(metrics, results)}
+        usage = ctx.usage
+    return SampleResult(sample=sample, scores=scores, usage=usage, duration_s=time.perf_counter() - start)
+
+
+def _as_dataset(samples: Any) -> Dataset:
+    if isinstance(samples, Dataset):
+        return samples
+    if isinstance(samples, (str, bytes)) or hasattr(samples, "__fspath__"):
+        return load_samples(samples)
+    if hasattr(samples, "to_dict") and hasattr(samples, "columns"):
+        return load_samples(samples)
+    if isinstance(samples, (Sample, dict)):
+        samples = [samples]
+    return samples_from_records(samples)
+
+
+async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
+                    embedder: Embedder | None = None, concurrency: int = 8, progress: bool = True,
+                    executor: Executor | None = None) -> EvaluationResult:
+    """Score ``samples`` (Samples, dicts, a Dataset, a DataFrame or a file path) with ``metrics``.
+
+    ``judge`` is a Judge, a spec such as ``"openai:gpt-4o-mini"`` / ``"offline"``, or None for
+    the default (``RAGMETER_JUDGE``, else OpenAI / Anthropic when their key is set, else the
+    offline judge; only resolved when a metric needs a judge). ``concurrency`` caps samples in
+    flight. Invalid records are reported on the result (``result.invalid``), not dropped.
+    """
+    dataset = _as_dataset(samples)
+    metric_list = resolve_metrics(metrics, dataset)
+    judge_obj = _resolve_judge(judge, metric_list)
+    executor = executor or AsyncioExecutor(concurrency)
+    results: list[SampleResult | None] = [None] * len(dataset)
+    bar = None
+    if progress and len(dataset) > 1:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(dataset), desc="ragmeter", unit="sample", disable=None)
+
+    def done(i: int, result: SampleResult) -> None:
+        results[i] = result
+        if bar is not None:
+            bar.update(1)
+
+    start = time.perf_counter()
+    try:
+        await executor.map(lambda s: score_sample(s, metric_list, judge_obj, embedder), list(dataset), done)
+    finally:
+        if bar is not None:
+            bar.close()
+    return EvaluationResult(
+        results=[r for r in results if r is not None],
+        metrics=[m.name for m in metric_list],
+        judge=getattr(judge_obj, "name", None) or "code",
+        invalid=list(dataset.errors),
+        duration_s=time.perf_counter() - start,
+        thresholds={m.name: (m.threshold, m.warn) for m in metric_list},
+    )
+
+
+def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
+             embedder: Embedder | None = None, concurrency: int = 8, progress: bool = True,
+             executor: Executor | None = None) -> EvaluationResult:
+    """Synchronous :func:`aevaluate`; also works inside a running event loop (Jupyter).
+
+    >>> import ragmeter as rm
+    >>> s = rm.Sample("Who wrote Dune?", [{"id": "a", "text": "Dune is by Frank Herbert."}],
+    ...               relevant_ids=["a"])
+    >>> rm.evaluate([s], metrics=["precision@1", "mrr"], progress=False).summary()["mrr"]["mean"]
+    1.0
+    """
+    return run_sync(aevaluate(samples, metrics, judge, embedder=embedder, concurrency=concurrency,
+                              progress=progress, executor=executor))

@@ -1,0 +1,274 @@
+"""Deterministic text splitting shared by metrics and judges (no model, no network).
+
+``split_sentences`` breaks text into sentences, keeping abbreviations ("e.g.", "Dr.", "U.S."),
+initials ("J. K. Rowling"), decimals ("3.14"), version numbers, ellipses and list items intact;
+``split_statements`` further breaks a sentence into clauses at semicolons; ``split_claims`` goes
+one step further for claim extraction without a model: it also splits coordinated clauses
+("X was born in 1905 and died in 1955") and repeats the subject when the second clause has none.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["split_sentences", "split_statements", "split_claims"]
+
+_ABBREVIATIONS = {
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "cf", "al", "fig",
+    "figs", "no", "nos", "vol", "vols", "approx", "inc", "ltd", "co", "corp", "jan", "feb", "mar",
+    "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "u.s", "u.k", "u.n", "e.u",
+    "ph.d", "a.m", "p.m", "mt", "ft", "gen", "gov", "sen", "rep", "est", "dept", "univ", "op", "ed",
+    "eds", "lt", "col", "capt", "cmdr", "sgt", "rev", "hon", "pres", "messrs", "mme", "mlle", "ave",
+    "blvd", "rd", "ch", "sec", "pp", "pg", "ca", "viz", "resp", "incl", "excl", "min", "max", "avg",
+    "dept", "div", "assn", "bros", "mfg", "yr", "yrs", "hr", "hrs", "sq", "oz", "lb", "lbs", "kg",
+    "km", "cm", "mm", "tel", "ext", "eq", "eqs", "ref", "refs", "ch", "chap", "art", "para",
+}
+
+# Abbreviations that normally precede a number or a name ("No. 5", "Dr. Smith"): never a sentence end.
+_PREFIX_ABBREVIATIONS = {
+    "mr", "mrs", "ms", "dr", "prof", "st", "no", "nos", "vol", "fig", "figs", "gen", "gov", "sen",
+    "rep", "lt", "col", "capt", "sgt", "rev", "hon", "pres", "mt", "pp", "sec", "eq", "eqs", "ref",
+    "e.g", "i.e", "cf", "vs", "approx", "ca", "viz", "incl", "chap", "art", "para", "tel",
+}
+
+# A candidate boundary: terminal punctuation (plus closing quotes/brackets) followed by space.
+_BOUNDARY = re.compile(r"((?:\.\.\.|…|[.!?。！？])+[\"'”’)\]]*)(\s+)")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•‣◦▪]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+")
+_INLINE_LIST = re.compile(r"(?<=:)\s+(?=\(?\d{1,2}\)\s+\S)|(?<=[,;])\s+(?=\d{1,2}\)\s+\S)|\s+(?=\(\d{1,2}\)\s+\S)")
+_TERMINAL = re.compile(r"[.!?:;。！？…\"'”’)\]]$")
+_OPENERS = "\"'“‘([«"
+
+
+def _last_word(before: str) -> str:
+    word = before.rsplit(None, 1)[-1] if before.strip() else ""
+    return word.lstrip(_OPENERS).rstrip(".").lower()
+
+
+def _is_abbreviation(before: str) -> bool:
+    word = _last_word(before)
+    if not word:
+        return False
+    if word in _ABBREVIATIONS:
+        return True
+    # Single letters and dotted initialisms ("J.", "U.S.A.") are not sentence ends.
+    return bool(re.fullmatch(r"(?:[a-z]\.)*[a-z]", word))
+
+
+def _split_line(line: str) -> list[str]:
+    out: list[str] = []
+    start = 0
+    for m in _BOUNDARY.finditer(line):
+        punct = m.group(1)
+        end = m.end(1)
+        before = line[start:m.start(1) + 1]
+        rest = line[m.end():]
+        nxt = rest[:1]
+        nxt_word = rest.lstrip(_OPENERS)[:1]
+        plain_period = punct.rstrip("\"'”’)]") == "."
+        if plain_period and punct == "." and _is_abbreviation(before):
+            word = _last_word(before)
+            # A known prefix ("Dr.", "No.") or an initial never ends a sentence. Other
+            # abbreviations ("etc.", "Inc.", "U.S.") end one when a capitalised word follows
+            # that is not itself a name-like continuation; we keep them joined unless the next
+            # word starts a typical new sentence (a pronoun or article).
+            if word in _PREFIX_ABBREVIATIONS or re.fullmatch(r"[a-z]", word):
+                continue
+            if not re.match(r"(?:The|A|An|It|He|She|They|We|I|This|That|These|Those|In|On|But|And|So|However|There)\b", rest):
+                continue
+        # The next sentence should not start lower-case right after a period ("approx. two",
+        # "the U.S. economy") or after an ellipsis that trails off mid-sentence.
+        if nxt and nxt_word.islower() and punct.rstrip("\"'”’)]") in (".", "...", "…"):
+            continue
+        # A quoted question or exclamation inside a sentence: '"Why?" she asked.'
+        if nxt_word.islower() and punct[-1:] in "\"'”’" and punct[:1] in "!?":
+            continue
+        if nxt and nxt.isdigit() and punct == "." and re.search(r"\b(?:no|nos|p|pp|vol|fig|sec)\.$", before.lower()):
+            continue
+        piece = line[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = m.end()
+    tail = line[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Lines of ``text`` with hard-wrapped paragraph lines joined back together.
+
+    A line is joined to the previous one when the previous line does not end with terminal
+    punctuation and this one starts lower-case (and is not a list item).
+    """
+    lines: list[str] = []
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if not stripped:
+            lines.append("")
+            continue
+        if (lines and lines[-1] and not _TERMINAL.search(lines[-1]) and stripped[:1].islower()
+                and not _LIST_ITEM.match(raw)):
+            lines[-1] = lines[-1] + " " + stripped
+        else:
+            lines.append(raw)
+    return [ln for ln in lines if ln.strip()]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split ``text`` into sentences.
+
+    Lines are split first (list items and paragraphs are separate units, their bullet or number
+    removed; hard-wrapped lines that continue lower-case are joined), then each line at
+    ``. ! ?`` (or an ellipsis) followed by whitespace, unless the period ends an abbreviation or
+    an initial, or the next word starts lower-case. Decimals and versions ("3.14", "v2.1") never
+    split: there is no whitespace after their period. Closing quotes stay with their sentence.
+
+    >>> split_sentences("Dr. Smith arrived at 3.30 p.m. on Monday. He left early! Why?")
+    ['Dr. Smith arrived at 3.30 p.m. on Monday.', 'He left early!', 'Why?']
+    >>> split_sentences("Steps:\\n1. Install it.\\n2. Run it.")
+    ['Steps:', 'Install it.', 'Run it.']
+    >>> split_sentences('J. K. Rowling wrote it in the U.S. in 1997. "It sold well." It did.')
+    ['J. K. Rowling wrote it in the U.S. in 1997.', '"It sold well."', 'It did.']
+    >>> split_sentences("Revenue grew 3.5% vs. last year, see No. 5. The end...")
+    ['Revenue grew 3.5% vs. last year, see No. 5.', 'The end...']
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
+    sentences: list[str] = []
+    for line in _logical_lines(text):
+        line = _LIST_ITEM.sub("", line, count=1).strip()
+        if not line:
+            continue
+        for piece in _split_line(line):
+            # Inline numbered lists: "Do this: (1) install it (2) run it"
+            for part in _INLINE_LIST.split(piece):
+                part = re.sub(r"^\(?\d{1,2}\)\s+", "", part).strip()
+                if part:
+                    sentences.append(part)
+    return sentences
+
+
+def split_statements(text: str) -> list[str]:
+    """Split ``text`` into statements: sentences, further split at semicolons.
+
+    >>> split_statements("It is fast; it is small. It is free.")
+    ['It is fast;', 'it is small.', 'It is free.']
+    """
+    out: list[str] = []
+    for sentence in split_sentences(text):
+        parts = [p.strip() for p in re.split(r"(?<=;)\s+", sentence) if p.strip()]
+        out.extend(parts)
+    return out
+
+
+# --------------------------------------------------------------------------- claims
+
+_AUX = (
+    "is|are|was|were|be|been|being|has|have|had|does|do|did|will|would|can|could|shall|should|may|"
+    "might|must|won't|can't|cannot|isn't|aren't|wasn't|weren't|hasn't|haven't|hadn't|doesn't|don't|"
+    "didn't|wouldn't|couldn't|shouldn't"
+)
+# Words that can open a predicate (a verb phrase without its own subject).
+_PREDICATE_START = re.compile(
+    rf"^(?:(?:{_AUX})\b|(?:also|then|later|now|still|never|not|subsequently|eventually|finally)\s+\w+|"
+    r"[a-z][a-z-]{2,}ed\b|(?:became|began|built|bought|brought|came|died|found|gave|got|grew|held|kept|"
+    r"knew|led|left|lost|made|met|paid|put|ran|said|saw|sent|set|sold|spent|stood|told|took|thought|"
+    r"won|wrote|went|fell|rose|drove|chose|broke|spoke|taught|caught|fought|sought|owns|plans|says|"
+    r"wants|needs|seems|agrees|asks|suggests|decides|offers|works|lives|goes|makes|takes|gets|gives|"
+    r"uses|adds|includes|expects|reports|shows|remains|continues|provides)\b)"
+)
+_SUBJECT_END = re.compile(rf"\b(?:{_AUX})\b|\b[a-z]+(?:ed|es|s)\b")
+# Clause starters after a comma + conjunction that have their own subject.
+_SUBJECT_START = re.compile(
+    r"^(?:I|you|he|she|it|we|they|there|this|that|these|those|the|a|an|his|her|its|their|our|my|"
+    r"[A-Z][\w'’-]*)\b"
+)
+
+
+_DETERMINERS = {"the", "a", "an", "his", "her", "its", "their", "our", "my", "your", "this", "that",
+                "these", "those", "some", "many", "several", "all", "both", "each", "every", "no"}
+
+
+_BE_HAVE = {"is", "are", "was", "were", "has", "have", "had"}
+_PRONOUN_CLAUSE = re.compile(r"^(?:I|he|she|it|we|they|there)\s+\w+")
+
+
+def _subject_of(clause: str) -> tuple[str, str] | None:
+    """(subject, auxiliary) of ``clause`` by heuristics: the words before its first verb-like
+    word, and that word when it is an auxiliary followed by a participle ("was elected")."""
+    words = clause.split()
+    for i, w in enumerate(words[:8]):
+        if i == 0 or words[i - 1].lower() in _DETERMINERS:
+            continue
+        if _SUBJECT_END.fullmatch(w.lower().strip(",;:")):
+            subject = " ".join(words[:i])
+            if not subject or subject.endswith(","):
+                return None
+            aux = ""
+            if w.lower() in _BE_HAVE and i + 1 < len(words) and re.fullmatch(r"[a-z][a-z-]{2,}ed", words[i + 1].lower()):
+                aux = w
+            return subject, aux
+    return None
+
+
+def _split_coordination(sentence: str) -> list[str]:
+    """Split one sentence at coordinating conjunctions that join full clauses or predicates."""
+    pattern = re.compile(r"(?:,\s*(?:and|but|while|whereas|yet|so)\s+|;\s+|\s+(?:and|but)\s+(?=\S))")
+    parts: list[str] = []
+    start = 0
+    first_subject: tuple[str, str] | None = None
+    for m in pattern.finditer(sentence):
+        left = sentence[start:m.start()].strip()
+        right = sentence[m.end():]
+        comma = m.group(0).lstrip().startswith((",", ";"))
+        predicate = bool(_PREDICATE_START.match(right))
+        head = right.split(",")[0]
+        head_words = head.split()
+        own_subject = bool(_SUBJECT_START.match(right)) and bool(_SUBJECT_END.search(head))
+        own_subject = own_subject or any(
+            _PREDICATE_START.match(" ".join(head_words[k:])) for k in (1, 2) if len(head_words) > k)
+        if not comma:  # "X and he left": only a personal pronoun clearly opens a new clause
+            own_subject = own_subject and bool(_PRONOUN_CLAUSE.match(right))
+        if len(left.split()) < 3 or len(right.split()) < 2:
+            continue
+        if not (predicate or own_subject):
+            continue
+        if not parts:
+            first_subject = _subject_of(left)
+        parts.append(left)
+        start = m.end()
+    if not parts:
+        return [sentence]
+    parts.append(sentence[start:].strip())
+    out = [parts[0]]
+    for p in parts[1:]:
+        if _PREDICATE_START.match(p) and first_subject:
+            subject, aux = first_subject
+            if aux and re.match(r"[a-z][a-z-]{2,}ed\b", p):
+                subject = f"{subject} {aux}"
+            p = f"{subject} {p}"
+        out.append(p[:1].upper() + p[1:] if p[:1].islower() and not _PREDICATE_START.match(p) else p)
+    return out
+
+
+def split_claims(text: str) -> list[str]:
+    """Split ``text`` into claim-sized pieces: statements, further split at coordinated clauses.
+
+    A second clause without a subject of its own gets the first clause's subject repeated, so
+    every piece can be checked on its own. Short fragments are never split off.
+
+    >>> split_claims("Einstein was born in 1879 and died in 1955.")
+    ['Einstein was born in 1879', 'Einstein died in 1955.']
+    >>> split_claims("Revenue rose 5%, but margins fell. Cats and dogs are pets.")
+    ['Revenue rose 5%', 'Margins fell.', 'Cats and dogs are pets.']
+    >>> split_claims("She was elected in 2010 and re-elected in 2014.")
+    ['She was elected in 2010', 'She was re-elected in 2014.']
+    """
+    out: list[str] = []
+    for statement in split_statements(text):
+        statement = statement.rstrip(";").strip()
+        for piece in _split_coordination(statement):
+            piece = piece.strip().strip(",;").strip()
+            if piece:
+                out.append(piece)
+    return out

@@ -1,0 +1,100 @@
+"""The ragmeter command: exit codes, summary table, reports, report and compare verbs."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragmeter.cli import main
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "rag_samples.jsonl"
+RETRIEVAL = ["-m", "precision@5,recall@5,mrr,ndcg@10"]
+
+
+def run(args, capsys):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_evaluate_prints_summary_and_writes_every_report_type(tmp_path, capsys):
+    outs = [tmp_path / f"report.{ext}" for ext in ("md", "html", "json", "jsonl", "csv")]
+    args = ["evaluate", EXAMPLE, *RETRIEVAL, "--no-progress"]
+    for o in outs:
+        args += ["--out", o]
+    code, out, err = run(args, capsys)
+    assert code == 0, err
+    assert "20 samples scored, 0 invalid" in out
+    assert "recall@5" in out and "ndcg@10" in out
+    for o in outs:
+        assert o.exists() and o.stat().st_size > 0
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["summary"]["mrr"]["count"] == 20
+
+
+def test_fail_under_exit_codes(tmp_path, capsys):
+    # recall@5 is below 1 on the example (some relevant chunks were not retrieved)
+    code, _, err = run(["evaluate", EXAMPLE, *RETRIEVAL, "--no-progress", "--fail-under", "recall@5=0.99"], capsys)
+    assert code == 1 and "FAIL recall@5" in err
+    code, _, _ = run(["evaluate", EXAMPLE, *RETRIEVAL, "--no-progress", "--fail-under", "mrr=0.5"], capsys)
+    assert code == 0
+    code, _, err = run(["evaluate", EXAMPLE, *RETRIEVAL, "--no-progress", "--fail-under", "nonsense=x"], capsys)
+    assert code == 2 and "--fail-under" in err
+
+
+def test_bad_records_are_reported_not_fatal(tmp_path, capsys):
+    data = tmp_path / "d.jsonl"
+    lines = EXAMPLE.read_text().splitlines()[:3] + ["{broken", json.dumps({"question": "q", "contexts": "x"})]
+    data.write_text("\n".join(lines))
+    code, out, err = run(["evaluate", data, *RETRIEVAL, "--no-progress"], capsys)
+    assert code == 0
+    assert "3 samples scored, 2 invalid" in out
+    assert "line 4: invalid JSON" in err and "line 5: field 'contexts'" in err
+
+
+@pytest.mark.parametrize("setup, message", [
+    (lambda p: None, "No such file"),
+    (lambda p: p.write_text("{bad\n"), "no valid records"),
+    (lambda p: p.write_text(json.dumps({"question": "q", "contexts": []}) + "\n"), "unknown metric"),
+])
+def test_unusable_input_exits_2(tmp_path, capsys, setup, message):
+    path = tmp_path / "data.jsonl"
+    setup(path)
+    extra = ["-m", "faithfulnes"] if "unknown" in message else []
+    code, _, err = run(["evaluate", path, *extra, "--no-progress"], capsys)
+    assert code == 2 and message in err
+
+
+def test_report_and_compare(tmp_path, capsys):
+    before, after = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
+    assert run(["evaluate", EXAMPLE, *RETRIEVAL, "--no-progress", "-o", before], capsys)[0] == 0
+    # a worse retriever: reverse every sample's contexts
+    worse = tmp_path / "worse.jsonl"
+    rows = [json.loads(line) for line in EXAMPLE.read_text().splitlines()]
+    for r in rows:
+        r["contexts"] = r["contexts"][::-1]
+    worse.write_text("\n".join(json.dumps(r) for r in rows))
+    assert run(["evaluate", worse, *RETRIEVAL, "--no-progress", "-o", after], capsys)[0] == 0
+    code, out, _ = run(["report", before, "-o", tmp_path / "r.html"], capsys)
+    assert code == 0 and "mrr" in out and (tmp_path / "r.html").exists()
+    code, out, _ = run(["compare", before, after], capsys)
+    assert code == 0 and "regression" in out and "20 shared samples" in out
+    code, _, _ = run(["compare", before, after, "--fail-on-regression"], capsys)
+    assert code == 1
+    code, _, err = run(["report", EXAMPLE], capsys)
+    assert code == 2 and "not a ragmeter results file" in err
+
+
+def test_console_script_help():
+    exe = shutil.which("ragmeter", path=str(Path(sys.executable).parent))
+    assert exe, "the ragmeter console script is installed next to the interpreter"
+    out = subprocess.run([exe, "--help"], capture_output=True, text=True, check=True).stdout
+    for verb in ("evaluate", "evaluate-traces", "report", "compare"):
+        assert verb in out
+    out = subprocess.run([exe, "evaluate", "--help"], capture_output=True, text=True, check=True).stdout
+    for option in ("--metrics", "--judge", "--out", "--fail-under", "--concurrency"):
+        assert option in out
+    assert subprocess.run([exe], capture_output=True).returncode == 2
