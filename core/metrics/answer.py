@@ -1,0 +1,244 @@
+"""Answer quality: :class:`AnswerRelevancy`, :class:`AnswerCorrectness`, :class:`ResponseCompleteness`."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..data import Sample, Score
+from ..judges.base import JudgeError, cosine
+from ..text import split_sentences
+from .base import Metric, ScoringContext
+from .citation import answer_claims, answer_units
+
+__all__ = ["AnswerRelevancy", "AnswerCorrectness", "ResponseCompleteness"]
+
+DEFAULT_N_QUESTIONS = 3
+
+
+def _answer_text(sample: Sample) -> str:
+    """The answer as sent to judges and embedders: citation markers and reference list removed."""
+    return answer_units(sample).text or (sample.answer or "").strip()
+
+
+def _generates(ctx: ScoringContext) -> bool:
+    return bool(getattr(ctx.judge, "generates_questions", True))
+
+
+def _question_inputs(sample: Sample, ctx: ScoringContext, n: int) -> dict:
+    """Inputs of ``generate_questions``, built the same way by every metric that uses it.
+
+    A judge that cannot write questions (``generates_questions=False``) is asked for 0 questions:
+    it still reports ``noncommittal`` and the question's ``parts``.
+    """
+    return {"question": sample.question, "answer": _answer_text(sample), "n": n if _generates(ctx) else 0}
+
+
+def _shared_n(ctx: ScoringContext, own: int | None) -> int:
+    """The number of questions to ask for: the AnswerRelevancy of this run decides, so that
+    ResponseCompleteness reuses its ``generate_questions`` call."""
+    if own is not None:
+        return own
+    for m in getattr(ctx, "metrics", ()):
+        if isinstance(m, AnswerRelevancy) and m.method == "embeddings":
+            return m.n
+    return DEFAULT_N_QUESTIONS
+
+
+def _vector(vectors: dict, text: str, what: str):
+    try:
+        return vectors[text]
+    except KeyError:
+        raise JudgeError(f"no embedding for the {what}; the embedding call did not include it") from None
+
+
+class AnswerRelevancy(Metric):
+    """Answer relevancy: does the answer address the question that was asked?
+
+    ``method="embeddings"`` (default, RAGAS-style): the judge writes ``n`` (default 3) questions
+    the answer would answer, in one call (``generate_questions``); each is embedded with the
+    original question (one embedding call per sample, shared with answer correctness) and the
+    score is the mean cosine similarity (``aggregate="max"``: the best one), negative cosines
+    clipped to 0. An answer the judge flags as noncommittal ("I don't know", evasive) scores 0.
+    With a judge that cannot write questions (the offline judge) the score is the cosine of
+    question and answer, and the explanation says so.
+
+    ``method="rating"``: one ``rate_answer`` call, the judge's 0..1 rating (no embeddings needed).
+
+    Example: question "When was Einstein born?", answer "Einstein was born on 14 March 1879.",
+    generated questions with cosines 0.96, 0.90, 0.87 to the question -> mean 0.91 (pass).
+
+    Thresholds: pass 0.8, warn 0.6 (common production targets; embedding cosines of on-topic
+    question pairs typically lie above 0.8).
+    """
+
+    name = "answer_relevancy"
+    threshold = 0.8
+    warn = 0.6
+    requires = ("answer",)
+
+    def __init__(self, *, n: int = DEFAULT_N_QUESTIONS, method: str = "embeddings", aggregate: str = "mean",
+                 threshold: float | None = None, warn: float | None = None):
+        super().__init__(threshold=threshold, warn=warn)
+        if method not in ("embeddings", "rating"):
+            raise ValueError("method must be 'embeddings' or 'rating'")
+        if aggregate not in ("mean", "max"):
+            raise ValueError("aggregate must be 'mean' or 'max'")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError("n must be a positive integer")
+        self.n = n
+        self.method = method
+        self.aggregate = aggregate
+
+    async def embedding_inputs(self, sample: Sample, ctx: ScoringContext) -> list[str]:
+        if self.method != "embeddings" or self.missing_fields(sample):
+            return []
+        if not _generates(ctx):
+            return [sample.question, _answer_text(sample)]
+        try:
+            out = (await ctx.task("generate_questions", _question_inputs(sample, ctx, self.n))).output
+        except Exception:  # the metric reports the failure itself; other metrics still get vectors
+            return []
+        if out["noncommittal"]:
+            return []
+        return [sample.question, *out["questions"]]
+
+    async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
+        if self.method == "rating":
+            out = (await ctx.task("rate_answer", {"question": sample.question, "answer": _answer_text(sample)})).output
+            reason = out["reason"]
+            return Score(self.name, out["score"], explanation=f"rated {out['score']:.2f} by the judge" + (f": {reason}" if reason else ""),
+                         details={"method": "rating", "reason": reason})
+        inputs = _question_inputs(sample, ctx, self.n)
+        out = (await ctx.task("generate_questions", inputs)).output
+        details: dict = {"method": "embeddings", "aggregate": self.aggregate, "noncommittal": out["noncommittal"]}
+        if out["noncommittal"]:
+            return Score(self.name, 0.0, explanation="the answer is noncommittal (evasive, vague or declines to answer): scored 0",
+                         details=details)
+        vectors = await ctx.embeddings()
+        q = _vector(vectors, sample.question, "question")
+        if not _generates(ctx):
+            sim = max(0.0, cosine(q, _vector(vectors, _answer_text(sample), "answer")))
+            details["similarity"] = sim
+            judge = getattr(ctx.judge, "name", "this")
+            return Score(self.name, sim, details=details,
+                         explanation=f"the {judge} judge cannot generate questions; score = similarity of question and answer ({sim:.2f})")
+        sims = [cosine(q, _vector(vectors, g, "generated question")) for g in out["questions"]]
+        details["questions"] = [{"question": g, "similarity": s} for g, s in zip(out["questions"], sims)]
+        raw = max(sims) if self.aggregate == "max" else sum(sims) / len(sims)
+        value = max(0.0, raw)
+        explanation = (f"{self.aggregate} cosine similarity of the question and {len(sims)} questions generated "
+                       f"from the answer: {value:.2f}")
+        return Score(self.name, value, explanation=explanation, details=details)
+
+
+class AnswerCorrectness(Metric):
+    """Answer correctness against the reference answer: factual F1 blended with semantic similarity.
+
+    The answer's claims (``extract_claims``, shared with faithfulness) and the reference's
+    statements (its sentences) are compared in one call (``compare_claims``): TP = answer claims
+    the reference states, FP = answer claims it does not, FN = reference statements the answer
+    misses. ``F1 = TP / (TP + 0.5 * (FP + FN))`` (0 when TP = 0). Similarity = cosine of the
+    answer and reference embeddings (clipped to [0, 1]; the sample's one embedding call).
+
+    Formula: ``(w_f * F1 + w_s * similarity) / (w_f + w_s)`` with ``weights=(w_f, w_s)``,
+    default (0.75, 0.25). ``weights=(1, 0)`` needs no embeddings.
+
+    Example: 3 answer claims, 2 in the reference; reference of 4 statements, 2 covered:
+    TP 2, FP 1, FN 2 -> F1 = 2 / (2 + 1.5) = 0.5714; similarity 0.9 ->
+    0.75 * 0.5714 + 0.25 * 0.9 = 0.6536 (warn).
+
+    Not applicable without a reference. Thresholds: pass 0.7, warn 0.5 (an F1 of 0.6 with a
+    close paraphrase, 0.9 similarity, passes; missing half the reference warns).
+    """
+
+    name = "answer_correctness"
+    threshold = 0.7
+    warn = 0.5
+    requires = ("answer", "reference")
+
+    def __init__(self, *, weights: Sequence[float] = (0.75, 0.25), threshold: float | None = None,
+                 warn: float | None = None):
+        super().__init__(threshold=threshold, warn=warn)
+        w = [float(x) for x in weights]
+        if len(w) != 2 or any(x < 0 for x in w) or sum(w) <= 0:
+            raise ValueError("weights must be two non-negative numbers (factual, semantic) with a positive sum")
+        self.weights = (w[0], w[1])
+
+    async def embedding_inputs(self, sample: Sample, ctx: ScoringContext) -> list[str]:
+        if self.weights[1] == 0 or self.missing_fields(sample):
+            return []
+        return [_answer_text(sample), sample.reference]  # type: ignore[list-item]
+
+    async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
+        reference = sample.reference or ""
+        statements = split_sentences(reference)
+        if not statements:
+            return Score(self.name, None, explanation="not applicable: the reference has no statements")
+        _, claims = await answer_claims(sample, ctx)
+        claim_records: list[dict] = []
+        statement_records = [{"statement": s, "in_answer": False} for s in statements]
+        if claims:
+            out = (await ctx.task("compare_claims", {"question": sample.question, "claims": [c["text"] for c in claims],
+                                                     "statements": statements})).output
+            claim_records = [{"claim": c["text"], "in_reference": v["in_reference"]} for c, v in zip(claims, out["claims"])]
+            statement_records = [{"statement": s, "in_answer": v["in_answer"]} for s, v in zip(statements, out["statements"])]
+        tp = sum(r["in_reference"] for r in claim_records)
+        fp = len(claim_records) - tp
+        fn = sum(not r["in_answer"] for r in statement_records)
+        f1 = tp / (tp + 0.5 * (fp + fn)) if tp else 0.0
+        w_f, w_s = self.weights
+        details: dict = {"weights": [w_f, w_s], "f1": f1, "tp": tp, "fp": fp, "fn": fn,
+                         "claims": claim_records, "statements": statement_records}
+        similarity = None
+        if w_s > 0:
+            vectors = await ctx.embeddings()
+            similarity = max(0.0, cosine(_vector(vectors, _answer_text(sample), "answer"),
+                                         _vector(vectors, reference, "reference")))
+            details["similarity"] = similarity
+        value = (w_f * f1 + w_s * (similarity or 0.0)) / (w_f + w_s)
+        explanation = f"factual F1 {f1:.2f} (TP {tp}, FP {fp}, FN {fn})"
+        if similarity is not None:
+            explanation += f", similarity {similarity:.2f}, weights {w_f:g}/{w_s:g}"
+        if not claims:
+            explanation += "; the answer makes no factual claim"
+        return Score(self.name, value, explanation=explanation, details=details)
+
+
+class ResponseCompleteness(Metric):
+    """Response completeness: does the answer cover every part of the question?
+
+    The judge splits the question into the distinct parts it asks about and marks each covered
+    or not (the ``parts`` of ``generate_questions``: the same call as answer relevancy, so it
+    costs nothing extra when both run). Formula: covered parts / parts.
+
+    Example: "When was Einstein born and where did he die?" -> parts "when born" (covered) and
+    "where died" (not covered) -> 1 / 2 = 0.5 (fail).
+
+    ``n``: the number of questions asked of ``generate_questions``; None (default) uses that of
+    the run's AnswerRelevancy so the call is shared. Thresholds: pass 0.8, warn 0.6 (an answer
+    should address at least four in five parts of what was asked; missing one of two fails).
+    """
+
+    name = "response_completeness"
+    threshold = 0.8
+    warn = 0.6
+    requires = ("answer",)
+
+    def __init__(self, *, n: int | None = None, threshold: float | None = None, warn: float | None = None):
+        super().__init__(threshold=threshold, warn=warn)
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ValueError("n must be a positive integer or None")
+        self.n = n
+
+    async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
+        inputs = _question_inputs(sample, ctx, _shared_n(ctx, self.n))
+        out = (await ctx.task("generate_questions", inputs)).output
+        parts = out["parts"]
+        covered = [p["text"] for p in parts if p["covered"]]
+        missing = [p["text"] for p in parts if not p["covered"]]
+        value = len(covered) / len(parts)
+        explanation = f"{len(covered)} of {len(parts)} parts of the question covered"
+        if missing:
+            explanation += ": missing " + "; ".join(repr(m) for m in missing[:5])
+        return Score(self.name, value, explanation=explanation,
+                     details={"parts": parts, "covered": covered, "missing": missing})

@@ -1,0 +1,236 @@
+"""Retrieved-context quality: :class:`ContextRelevance`, :class:`ContextPrecision`,
+:class:`ContextRecall` and :class:`EntityRecall`.
+
+One ``rate_chunks`` call rates every chunk of a sample for relevance, precision and the
+reference-free recall estimate; one ``attribute_statements`` call serves context recall and
+entity recall. Neither grows with the number of chunks.
+"""
+
+from __future__ import annotations
+
+from ..data import Sample, Score
+from ..text import split_sentences
+from .base import Metric, ScoringContext
+
+__all__ = ["ContextRelevance", "ContextPrecision", "ContextRecall", "EntityRecall"]
+
+
+def chunk_statements(sample: Sample) -> list[list[str]]:
+    """Each chunk split into statements (sentences), as sent to ``rate_chunks``."""
+    return [split_sentences(t) for t in sample.context_texts]
+
+
+async def rate_chunks(sample: Sample, ctx: ScoringContext) -> tuple[list[list[str]], dict]:
+    """The ``rate_chunks`` answer for the sample (one call shared by the context metrics):
+    per chunk the relevant statement indices and the ``useful`` verdict, and ``answerable``."""
+    statements = chunk_statements(sample)
+    inputs = {"question": sample.question, "reference": sample.reference or None, "chunks": statements}
+    return statements, (await ctx.task("rate_chunks", inputs)).output
+
+
+async def attribute_statements(sample: Sample, ctx: ScoringContext) -> tuple[list[str], dict | None]:
+    """The ``attribute_statements`` answer: reference statements attributed to chunks, and the
+    reference's entities found in the chunks (one call shared by context and entity recall).
+    None, without a call, when the reference has no statements."""
+    statements = split_sentences(sample.reference or "")
+    if not statements:
+        return statements, None
+    inputs = {"question": sample.question, "statements": statements, "chunks": sample.context_texts}
+    return statements, (await ctx.task("attribute_statements", inputs)).output
+
+
+def _chunk_ref(sample: Sample, i: int) -> dict:
+    c = sample.contexts[i]
+    return {"chunk": i, "rank": i + 1, "id": c.id}
+
+
+class ContextRelevance(Metric):
+    """Context relevance: the share of the retrieved text that is relevant to the question.
+
+    Each chunk is split into statements (sentences); the judge marks the statements that help
+    answer the question (``rate_chunks``, one call for all chunks).
+
+    Formula (``aggregate="statements"``, default): relevant statements / statements, over all
+    chunks. ``aggregate="decayed"``: the position-decayed mean of the per-chunk scores
+    (relevant / statements of each chunk; an empty chunk scores 0),
+    ``sum_i s_i d^i / sum_i d^i`` with ``decay=d`` (0.9), so irrelevant text at the top costs more.
+
+    Example: two chunks with 4 statements (2 irrelevant, 2 relevant) and 7 statements (all
+    relevant): 9 relevant of 11 -> 9 / 11 = 0.8182 (pass). Per-chunk scores 0.5 and 1.0;
+    decayed: (0.5 + 0.9 * 1.0) / 1.9 = 0.7368.
+
+    Details: per-chunk scores with the relevant statements, the count of relevant chunks
+    (chunks with at least one relevant statement), totals.
+
+    Thresholds: pass 0.5, warn 0.3: chunks are written for many questions, so half of the
+    retrieved sentences bearing on the question is good retrieval; below 0.3 the prompt is
+    mostly noise.
+    """
+
+    name = "context_relevance"
+    threshold = 0.5
+    warn = 0.3
+    requires = ("contexts",)
+
+    def __init__(self, *, aggregate: str = "statements", decay: float = 0.9, threshold: float | None = None,
+                 warn: float | None = None):
+        super().__init__(threshold=threshold, warn=warn)
+        if aggregate not in ("statements", "decayed"):
+            raise ValueError("aggregate must be 'statements' or 'decayed'")
+        if not 0.0 < decay <= 1.0:
+            raise ValueError("decay must be in (0, 1]")
+        self.aggregate = aggregate
+        self.decay = decay
+
+    async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
+        statements, out = await rate_chunks(sample, ctx)
+        per_chunk = []
+        for i, (sts, verdict) in enumerate(zip(statements, out["chunks"])):
+            rel = verdict["relevant"]
+            per_chunk.append({**_chunk_ref(sample, i), "statements": len(sts), "relevant": len(rel),
+                              "score": (len(rel) / len(sts)) if sts else 0.0,
+                              "relevant_statements": [sts[j] for j in rel]})
+        total = sum(c["statements"] for c in per_chunk)
+        relevant = sum(c["relevant"] for c in per_chunk)
+        relevant_chunks = sum(1 for c in per_chunk if c["relevant"])
+        details = {"aggregate": self.aggregate, "chunks": per_chunk, "relevant_statements": relevant,
+                   "total_statements": total, "relevant_chunks": relevant_chunks, "total_chunks": len(per_chunk)}
+        if total == 0:
+            return Score(self.name, None, explanation="not applicable: the retrieved chunks contain no text", details=details)
+        if self.aggregate == "decayed":
+            from ..aggregate import decayed_relevance
+
+            value = decayed_relevance([c["score"] for c in per_chunk], decay=self.decay)
+            details["decay"] = self.decay
+            explanation = (f"position-decayed mean of per-chunk relevance (decay {self.decay:g}): {value:.2f}; "
+                           f"{relevant} of {total} statements relevant")
+        else:
+            value = relevant / total
+            explanation = f"{relevant} of {total} statements relevant to the question"
+        explanation += f"; {relevant_chunks} of {len(per_chunk)} chunks relevant"
+        return Score(self.name, value, explanation=explanation, details=details)
+
+
+class ContextPrecision(Metric):
+    """Context precision: are the useful chunks ranked at the top?
+
+    The judge gives each chunk a verdict: useful for arriving at the reference answer when the
+    sample has one, else for answering the question (``rate_chunks``, the same call as context
+    relevance). Formula: rank-aware average precision over the verdicts v_k,
+    ``sum_k (precision@k * v_k) / number of useful chunks`` (0.0 when none is useful), see
+    :func:`ragmeter.metrics.retrieval.context_precision`.
+
+    Example: verdicts [no, yes, yes, no, no] -> (1/2 + 2/3) / 2 = 0.5833 (warn).
+
+    Thresholds: pass 0.7, warn 0.5 (common production targets: the first useful chunk within
+    the top two, most useful chunks ahead of the noise).
+    """
+
+    name = "context_precision"
+    threshold = 0.7
+    warn = 0.5
+    requires = ("contexts",)
+
+    async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
+        from .retrieval import context_precision
+
+        _, out = await rate_chunks(sample, ctx)
+        verdicts = [c["useful"] for c in out["chunks"]]
+        value = context_precision(verdicts)
+        against = "reference" if sample.reference else "question"
+        useful = sum(verdicts)
+        per_chunk = [{**_chunk_ref(sample, i), "useful": v} for i, v in enumerate(verdicts)]
+        first = next((i + 1 for i, v in enumerate(verdicts) if v), None)
+        explanation = (f"{useful} of {len(verdicts)} chunks useful for the {against}"
+                       + (f", first at rank {first}" if first else "") + f"; rank-aware precision {value:.2f}")
+        return Score(self.name, value, explanation=explanation,
+                     details={"against": against, "verdicts": verdicts, "chunks": per_chunk, "useful_chunks": useful})
+
+
+class ContextRecall(Metric):
+    """Context recall: did retrieval bring everything needed for the reference answer?
+
+    With a reference: each reference statement (sentence) is attributed to the chunks or not
+    (``attribute_statements``); formula: attributed statements / statements.
+    Example: reference "Einstein was born in 1879. He died in Princeton." with only the first
+    statement in the chunks -> 1 / 2 = 0.5 (fail).
+
+    Without a reference (``estimate=True``, default): an explicitly labelled *estimate*: the
+    judge rates whether the chunks can fully answer the question, 1..5 (``answerable`` of the
+    shared ``rate_chunks`` call), mapped to ``(rating - 1) / 4``: 4 -> 0.75. The explanation
+    starts with "estimate" and ``details["estimate"]`` is True. ``estimate=False``: not
+    applicable without a reference.
+
+    Thresholds: pass 0.8, warn 0.6 (information missing from the context cannot reach the
+    answer; four in five reference statements retrievable is a common target).
+    """
+
+    name = "context_recall"
+    threshold = 0.8
+    warn = 0.6
+    requires = ("contexts",)
+
+    def __init__(self, *, estimate: bool = True, threshold: float | None = None, warn: float | None = None):
+        super().__init__(threshold=threshold, warn=warn)
+        self.estimate = estimate
+
+    async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
+        if not (sample.reference and sample.reference.strip()):
+            if not self.estimate:
+                return Score(self.name, None, explanation="not applicable: the sample has no reference",
+                             details={"missing": ["reference"]})
+            _, out = await rate_chunks(sample, ctx)
+            rating = out["answerable"]
+            value = (rating - 1) / 4
+            return Score(self.name, value, details={"estimate": True, "method": "reference-free", "answerable": rating},
+                         explanation=(f"estimate (no reference): the judge rates the chunks {rating}/5 for fully "
+                                      f"answering the question -> {value:.2f}"))
+        statements, out = await attribute_statements(sample, ctx)
+        if out is None:
+            return Score(self.name, None, explanation="not applicable: the reference has no statements")
+        records = [{"statement": statements[v["statement"]], "attributed": v["attributed"], "chunks": v["chunks"]}
+                   for v in out["statements"]]
+        attributed = sum(r["attributed"] for r in records)
+        missing = [r["statement"] for r in records if not r["attributed"]]
+        value = attributed / len(records)
+        explanation = f"{attributed} of {len(records)} reference statements found in the retrieved chunks"
+        return Score(self.name, value, explanation=explanation,
+                     details={"estimate": False, "statements": records, "missing": missing})
+
+
+class EntityRecall(Metric):
+    """Entity recall: the share of the reference's named entities that the chunks mention.
+
+    The judge lists the entities of the reference (people, organisations, places, products,
+    dates, numbers with units) and marks each found in the chunks or not (the ``entities`` of
+    ``attribute_statements``: the same call as context recall). Formula: found / entities.
+
+    Example: reference entities Einstein, Ulm, 1879, Princeton; the chunks mention Einstein,
+    Ulm and 1879 -> 3 / 4 = 0.75 (pass). Not applicable without a reference, or when the
+    reference names no entity.
+
+    Thresholds: pass 0.7, warn 0.5 (entity-heavy questions need most named facts retrieved;
+    entity matching is stricter than statement attribution, so the bar sits below recall's).
+    """
+
+    name = "entity_recall"
+    threshold = 0.7
+    warn = 0.5
+    requires = ("reference", "contexts")
+
+    async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
+        statements, out = await attribute_statements(sample, ctx)
+        if out is None:
+            return Score(self.name, None, explanation="not applicable: the reference has no statements")
+        entities = out["entities"]
+        if not entities:
+            return Score(self.name, None, explanation="not applicable: the reference names no entities",
+                         details={"entities": []})
+        found = [e["text"] for e in entities if e["found"]]
+        missing = [e["text"] for e in entities if not e["found"]]
+        value = len(found) / len(entities)
+        explanation = f"{len(found)} of {len(entities)} reference entities found in the retrieved chunks"
+        if missing:
+            explanation += ": missing " + ", ".join(repr(m) for m in missing[:8])
+        return Score(self.name, value, explanation=explanation,
+                     details={"entities": entities, "found": found, "missing": missing})

@@ -1,0 +1,180 @@
+"""Groundedness of the answer in the retrieved chunks: :class:`Faithfulness` (judge-based, claim
+by claim) and :class:`HallucinatedSpecifics` (deterministic: numbers, dates, names and quotes of
+the answer that no chunk states)."""
+
+from __future__ import annotations
+
+from ..data import Sample, Score
+from .base import Metric, ScoringContext
+from .citation import answer_claims, answer_units, claim_verdicts
+
+__all__ = ["Faithfulness", "HallucinatedSpecifics"]
+
+_MODES = ("supported", "not_contradicted")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _in_chunk(quote: str, chunk: str) -> bool:
+    norm = lambda s: " ".join(s.split()).lower()  # noqa: E731
+    return bool(quote) and norm(quote) in norm(chunk)
+
+
+class Faithfulness(Metric):
+    """Faithfulness: the share of the answer's claims that the retrieved chunks support.
+
+    The answer is split into claims (``extract_claims``, once per answer, shared with answer
+    correctness and the citation metrics); each claim is judged against all chunks
+    (``verify_claims``): supported, contradicted or not found, with the supporting chunk(s) and
+    a verbatim quote.
+
+    Formula: ``mode="supported"`` (default): supported claims / claims;
+    ``mode="not_contradicted"``: (claims - contradicted claims) / claims (claims the chunks do
+    not mention are not held against the answer).
+
+    Example: an answer with 4 claims, 3 supported, 1 not found -> 3 / 4 = 0.75 (0.75 warns:
+    below 0.85, above 0.7); in ``not_contradicted`` mode the same answer scores 4 / 4 = 1.0.
+    With 1 of the 4 contradicted instead: 3 / 4 = 0.75 in both modes.
+
+    An answer that makes no claim (a refusal, "I don't know") gets value None with the reason in
+    the explanation (not applicable), or ``no_claims_value`` when set (e.g. 1.0: nothing
+    unfaithful was said). Never NaN.
+
+    Details: ``claims`` (text, unit, verdict, chunk indices, first supporting chunk, quote, whether
+    the quote was found verbatim in that chunk, reason), ``unsupported`` (not-found claims),
+    ``contradicted``, counts.
+
+    Thresholds: pass 0.85, warn 0.7 (common production targets for grounded answers).
+    """
+
+    name = "faithfulness"
+    threshold = 0.85
+    warn = 0.7
+    requires = ("answer", "contexts")
+
+    def __init__(self, *, mode: str = "supported", no_claims_value: float | None = None,
+                 threshold: float | None = None, warn: float | None = None):
+        super().__init__(threshold=threshold, warn=warn)
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        if no_claims_value is not None and not 0.0 <= no_claims_value <= 1.0:
+            raise ValueError("no_claims_value must be None or in [0, 1]")
+        self.mode = mode
+        self.no_claims_value = no_claims_value
+
+    async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
+        parsed, claims = await answer_claims(sample, ctx)
+        if not claims:
+            reason = "the answer makes no factual claim (e.g. a refusal or 'I don't know'), so there is nothing to verify"
+            details = {"claims": [], "units": parsed.unit_texts, "mode": self.mode}
+            if self.no_claims_value is None:
+                return Score(self.name, None, explanation=f"not applicable: {reason}", details=details)
+            return Score(self.name, self.no_claims_value,
+                         explanation=f"{reason}; scored {self.no_claims_value:g} as configured (no_claims_value)",
+                         details=details)
+        verdicts = await claim_verdicts(sample, ctx, claims)
+        texts = sample.context_texts
+        records = []
+        for c, v in zip(claims, verdicts):
+            first = v["chunks"][0] if v["chunks"] else None
+            records.append({
+                "claim": c["text"], "unit": c["unit"], "verdict": v["verdict"], "chunks": v["chunks"],
+                "chunk": first, "chunk_id": sample.contexts[first].id if first is not None else None,
+                "quote": v["quote"], "quote_found": _in_chunk(v["quote"], texts[first]) if first is not None else None,
+                "reason": v["reason"],
+            })
+        n = len(records)
+        supported = sum(r["verdict"] == "supported" for r in records)
+        contradicted = [r["claim"] for r in records if r["verdict"] == "contradicted"]
+        unsupported = [r["claim"] for r in records if r["verdict"] == "not_found"]
+        if self.mode == "supported":
+            value = supported / n
+            explanation = f"{supported} of {_plural(n, 'claim')} supported by the retrieved chunks"
+        else:
+            value = (n - len(contradicted)) / n
+            explanation = f"{n - len(contradicted)} of {_plural(n, 'claim')} not contradicted by the retrieved chunks"
+        parts = []
+        if unsupported:
+            parts.append(f"{len(unsupported)} not found")
+        if contradicted:
+            parts.append(f"{len(contradicted)} contradicted")
+        if parts:
+            explanation += " (" + ", ".join(parts) + ")"
+        details = {"mode": self.mode, "claims": records, "unsupported": unsupported, "contradicted": contradicted,
+                   "supported_count": supported, "contradicted_count": len(contradicted),
+                   "not_found_count": len(unsupported), "claim_count": n}
+        return Score(self.name, value, explanation=explanation, details=details)
+
+
+class HallucinatedSpecifics(Metric):
+    """Hallucinated specifics: numbers, dates, money, percentages, names and quotes in the answer
+    that no retrieved chunk states (deterministic: no judge call, see :mod:`ragmeter.specifics`).
+
+    Formula: grounded specifics / specifics, over the distinct specifics of the answer (citation
+    markers removed), where a specific is grounded when some chunk states the same value in any
+    usual format ("1,000" = "1000", "$25 billion" = "25 billion dollars") or, with
+    ``allow_question=True`` (default), when the question itself states it (repeating the
+    question's "2019" is not a hallucination). The hallucinated ones are listed in the details.
+
+    Example: answer "Acme paid $25 billion in March 2021, up 7%." against a chunk "In March 2021
+    Acme paid 25 billion dollars, up 5%.": specifics $25 billion, March 2021, 7%; 7% is in no
+    chunk -> 2 / 3 = 0.667 (fail), details ``hallucinated = [{"kind": "percent", "text": "7%"}]``.
+
+    An answer with no specifics has nothing hallucinated: value ``no_specifics_value`` (1.0;
+    None for "not applicable").
+
+    Thresholds: pass 1.0, warn 0.75: a single invented figure or name is a defect users notice
+    and a compliance risk, so any hallucinated specific leaves "pass"; several make it fail.
+    """
+
+    name = "hallucinated_specifics"
+    threshold = 1.0
+    warn = 0.75
+    requires = ("answer", "contexts")
+    uses_judge = False
+
+    def __init__(self, *, allow_question: bool = True, no_specifics_value: float | None = 1.0,
+                 threshold: float | None = None, warn: float | None = None):
+        super().__init__(threshold=threshold, warn=warn)
+        if no_specifics_value is not None and not 0.0 <= no_specifics_value <= 1.0:
+            raise ValueError("no_specifics_value must be None or in [0, 1]")
+        self.allow_question = allow_question
+        self.no_specifics_value = no_specifics_value
+
+    async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
+        from ..specifics import extract_specifics, find_specific
+
+        text = answer_units(sample).text
+        specifics = []
+        seen: set = set()
+        for s in extract_specifics(text):
+            if s.key not in seen:
+                seen.add(s.key)
+                specifics.append(s)
+        if not specifics:
+            explanation = "the answer states no specific number, date, name or quote"
+            if self.no_specifics_value is None:
+                return Score(self.name, None, explanation=f"not applicable: {explanation}", details={"specifics": []})
+            return Score(self.name, self.no_specifics_value, explanation=explanation + ", so none is hallucinated",
+                         details={"specifics": [], "hallucinated": []})
+        records = []
+        for s in specifics:
+            where = next((i for i, c in enumerate(sample.context_texts) if c and find_specific(s, c)), None)
+            in_question = where is None and self.allow_question and find_specific(s, sample.question)
+            records.append({"kind": s.kind, "text": s.text, "found": where is not None or in_question,
+                            "chunk": where, "from_question": bool(in_question)})
+        hallucinated = [r for r in records if not r["found"]]
+        n = len(records)
+        value = (n - len(hallucinated)) / n
+        if hallucinated:
+            listed = ", ".join(repr(r["text"]) for r in hallucinated[:8]) + (" ..." if len(hallucinated) > 8 else "")
+            explanation = f"{len(hallucinated)} of {_plural(n, 'specific')} in no retrieved chunk: {listed}"
+        else:
+            explanation = ("the answer's only specific appears in the retrieved chunks" if n == 1 else
+                           f"all {n} specifics of the answer appear in the retrieved chunks")
+        details = {"specifics": records, "hallucinated": [{"kind": r["kind"], "text": r["text"]} for r in hallucinated],
+                   "hallucinated_count": len(hallucinated), "specific_count": n}
+        return Score(self.name, value, explanation=explanation, details=details)
+
