@@ -12,8 +12,10 @@ import asyncio
 import atexit
 import collections
 import concurrent.futures.thread  # noqa: F401  (so our exit hook is registered after its own)
+import contextlib
 import hashlib
 import logging
+import sys
 import threading
 import weakref
 from typing import Any, Callable, Iterable
@@ -35,6 +37,27 @@ def sampled(key: str, rate: float) -> bool:
         return False
     h = int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
     return h / 2**64 < rate
+
+
+@contextlib.contextmanager
+def _instrumentation_suppressed():
+    """Suppress OpenTelemetry instrumentation while scoring, so an instrumented judge's own LLM
+    calls never become spans of (or get scored as) the user's traces. A no-op when the
+    application has not loaded OpenTelemetry."""
+    if "opentelemetry.context" not in sys.modules:
+        yield
+        return
+    from opentelemetry import context
+
+    key = getattr(context, "_SUPPRESS_INSTRUMENTATION_KEY", None)
+    ctx = context.set_value("suppress_instrumentation", True)  # the key older instrumentations read
+    if key is not None:
+        ctx = context.set_value(key, True, ctx)
+    token = context.attach(ctx)
+    try:
+        yield
+    finally:
+        context.detach(token)
 
 
 def _register_exit_hook(fn: Callable[[], None]) -> None:
@@ -167,6 +190,8 @@ class BackgroundScorer:
         if loop is not None and thread is not None and thread.is_alive():
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=5)
+            if not thread.is_alive():
+                loop.close()
         return done
 
     @property
@@ -203,14 +228,15 @@ class BackgroundScorer:
         asyncio.ensure_future(self._score(sample, on_done))
 
     async def _score(self, sample: Sample, on_done: Callable[[SampleResult], None] | None) -> None:
-        from .runner import _resolve_judge, score_sample
+        from .runner import resolve_judge, score_sample
 
         try:
             assert self._sem is not None
             async with self._sem:
                 if self._judge is None:
-                    self._judge = _resolve_judge(self._judge_spec, self.metrics)
-                result = await score_sample(sample, self.metrics, self._judge, self.embedder)
+                    self._judge = resolve_judge(self._judge_spec, self.metrics)
+                with _instrumentation_suppressed():
+                    result = await score_sample(sample, self.metrics, self._judge, self.embedder)
             self.results.append(result)
             self._count("scored")
             for cb in (self.on_result, on_done):

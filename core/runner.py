@@ -18,7 +18,7 @@ from .judges.base import Embedder, Judge, Usage
 from .metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, Metric, ScoringContext, get_metric
 from .result import EvaluationResult, SampleResult
 
-__all__ = ["evaluate", "aevaluate", "score_sample", "resolve_metrics", "Executor", "AsyncioExecutor", "run_sync"]
+__all__ = ["evaluate", "aevaluate", "score_sample", "resolve_metrics", "resolve_judge", "Executor", "AsyncioExecutor", "run_sync"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -97,7 +97,11 @@ def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Sample] = (
     return out
 
 
-def _resolve_judge(judge: Any, metrics: Sequence[Metric]) -> Judge | None:
+def resolve_judge(judge: Any, metrics: Sequence[Metric] = ()) -> Judge | None:
+    """A Judge from a Judge, a spec string (``"offline"``, ``"openai:gpt-4o-mini"``) or None.
+
+    None resolves to :func:`ragmeter.judges.default_judge` only when some metric needs a judge.
+    """
     if isinstance(judge, str):
         from .judges import judge_from_spec
 
@@ -154,7 +158,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     """
     dataset = _as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
-    judge_obj = _resolve_judge(judge, metric_list)
+    judge_obj = resolve_judge(judge, metric_list)
     executor = executor or AsyncioExecutor(concurrency)
     results: list[SampleResult | None] = [None] * len(dataset)
     bar = None

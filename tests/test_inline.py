@@ -143,3 +143,24 @@ def test_interpreter_exit_waits_for_pending(tmp_path):
     """)
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     assert sorted(out.read_text().split()) == sorted(f"s{i}" for i in range(10))
+
+
+def test_scoring_runs_with_opentelemetry_instrumentation_suppressed():
+    from opentelemetry import context
+
+    seen = []
+
+    class Probe(Metric):
+        name = "probe"
+        uses_judge = False
+
+        async def compute(self, s, ctx):
+            seen.append((context.get_value(context._SUPPRESS_INSTRUMENTATION_KEY), context.get_value("suppress_instrumentation")))
+            return Score(self.name, 1.0, explanation="ok")
+
+    scorer = BackgroundScorer([Probe()])
+    scorer.submit(sample(1))
+    assert scorer.flush(10)
+    scorer.shutdown()
+    assert seen == [(True, True)]
+    assert context.get_value(context._SUPPRESS_INSTRUMENTATION_KEY) is None  # the caller's context is untouched
