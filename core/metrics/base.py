@@ -104,7 +104,11 @@ class _Recorder:
         return getattr(self._ctx, name)
 
     async def task(self, name: str, inputs: dict) -> TaskResult:
-        result = await self._ctx.task(name, inputs)
+        try:
+            result = await self._ctx.task(name, inputs)
+        except JudgeError as err:
+            self.used[name] = err.usage  # a failed task still cost something: show it on the Score
+            raise
         self.used[name] = result.usage
         if result.note and result.note not in self.notes:
             self.notes.append(result.note)

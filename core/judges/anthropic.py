@@ -1,0 +1,157 @@
+"""Anthropic judge (the ``anthropic`` SDK, Messages API).
+
+Structured output by tool use: one tool per task whose ``input_schema`` is the task's answer
+schema, forced with ``tool_choice``. When an answer is invalid, the judge gets it back natively:
+its ``tool_use`` block followed by a ``tool_result`` with ``is_error: true`` and the error.
+Anthropic has no embedding model: pass ``embedder=`` (e.g. an OpenAIEmbedder or LocalEmbedder).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from typing import Any
+
+from .base import Embedder
+from .llm import ChatRequest, LLMJudge, PerLoop, Reply, Transport, Turn
+
+__all__ = ["AnthropicJudge", "AnthropicTransport", "DEFAULT_MODEL"]
+
+DEFAULT_MODEL = "claude-haiku-4-5"
+
+
+_TEMPERATURE: dict[type, bool] = {}
+
+
+def _accepts_temperature(client: Any) -> bool:
+    """Whether this SDK's ``messages.create`` takes ``temperature`` (recent SDKs dropped it)."""
+    cls = type(client.messages)
+    if cls not in _TEMPERATURE:
+        try:
+            _TEMPERATURE[cls] = "temperature" in inspect.signature(client.messages.create).parameters
+        except (TypeError, ValueError):
+            _TEMPERATURE[cls] = False
+    return _TEMPERATURE[cls]
+
+
+async def _close(client: Any) -> None:
+    await client.close()
+
+
+class AnthropicTransport(Transport):
+    """Messages API with a forced tool per task, one ``AsyncAnthropic`` client per event loop."""
+
+    backend = "anthropic"
+
+    def __init__(self, model: str, *, api_key: str, base_url: str | None = None, timeout: float | None = 120.0,
+                 client_kwargs: dict | None = None):
+        self.model = model
+        self.base_url = base_url
+        extra = dict(client_kwargs or {})
+        try:
+            import anthropic  # imported now, not on first use inside a running event loop
+        except ImportError as err:  # pragma: no cover - depends on the environment
+            raise ImportError("the Anthropic judge needs the anthropic package: pip install 'ragmeter[anthropic]'") from err
+
+        def make():
+            return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, **extra)
+
+        self.clients = PerLoop(make, _close)
+
+    def cache_params(self) -> dict:
+        """Endpoint and mode: part of the cache key."""
+        return {"base_url": self.base_url, "structured": "tool"}
+
+    @staticmethod
+    def _messages(turns: list[Turn]) -> list[dict]:
+        messages: list[dict] = []
+        pending_call: str | None = None
+        for t in turns:
+            if t.role == "assistant":
+                if t.call_id:
+                    content: Any = [{"type": "tool_use", "id": t.call_id, "name": "", "input": t.data or {}}]
+                    pending_call = t.call_id
+                else:
+                    content = t.text
+                    pending_call = None
+                messages.append({"role": "assistant", "content": content})
+            else:
+                if pending_call:
+                    content = [{"type": "tool_result", "tool_use_id": pending_call, "is_error": True,
+                                "content": t.text}]
+                else:
+                    content = t.text
+                pending_call = None
+                messages.append({"role": "user", "content": content})
+        return messages
+
+    async def send(self, request: ChatRequest) -> Reply:
+        """Send one request; SDK exceptions propagate (the judge classifies and retries them)."""
+        client = self.clients.get()
+        messages = self._messages(request.turns)
+        for m in messages:  # the tool name of replayed calls
+            if isinstance(m["content"], list):
+                for block in m["content"]:
+                    if block.get("type") == "tool_use":
+                        block["name"] = request.task
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "system": request.system,
+            "messages": messages,
+            "max_tokens": request.max_tokens or 4096,
+            "tools": [{"name": request.task, "description": f"Record the {request.task} answer.",
+                       "input_schema": request.schema}],
+            "tool_choice": {"type": "tool", "name": request.task},
+        }
+        if request.temperature is not None and _accepts_temperature(client):
+            kwargs["temperature"] = request.temperature
+        if request.timeout is not None:
+            kwargs["timeout"] = request.timeout
+        resp = await client.messages.create(**kwargs)
+        usage = getattr(resp, "usage", None)
+        prompt = int(getattr(usage, "input_tokens", 0) or 0)
+        completion = int(getattr(usage, "output_tokens", 0) or 0)
+        truncated = resp.stop_reason == "max_tokens"
+        texts = []
+        for block in resp.content or []:
+            if getattr(block, "type", None) == "tool_use" and block.name == request.task:
+                data = block.input
+                return Reply(text=json.dumps(data, ensure_ascii=False), data=data, truncated=truncated,
+                             prompt_tokens=prompt, completion_tokens=completion,
+                             turn=Turn("assistant", json.dumps(data, ensure_ascii=False), data=data, call_id=block.id),
+                             max_tokens=kwargs["max_tokens"])
+            if getattr(block, "type", None) == "text":
+                texts.append(block.text)
+        text = "".join(texts)
+        # No tool call: parse JSON from the text when there is any, else show the judge why.
+        return Reply(text=text, truncated=truncated, prompt_tokens=prompt, completion_tokens=completion,
+                     error=None if text.strip() else f"no {request.task} tool call in the answer; call the tool",
+                     turn=Turn("assistant", text or "(no answer)"), max_tokens=kwargs["max_tokens"])
+
+    async def aclose(self) -> None:
+        """Close the running loop's client."""
+        await self.clients.aclose()
+
+
+class AnthropicJudge(LLMJudge):
+    """A judge on Anthropic's Messages API: ``AnthropicJudge("claude-haiku-4-5")``.
+
+    Key and endpoint default to ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``. No default
+    embedder (Anthropic has none): pass ``embedder=``. Other keyword arguments: see
+    :class:`~ragmeter.judges.llm.LLMJudge`.
+    """
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, api_key: str | None = None, base_url: str | None = None,
+                 embedder: Embedder | None = None, timeout: float | None = 120.0, client_kwargs: dict | None = None,
+                 **kwargs: Any):
+        api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        if not api_key:
+            if base_url is None:
+                raise ValueError("AnthropicJudge needs an API key: pass api_key=... or set ANTHROPIC_API_KEY")
+            api_key = "not-needed"
+        transport = AnthropicTransport(model, api_key=api_key, base_url=base_url, timeout=timeout,
+                                       client_kwargs=client_kwargs)
+        super().__init__(transport, embedder=embedder, timeout=timeout, **kwargs)
+        self.base_url = base_url

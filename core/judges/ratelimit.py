@@ -1,0 +1,178 @@
+"""Limits on what a judge sends: a cap on requests in flight and requests / tokens per minute.
+
+Both work across threads and event loops: ragmeter runs one judge from ``asyncio.run`` in a sync
+wrapper, from background threads (inline scoring) and from the caller's loop, and a limit must
+hold for the judge as a whole, not per loop. State is guarded by a :class:`threading.Lock`; a
+waiter sleeps on its own loop and is woken thread-safely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from typing import Callable
+
+__all__ = ["TokenBucket", "RateLimiter", "ConcurrencyLimit"]
+
+
+class TokenBucket:
+    """An async token bucket refilled at ``per_minute`` tokens per minute, holding at most ``burst``.
+
+    :meth:`acquire` reserves tokens at once (the bucket may go into debt) and sleeps until the
+    reservation is covered, so waiters are served first come, first served, and a request larger
+    than ``burst`` still goes through (after the debt it makes is paid). ``burst`` defaults to one
+    second's worth of tokens (at least 1), which spreads requests evenly over the minute.
+    """
+
+    def __init__(self, per_minute: float, burst: float | None = None, *, clock: Callable[[], float] = time.monotonic):
+        if per_minute <= 0:
+            raise ValueError(f"per_minute must be > 0, got {per_minute}")
+        self.rate = float(per_minute) / 60.0
+        self.capacity = float(burst) if burst is not None else max(1.0, self.rate)
+        if self.capacity <= 0:
+            raise ValueError(f"burst must be > 0, got {burst}")
+        self._clock = clock
+        self._tokens = self.capacity
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+        self._stamp = now
+
+    def reserve(self, tokens: float = 1.0) -> float:
+        """Take ``tokens`` now and return how many seconds to wait before using them."""
+        with self._lock:
+            self._refill()
+            self._tokens -= tokens
+            return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+
+    def refund(self, tokens: float) -> None:
+        """Give back ``tokens`` (negative: take more), e.g. when a request used fewer than reserved."""
+        with self._lock:
+            self._refill()
+            self._tokens = min(self.capacity, self._tokens + tokens)
+
+    async def acquire(self, tokens: float = 1.0) -> float:
+        """Reserve ``tokens`` and sleep until they are available; returns the seconds waited."""
+        wait = self.reserve(tokens)
+        if wait > 0:
+            try:
+                await asyncio.sleep(wait)
+            except asyncio.CancelledError:
+                self.refund(tokens)
+                raise
+        return wait
+
+
+class RateLimiter:
+    """Requests-per-minute and tokens-per-minute limits (either may be None for no limit).
+
+    A request reserves one request and an *estimate* of its tokens before it is sent
+    (:meth:`acquire`); once the real count is known, :meth:`settle` gives back (or takes) the
+    difference. Providers count ``max_tokens`` against the token limit at request time, so a good
+    estimate is prompt tokens + ``max_tokens``.
+    """
+
+    def __init__(self, rpm: float | None = None, tpm: float | None = None, *,
+                 rpm_burst: float | None = None, tpm_burst: float | None = None):
+        self.rpm = rpm
+        self.tpm = tpm
+        self.requests = TokenBucket(rpm, rpm_burst) if rpm else None
+        self.tokens = TokenBucket(tpm, tpm_burst) if tpm else None
+
+    @property
+    def active(self) -> bool:
+        """True when any limit is set."""
+        return self.requests is not None or self.tokens is not None
+
+    async def acquire(self, estimated_tokens: int = 0) -> float:
+        """Wait until one more request of about ``estimated_tokens`` tokens may be sent."""
+        waited = 0.0
+        if self.requests is not None:
+            waited += await self.requests.acquire(1)
+        if self.tokens is not None and estimated_tokens > 0:
+            waited += await self.tokens.acquire(estimated_tokens)
+        return waited
+
+    def settle(self, estimated_tokens: int, actual_tokens: int) -> None:
+        """Correct a reservation once the request's real token count is known."""
+        if self.tokens is not None and estimated_tokens > 0:
+            self.tokens.refund(estimated_tokens - actual_tokens)
+
+    def __repr__(self) -> str:
+        return f"RateLimiter(rpm={self.rpm}, tpm={self.tpm})"
+
+
+class ConcurrencyLimit:
+    """At most ``limit`` holders at once, shared by every thread and event loop (``async with``).
+
+    Like :class:`asyncio.Semaphore`, but not bound to one loop: a release on one loop wakes a
+    waiter on another. Waiters are served in arrival order.
+    """
+
+    def __init__(self, limit: int):
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        self.limit = int(limit)
+        self._lock = threading.Lock()
+        self._in_use = 0
+        self._waiters: collections.deque = collections.deque()
+
+    @property
+    def in_use(self) -> int:
+        """Slots held right now."""
+        return self._in_use
+
+    async def acquire(self) -> None:
+        """Wait for a free slot and take it."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._in_use < self.limit and not self._waiters:
+                self._in_use += 1
+                return
+            fut = loop.create_future()
+            entry = (loop, fut)
+            self._waiters.append(entry)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # the slot was handed over just as we were cancelled
+            else:
+                with self._lock:
+                    try:
+                        self._waiters.remove(entry)
+                    except ValueError:
+                        pass  # already popped: _grant sees the cancelled future and passes the slot on
+            raise
+
+    def release(self) -> None:
+        """Give a slot back (to the first waiter, if any)."""
+        with self._lock:
+            while self._waiters:
+                loop, fut = self._waiters.popleft()
+                if loop.is_closed():
+                    continue
+                try:
+                    loop.call_soon_threadsafe(self._grant, fut)
+                except RuntimeError:  # loop closed in between
+                    continue
+                return  # the slot passes to the waiter: in_use unchanged
+            self._in_use -= 1
+
+    def _grant(self, fut: asyncio.Future) -> None:
+        if fut.done():  # cancelled while the grant was on its way
+            self.release()
+        else:
+            fut.set_result(None)
+
+    async def __aenter__(self) -> "ConcurrencyLimit":
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.release()
