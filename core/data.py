@@ -461,14 +461,14 @@ def save_samples(samples: Iterable[Sample], path: Any) -> Path:
     if suffix in (".jsonl", ".ndjson"):
         with path.open("w", encoding="utf-8") as fh:
             for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
     elif suffix == ".csv":
         fields = ["id", "question", "contexts", "answer", "reference", "relevant_ids", "metadata"]
         with path.open("w", encoding="utf-8", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=fields)
             writer.writeheader()
             for row in rows:
-                writer.writerow({k: (json.dumps(row[k], ensure_ascii=False) if k in ("contexts", "relevant_ids", "metadata") and k in row else row.get(k, ""))
+                writer.writerow({k: (json.dumps(row[k], ensure_ascii=False, default=str) if k in ("contexts", "relevant_ids", "metadata") and k in row else row.get(k, ""))
                                  for k in fields})
     else:
         raise ValueError(f"unsupported output type {suffix!r} (use .jsonl or .csv)")

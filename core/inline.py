@@ -17,6 +17,7 @@ import hashlib
 import logging
 import sys
 import threading
+import time
 import weakref
 from typing import Any, Callable, Iterable
 
@@ -25,6 +26,8 @@ from .judges.base import Embedder, Judge
 from .result import SampleResult
 
 __all__ = ["BackgroundScorer", "sampled"]
+
+_WITH_IDS = Sample("?", [], relevant_ids=["x"])  # stands for "a sample that carries relevant_ids"
 
 log = logging.getLogger("ragmeter")
 
@@ -88,12 +91,19 @@ class BackgroundScorer:
     """Scores samples in the background with ``metrics`` and ``judge``.
 
     ``submit(sample)`` returns at once: True when queued, False when not scored (sampled out,
-    filtered by ``should_score``, backlog full, or shut down) — every case is counted in
-    :attr:`stats`. ``should_score(sample)`` returns True (always score), False (never) or None
-    (let ``sample_rate`` decide, deterministically by sample id or the ``key`` given to submit).
+    backlog full, or shut down) — every case is counted in :attr:`stats`, and drops are logged
+    (at most once a minute). ``should_score(sample)`` returning True forces scoring (e.g. every
+    high-stakes question); any other answer leaves it to ``sample_rate``, decided
+    deterministically by sample id or the ``key`` given to submit. To score only what the
+    predicate selects, set ``sample_rate=0``. ``metrics=None`` scores the default metrics, plus
+    the default retrieval metrics for samples that carry ``relevant_ids``.
     ``on_result(result)`` is called on the worker thread for each scored sample; exceptions in
     it are logged and counted, never propagated. ``results`` keeps the last ``keep_results``.
     """
+
+    #: The keys of :attr:`stats`.
+    STATS_KEYS = ("submitted", "queued", "scored", "forced", "dropped", "sampled_out", "rejected_closed",
+                  "failed", "callback_errors", "pending")
 
     def __init__(self, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
                  embedder: Embedder | None = None, max_queue: int = 1000, concurrency: int = 4,
@@ -107,6 +117,8 @@ class BackgroundScorer:
         if max_queue < 1 or concurrency < 1:
             raise ValueError("max_queue and concurrency must be >= 1")
         self.metrics = resolve_metrics(metrics)
+        self._with_retrieval = resolve_metrics(None, [_WITH_IDS]) if metrics is None else None
+        self._last_drop_log = -1e9
         self._judge_spec = judge
         self._judge: Judge | None = None
         self.embedder = embedder
@@ -132,11 +144,10 @@ class BackgroundScorer:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters: submitted, queued, scored, dropped (backlog full), sampled_out, filtered_out,
-        rejected_closed, failed (scoring raised), callback_errors, and pending now."""
+        """Counters: submitted, queued, scored, forced (by ``should_score``), dropped (backlog
+        full), sampled_out, rejected_closed, failed (scoring raised), callback_errors, pending now."""
         with self._lock:
-            out = {k: self._stats.get(k, 0) for k in ("submitted", "queued", "scored", "dropped", "sampled_out",
-                                                         "filtered_out", "rejected_closed", "failed", "callback_errors")}
+            out = {k: self._stats.get(k, 0) for k in self.STATS_KEYS}
             out["pending"] = self._pending
         return out
 
@@ -150,24 +161,23 @@ class BackgroundScorer:
                 if self._closed:
                     self._stats["rejected_closed"] += 1
                     return False
-            decision = None
+            forced = False
             if self.should_score is not None:
                 try:
-                    decision = self.should_score(sample)
+                    forced = self.should_score(sample) is True
                 except Exception:  # a broken predicate must not break the user's app
                     log.exception("ragmeter: should_score raised; falling back to sample_rate")
-            if decision is False:
-                self._count("filtered_out")
-                return False
-            if decision is None and not sampled(key or sample.id or "", self.sample_rate):
+            if not forced and not sampled(key or sample.id or "", self.sample_rate):
                 self._count("sampled_out")
                 return False
             with self._lock:
                 if self._pending >= self.max_queue:
                     self._stats["dropped"] += 1
+                    self._log_drop()
                     return False
                 self._pending += 1
                 self._stats["queued"] += 1
+                self._stats["forced"] += forced
             loop = self._ensure_worker()
             loop.call_soon_threadsafe(self._start, sample, on_done)
             return True
@@ -200,6 +210,13 @@ class BackgroundScorer:
         return self._judge
 
     # ------------------------------------------------------------------ internals
+
+    def _log_drop(self) -> None:  # called with the lock held
+        now = time.monotonic()
+        if now - self._last_drop_log >= 60.0:
+            self._last_drop_log = now
+            log.warning("ragmeter: scoring backlog full (%d pending); dropped %d sample(s) so far",
+                        self._pending, self._stats["dropped"])
 
     def _count(self, key: str) -> None:
         with self._lock:
@@ -235,8 +252,9 @@ class BackgroundScorer:
             async with self._sem:
                 if self._judge is None:
                     self._judge = resolve_judge(self._judge_spec, self.metrics)
+                metrics = self._with_retrieval if (self._with_retrieval and sample.relevant_ids) else self.metrics
                 with _instrumentation_suppressed():
-                    result = await score_sample(sample, self.metrics, self._judge, self.embedder)
+                    result = await score_sample(sample, metrics, self._judge, self.embedder)
             self.results.append(result)
             self._count("scored")
             for cb in (self.on_result, on_done):

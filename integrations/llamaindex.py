@@ -1025,8 +1025,7 @@ REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY = "reference", "relevant_ids", "sampl
 
 _STATS_KEYS = ("captured", "ok", "errored", "partial", "skipped_no_contexts", "capture_errors",
                "trace_writes", "trace_errors")
-_SCORER_KEYS = ("submitted", "queued", "scored", "dropped", "sampled_out", "filtered_out", "rejected_closed",
-                "failed", "callback_errors", "pending")
+_SCORER_KEYS = BackgroundScorer.STATS_KEYS
 
 
 def _as_judge(judge: Any) -> Any:
@@ -1204,7 +1203,7 @@ class RagmeterInstrumentation:
         """Counters. Capture: ``captured``, ``ok``, ``errored``, ``partial``,
         ``skipped_no_contexts`` (recorded, not scored), ``capture_errors``, ``open`` (queries and
         streams in progress). Scoring: ``submitted``, ``queued``, ``scored``, ``dropped`` (backlog
-        full), ``sampled_out``, ``filtered_out``, ``rejected_closed``, ``failed``,
+        full), ``sampled_out``, ``forced`` (by ``should_score``), ``rejected_closed``, ``failed``,
         ``callback_errors``, ``pending``; and ``trace_writes`` / ``trace_errors``."""
         with self._lock:
             out = {k: self._counts.get(k, 0) for k in _STATS_KEYS}

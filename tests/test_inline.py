@@ -67,15 +67,33 @@ def test_sampling_and_predicate():
     keys = [f"k{i}" for i in range(2000)]
     assert 0.2 < sum(sampled(k, 0.3) for k in keys) / len(keys) < 0.4
     assert [sampled(k, 0.3) for k in keys] == [sampled(k, 0.3) for k in keys]  # deterministic
-    scorer = BackgroundScorer([SlowLength()], sample_rate=0.0,
-                              should_score=lambda s: True if "urgent" in s.question else (False if "never" in s.question else None))
+    scorer = BackgroundScorer([SlowLength()], sample_rate=0.0, should_score=lambda s: "urgent" in s.question)
     assert scorer.submit(Sample("urgent question?", ["c"], answer="a"))
-    assert not scorer.submit(Sample("never this one?", ["c"], answer="a"))
     assert not scorer.submit(Sample("ordinary?", ["c"], answer="a"))
     scorer.flush(10)
     s = scorer.stats
-    assert (s["scored"], s["filtered_out"], s["sampled_out"]) == (1, 1, 1)
+    assert (s["scored"], s["forced"], s["sampled_out"]) == (1, 1, 1)
     scorer.shutdown()
+    # False from the predicate does not veto the sample rate
+    everything = BackgroundScorer([SlowLength()], sample_rate=1.0, should_score=lambda s: False)
+    assert everything.submit(Sample("ordinary?", ["c"], answer="a"))
+    everything.flush(10)
+    assert everything.stats["scored"] == 1 and everything.stats["forced"] == 0
+    everything.shutdown()
+
+
+def test_default_metrics_add_retrieval_metrics_for_samples_with_relevant_ids():
+    from ragmeter.judges.offline import OfflineJudge
+
+    scorer = BackgroundScorer(None, OfflineJudge(embeddings=False))
+    scorer.submit(Sample("Who wrote Dune?", [{"id": "d1", "text": "Dune is by Frank Herbert."}], answer="Frank Herbert.",
+                         relevant_ids=["d1"], id="with"))
+    scorer.submit(Sample("Who wrote Dune?", ["Dune is by Frank Herbert."], answer="Frank Herbert.", id="without"))
+    assert scorer.flush(30)
+    scorer.shutdown()
+    names = {r.sample.id: set(r.scores) for r in scorer.results}
+    assert {"faithfulness", "mrr", "ndcg@10"} <= names["with"]
+    assert "faithfulness" in names["without"] and "mrr" not in names["without"]
 
 
 def test_callbacks_and_failures_never_propagate():

@@ -1,0 +1,804 @@
+"""LangChain: a drop-in callback that captures every RAG run and scores it inline or offline.
+
+Add one object to an existing chain and change nothing else::
+
+    from ragmeter.integrations.langchain import RagmeterCallbackHandler
+
+    handler = RagmeterCallbackHandler(metrics=["faithfulness", "answer_relevancy"], judge="offline")
+    chain.invoke("Who wrote Dune?", config={"callbacks": [handler]})
+    handler.flush()                      # wait for pending scoring
+    handler.results.summary()            # an EvaluationResult view of what was scored
+
+The handler is a ``langchain_core.tracers.BaseTracer``: LangChain assembles the run tree (roots
+whose parent it never saw, interleaved batches, the streaming input placeholder that is filled in
+when the stream ends) and hands it over once per root run. Each root run becomes one
+:class:`ragmeter.Sample`: the question (root input), every retriever run under the root in start
+order (Document ids, metadata and any score kept in metadata), and the final answer (root output).
+Capture only walks that tree; scoring happens on a :class:`ragmeter.inline.BackgroundScorer`
+worker, so the chain's latency and result are unchanged and nothing is ever raised into it.
+
+This module only translates LangChain events; LangChain is imported here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as _dt
+import itertools
+import logging
+import math
+import os
+import threading
+import uuid
+from typing import Any, Callable, Iterable
+
+from langchain_core.tracers.base import BaseTracer
+
+from ragmeter.data import Context, RecordError, Sample, save_samples
+from ragmeter.inline import BackgroundScorer
+from ragmeter.result import EvaluationResult, SampleResult
+
+__all__ = ["RagmeterCallbackHandler", "LangChainJudge"]
+
+log = logging.getLogger("ragmeter")
+
+#: Root input keys tried (in order) for the question when ``question_key`` is not given.
+QUESTION_KEYS = ("question", "input", "query", "user_input", "q")
+#: Root output keys tried (in order) for the answer when ``answer_key`` is not given.
+ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
+#: Document metadata keys read as the retriever's score (first numeric one wins).
+SCORE_KEYS = ("score", "relevance_score", "similarity_score", "similarity", "_score")
+#: Document metadata keys read as the chunk id when ``Document.id`` is empty.
+ID_KEYS = ("id", "doc_id", "chunk_id")
+#: ``config["metadata"]`` keys that carry ground truth and the sample id.
+REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY = "reference", "relevant_ids", "sample_id"
+
+_PARTIAL_ERRORS = ("GeneratorExit", "CancelledError")
+_LLM_TYPES = ("llm", "chat_model")
+_MODES = ("inline", "offline")
+_OTEL_OFF = object()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LangChainJudge":  # the judge issue's class, re-exported for one-import use
+        from ragmeter.judges.langchain import LangChainJudge
+
+        return LangChainJudge
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class RagmeterCallbackHandler(BaseTracer):
+    """Capture every RAG run of a LangChain chain as a :class:`~ragmeter.Sample` and score it.
+
+    Pass it in ``config={"callbacks": [handler]}`` of ``invoke`` / ``ainvoke`` / ``batch`` /
+    ``abatch`` / ``stream`` / ``astream`` (or ``chain.with_config(callbacks=[handler])``).
+
+    ``metrics`` / ``judge`` / ``embedder`` are what :func:`ragmeter.evaluate` takes (names or
+    instances; ``judge`` may also be a spec such as ``"offline"`` or a LangChain chat model, which is
+    wrapped in :class:`~ragmeter.judges.LangChainJudge`).
+
+    ``mode="inline"`` scores each finished run on a background worker with a bounded backlog
+    (``max_queue``; a full backlog drops and counts, never blocks). ``sample_rate`` (0..1,
+    deterministic per sample id) and ``should_score(sample) -> True | False | None`` (True: always
+    score, False: never, None: let ``sample_rate`` decide) choose what is scored; ``on_result`` is
+    called with each :class:`~ragmeter.SampleResult` on the worker thread. ``mode="offline"`` only
+    captures: :meth:`export_jsonl` writes the samples for ``ragmeter evaluate`` and
+    :meth:`evaluate` scores them in one go.
+
+    ``question_key`` / ``answer_key`` name the root input / output key holding the question /
+    answer when the chain takes or returns a dict (defaults try :data:`QUESTION_KEYS` /
+    :data:`ANSWER_KEYS`; the question falls back to the first retriever's query, the answer to the
+    last LLM's output). ``config["metadata"]`` keys ``reference``, ``relevant_ids`` and
+    ``sample_id`` are picked up. ``keep`` bounds how many samples and results are held in memory
+    (None: unbounded). With ``attach_to_trace`` and an OpenTelemetry SDK tracer provider (the
+    global one, or ``tracer_provider``), each result is written as an evaluation span into the
+    trace whose span was active when the run started (see TRACING.md).
+
+    Runs that errored are recorded (``metadata["status"] == "error"``) and not scored; runs the
+    caller abandoned (a stream closed early, a cancelled task) are recorded as ``"partial"`` and
+    not scored; runs whose retrievers returned nothing are recorded and not scored.
+    """
+
+    name = "ragmeter"
+    run_inline = True  # capture is cheap: run it where the event happens, no executor hop
+    raise_error = False
+
+    def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, mode: str = "inline",
+                 question_key: str | None = None, answer_key: str | None = None, sample_rate: float = 1.0,
+                 should_score: Callable[[Sample], bool | None] | None = None,
+                 on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
+                 concurrency: int = 4, embedder: Any = None, keep: int | None = 10_000,
+                 attach_to_trace: bool = True, tracer_provider: Any = None):
+        if mode not in _MODES:
+            raise ValueError(f"mode must be 'inline' or 'offline', got {mode!r}")
+        if keep is not None and keep < 1:
+            raise ValueError("keep must be >= 1 or None")
+        super().__init__(_schema_format="original+chat")
+        self.mode = mode
+        self.question_key = question_key
+        self.answer_key = answer_key
+        self.attach_to_trace = attach_to_trace
+        self._tracer_provider = tracer_provider
+        self._metric_spec = list(metrics) if metrics is not None and not isinstance(metrics, str) else metrics
+        self._judge_spec = _wrap_chat_model(judge)
+        self._embedder = embedder
+        self._lock = threading.Lock()
+        self._seq = itertools.count(1)
+        # (seq, sample, span target or None), in capture order
+        self._records: collections.deque = collections.deque(maxlen=keep)
+        self._counts: collections.Counter = collections.Counter()
+        self._targets: dict[Any, Any] = {}
+        self._current_target: Any = None  # ragmeter.tracing.writer.current_target, or _OTEL_OFF
+        self._writer: Any = None
+        self._evaluated: collections.deque = collections.deque(maxlen=keep)
+        self._evaluated_upto = 0
+        self._scorer = None
+        if mode == "inline":
+
+            self._scorer = BackgroundScorer(
+                self._metric_spec, self._judge_spec, embedder=embedder, max_queue=max_queue,
+                concurrency=concurrency, sample_rate=sample_rate, should_score=should_score,
+                on_result=on_result, keep_results=keep or 10**9, name="ragmeter-langchain")
+        elif self._metric_spec is not None:
+            from ragmeter.runner import resolve_metrics
+
+            resolve_metrics(self._metric_spec)  # fail fast on unknown metric names
+
+    def __repr__(self) -> str:
+        return f"RagmeterCallbackHandler(mode={self.mode!r}, captured={self._counts['captured']})"
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def samples(self) -> list[Sample]:
+        """Every captured Sample in capture order, errored and partial runs included
+        (``metadata["status"]`` is ``"ok"``, ``"error"`` or ``"partial"``)."""
+        with self._lock:
+            return [s for _, s, _ in self._records]
+
+    @property
+    def results(self) -> EvaluationResult:
+        """What has been scored so far (inline worker and :meth:`evaluate`), as an
+        :class:`~ragmeter.EvaluationResult` in run start order: iterate it, index it, or call
+        ``summary()`` / ``to_pandas()`` / ``problems()``. Call :meth:`flush` first to include
+        pending work."""
+        items: list[SampleResult] = list(self._evaluated)
+        if self._scorer is not None:
+            items += list(self._scorer.results)
+        items.sort(key=lambda r: str(r.sample.metadata.get("started_at", "")))
+        metrics = self._metric_names(items)
+        judge = self._judge_name()
+        thresholds = {}
+        for m in self._metric_objects():
+            thresholds[m.name] = (m.threshold, m.warn)
+        return EvaluationResult(items, metrics, judge=judge, thresholds=thresholds,
+                                duration_s=sum(r.duration_s for r in items))
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters. Capture: ``captured`` (samples recorded), ``ok``, ``errored``, ``partial``,
+        ``skipped_no_contexts`` (recorded, not scored), ``skipped_no_retriever`` and
+        ``skipped_no_question`` (root runs that were not RAG runs; not recorded), ``capture_errors``.
+        Scoring: ``submitted``, ``queued``, ``scored``, ``dropped`` (backlog full), ``sampled_out``,
+        ``forced`` (``should_score`` said True), ``rejected_closed``, ``failed``,
+        ``callback_errors``, ``pending``. Traces: ``trace_writes`` (evaluation spans written) and
+        ``trace_errors``."""
+        keys = ("captured", "ok", "errored", "partial", "skipped_no_contexts", "skipped_no_retriever",
+                "skipped_no_question", "capture_errors", "trace_writes", "trace_errors")
+        with self._lock:
+            out = {k: self._counts.get(k, 0) for k in keys}
+            evaluated = self._counts.get("evaluated", 0)
+        scorer = self._scorer.stats if self._scorer is not None else dict.fromkeys(BackgroundScorer.STATS_KEYS, 0)
+        out.update(scorer)
+        out["scored"] += evaluated
+        writer_stats = getattr(self._writer, "stats", None)
+        if isinstance(writer_stats, dict):
+            out["trace_writes"] += writer_stats.get("written", 0)
+            out["trace_errors"] += writer_stats.get("failed", 0)
+        return out
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued sample is scored (inline mode); False if ``timeout`` seconds
+        passed first. Offline mode has nothing pending and returns True."""
+        if self._scorer is None:
+            return True
+        return self._scorer.flush(timeout)
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Stop accepting samples for scoring, wait for pending ones (up to ``timeout``) and stop
+        the worker. Capture continues; interpreter exit does this on its own."""
+        if self._scorer is None:
+            return True
+        return self._scorer.shutdown(timeout)
+
+    def export_jsonl(self, path: str | os.PathLike, *, statuses: Iterable[str] = ("ok",)) -> int:
+        """Write the captured samples whose status is in ``statuses`` to a JSONL file that
+        ``ragmeter evaluate`` / :func:`ragmeter.load_samples` read; returns how many were written."""
+        wanted = set(statuses)
+        chosen = [s for s in self.samples if s.metadata.get("status") in wanted]
+        save_samples(chosen, path)
+        return len(chosen)
+
+    def evaluate(self, **kwargs: Any) -> EvaluationResult:
+        """Offline mode: score the samples captured since the last call (status ok, with
+        contexts) in one go with the handler's metrics and judge; ``kwargs`` go to
+        :func:`ragmeter.evaluate` (e.g. ``concurrency``). The results are also added to
+        :attr:`results`, and written to the run's trace when one was active."""
+        if self.mode != "offline":
+            raise RuntimeError("evaluate() is for mode='offline'; inline mode scores each run as it "
+                               "finishes (use flush() and results)")
+        from ragmeter.runner import evaluate
+
+        with self._lock:
+            batch = [(seq, s, t) for seq, s, t in self._records if seq > self._evaluated_upto]
+            if batch:
+                self._evaluated_upto = max(seq for seq, _, _ in batch)
+        batch = [(seq, s, t) for seq, s, t in batch if _scorable(s)]
+        kwargs.setdefault("progress", False)
+        if self._embedder is not None:
+            kwargs.setdefault("embedder", self._embedder)
+        if not batch:
+            metrics = self._metric_names([])
+            return EvaluationResult([], metrics, judge=self._judge_name())
+        result = evaluate([s for _, s, _ in batch], self._metric_spec, self._judge_spec, **kwargs)
+        targets = {id(s): t for _, s, t in batch}
+        for r in result:
+            self._evaluated.append(r)
+            target = targets.get(id(r.sample))
+            if target is not None:
+                self._write_trace(r, target)
+        with self._lock:
+            self._counts["evaluated"] += len(result)
+        return result
+
+    # ------------------------------------------------------------------ BaseTracer hooks
+
+    def _on_run_create(self, run: Any) -> None:
+        # Called for every run start, on the thread / in the context where the run starts (the
+        # caller's for invoke and stream, the event loop's for ainvoke/astream): the place to see
+        # the caller's active OpenTelemetry span. Must stay cheap.
+        if run.parent_run_id is not None or not self.attach_to_trace or self._current_target is _OTEL_OFF:
+            return
+        try:
+            fn = self._current_target
+            if fn is None:
+                fn = self._current_target = _load_current_target()
+                if fn is _OTEL_OFF:
+                    return
+            target = fn()
+            if target is not None:
+                with self._lock:
+                    self._targets[run.id] = target
+        except Exception:  # never into the chain
+            log.debug("ragmeter: could not read the active OpenTelemetry span", exc_info=True)
+
+    def _persist_run(self, run: Any) -> None:
+        # Called once per root run, with the whole run tree, when the root ends.
+        try:
+            with self._lock:
+                target = self._targets.pop(run.id, None)
+            self._forget(run)
+            sample, reason = self._sample_from_run(run, target)
+            if sample is None:
+                with self._lock:
+                    self._counts[reason] += 1
+                return
+            status = sample.metadata["status"]
+            with self._lock:
+                self._records.append((next(self._seq), sample, target))
+                self._counts["captured"] += 1
+                self._counts["errored" if status == "error" else status] += 1
+                if status == "ok" and not sample.contexts:
+                    self._counts["skipped_no_contexts"] += 1
+            if self._scorer is not None and _scorable(sample):
+                self._submit(sample, target)
+        except Exception:
+            with self._lock:
+                self._counts["capture_errors"] += 1
+            log.exception("ragmeter: could not capture a LangChain run")
+
+    # ------------------------------------------------------------------ internals
+
+    def _submit(self, sample: Sample, target: Any) -> None:
+        assert self._scorer is not None
+        on_done = None
+        if target is not None:
+            def on_done(result: SampleResult, _target: Any = target) -> None:
+                self._write_trace(result, _target)
+        before = self._scorer.stats["dropped"]
+        if not self._scorer.submit(sample, on_done=on_done):
+            dropped = self._scorer.stats["dropped"]
+            if dropped > before and (dropped == 1 or dropped % 100 == 0):
+                log.warning("ragmeter: scoring backlog full (max_queue=%d); %d sample(s) dropped so far",
+                            self._scorer.max_queue, dropped)
+
+    def _write_trace(self, result: SampleResult, target: Any) -> None:
+        try:
+            writer = self._writer
+            if writer is None:
+                if self._tracer_provider is not None:
+                    from ragmeter.tracing.writer import EvaluationWriter
+
+                    writer = self._writer = EvaluationWriter(tracer_provider=self._tracer_provider)
+                else:
+                    from ragmeter.tracing.writer import writer_for_current_provider
+
+                    writer = self._writer = writer_for_current_provider()
+            if writer is None:
+                return
+            writer.write(result, target)  # counts what it wrote in its own stats; never raises
+        except Exception:
+            with self._lock:
+                self._counts["trace_errors"] += 1
+            log.exception("ragmeter: could not attach scores to the trace")
+
+    def _forget(self, root: Any) -> None:
+        # BaseTracer never clears order_map (one entry per run, forever): drop this tree's entries
+        # so a long-lived handler does not grow without bound.
+        stack = [root]
+        while stack:
+            run = stack.pop()
+            self.order_map.pop(run.id, None)
+            stack.extend(run.child_runs or ())
+
+    def _metric_objects(self) -> list[Any]:
+        if self._scorer is not None:
+            return list(self._scorer.metrics)
+        if self._metric_spec is None:
+            return []
+        from ragmeter.runner import resolve_metrics
+
+        try:
+            return resolve_metrics(self._metric_spec)
+        except Exception:
+            return []
+
+    def _metric_names(self, items: list[SampleResult]) -> list[str]:
+        names = [m.name for m in self._metric_objects()]
+        for r in items:
+            for name in r.scores:
+                if name not in names:
+                    names.append(name)
+        return names
+
+    def _judge_name(self) -> str:
+        judge = self._scorer.judge if self._scorer is not None else None
+        if judge is None:
+            judge = self._judge_spec
+        if judge is None:
+            return "code"
+        return judge if isinstance(judge, str) else (getattr(judge, "name", None) or "code")
+
+    def _sample_from_run(self, root: Any, target: Any) -> tuple[Sample | None, str]:
+        tree = _Tree(root)
+        error = root.error
+        status, reason = "ok", None
+        if error:
+            head = _error_head(error)
+            if head.startswith(_PARTIAL_ERRORS):
+                status, reason = "partial", head
+            else:
+                status, reason = "error", head
+        elif tree.unfinished:
+            status, reason = "partial", f"{tree.unfinished} run(s) still open when the root ended"
+        if not tree.retrievers and status == "ok":
+            return None, "skipped_no_retriever"
+
+        question = _question(root.inputs, self.question_key)
+        if not question:
+            question = next((q for q in (_str((r.inputs or {}).get("query")) for r in tree.retrievers) if q), None)
+        if not question:
+            return None, "skipped_no_question"
+
+        contexts, retrievers = _contexts(tree.retrievers)
+        answer = partial_answer = None
+        if status == "ok":
+            answer = _answer(root.outputs, self.answer_key)
+            if answer is None and tree.llms:  # e.g. the chain returns a structure without text
+                answer = _llm_text(tree.llms[-1])
+        elif status == "partial":  # what was streamed so far is kept aside, never scored as the answer
+            partial_answer = _answer(root.outputs, self.answer_key)
+            if partial_answer is None and tree.llms:
+                partial_answer = _streamed_text(tree.llms[-1])
+
+        run_meta = (root.extra or {}).get("metadata") or {}
+        reference = run_meta.get(REFERENCE_KEY)
+        relevant = run_meta.get(RELEVANT_KEY)
+        sample_id = run_meta.get(SAMPLE_ID_KEY)
+        metadata: dict[str, Any] = {
+            "source": "langchain",
+            "status": status,
+            "run_id": str(root.id),
+            "run_name": root.name,
+            "started_at": _iso(root.start_time),
+            "latency": tree.latency(),
+            "retrievers": retrievers,
+        }
+        if reason:
+            metadata["error" if status == "error" else "partial_reason"] = reason
+        if partial_answer:
+            metadata["partial_answer"] = partial_answer
+        usage = tree.token_usage()
+        if usage:
+            metadata["token_usage"] = usage
+        if tree.all_llms:
+            metadata["llm_calls"] = len(tree.all_llms)
+            models = tree.models()
+            if models:
+                metadata["models"] = models
+        if target is not None:
+            metadata["trace"] = {"trace_id": format(target.trace_id, "032x"), "span_id": format(target.span_id, "016x")}
+        if root.tags:
+            metadata["tags"] = _jsonable(list(root.tags))
+        extra = {k: v for k, v in run_meta.items() if k not in (REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY)}
+        if extra:
+            metadata["run_metadata"] = _jsonable(extra)
+
+        fields = {"reference": reference if reference is None or isinstance(reference, str) else str(reference),
+                  "relevant_ids": relevant}
+        try:
+            sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id),
+                            metadata=metadata, **fields)
+        except RecordError as err:  # bad ground truth in config metadata: keep the run, drop the field
+            log.warning("ragmeter: ignoring config metadata for run %s: %s", root.id, err)
+            metadata["capture_warning"] = str(err)
+            sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id),
+                            metadata=metadata)
+        return sample, "captured"
+
+
+# ---------------------------------------------------------------------- run tree -> sample
+
+
+class _Tree:
+    """The retriever and LLM runs of one root run tree, and what they cost."""
+
+    def __init__(self, root: Any):
+        self.root = root
+        self.retrievers: list[Any] = []  # outermost retriever runs (nested ones are their parts)
+        self.llms: list[Any] = []  # LLM runs outside retrievers (the app's generation)
+        self.all_llms: list[Any] = []  # every LLM run (a query-rewriting retriever's too)
+        self.unfinished = 0
+        stack = [(root, False)]
+        while stack:
+            run, inside_retriever = stack.pop()
+            if run is not root and run.end_time is None:
+                self.unfinished += 1
+            kind = run.run_type
+            if kind == "retriever" and not inside_retriever:
+                self.retrievers.append(run)
+            elif kind in _LLM_TYPES:
+                self.all_llms.append(run)
+                if not inside_retriever:
+                    self.llms.append(run)
+            nested = inside_retriever or kind == "retriever"
+            stack.extend((child, nested) for child in list(run.child_runs or ()))
+        order = _start_order
+        self.retrievers.sort(key=order)
+        self.llms.sort(key=order)
+        self.all_llms.sort(key=order)
+
+    def latency(self) -> dict[str, float]:
+        root = self.root
+        end = root.end_time
+        out: dict[str, float] = {}
+        if end is not None:
+            out["total_s"] = _round((end - root.start_time).total_seconds())
+        out["retrieval_s"] = _round(_union(self.retrievers, end))
+        out["generation_s"] = _round(_union(self.llms, end))
+        if self.llms:
+            first = next((e.get("time") for e in self.llms[-1].events or () if e.get("name") == "new_token"), None)
+            if first is not None:
+                out["first_token_s"] = _round((first - root.start_time).total_seconds())
+        return out
+
+    def token_usage(self) -> dict[str, int] | None:
+        prompt = completion = total = 0
+        found = False
+        for run in self.all_llms:
+            usage = _run_usage(run.outputs or {})
+            if usage is None:
+                continue
+            found = True
+            prompt += usage[0]
+            completion += usage[1]
+            total += usage[2]
+        if not found:
+            return None
+        return {"prompt": prompt, "completion": completion, "total": total}
+
+    def models(self) -> list[str]:
+        names: list[str] = []
+        for run in self.all_llms:
+            extra = run.extra or {}
+            meta = extra.get("metadata") or {}
+            params = extra.get("invocation_params") or {}
+            name = meta.get("ls_model_name") or params.get("model_name") or params.get("model")
+            if isinstance(name, str) and name and name not in names:
+                names.append(name)
+        return names
+
+
+def _start_order(run: Any) -> tuple:
+    return (run.start_time, getattr(run, "dotted_order", None) or "")
+
+
+def _union(runs: list[Any], fallback_end: Any) -> float:
+    """Wall-clock seconds covered by the runs' intervals (parallel runs are not double counted)."""
+    spans = sorted((r.start_time, r.end_time or fallback_end) for r in runs if r.start_time is not None)
+    total = 0.0
+    cur_start = cur_end = None
+    for start, end in spans:
+        if end is None:
+            continue
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += (cur_end - cur_start).total_seconds()
+            cur_start, cur_end = start, end
+        elif end > cur_end:
+            cur_end = end
+    if cur_end is not None:
+        total += (cur_end - cur_start).total_seconds()
+    return total
+
+
+def _run_usage(outputs: dict) -> tuple[int, int, int] | None:
+    """(prompt, completion, total) tokens of one LLM run: the messages' ``usage_metadata``, else
+    ``llm_output["token_usage"]`` / ``["usage"]``; None when the model reported nothing."""
+    found = False
+    p = c = t = 0
+    for gens in outputs.get("generations") or ():
+        for gen in gens or ():
+            msg = gen.get("message") if isinstance(gen, dict) else getattr(gen, "message", None)
+            if isinstance(msg, dict):
+                um = (msg.get("kwargs") or {}).get("usage_metadata")
+            else:
+                um = getattr(msg, "usage_metadata", None)
+            if isinstance(um, dict) and um:
+                found = True
+                ip, op = _int(um.get("input_tokens")), _int(um.get("output_tokens"))
+                p, c = p + ip, c + op
+                t += _int(um.get("total_tokens")) or ip + op
+    if found:
+        return p, c, t
+    llm_output = outputs.get("llm_output")
+    usage = None
+    if isinstance(llm_output, dict):
+        usage = llm_output.get("token_usage") or llm_output.get("usage")
+    if isinstance(usage, dict) and usage:
+        ip = _int(usage.get("prompt_tokens", usage.get("input_tokens")))
+        op = _int(usage.get("completion_tokens", usage.get("output_tokens")))
+        return ip, op, _int(usage.get("total_tokens")) or ip + op
+    return None
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return 0
+    return int(value)
+
+
+def _contexts(retrievers: list[Any]) -> tuple[list[Context], list[dict]]:
+    contexts: list[Context] = []
+    seen: set[tuple] = set()
+    info: list[dict] = []
+    for run in retrievers:
+        docs = (run.outputs or {}).get("documents") or []
+        entry: dict[str, Any] = {"name": run.name, "query": _str((run.inputs or {}).get("query")),
+                                 "documents": len(docs)}
+        if run.start_time is not None and run.end_time is not None:
+            entry["latency_s"] = _round((run.end_time - run.start_time).total_seconds())
+        if run.error:
+            entry["error"] = _error_head(run.error)
+        info.append(entry)
+        for doc in docs:
+            ctx = _context(doc)
+            if ctx is None:
+                continue
+            key = (ctx.id, ctx.text)
+            if key in seen:  # the same chunk from two retrievers: the model saw it once
+                continue
+            seen.add(key)
+            contexts.append(ctx)
+    return contexts, info
+
+
+def _context(doc: Any) -> Context | None:
+    if isinstance(doc, dict):
+        text, meta, doc_id = doc.get("page_content"), doc.get("metadata"), doc.get("id")
+    else:
+        text, meta, doc_id = getattr(doc, "page_content", None), getattr(doc, "metadata", None), getattr(doc, "id", None)
+    if not isinstance(text, str):
+        return None
+    meta = meta if isinstance(meta, dict) else {}
+    if doc_id is None or doc_id == "":
+        doc_id = next((meta[k] for k in ID_KEYS if meta.get(k) not in (None, "")), None)
+    if doc_id is not None and not isinstance(doc_id, str):
+        doc_id = str(doc_id)
+    score = None
+    for key in SCORE_KEYS:
+        value = meta.get(key)
+        if isinstance(value, bool):
+            continue
+        try:
+            value = float(value) if value is not None else None
+        except (TypeError, ValueError):
+            continue
+        if value is not None and math.isfinite(value):
+            score = value
+            break
+    return Context(text=text, id=doc_id, score=score, metadata=_jsonable(meta))
+
+
+def _question(inputs: Any, key: str | None) -> str | None:
+    if not isinstance(inputs, dict):
+        return _str(_text(inputs))
+    if key is not None:
+        return _str(_text(inputs.get(key)))
+    if len(inputs) == 1:
+        found = _str(_text(next(iter(inputs.values()))))
+        if found:
+            return found
+    for k in QUESTION_KEYS:
+        if k in inputs:
+            found = _str(_text(inputs[k]))
+            if found:
+                return found
+    return None
+
+
+def _answer(outputs: Any, key: str | None, depth: int = 0) -> str | None:
+    if not isinstance(outputs, dict):
+        return _str(_text(outputs))
+    if key is not None and key in outputs:
+        value = outputs[key]
+    elif len(outputs) == 1:
+        value = next(iter(outputs.values()))
+    else:
+        value = next((outputs[k] for k in ANSWER_KEYS if k in outputs and outputs[k] is not None), None)
+    if isinstance(value, dict) and depth < 2:
+        return _answer(value, key, depth + 1)
+    return _str(_text(value))
+
+
+def _text(value: Any) -> str | None:
+    """Text of a string, a message (its content), or a list of messages (the last human one)."""
+    if value is None or isinstance(value, str):
+        return value
+    content = getattr(value, "content", None)
+    if content is not None and hasattr(value, "type"):  # a BaseMessage
+        return _content_text(content)
+    if isinstance(value, (list, tuple)) and value:
+        humans = [m for m in value if getattr(m, "type", None) == "human"]
+        if humans:
+            return _content_text(humans[-1].content)
+        if hasattr(value[-1], "content"):
+            return _content_text(value[-1].content)
+        return None
+    if hasattr(value, "to_messages"):  # a PromptValue
+        try:
+            return _text(value.to_messages())
+        except Exception:
+            return None
+    return None
+
+
+def _content_text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and block.get("type", "text") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+        return "".join(parts)
+    return None
+
+
+def _llm_text(run: Any) -> str | None:
+    """The text of an LLM run's last generation (chat message content or completion text)."""
+    gens = (run.outputs or {}).get("generations") or []
+    for batch in reversed(gens):
+        for gen in reversed(batch or []):
+            text = gen.get("text") if isinstance(gen, dict) else getattr(gen, "text", None)
+            if isinstance(text, str) and text.strip():
+                return text
+    return _streamed_text(run)
+
+
+def _streamed_text(run: Any) -> str | None:
+    """What an LLM run streamed before it was abandoned (its ``new_token`` events)."""
+    parts = []
+    for event in run.events or ():
+        if event.get("name") != "new_token":
+            continue
+        kwargs = event.get("kwargs") or {}
+        chunk = kwargs.get("chunk")
+        text = getattr(chunk, "text", None) if chunk is not None else None
+        if not isinstance(text, str):
+            token = kwargs.get("token")
+            text = token if isinstance(token, str) else _content_text(token)
+        if isinstance(text, str):
+            parts.append(text)
+    return _str("".join(parts))
+
+
+def _str(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def _error_head(error: str) -> str:
+    """``"ValueError('boom')"`` from LangChain's ``repr(error) + traceback`` string."""
+    head = error.split("Traceback (most recent call last)", 1)[0].strip()
+    if not head and error.strip():
+        head = error.strip().splitlines()[0]
+    return head[:500]
+
+
+def _sample_id(given: Any, run_id: Any) -> str:
+    if isinstance(given, str) and given:
+        return given
+    if isinstance(given, int) and not isinstance(given, bool):
+        return str(given)
+    return str(run_id)
+
+
+def _scorable(sample: Sample) -> bool:
+    return sample.metadata.get("status") == "ok" and bool(sample.contexts)
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if isinstance(value, _dt.datetime) else None
+
+
+def _round(value: float) -> float:
+    return round(value, 6)
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    """A JSON-serialisable copy of metadata (numpy scalars to numbers, unknown objects to repr)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if depth > 6:
+        return repr(value)[:200]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v, depth + 1) for v in value]
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):  # numpy scalar
+        try:
+            return _jsonable(value.item(), depth + 1)
+        except Exception:
+            pass
+    return repr(value)[:200]
+
+
+def _wrap_chat_model(judge: Any) -> Any:
+    """A LangChain chat model given as the judge becomes a LangChainJudge."""
+    try:
+        from langchain_core.language_models import BaseChatModel
+    except Exception:  # pragma: no cover
+        return judge
+    if isinstance(judge, BaseChatModel):
+        from ragmeter.judges.langchain import LangChainJudge
+
+        return LangChainJudge(judge)
+    return judge
+
+
+def _load_current_target() -> Any:
+    try:
+        from ragmeter.tracing.writer import current_target
+    except Exception:  # opentelemetry or the writer not installed: trace attach is off
+        return _OTEL_OFF
+    return current_target
