@@ -115,7 +115,22 @@ def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
     result = evaluate_traces(args.file, metrics=_metric_list(args.metrics), judge=args.judge,
                              export=args.export, endpoint=args.endpoint, concurrency=args.concurrency,
                              progress=not args.no_progress)
-    return _finish(result, args)
+    stats = getattr(result, "trace_stats", None) or {}
+    if stats:
+        skipped = ", ".join(f"{k.replace('skipped_', '')} {v}" for k, v in stats.items() if k.startswith("skipped_"))
+        print(f"ragmeter: {stats.get('spans', 0)} spans in {stats.get('traces', 0)} traces, "
+              f"{stats.get('invocations', 0)} RAG calls, {stats.get('samples', 0)} scored"
+              + (f", skipped: {skipped}" if skipped else "")
+              + (f", {stats['not_rag']} LLM calls without retrieval" if stats.get("not_rag") else ""))
+    status = _finish(result, args)
+    export = getattr(result, "export", None)
+    if export:
+        print(f"exported {export['spans']} evaluation spans to {export['endpoint']}")
+        if export.get("failed"):
+            print(f"ragmeter: error: {export['failed']} evaluation spans could not be exported to "
+                  f"{export['endpoint']}", file=sys.stderr)
+            return EXIT_INPUT if status == EXIT_OK else status
+    return status
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from .data import Sample
 from .judges.base import Embedder, Judge
 from .result import SampleResult
 
-__all__ = ["BackgroundScorer", "sampled"]
+__all__ = ["BackgroundScorer", "sampled", "register_exit_hook"]
 
 _WITH_IDS = Sample("?", [], relevant_ids=["x"])  # stands for "a sample that carries relevant_ids"
 
@@ -63,7 +63,9 @@ def _instrumentation_suppressed():
         context.detach(token)
 
 
-def _register_exit_hook(fn: Callable[[], None]) -> None:
+def register_exit_hook(fn: Callable[[], None]) -> None:
+    """Run ``fn`` at interpreter exit, before thread pools shut down (so pending scoring that
+    uses ``asyncio.to_thread`` can still finish); hooks run last-registered first."""
     # threading's exit hooks run before concurrent.futures shuts its executors down (which
     # asyncio.to_thread and embedding models rely on), and in reverse order of registration.
     register = getattr(threading, "_register_atexit", None)
@@ -138,7 +140,7 @@ class BackgroundScorer:
         self._thread: threading.Thread | None = None
         self._sem: asyncio.Semaphore | None = None
         self._closed = False
-        _register_exit_hook(_weak_exit_hook(self))
+        register_exit_hook(_weak_exit_hook(self))
 
     # ------------------------------------------------------------------ public
 

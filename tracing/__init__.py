@@ -1,1 +1,54 @@
-"""Tracing."""
+"""Traces: score RAG calls from OpenTelemetry spans and write the scores back into the traces.
+
+>>> from opentelemetry.sdk.trace import TracerProvider                       # doctest: +SKIP
+>>> from opentelemetry.sdk.trace.export import BatchSpanProcessor            # doctest: +SKIP
+>>> from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # doctest: +SKIP
+>>> from ragmeter.tracing import RagmeterSpanProcessor                       # doctest: +SKIP
+>>> provider = TracerProvider()                                              # doctest: +SKIP
+>>> provider.add_span_processor(RagmeterSpanProcessor(metrics=["faithfulness"], judge="offline",
+...                                                   tracer_provider=provider))  # doctest: +SKIP
+>>> provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))      # doctest: +SKIP
+
+* :class:`RagmeterSpanProcessor`: reads OpenInference, OpenTelemetry GenAI and OpenLLMetry spans,
+  one sample per RAG call, scored in the background, results written as evaluation spans.
+* :class:`EvaluationWriter`, :class:`SpanTarget`, :func:`current_target`,
+  :func:`writer_for_current_provider`: the writer the LangChain and LlamaIndex integrations use.
+* :func:`evaluate_traces`, :func:`read_otlp_json`, :class:`OTLPJsonFileExporter`: offline scoring
+  of OTLP JSON exports (the OpenTelemetry Collector's file exporter format).
+* :class:`PhoenixAnnotationSink`: the same results as Phoenix span and document annotations
+  (``pip install "ragmeter[phoenix]"``).
+
+Importing this package imports the OpenTelemetry API and SDK; ``import ragmeter`` does not.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "RagmeterSpanProcessor": ".processor",
+    "ResultSink": ".processor",
+    "EvaluationWriter": ".writer",
+    "SpanTarget": ".writer",
+    "current_target": ".writer",
+    "writer_for_current_provider": ".writer",
+    "evaluate_traces": ".offline",
+    "read_otlp_json": ".offline",
+    "samples_from_spans": ".offline",
+    "OTLPJsonFileExporter": ".offline",
+    "PhoenixAnnotationSink": ".phoenix",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module = importlib.import_module(_LAZY[name], __name__)
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

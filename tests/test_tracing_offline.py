@@ -1,0 +1,249 @@
+"""Offline: OTLP JSON (collector file exporter format) in, scored samples out, carriers exported
+over OTLP/HTTP to a real receiver on 127.0.0.1."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import http.server
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from ragmeter.cli import main
+from ragmeter.tracing import OTLPJsonFileExporter, evaluate_traces, read_otlp_json
+from ragmeter.tracing.offline import encode_otlp_json, export_carriers, samples_from_spans
+from test_tracing_support import ContextCount, memory_provider, oi_rag
+
+DATA = Path(__file__).parent / "data" / "otlp"
+LC = DATA / "langchain_openinference.jsonl"
+MIXED = DATA / "collector_genai_openllmetry.jsonl"
+
+
+def test_reads_the_collector_file_exporter_format():
+    spans = read_otlp_json(MIXED)
+    assert len(spans) == 8
+    by = {s.name: s for s in spans}
+    req = by["POST /chat"]
+    assert req.context.trace_id == 0x5B8EFFF798038103D269B633813FC60C
+    assert req.parent.span_id == 0xEEE0000000000001 and req.parent.is_remote  # flags 0x301: remote parent
+    assert req.resource.attributes["service.name"] == "chat-svc"
+    assert req.instrumentation_scope.name == "chat-svc.http" and req.instrumentation_scope.version == "2.3.0"
+    assert req.kind.name == "SERVER" and req.start_time == 1767225600000000000
+    chat = next(s for s in spans if s.context.span_id == 0xAAAAAAAAAAAA0003)
+    assert not chat.parent.is_remote
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 120  # intValue is a string in OTLP JSON
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert chat.events[0].name == "gen_ai.choice" and chat.events[0].attributes["index"] == 0
+    wf = by["RunnableSequence.workflow"]
+    assert wf.kind.name == "INTERNAL"  # enum given by name
+    carrier = by["ragmeter.evaluation"]
+    assert carrier.links[0].context.span_id == 0xBBBBBBBBBBBB0001
+    failing = spans[-1]
+    assert failing.status.status_code.name == "ERROR" and failing.status.description == "rate limited"
+    assert json.loads(failing.attributes["gen_ai.tool.definitions"]) == {"name": "weather", "strict": True}
+
+
+def test_round_trip_and_other_layouts(tmp_path):
+    provider, exporter = memory_provider()
+    oi_rag(provider)
+    spans = exporter.get_finished_spans()
+    doc = encode_otlp_json(spans)
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(doc, indent=2))  # a single pretty-printed document
+    arr = tmp_path / "arr.json"
+    arr.write_text(json.dumps([doc, doc]))
+    gz = tmp_path / "lines.jsonl.gz"
+    gz.write_bytes(gzip.compress((json.dumps(doc) + "\n").encode()))
+    for path, n in ((one, 3), (arr, 6), (gz, 3)):
+        back = read_otlp_json(path)
+        assert len(back) == n
+    back = read_otlp_json(one)
+    orig = {s.context.span_id: s for s in spans}
+    for s in back:
+        o = orig[s.context.span_id]
+        assert (s.name, s.parent.span_id if s.parent else None, dict(s.attributes), s.start_time, s.end_time) == \
+            (o.name, o.parent.span_id if o.parent else None, dict(o.attributes), o.start_time, o.end_time)
+
+
+def test_base64_ids_and_errors(tmp_path):
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": base64.b64encode(bytes.fromhex("5b8efff798038103d269b633813fc60c")).decode(),
+        "spanId": base64.b64encode(bytes.fromhex("00f067aa0ba902b7")).decode(), "name": "x"}]}]}]}
+    p = tmp_path / "b64.json"
+    p.write_text(json.dumps(doc))
+    (s,) = read_otlp_json(p)
+    assert s.context.trace_id == 0x5B8EFFF798038103D269B633813FC60C and s.context.span_id == 0x00F067AA0BA902B7
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(doc) + "\n{not json\n")
+    with pytest.raises(ValueError, match="line 2"):
+        read_otlp_json(bad)
+    noid = tmp_path / "noid.json"
+    noid.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "x", "traceId": "zz"}]}]}]}))
+    with pytest.raises(ValueError, match="request 1"):
+        read_otlp_json(noid)
+
+
+def test_samples_from_a_real_openinference_export():
+    samples, builds = samples_from_spans(read_otlp_json(LC))
+    assert [(s.question, s.answer) for s in samples] == [
+        ("What is the capital of France?", "Paris is the capital of France [1]."),
+        ("What is the capital of Germany?", "Berlin is the capital of Germany [2].")]
+    assert [[c.id for c in s.contexts] for s in samples] == [["d1", "d3"], ["d2", "d3"]]
+    assert all(s.metadata["otel"]["convention"] == "openinference" for s in samples)
+
+
+def test_evaluate_traces_scores_each_call_and_reports_skips():
+    result = evaluate_traces(MIXED, metrics=[ContextCount()], progress=False)
+    assert len(result) == 2
+    by_q = {r.sample.question: r for r in result}
+    assert by_q["How tall is the Eiffel Tower?"].scores["context_count"].value == 0.5
+    assert by_q["How high is Mount Everest?"].sample.metadata["otel"]["convention"] == "openllmetry"
+    assert result.trace_stats == {"spans": 8, "traces": 3, "invocations": 3, "samples": 2, "not_rag": 1}
+    assert result.invalid == [] and result.export is None
+
+
+def test_evaluate_traces_without_rag_calls_is_an_error(tmp_path):
+    provider, exporter = memory_provider()
+    with provider.get_tracer("app").start_as_current_span("GET /health"):
+        pass
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps(encode_otlp_json(exporter.get_finished_spans())) + "\n")
+    with pytest.raises(ValueError, match="no RAG call"):
+        evaluate_traces(p, metrics=[ContextCount()], progress=False)
+    empty = tmp_path / "e.jsonl"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="no spans"):
+        evaluate_traces(empty, metrics=[ContextCount()], progress=False)
+
+
+def test_skipped_calls_are_listed_as_invalid(tmp_path):
+    provider, exporter = memory_provider()
+    oi_rag(provider)
+    oi_rag(provider, answer=None)  # no answer anywhere
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps(encode_otlp_json(exporter.get_finished_spans())) + "\n")
+    result = evaluate_traces(p, metrics=[ContextCount()], progress=False)
+    assert len(result) == 1
+    (err,) = result.invalid
+    assert err.field == "answer" and err.location.startswith("trace ")
+    assert result.trace_stats["skipped_no_answer"] == 1
+
+
+class _Receiver(http.server.ThreadingHTTPServer):
+    """A real OTLP/HTTP (protobuf) trace receiver on 127.0.0.1."""
+
+    def __init__(self):
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+        self.requests: list = []
+        pb = trace_service_pb2
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                req = pb.ExportTraceServiceRequest()
+                req.ParseFromString(body)
+                server.requests.append((self.path, req))
+                out = pb.ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1/traces"
+
+    def spans(self) -> list:
+        return [(rs.resource, sp) for _, req in self.requests for rs in req.resource_spans
+                for ss in rs.scope_spans for sp in ss.spans]
+
+
+@pytest.fixture
+def receiver():
+    r = _Receiver()
+    yield r
+    r.shutdown()
+    r.server_close()
+
+
+def test_export_carriers_over_otlp_http(receiver):
+    result = evaluate_traces(LC, metrics=[ContextCount()], export="otlp", endpoint=receiver.endpoint, progress=False)
+    assert result.export == {"endpoint": receiver.endpoint, "spans": 2, "failed": 0}
+    got = receiver.spans()
+    assert len(got) == 2 and {p for p, _ in receiver.requests} == {"/v1/traces"}
+    samples = {r.sample.metadata["otel"]["entry_span_id"]: r for r in result}
+    for resource, sp in got:
+        assert sp.name == "ragmeter.evaluation"
+        entry = sp.parent_span_id.hex()
+        assert entry in samples
+        assert sp.trace_id.hex() == samples[entry].sample.metadata["otel"]["trace_id"]
+        assert [ln.span_id.hex() for ln in sp.links] == [entry]
+        attrs = {kv.key: kv.value for kv in sp.attributes}
+        assert attrs["ragmeter.context_count.score"].double_value == 0.5
+        assert attrs["ragmeter.carrier"].bool_value is True
+        assert [e.name for e in sp.events] == ["gen_ai.evaluation.result"]
+        res = {kv.key: kv.value.string_value for kv in resource.attributes}
+        assert res["service.name"] == "rag-api"  # the judged trace's resource
+
+
+def test_cli_evaluate_traces(tmp_path, receiver, capsys):
+    out = tmp_path / "r.jsonl"
+    code = main(["evaluate-traces", str(LC), "-m", "context_count_unknown_metric_name"])
+    assert code == 2
+    code = main(["evaluate-traces", str(MIXED), "-m", "mrr", "--no-progress", "--out", str(out),
+                 "--export", "otlp", "--endpoint", receiver.endpoint])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "8 spans in 3 traces, 3 RAG calls, 2 scored, 1 LLM calls without retrieval" in text
+    assert f"exported 2 evaluation spans to {receiver.endpoint}" in text
+    assert out.exists() and len(receiver.spans()) == 2
+    empty = tmp_path / "none.jsonl"
+    empty.write_text("")
+    assert main(["evaluate-traces", str(empty), "-m", "mrr"]) == 2
+
+
+def test_export_failure_is_reported(tmp_path):
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    class Failing:
+        def export(self, spans):
+            return SpanExportResult.FAILURE
+
+        def shutdown(self):
+            pass
+
+        def force_flush(self, timeout_millis=30000):
+            return True
+
+    result = evaluate_traces(LC, metrics=[ContextCount()], progress=False)
+    samples, builds = samples_from_spans(read_otlp_json(LC))
+    by_id = {b.sample.id: b for b in builds if b.sample}
+    info = export_carriers([(r, by_id[r.sample.id]) for r in result], exporter=Failing())
+    assert info["spans"] == 0 and info["failed"] == 2
+
+
+def test_otlp_json_file_exporter_writes_what_evaluate_traces_reads(tmp_path):
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    path = tmp_path / "traces.jsonl"
+    provider, _ = memory_provider(SimpleSpanProcessor(OTLPJsonFileExporter(path)))
+    oi_rag(provider)
+    oi_rag(provider, question="What is the capital of Spain?")
+    assert len(path.read_text().splitlines()) == 6  # one line per export call
+    result = evaluate_traces(path, metrics=[ContextCount()], progress=False)
+    assert sorted(r.sample.question for r in result) == ["What is the capital of France?", "What is the capital of Spain?"]

@@ -1,0 +1,107 @@
+"""PhoenixAnnotationSink with a recording stand-in for the Phoenix client (the real server is
+exercised by test_phoenix_e2e.py)."""
+
+from __future__ import annotations
+
+import builtins
+
+import pytest
+
+import ragmeter
+from ragmeter.data import Sample, Score
+from ragmeter.result import SampleResult
+from ragmeter.tracing import PhoenixAnnotationSink, SpanTarget
+from ragmeter.tracing.phoenix import document_annotations, span_annotations
+from test_tracing_support import ContextCount, oi_rag, rag_provider
+
+
+class FakeSpans:
+    def __init__(self, fail: bool = False):
+        self.span_calls: list = []
+        self.doc_calls: list = []
+        self.fail = fail
+
+    def log_span_annotations(self, *, span_annotations, sync=False):
+        if self.fail:
+            raise RuntimeError("phoenix is down")
+        self.span_calls.append((list(span_annotations), sync))
+
+    def log_document_annotations(self, *, document_annotations, sync=False):
+        self.doc_calls.append((list(document_annotations), sync))
+
+
+class FakeClient:
+    def __init__(self, fail: bool = False):
+        self.spans = FakeSpans(fail)
+
+
+def _result() -> SampleResult:
+    sample = Sample("q?", [{"id": "a", "text": "A."}, {"id": "b", "text": "B."}], answer="A.", id="s1",
+                    metadata={"otel": {"documents": [["00000000000000aa", 3], ["00000000000000bb", 0]]}})
+    scores = {
+        "context_relevance": Score("context_relevance", 0.5, "1 of 2 chunks relevant", {
+            "chunks": [{"chunk": 0, "rank": 1, "id": "a", "relevant": 2, "score": 1.0},
+                       {"chunk": 1, "rank": 2, "id": "b", "relevant": 0, "score": 0.0}]}, judge="openai:gpt-4o", label="fail"),
+        "context_precision": Score("context_precision", 1.0, "ok", {
+            "chunks": [{"chunk": 0, "rank": 1, "id": "a", "useful": True}]}, judge="offline", label="pass"),
+        "faithfulness": Score("faithfulness", None, error="JudgeError: bad JSON", judge="openai:gpt-4o"),
+    }
+    return SampleResult(sample, scores)
+
+
+def test_span_and_document_annotations():
+    target = SpanTarget(1, 0xABC, "rag")
+    v = ragmeter.__version__
+    assert span_annotations(_result(), target)[0] == {
+        "name": "context_relevance", "span_id": "0000000000000abc", "annotator_kind": "LLM",
+        "result": {"score": 0.5, "label": "fail", "explanation": "1 of 2 chunks relevant"},
+        "metadata": {"source": "ragmeter", "judge": "openai:gpt-4o", "status": "ok", "sample_id": "s1"},
+        "identifier": f"ragmeter/{v}/openai:gpt-4o/context_relevance/0000000000000abc"}
+    assert span_annotations(_result(), target)[2]["result"] == {"explanation": "JudgeError: bad JSON"}
+    docs = document_annotations(_result())
+    assert [(d["name"], d["span_id"], d["document_position"], d["result"]) for d in docs] == [
+        ("context_relevance", "00000000000000aa", 3, {"score": 1.0, "label": "relevant"}),
+        ("context_relevance", "00000000000000bb", 0, {"score": 0.0, "label": "irrelevant"}),
+        ("context_precision", "00000000000000aa", 3, {"score": 1.0, "label": "useful"}),
+    ]
+    assert docs[2]["annotator_kind"] == "CODE"
+
+
+def test_sink_sends_through_the_client_and_never_raises():
+    client = FakeClient()
+    sink = PhoenixAnnotationSink(client, sync=True)
+    sink.write(_result(), SpanTarget(1, 0xABC))
+    (anns, sync), = client.spans.span_calls
+    assert sync is True and [a["name"] for a in anns] == ["context_relevance", "context_precision", "faithfulness"]
+    assert len(client.spans.doc_calls[0][0]) == 3
+    assert sink.stats == {"span_annotations": 3, "document_annotations": 3, "requests": 2, "failed": 0}
+    broken = PhoenixAnnotationSink(FakeClient(fail=True), documents=False)
+    broken.write(_result(), SpanTarget(1, 0xABC))
+    assert broken.stats["failed"] == 1
+
+
+def test_missing_client_package_names_the_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("phoenix"):
+            raise ImportError("no phoenix")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    sink = PhoenixAnnotationSink()
+    with pytest.raises(ImportError, match=r"ragmeter\[phoenix\]"):
+        sink.client
+    sink.write(_result(), SpanTarget(1, 2))  # never raises
+    assert sink.stats["failed"] == 1
+
+
+def test_processor_sends_annotations_for_the_judged_span():
+    client = FakeClient()
+    proc, provider, exporter = rag_provider([ContextCount()], sinks=[PhoenixAnnotationSink(client)])
+    chain, _ = oi_rag(provider)
+    assert provider.force_flush(10_000)
+    (anns, _), = client.spans.span_calls
+    assert [(a["name"], a["span_id"], a["result"]["score"]) for a in anns] == [
+        ("context_count", format(chain.get_span_context().span_id, "016x"), 0.5)]
+    proc.shutdown()
