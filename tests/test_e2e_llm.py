@@ -58,7 +58,7 @@ def test_openai_all_metrics_cost_six_calls_and_one_embedding_per_sample(server, 
     again = rm.evaluate(data, metrics=ALL, judge=OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test",
                                                                   cache=tmp_path / "c.sqlite"), progress=False)
     assert server.chat_requests == [] and server.embedding_requests == []
-    assert again.usage.calls == 0 and again.usage.cached == 6 * len(data)
+    assert again.usage.calls == 0 and again.usage.cached == (6 + 1) * len(data)  # 6 tasks + 1 embedding batch
     assert [r.scores["faithfulness"].value for r in again] == [r.scores["faithfulness"].value for r in result]
 
 
