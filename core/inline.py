@@ -25,7 +25,7 @@ from .data import Sample
 from .judges.base import Embedder, Judge
 from .result import SampleResult
 
-__all__ = ["BackgroundScorer", "sampled", "register_exit_hook"]
+__all__ = ["BackgroundScorer", "sampled", "register_exit_hook", "weak_hook"]
 
 _WITH_IDS = Sample("?", [], relevant_ids=["x"])  # stands for "a sample that carries relevant_ids"
 
@@ -78,13 +78,15 @@ def register_exit_hook(fn: Callable[[], None]) -> None:
     atexit.register(fn)
 
 
-def _weak_exit_hook(scorer: "BackgroundScorer") -> Callable[[], None]:
-    ref = weakref.ref(scorer)  # the hook must not keep a discarded scorer alive
+def weak_hook(obj: Any, method: str) -> Callable[[], None]:
+    """A callable that runs ``obj.<method>()`` while ``obj`` is alive: an exit or fork hook that
+    does not keep a discarded object alive."""
+    ref = weakref.ref(obj)
 
     def hook() -> None:
-        obj = ref()
-        if obj is not None:
-            obj._at_exit()
+        target = ref()
+        if target is not None:
+            getattr(target, method)()
 
     return hook
 
@@ -140,7 +142,7 @@ class BackgroundScorer:
         self._thread: threading.Thread | None = None
         self._sem: asyncio.Semaphore | None = None
         self._closed = False
-        register_exit_hook(_weak_exit_hook(self))
+        register_exit_hook(weak_hook(self, "_at_exit"))
 
     # ------------------------------------------------------------------ public
 

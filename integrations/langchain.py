@@ -14,17 +14,16 @@ whose parent it never saw, interleaved batches, the streaming input placeholder 
 when the stream ends) and hands it over once per root run. Each root run becomes one
 :class:`ragmeter.Sample`: the question (root input), every retriever run under the root in start
 order (Document ids, metadata and any score kept in metadata), and the final answer (root output).
-Capture only walks that tree; scoring happens on a :class:`ragmeter.inline.BackgroundScorer`
-worker, so the chain's latency and result are unchanged and nothing is ever raised into it.
+Capture only walks that tree; keeping, counting and scoring the samples is the job of a
+:class:`ragmeter.capture.CaptureRecorder` (scoring on a :class:`ragmeter.inline.BackgroundScorer`
+worker), so the chain's latency and result are unchanged and nothing is ever raised into it.
 
 This module only translates LangChain events; LangChain is imported here and nowhere else.
 """
 
 from __future__ import annotations
 
-import collections
 import datetime as _dt
-import itertools
 import logging
 import math
 import os
@@ -34,9 +33,11 @@ from typing import Any, Callable, Iterable
 
 from langchain_core.tracers.base import BaseTracer
 
-from ragmeter.data import Context, RecordError, Sample, save_samples
-from ragmeter.inline import BackgroundScorer
+from ragmeter.capture import REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY, CaptureRecorder
+from ragmeter.data import Context, RecordError, Sample
 from ragmeter.result import EvaluationResult, SampleResult
+
+from ._tracing import TraceLink, trace_metadata
 
 __all__ = ["RagmeterCallbackHandler", "LangChainJudge"]
 
@@ -50,13 +51,12 @@ ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "gen
 SCORE_KEYS = ("score", "relevance_score", "similarity_score", "similarity", "_score")
 #: Document metadata keys read as the chunk id when ``Document.id`` is empty.
 ID_KEYS = ("id", "doc_id", "chunk_id")
-#: ``config["metadata"]`` keys that carry ground truth and the sample id.
-REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY = "reference", "relevant_ids", "sample_id"
+# ``config["metadata"]`` keys that carry ground truth and the sample id: REFERENCE_KEY,
+# RELEVANT_KEY, SAMPLE_ID_KEY (from ragmeter.capture, shared with LlamaIndex's instrument_tags).
 
 _PARTIAL_ERRORS = ("GeneratorExit", "CancelledError")
 _LLM_TYPES = ("llm", "chat_model")
-_MODES = ("inline", "offline")
-_OTEL_OFF = object()
+_COUNTERS = ("skipped_no_retriever", "skipped_no_question")  # root runs that were not RAG runs
 
 
 def __getattr__(name: str) -> Any:
@@ -109,43 +109,22 @@ class RagmeterCallbackHandler(BaseTracer):
                  on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
                  concurrency: int = 4, embedder: Any = None, keep: int | None = 10_000,
                  attach_to_trace: bool = True, tracer_provider: Any = None):
-        if mode not in _MODES:
-            raise ValueError(f"mode must be 'inline' or 'offline', got {mode!r}")
-        if keep is not None and keep < 1:
-            raise ValueError("keep must be >= 1 or None")
         super().__init__(_schema_format="original+chat")
-        self.mode = mode
         self.question_key = question_key
         self.answer_key = answer_key
         self.attach_to_trace = attach_to_trace
-        self._tracer_provider = tracer_provider
-        self._metric_spec = list(metrics) if metrics is not None and not isinstance(metrics, str) else metrics
         self._judge_spec = _wrap_chat_model(judge)
-        self._embedder = embedder
+        self._trace = TraceLink(tracer_provider)
+        self._recorder = CaptureRecorder(
+            metrics, self._judge_spec, mode=mode, embedder=embedder, sample_rate=sample_rate,
+            should_score=should_score, on_result=on_result, max_queue=max_queue, concurrency=concurrency,
+            keep=keep, write_trace=self._trace.write, counters=_COUNTERS, name="ragmeter-langchain")
+        self.mode = mode
         self._lock = threading.Lock()
-        self._seq = itertools.count(1)
-        # (seq, sample, span target or None), in capture order
-        self._records: collections.deque = collections.deque(maxlen=keep)
-        self._counts: collections.Counter = collections.Counter()
-        self._targets: dict[Any, Any] = {}
-        self._current_target: Any = None  # ragmeter.tracing.writer.current_target, or _OTEL_OFF
-        self._writer: Any = None
-        self._evaluated: collections.deque = collections.deque(maxlen=keep)
-        self._evaluated_upto = 0
-        self._scorer = None
-        if mode == "inline":
-
-            self._scorer = BackgroundScorer(
-                self._metric_spec, self._judge_spec, embedder=embedder, max_queue=max_queue,
-                concurrency=concurrency, sample_rate=sample_rate, should_score=should_score,
-                on_result=on_result, keep_results=keep or 10**9, name="ragmeter-langchain")
-        elif self._metric_spec is not None:
-            from ragmeter.runner import resolve_metrics
-
-            resolve_metrics(self._metric_spec)  # fail fast on unknown metric names
+        self._targets: dict[Any, Any] = {}  # root run id -> the span active when it started
 
     def __repr__(self) -> str:
-        return f"RagmeterCallbackHandler(mode={self.mode!r}, captured={self._counts['captured']})"
+        return f"RagmeterCallbackHandler(mode={self.mode!r}, captured={self._recorder.stats['captured']})"
 
     # ------------------------------------------------------------------ public API
 
@@ -153,8 +132,7 @@ class RagmeterCallbackHandler(BaseTracer):
     def samples(self) -> list[Sample]:
         """Every captured Sample in capture order, errored and partial runs included
         (``metadata["status"]`` is ``"ok"``, ``"error"`` or ``"partial"``)."""
-        with self._lock:
-            return [s for _, s, _ in self._records]
+        return self._recorder.samples
 
     @property
     def results(self) -> EvaluationResult:
@@ -162,17 +140,7 @@ class RagmeterCallbackHandler(BaseTracer):
         :class:`~ragmeter.EvaluationResult` in run start order: iterate it, index it, or call
         ``summary()`` / ``to_pandas()`` / ``problems()``. Call :meth:`flush` first to include
         pending work."""
-        items: list[SampleResult] = list(self._evaluated)
-        if self._scorer is not None:
-            items += list(self._scorer.results)
-        items.sort(key=lambda r: str(r.sample.metadata.get("started_at", "")))
-        metrics = self._metric_names(items)
-        judge = self._judge_name()
-        thresholds = {}
-        for m in self._metric_objects():
-            thresholds[m.name] = (m.threshold, m.warn)
-        return EvaluationResult(items, metrics, judge=judge, thresholds=thresholds,
-                                duration_s=sum(r.duration_s for r in items))
+        return self._recorder.results
 
     @property
     def stats(self) -> dict[str, int]:
@@ -183,73 +151,29 @@ class RagmeterCallbackHandler(BaseTracer):
         ``forced`` (``should_score`` said True), ``rejected_closed``, ``failed``,
         ``callback_errors``, ``pending``. Traces: ``trace_writes`` (evaluation spans written) and
         ``trace_errors``."""
-        keys = ("captured", "ok", "errored", "partial", "skipped_no_contexts", "skipped_no_retriever",
-                "skipped_no_question", "capture_errors", "trace_writes", "trace_errors")
-        with self._lock:
-            out = {k: self._counts.get(k, 0) for k in keys}
-            evaluated = self._counts.get("evaluated", 0)
-        scorer = self._scorer.stats if self._scorer is not None else dict.fromkeys(BackgroundScorer.STATS_KEYS, 0)
-        out.update(scorer)
-        out["scored"] += evaluated
-        writer_stats = getattr(self._writer, "stats", None)
-        if isinstance(writer_stats, dict):
-            out["trace_writes"] += writer_stats.get("written", 0)
-            out["trace_errors"] += writer_stats.get("failed", 0)
-        return out
+        return self._recorder.stats
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued sample is scored (inline mode); False if ``timeout`` seconds
         passed first. Offline mode has nothing pending and returns True."""
-        if self._scorer is None:
-            return True
-        return self._scorer.flush(timeout)
+        return self._recorder.flush(timeout)
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Stop accepting samples for scoring, wait for pending ones (up to ``timeout``) and stop
         the worker. Capture continues; interpreter exit does this on its own."""
-        if self._scorer is None:
-            return True
-        return self._scorer.shutdown(timeout)
+        return self._recorder.shutdown(timeout)
 
     def export_jsonl(self, path: str | os.PathLike, *, statuses: Iterable[str] = ("ok",)) -> int:
         """Write the captured samples whose status is in ``statuses`` to a JSONL file that
         ``ragmeter evaluate`` / :func:`ragmeter.load_samples` read; returns how many were written."""
-        wanted = set(statuses)
-        chosen = [s for s in self.samples if s.metadata.get("status") in wanted]
-        save_samples(chosen, path)
-        return len(chosen)
+        return self._recorder.export_jsonl(path, statuses=statuses)
 
     def evaluate(self, **kwargs: Any) -> EvaluationResult:
         """Offline mode: score the samples captured since the last call (status ok, with
         contexts) in one go with the handler's metrics and judge; ``kwargs`` go to
         :func:`ragmeter.evaluate` (e.g. ``concurrency``). The results are also added to
         :attr:`results`, and written to the run's trace when one was active."""
-        if self.mode != "offline":
-            raise RuntimeError("evaluate() is for mode='offline'; inline mode scores each run as it "
-                               "finishes (use flush() and results)")
-        from ragmeter.runner import evaluate
-
-        with self._lock:
-            batch = [(seq, s, t) for seq, s, t in self._records if seq > self._evaluated_upto]
-            if batch:
-                self._evaluated_upto = max(seq for seq, _, _ in batch)
-        batch = [(seq, s, t) for seq, s, t in batch if _scorable(s)]
-        kwargs.setdefault("progress", False)
-        if self._embedder is not None:
-            kwargs.setdefault("embedder", self._embedder)
-        if not batch:
-            metrics = self._metric_names([])
-            return EvaluationResult([], metrics, judge=self._judge_name())
-        result = evaluate([s for _, s, _ in batch], self._metric_spec, self._judge_spec, **kwargs)
-        targets = {id(s): t for _, s, t in batch}
-        for r in result:
-            self._evaluated.append(r)
-            target = targets.get(id(r.sample))
-            if target is not None:
-                self._write_trace(r, target)
-        with self._lock:
-            self._counts["evaluated"] += len(result)
-        return result
+        return self._recorder.evaluate(**kwargs)
 
     # ------------------------------------------------------------------ BaseTracer hooks
 
@@ -257,15 +181,10 @@ class RagmeterCallbackHandler(BaseTracer):
         # Called for every run start, on the thread / in the context where the run starts (the
         # caller's for invoke and stream, the event loop's for ainvoke/astream): the place to see
         # the caller's active OpenTelemetry span. Must stay cheap.
-        if run.parent_run_id is not None or not self.attach_to_trace or self._current_target is _OTEL_OFF:
+        if run.parent_run_id is not None or not self.attach_to_trace:
             return
         try:
-            fn = self._current_target
-            if fn is None:
-                fn = self._current_target = _load_current_target()
-                if fn is _OTEL_OFF:
-                    return
-            target = fn()
+            target = self._trace.current_target()
             if target is not None:
                 with self._lock:
                     self._targets[run.id] = target
@@ -280,57 +199,14 @@ class RagmeterCallbackHandler(BaseTracer):
             self._forget(run)
             sample, reason = self._sample_from_run(run, target)
             if sample is None:
-                with self._lock:
-                    self._counts[reason] += 1
+                self._recorder.count(reason)
                 return
-            status = sample.metadata["status"]
-            with self._lock:
-                self._records.append((next(self._seq), sample, target))
-                self._counts["captured"] += 1
-                self._counts["errored" if status == "error" else status] += 1
-                if status == "ok" and not sample.contexts:
-                    self._counts["skipped_no_contexts"] += 1
-            if self._scorer is not None and _scorable(sample):
-                self._submit(sample, target)
+            self._recorder.record(sample, target)
         except Exception:
-            with self._lock:
-                self._counts["capture_errors"] += 1
+            self._recorder.count("capture_errors")
             log.exception("ragmeter: could not capture a LangChain run")
 
     # ------------------------------------------------------------------ internals
-
-    def _submit(self, sample: Sample, target: Any) -> None:
-        assert self._scorer is not None
-        on_done = None
-        if target is not None:
-            def on_done(result: SampleResult, _target: Any = target) -> None:
-                self._write_trace(result, _target)
-        before = self._scorer.stats["dropped"]
-        if not self._scorer.submit(sample, on_done=on_done):
-            dropped = self._scorer.stats["dropped"]
-            if dropped > before and (dropped == 1 or dropped % 100 == 0):
-                log.warning("ragmeter: scoring backlog full (max_queue=%d); %d sample(s) dropped so far",
-                            self._scorer.max_queue, dropped)
-
-    def _write_trace(self, result: SampleResult, target: Any) -> None:
-        try:
-            writer = self._writer
-            if writer is None:
-                if self._tracer_provider is not None:
-                    from ragmeter.tracing.writer import EvaluationWriter
-
-                    writer = self._writer = EvaluationWriter(tracer_provider=self._tracer_provider)
-                else:
-                    from ragmeter.tracing.writer import writer_for_current_provider
-
-                    writer = self._writer = writer_for_current_provider()
-            if writer is None:
-                return
-            writer.write(result, target)  # counts what it wrote in its own stats; never raises
-        except Exception:
-            with self._lock:
-                self._counts["trace_errors"] += 1
-            log.exception("ragmeter: could not attach scores to the trace")
 
     def _forget(self, root: Any) -> None:
         # BaseTracer never clears order_map (one entry per run, forever): drop this tree's entries
@@ -340,34 +216,6 @@ class RagmeterCallbackHandler(BaseTracer):
             run = stack.pop()
             self.order_map.pop(run.id, None)
             stack.extend(run.child_runs or ())
-
-    def _metric_objects(self) -> list[Any]:
-        if self._scorer is not None:
-            return list(self._scorer.metrics)
-        if self._metric_spec is None:
-            return []
-        from ragmeter.runner import resolve_metrics
-
-        try:
-            return resolve_metrics(self._metric_spec)
-        except Exception:
-            return []
-
-    def _metric_names(self, items: list[SampleResult]) -> list[str]:
-        names = [m.name for m in self._metric_objects()]
-        for r in items:
-            for name in r.scores:
-                if name not in names:
-                    names.append(name)
-        return names
-
-    def _judge_name(self) -> str:
-        judge = self._scorer.judge if self._scorer is not None else None
-        if judge is None:
-            judge = self._judge_spec
-        if judge is None:
-            return "code"
-        return judge if isinstance(judge, str) else (getattr(judge, "name", None) or "code")
 
     def _sample_from_run(self, root: Any, target: Any) -> tuple[Sample | None, str]:
         tree = _Tree(root)
@@ -427,7 +275,7 @@ class RagmeterCallbackHandler(BaseTracer):
             if models:
                 metadata["models"] = models
         if target is not None:
-            metadata["trace"] = {"trace_id": format(target.trace_id, "032x"), "span_id": format(target.span_id, "016x")}
+            metadata["trace"] = trace_metadata(target)
         if root.tags:
             metadata["tags"] = _jsonable(list(root.tags))
         extra = {k: v for k, v in run_meta.items() if k not in (REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY)}
@@ -747,10 +595,6 @@ def _sample_id(given: Any, run_id: Any) -> str:
     return str(run_id)
 
 
-def _scorable(sample: Sample) -> bool:
-    return sample.metadata.get("status") == "ok" and bool(sample.contexts)
-
-
 def _iso(value: Any) -> str | None:
     return value.isoformat() if isinstance(value, _dt.datetime) else None
 
@@ -795,10 +639,3 @@ def _wrap_chat_model(judge: Any) -> Any:
         return LangChainJudge(judge)
     return judge
 
-
-def _load_current_target() -> Any:
-    try:
-        from ragmeter.tracing.writer import current_target
-    except Exception:  # opentelemetry or the writer not installed: trace attach is off
-        return _OTEL_OFF
-    return current_target

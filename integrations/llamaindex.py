@@ -22,8 +22,8 @@ Capture (inline scoring off the request path)::
     meter.results[0].scores["faithfulness"].value
 
 Only this module imports LlamaIndex. It translates LlamaIndex events into ragmeter Samples and
-ragmeter Scores into LlamaIndex ``EvaluationResult`` objects; scoring is done by the core
-(:class:`ragmeter.inline.BackgroundScorer`, :func:`ragmeter.runner.score_sample`).
+ragmeter Scores into LlamaIndex ``EvaluationResult`` objects; keeping, counting and scoring is
+done by the core (:class:`ragmeter.capture.CaptureRecorder`, :func:`ragmeter.runner.score_sample`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import datetime as _dt
 import json
 import logging
 import math
-import sys
 import threading
 import time
 import weakref
@@ -68,13 +67,15 @@ from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..data import Context, RecordError, Sample, Score, save_samples
+from ..capture import REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY, CaptureRecorder
+from ..data import Context, RecordError, Sample, Score
 from ..inline import BackgroundScorer
 from ..judges.base import Embedder, Judge, TaskResult, Usage
 from ..metrics import JUDGE_METRICS, Metric, get_metric
 from ..result import EvaluationResult as RagmeterEvaluationRun
 from ..result import SampleResult
 from ..runner import resolve_judge, resolve_metrics, run_sync, score_sample
+from ._tracing import TraceLink, trace_metadata
 
 __all__ = [
     "RagmeterInstrumentation",
@@ -427,7 +428,7 @@ class RagmeterEvaluator(BaseEvaluator):
         spec = metric if metric is not None else self.metric_name
         if spec is None:
             raise TypeError("RagmeterEvaluator needs a metric (a name such as 'faithfulness' or a Metric)")
-        self.metric = _with_levels(get_metric(spec), threshold, warn)
+        self.metric = get_metric(spec).with_levels(threshold, warn)
         judge_obj = _judge_for(_as_judge(judge), [self.metric])
         embedder = _as_embedder(embedder)
         self.judge = _shared_judge(judge_obj) if share else judge_obj
@@ -510,19 +511,6 @@ class RagmeterEvaluator(BaseEvaluator):
             invalid_result=score.value is None, invalid_reason=reason,
             metric=score.metric, label=score.label, judge=score.judge, error=score.error,
             details=score.details, sample_id=sample.id, usage=result.usage.to_dict())
-
-
-def _with_levels(metric: Metric, threshold: float | None, warn: float | None) -> Metric:
-    if threshold is None and warn is None:
-        return metric
-    metric = copy.copy(metric)
-    if threshold is not None:
-        metric.threshold = float(threshold)
-    if warn is not None:
-        metric.warn = float(warn)
-    if not 0.0 <= metric.warn <= metric.threshold <= 1.0:
-        raise ValueError(f"{metric.name}: need 0 <= warn ({metric.warn}) <= threshold ({metric.threshold}) <= 1")
-    return metric
 
 
 class _NamedEvaluator(RagmeterEvaluator):
@@ -754,7 +742,8 @@ class _Capture:
                 q = _Query(id_, type(instance).__name__)
                 arguments = getattr(bound_args, "arguments", None) or {}
                 q.question = _query_text(arguments.get("str_or_query_bundle"))
-                q.target = self.owner._current_target()  # the caller's OTel span, in the caller's context
+                if self.owner.attach_to_trace:  # the caller's OTel span, in the caller's context
+                    q.target = self.owner._trace.current_target()
                 if tags:
                     q.tags = _jsonable(dict(tags))
                 with self.lock:
@@ -1016,18 +1005,6 @@ def _dedup_nodes(nodes: Sequence[Any]) -> list:
     return out
 
 
-def _span_hex(value: Any, width: int) -> Optional[str]:
-    return f"{value:0{width}x}" if isinstance(value, int) else None
-
-
-#: ``instrument_tags`` keys that carry ground truth and the sample id (as LangChain's config metadata).
-REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY = "reference", "relevant_ids", "sample_id"
-
-_STATS_KEYS = ("captured", "ok", "errored", "partial", "skipped_no_contexts", "capture_errors",
-               "trace_writes", "trace_errors")
-_SCORER_KEYS = BackgroundScorer.STATS_KEYS
-
-
 def _as_judge(judge: Any) -> Any:
     """A LlamaIndex LLM given as the judge becomes a :class:`~ragmeter.judges.LlamaIndexJudge`."""
     from llama_index.core.base.llms.base import BaseLLM
@@ -1087,41 +1064,44 @@ class RagmeterInstrumentation:
                  on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
                  concurrency: int = 4, keep: Optional[int] = 10_000, stream_timeout: float = 600.0,
                  attach_to_trace: bool = True, tracer_provider: Any = None, dispatcher: Any = None):
-        if mode not in ("inline", "offline"):
-            raise ValueError(f"mode must be 'inline' or 'offline', got {mode!r}")
-        if keep is not None and keep < 1:
-            raise ValueError("keep must be >= 1 or None")
+        self._trace = TraceLink(tracer_provider)
+        self._recorder = CaptureRecorder(
+            resolve_metrics(metrics), _as_judge(judge), mode=mode, embedder=_as_embedder(embedder),
+            sample_rate=sample_rate, should_score=should_score, on_result=on_result, max_queue=max_queue,
+            concurrency=concurrency, keep=keep, write_trace=self._trace.write, name="ragmeter-llamaindex")
         self.mode = mode
-        self.metrics = resolve_metrics(metrics)
-        self.judge = _as_judge(judge)
-        self.embedder = _as_embedder(embedder)
         self.stream_timeout = float(stream_timeout)
         self.max_open = 10_000
         self.attach_to_trace = attach_to_trace
-        self.scorer: BackgroundScorer | None = None
-        if mode == "inline":
-            self.scorer = BackgroundScorer(self.metrics, self.judge, embedder=self.embedder, max_queue=max_queue,
-                                           concurrency=concurrency, sample_rate=sample_rate,
-                                           should_score=should_score, on_result=on_result,
-                                           keep_results=keep or 10**9, name="ragmeter-llamaindex")
-        self._lock = threading.Lock()
-        self._seq = 0
-        self._records: collections.deque = collections.deque(maxlen=keep)  # (seq, sample, target)
-        self._evaluated: collections.deque = collections.deque(maxlen=keep)
-        self._evaluated_upto = 0
-        self._counts: collections.Counter = collections.Counter()
         self._capture = _Capture(self)
         self._span_handler = _SpanTracker(self._capture)
         self._event_handler = _EventSink(self._capture)
         self._dispatcher = dispatcher
         self._attached_to: Any = None
-        self._tracer_provider = tracer_provider
-        self._writer: Any = None
-        self._target_fn: Any = None
 
     def __repr__(self) -> str:
         return (f"RagmeterInstrumentation(mode={self.mode!r}, attached={self.attached}, "
-                f"captured={self._counts['captured']})")
+                f"captured={self._recorder.stats['captured']})")
+
+    @property
+    def metrics(self) -> list[Metric]:
+        """The metrics scored (resolved: the defaults when none were given)."""
+        return self._recorder.metrics
+
+    @property
+    def judge(self) -> Any:
+        """The judge as given (a LlamaIndex LLM wrapped in a LlamaIndexJudge)."""
+        return self._recorder.judge
+
+    @property
+    def embedder(self) -> Any:
+        """The embedder as given (a LlamaIndex embedding model wrapped in a LlamaIndexEmbedder)."""
+        return self._recorder.embedder
+
+    @property
+    def scorer(self) -> BackgroundScorer | None:
+        """The background scorer (inline mode), or None (offline mode)."""
+        return self._recorder.scorer
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -1155,14 +1135,14 @@ class RagmeterInstrumentation:
         """Wait until every queued sample is scored (inline mode); False if ``timeout`` seconds
         passed first. Streams unconsumed for ``stream_timeout`` are recorded as partial first."""
         self._capture.sweep()
-        return self.scorer.flush(timeout) if self.scorer is not None else True
+        return self._recorder.flush(timeout)
 
     def shutdown(self, timeout: Optional[float] = None) -> bool:
         """Detach, record streams still open as partial, wait for pending scoring (up to
         ``timeout``) and stop the worker. Interpreter exit waits for pending scoring on its own."""
         self.detach()
         self._capture.sweep(force=True)
-        return self.scorer.shutdown(timeout) if self.scorer is not None else True
+        return self._recorder.shutdown(timeout)
 
     def __enter__(self) -> "RagmeterInstrumentation":
         return self.attach()
@@ -1178,8 +1158,7 @@ class RagmeterInstrumentation:
     def samples(self) -> list[Sample]:
         """Every captured query in capture order (the last ``keep``), failed and partial ones
         included: ``metadata["status"]`` is ``"ok"``, ``"error"`` or ``"partial"``."""
-        with self._lock:
-            return [s for _, s, _ in self._records]
+        return self._recorder.samples
 
     @property
     def results(self) -> RagmeterEvaluationRun:
@@ -1187,16 +1166,7 @@ class RagmeterInstrumentation:
         :class:`ragmeter.EvaluationResult` in query start order: iterate it, index it, call
         ``summary()`` / ``problems()`` / ``to_pandas()``. Call :meth:`flush` first to include
         pending work."""
-        items: list[SampleResult] = list(self._evaluated)
-        if self.scorer is not None:
-            items += list(self.scorer.results)
-        items.sort(key=lambda r: str(r.sample.metadata.get("started_at", "")))
-        names = [m.name for m in self.metrics]
-        judge = (self.scorer.judge if self.scorer is not None else None) or self.judge
-        judge_name = judge if isinstance(judge, str) else getattr(judge, "name", None)
-        return RagmeterEvaluationRun(items, names, judge=judge_name or "code",
-                                     thresholds={m.name: (m.threshold, m.warn) for m in self.metrics},
-                                     duration_s=sum(r.duration_s for r in items))
+        return self._recorder.results
 
     @property
     def stats(self) -> dict[str, int]:
@@ -1205,99 +1175,23 @@ class RagmeterInstrumentation:
         streams in progress). Scoring: ``submitted``, ``queued``, ``scored``, ``dropped`` (backlog
         full), ``sampled_out``, ``forced`` (by ``should_score``), ``rejected_closed``, ``failed``,
         ``callback_errors``, ``pending``; and ``trace_writes`` / ``trace_errors``."""
-        with self._lock:
-            out = {k: self._counts.get(k, 0) for k in _STATS_KEYS}
-            evaluated = self._counts.get("evaluated", 0)
+        out = self._recorder.stats
         out["open"] = len(self._capture.open)
-        out.update(self.scorer.stats if self.scorer is not None else {k: 0 for k in _SCORER_KEYS})
-        out["scored"] += evaluated
         return out
 
     def export_jsonl(self, path: Any, *, statuses: Iterable[str] = ("ok",)) -> int:
         """Write the captured samples whose status is in ``statuses`` to a JSONL file that
         ``ragmeter evaluate`` / :func:`ragmeter.load_samples` read; returns how many were written."""
-        wanted = set(statuses)
-        chosen = [s for s in self.samples if s.metadata.get("status") in wanted]
-        save_samples(chosen, path)
-        return len(chosen)
+        return self._recorder.export_jsonl(path, statuses=statuses)
 
     def evaluate(self, **kwargs: Any) -> RagmeterEvaluationRun:
         """Offline mode: score the samples captured since the last call (status ok, with
         contexts) in one go with this instance's metrics and judge; ``kwargs`` go to
         :func:`ragmeter.evaluate`. Results are added to :attr:`results` and written to the query's
         trace when one was active."""
-        if self.mode != "offline":
-            raise RuntimeError("evaluate() is for mode='offline'; inline mode scores each query as it "
-                               "finishes (use flush() and results)")
-        from ..runner import evaluate
-
-        with self._lock:
-            batch = [(seq, s, t) for seq, s, t in self._records if seq > self._evaluated_upto]
-            if batch:
-                self._evaluated_upto = max(seq for seq, _, _ in batch)
-        batch = [(seq, s, t) for seq, s, t in batch if _scorable(s)]
-        kwargs.setdefault("progress", False)
-        if self.embedder is not None:
-            kwargs.setdefault("embedder", self.embedder)
-        if not batch:
-            return RagmeterEvaluationRun([], [m.name for m in self.metrics],
-                                         judge=getattr(self.judge, "name", None) or str(self.judge or "code"))
-        result = evaluate([s for _, s, _ in batch], self.metrics, self.judge, **kwargs)
-        targets = {id(s): t for _, s, t in batch}
-        for r in result:
-            self._evaluated.append(r)
-            target = targets.get(id(r.sample))
-            if target is not None:
-                self._write_trace(r, target)
-        with self._lock:
-            self._counts["evaluated"] += len(result)
-        return result
+        return self._recorder.evaluate(**kwargs)
 
     # ---------------------------------------------------------------- internals
-
-    def _count(self, key: str, n: int = 1) -> None:
-        with self._lock:
-            self._counts[key] += n
-
-    def _current_target(self) -> Any:
-        """The OpenTelemetry span active in the caller (a ``SpanTarget``), or None."""
-        if not self.attach_to_trace:
-            return None
-        fn = self._target_fn
-        if fn is None:
-            if "opentelemetry.trace" not in sys.modules:
-                return None  # OTel never imported: no provider, no active span (cheap check per query)
-            try:
-                from ..tracing.writer import current_target
-            except Exception:  # no opentelemetry SDK, or no writer module: trace attach is off
-                self.attach_to_trace = False
-                return None
-            fn = self._target_fn = current_target
-        try:
-            return fn()
-        except Exception:
-            log.debug("ragmeter: could not read the active OpenTelemetry span", exc_info=True)
-            return None
-
-    def _write_trace(self, result: SampleResult, target: Any) -> None:
-        try:
-            writer = self._writer
-            if writer is None:
-                if self._tracer_provider is not None:
-                    from ..tracing.writer import EvaluationWriter
-
-                    writer = self._writer = EvaluationWriter(tracer_provider=self._tracer_provider)
-                else:
-                    from ..tracing.writer import writer_for_current_provider
-
-                    writer = self._writer = writer_for_current_provider()
-            if writer is None:
-                return
-            writer.write(result, target)
-            self._count("trace_writes")
-        except Exception:
-            self._count("trace_errors")
-            log.exception("ragmeter: could not attach scores to the trace")
 
     def _metadata(self, q: _Query, contexts: list[Context]) -> dict:
         def span(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -1332,8 +1226,7 @@ class RagmeterInstrumentation:
             md["reranked"] = True
         target = q.target
         if target is not None:
-            md["trace"] = {"trace_id": _span_hex(getattr(target, "trace_id", None), 32),
-                           "span_id": _span_hex(getattr(target, "span_id", None), 16)}
+            md["trace"] = trace_metadata(target)
         extra = {k: v for k, v in q.tags.items() if k not in (REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY)}
         if extra:
             md["tags"] = extra
@@ -1373,35 +1266,9 @@ class RagmeterInstrumentation:
                 md["capture_warning"] = str(err)  # bad ground truth in the tags: keep the query
                 sample = Sample(question, contexts, answer=answer, id=sample_id, metadata=md)
         except Exception as err:
-            self._count("capture_errors")
+            self._recorder.count("capture_errors")
             log.warning("ragmeter: could not capture LlamaIndex query %s: %s", q.root_id, err)
             return
-        with self._lock:
-            self._seq += 1
-            self._records.append((self._seq, sample, q.target))
-            self._counts["captured"] += 1
-            self._counts["errored" if status == "error" else status] += 1
-            if status == "ok" and not contexts:
-                self._counts["skipped_no_contexts"] += 1
-        if self.scorer is not None and _scorable(sample):
-            self._submit(sample, q.target)
-
-    def _submit(self, sample: Sample, target: Any) -> None:
-        assert self.scorer is not None
-        on_done = None
-        key = None
-        if target is not None:
-            key = sample.metadata.get("trace", {}).get("trace_id")  # sample whole traces consistently
-
-            def on_done(result: SampleResult, _target: Any = target) -> None:
-                self._write_trace(result, _target)
-        before = self.scorer.stats["dropped"]
-        if not self.scorer.submit(sample, key=key, on_done=on_done):
-            dropped = self.scorer.stats["dropped"]
-            if dropped > before and (dropped == 1 or dropped % 100 == 0):
-                log.warning("ragmeter: scoring backlog full (max_queue=%d); %d sample(s) dropped so far",
-                            self.scorer.max_queue, dropped)
-
-
-def _scorable(sample: Sample) -> bool:
-    return sample.metadata.get("status") == "ok" and bool(sample.contexts)
+        # a trace is sampled in or out as a whole: its id is the sample_rate key
+        key = md["trace"]["trace_id"] if q.target is not None else None
+        self._recorder.record(sample, q.target, key=key)

@@ -23,8 +23,7 @@ Importing this package imports the OpenTelemetry API and SDK; ``import ragmeter`
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ragmeter._lazy import lazy_getattr
 
 _LAZY = {
     "RagmeterSpanProcessor": ".processor",
@@ -42,12 +41,7 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module = importlib.import_module(_LAZY[name], __name__)
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

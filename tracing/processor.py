@@ -31,13 +31,12 @@ import logging
 import os
 import threading
 import time
-import weakref
 from typing import Any, Callable, Iterable, Sequence
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import SpanProcessor
 
-from ragmeter.inline import BackgroundScorer, sampled
+from ragmeter.inline import BackgroundScorer, register_exit_hook, sampled, weak_hook
 
 from .readers import RAG_ROLES, EntryRef, Node, _attrs, build_sample, entry_of, invocations_for, is_conventional
 from .writer import (_SUPPRESS_KEY, _SUPPRESS_KEY_PLAIN, CARRIER_MARKER, EvaluationWriter, SpanTarget,
@@ -167,18 +166,9 @@ class RagmeterSpanProcessor(SpanProcessor):
         self._thread: threading.Thread | None = None
         self._shutdown_done = False
         self._start_collector()
-        from ragmeter.inline import register_exit_hook
-
-        ref = weakref.ref(self)
-
-        def _exit_hook() -> None:
-            obj = ref()
-            if obj is not None:
-                obj._at_exit()
-
-        register_exit_hook(_exit_hook)
+        register_exit_hook(weak_hook(self, "_at_exit"))
         if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=lambda: (ref() is not None and ref()._after_fork()))
+            os.register_at_fork(after_in_child=weak_hook(self, "_after_fork"))
 
     # ------------------------------------------------------------------ SpanProcessor (request path)
 

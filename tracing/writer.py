@@ -342,14 +342,15 @@ class EvaluationWriter:
         with self._lock:
             self._stats[key] += n
 
-    def write(self, result: "SampleResult", target: SpanTarget, parent: SpanTarget | None = None) -> None:
+    def write(self, result: "SampleResult", target: SpanTarget, parent: SpanTarget | None = None) -> bool | None:
         """Emit the carrier for ``result`` about ``target``, child of ``parent`` (default: the
-        target). Never raises."""
+        target). Never raises: returns True when written, False when it failed (logged), None
+        when there is no SDK provider to write to (as counted in :attr:`stats`)."""
         try:
             tracer = self._get_tracer()
             if tracer is None:
                 self._count("no_sdk_provider")
-                return
+                return None
             parent = parent or target
             flags = TraceFlags(TraceFlags.SAMPLED)
             parent_ctx = SpanContext(parent.trace_id, parent.span_id, is_remote=False, trace_flags=flags)
@@ -374,9 +375,11 @@ class EvaluationWriter:
             finally:
                 span.end(end_time=end_ns)
             self._count("written")
+            return True
         except Exception:
             self._count("failed")
             log.exception("ragmeter: could not write the evaluation span")
+            return False
 
 
 def writer_for_current_provider() -> EvaluationWriter | None:

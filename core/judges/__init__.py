@@ -8,9 +8,7 @@ answer relevancy and answer correctness.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from .._lazy import lazy_getattr
 from .base import Embedder, InvalidOutput, Judge, JudgeError, TaskResult, Usage
 
 _LAZY = {
@@ -33,12 +31,7 @@ _LAZY = {
 
 __all__ = ["Judge", "Embedder", "JudgeError", "InvalidOutput", "TaskResult", "Usage", *_LAZY]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module = importlib.import_module(_LAZY[name], __name__)
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -6,9 +6,7 @@ Classes are imported lazily. :func:`get_metric` turns a name (``"faithfulness"``
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from .._lazy import lazy_getattr
 from .base import Metric, ScoringContext, label_for
 
 _LAZY = {
@@ -56,12 +54,7 @@ DEFAULT_RETRIEVAL_METRICS = ("precision@5", "recall@5", "mrr", "ndcg@10")
 
 __all__ = ["Metric", "ScoringContext", "label_for", "get_metric", "METRIC_NAMES", "DEFAULT_METRICS", *_LAZY]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module = importlib.import_module(_LAZY[name], __name__)
-        return module if name == "retrieval" else getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY, modules=("retrieval",))
 
 
 def get_metric(spec: "str | Metric") -> Metric:

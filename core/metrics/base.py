@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -131,6 +132,18 @@ class Metric:
     uses_judge: bool = True
 
     def __init__(self, *, threshold: float | None = None, warn: float | None = None):
+        self._set_levels(threshold, warn)
+
+    def with_levels(self, threshold: float | None = None, warn: float | None = None) -> "Metric":
+        """This metric with other pass / warn levels: a copy when either is given, else itself.
+        Raises ValueError unless 0 <= warn <= threshold <= 1."""
+        if threshold is None and warn is None:
+            return self
+        metric = copy.copy(self)
+        metric._set_levels(threshold, warn)
+        return metric
+
+    def _set_levels(self, threshold: float | None, warn: float | None) -> None:
         if threshold is not None:
             self.threshold = float(threshold)
         if warn is not None:

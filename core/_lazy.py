@@ -1,0 +1,20 @@
+"""Lazy package attributes (PEP 562): a public name is imported from its submodule on first use,
+so importing a package loads no optional SDK or framework (internal)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Container, Mapping
+
+
+def lazy_getattr(package: str, names: Mapping[str, str], modules: Container[str] = ()) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package``: ``names`` maps a public name to the relative
+    module that defines it, imported on first access; a name in ``modules`` is the module itself."""
+
+    def __getattr__(name: str) -> Any:
+        if name in names:
+            module = importlib.import_module(names[name], package)
+            return module if name in modules else getattr(module, name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
