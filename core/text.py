@@ -35,6 +35,7 @@ _PREFIX_ABBREVIATIONS = {
 _BOUNDARY = re.compile(r"((?:\.\.\.|…|[.!?。！？])+[\"'”’)\]]*)(\s+)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•‣◦▪]|\(?\d{1,3}[.)]|\(?[a-z]\))\s+")
 _INLINE_LIST = re.compile(r"(?<=:)\s+(?=\(?\d{1,2}\)\s+\S)|(?<=[,;])\s+(?=\d{1,2}\)\s+\S)|\s+(?=\(\d{1,2}\)\s+\S)")
+_HAS_WORD = re.compile(r"[^\W_]")
 _TERMINAL = re.compile(r"[.!?:;。！？…\"'”’)\]]$")
 _OPENERS = "\"'“‘([«"
 
@@ -122,6 +123,7 @@ def split_sentences(text: str) -> list[str]:
     ``. ! ?`` (or an ellipsis) followed by whitespace, unless the period ends an abbreviation or
     an initial, or the next word starts lower-case. Decimals and versions ("3.14", "v2.1") never
     split: there is no whitespace after their period. Closing quotes stay with their sentence.
+    Pieces without a letter or a digit are dropped.
 
     >>> split_sentences("Dr. Smith arrived at 3.30 p.m. on Monday. He left early! Why?")
     ['Dr. Smith arrived at 3.30 p.m. on Monday.', 'He left early!', 'Why?']
@@ -141,11 +143,15 @@ def split_sentences(text: str) -> list[str]:
             continue
         for piece in _split_line(line):
             # Inline numbered lists: "Do this: (1) install it (2) run it"
+            if ")" not in piece:
+                sentences.append(piece)
+                continue
             for part in _INLINE_LIST.split(piece):
                 part = re.sub(r"^\(?\d{1,2}\)\s+", "", part).strip()
                 if part:
                     sentences.append(part)
-    return sentences
+    # Pieces without a letter or a digit (". . .", "--") are not sentences.
+    return [s for s in sentences if _HAS_WORD.search(s)]
 
 
 def split_statements(text: str) -> list[str]:
@@ -175,7 +181,8 @@ _PREDICATE_START = re.compile(
     r"knew|led|left|lost|made|met|paid|put|ran|said|saw|sent|set|sold|spent|stood|told|took|thought|"
     r"won|wrote|went|fell|rose|drove|chose|broke|spoke|taught|caught|fought|sought|owns|plans|says|"
     r"wants|needs|seems|agrees|asks|suggests|decides|offers|works|lives|goes|makes|takes|gets|gives|"
-    r"uses|adds|includes|expects|reports|shows|remains|continues|provides)\b)"
+    r"uses|adds|includes|expects|reports|shows|remains|continues|provides|costs|covers|contains|requires|allows|"
+    r"helps|means|becomes|comes|runs|stays|looks|feels|sounds|lasts|leads|owns)\b)"
 )
 _SUBJECT_END = re.compile(rf"\b(?:{_AUX})\b|\b[a-z]+(?:ed|es|s)\b")
 # Clause starters after a comma + conjunction that have their own subject.
@@ -251,8 +258,9 @@ def _split_coordination(sentence: str) -> list[str]:
     return out
 
 
-def split_claims(text: str) -> list[str]:
-    """Split ``text`` into claim-sized pieces: statements, further split at coordinated clauses.
+def split_claims(text: str, relative: bool = True) -> list[str]:
+    """Split ``text`` into claim-sized pieces: statements, further split at coordinated clauses
+    and (``relative=True``) at non-restrictive relative clauses (", who ...", ", which ...").
 
     A second clause without a subject of its own gets the first clause's subject repeated, so
     every piece can be checked on its own. Short fragments are never split off.
@@ -263,12 +271,65 @@ def split_claims(text: str) -> list[str]:
     ['Revenue rose 5%', 'Margins fell.', 'Cats and dogs are pets.']
     >>> split_claims("She was elected in 2010 and re-elected in 2014.")
     ['She was elected in 2010', 'She was re-elected in 2014.']
+    >>> split_claims("Media, who was released on bail, spoke to reporters.")
+    ['Media spoke to reporters.', 'Media was released on bail']
     """
     out: list[str] = []
     for statement in split_statements(text):
         statement = statement.rstrip(";").strip()
-        for piece in _split_coordination(statement):
-            piece = piece.strip().strip(",;").strip()
-            if piece:
-                out.append(piece)
+        for clause in _split_coordination(statement):
+            for piece in (_split_relative(clause) if relative else [clause]):
+                piece = piece.strip().strip(",;").strip()
+                if piece:
+                    out.append(piece)
     return out
+
+
+_RELATIVE = re.compile(r",\s+(who|which)\s+")
+_NP_DETERMINERS = {"the", "a", "an", "its", "their", "his", "her", "this", "that", "these", "those", "our", "my",
+                   "your", "some", "any", "each", "every"}
+
+
+def _antecedent(left: str) -> str | None:
+    """The noun phrase right before a relative clause: back to its determiner (at most five
+    words), else a run of capitalised words, else the last word."""
+    words = left.split()
+    if not words:
+        return None
+    for i in range(len(words) - 1, max(-1, len(words) - 6), -1):
+        if words[i].lower() in _NP_DETERMINERS:
+            return " ".join(words[i:]) if i < len(words) - 1 else None
+        if words[i].endswith((",", ";", ":")) and i < len(words) - 1:
+            break
+    caps = []
+    for w in reversed(words):
+        if w[:1].isupper():
+            caps.insert(0, w)
+        else:
+            break
+    return " ".join(caps) if caps else words[-1].strip(",;:")
+
+
+def _split_relative(clause: str) -> list[str]:
+    """Split a non-restrictive relative clause (", who ..." / ", which ...") off as its own claim,
+    with its antecedent as subject: "Ann, who lives in Oslo, sings" -> "Ann sings", "Ann lives in Oslo"."""
+    m = _RELATIVE.search(clause)
+    if not m:
+        return [clause]
+    antecedent = _antecedent(clause[:m.start()])
+    tail = clause[m.end():]
+    # Mid-sentence ("Ann, who lives in Oslo, sings"): the clause ends at the comma before the main
+    # predicate. Otherwise it runs to the end of the sentence (and keeps its lists).
+    end = len(tail)
+    for c in re.finditer(r",\s+", tail):
+        if _PREDICATE_START.match(tail[c.end():]):
+            end = c.start()
+            break
+    body = tail[:end].strip().rstrip(".")
+    if not antecedent or len(body.split()) < 2:
+        return [clause]
+    rest_text = tail[end:].lstrip(", ")
+    main = clause[:m.start()] + ((" " + rest_text) if rest_text else ".")
+    rest = _split_relative(main.strip())
+    relative_claim = f"{antecedent} {body}"
+    return rest + [relative_claim[:1].upper() + relative_claim[1:]]

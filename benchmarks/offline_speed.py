@@ -1,0 +1,208 @@
+"""How fast is the offline judge? 1,000 synthetic RAG samples x 5 chunks.
+
+Each sample has a question, five retrieved chunks of 6-9 sentences (~100 words, every chunk
+different: company names, people, places, years, amounts and percentages are drawn at random)
+and a 2-4 sentence answer mixing supported, paraphrased, altered and invented facts. We time the
+judge tasks exactly as the metrics call them, caches cleared first:
+
+- faithfulness: ``extract_claims`` on the answer's sentences, then ``verify_claims`` against the
+  five chunks;
+- context relevance: ``rate_chunks`` on the question and the chunks split into statements.
+
+Run::
+
+    python benchmarks/offline_speed.py                 # lexical and embedding paths
+    python benchmarks/offline_speed.py --paths lexical --samples 200
+
+The issue's budget is < 10 s for the lexical path's faithfulness on 1,000 samples (2 cores).
+Results of this version (2 CPUs shared with other work, 16 samples in flight; the embedding
+model's one-off load is not timed)::
+
+    | path      | faithfulness (extract + verify) | claims | context relevance (rate_chunks) |
+    |-----------|--------------------------------:|-------:|--------------------------------:|
+    | lexical   |                          5.63 s |   3764 |                          0.85 s |
+    | embedding |                         25.53 s |   3764 |                        134.89 s |
+
+Repeated runs of the lexical faithfulness timing ranged from 5.3 s to 7.3 s with other jobs on the
+machine. The embedding path embeds, for faithfulness, only the claims no chunk supports lexically (with
+their three closest passages); for context relevance, every statement of every chunk (~41,000
+texts), which the small model encodes at ~300 texts/s on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import time
+
+COMPANIES = ["Acme", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay", "Stark", "Wayne", "Tyrell", "Cyberdyne",
+             "Soylent", "Wonka", "Gringotts", "Oscorp", "Aperture", "Black Mesa", "Massive Dynamic", "Pied Piper"]
+SUFFIXES = ["Industries", "Corp", "Labs", "Holdings", "Systems", "Group", "Partners", "Energy"]
+PEOPLE = ["Maria Lopez", "John Smith", "Aiko Tanaka", "Omar Haddad", "Ingrid Berg", "Ravi Patel", "Chen Wei",
+          "Lucia Rossi", "Kwame Mensah", "Sofia Novak", "Daniel Cohen", "Fatima Zahra", "Liam Murphy"]
+PLACES = ["Berlin", "Toronto", "Nairobi", "Osaka", "Lyon", "Austin", "Melbourne", "Bogota", "Oslo", "Pune"]
+PRODUCTS = ["battery", "vaccine", "search engine", "cloud platform", "electric truck", "payment app", "chip",
+            "satellite", "wind turbine", "language model", "drone", "smart meter"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]
+VERBS_UP = ["rose", "increased", "grew", "climbed", "jumped"]
+VERBS_DOWN = ["fell", "decreased", "declined", "dropped", "slipped"]
+FILLER = [
+    "Analysts said the results were broadly in line with expectations.",
+    "The company did not comment on the report.",
+    "Shares traded flat in early trading on the news.",
+    "The board is expected to review the plan at its next meeting.",
+    "Critics argued that the timeline was too ambitious.",
+    "Independent experts have not yet verified the figures.",
+    "The announcement came after months of speculation.",
+    "Regulators are still reviewing the application.",
+]
+
+
+def _fact(rng: random.Random) -> dict:
+    company = f"{rng.choice(COMPANIES)} {rng.choice(SUFFIXES)}"
+    return {
+        "company": company, "person": rng.choice(PEOPLE), "place": rng.choice(PLACES),
+        "product": rng.choice(PRODUCTS), "year": rng.randint(1995, 2024), "month": rng.choice(MONTHS),
+        "day": rng.randint(1, 28), "amount": round(rng.uniform(1, 900), 1), "pct": rng.randint(2, 60),
+        "staff": rng.randint(20, 9000), "up": rng.random() < 0.6,
+    }
+
+
+def _chunk(f: dict, rng: random.Random) -> str:
+    trend = rng.choice(VERBS_UP if f["up"] else VERBS_DOWN)
+    sentences = [
+        f"{f['company']} was founded in {f['place']} in {f['year']} by {f['person']}.",
+        f"On {f['month']} {f['day']}, {f['year'] + rng.randint(1, 5)}, the company launched a new {f['product']}.",
+        f"Revenue {trend} {f['pct']}% to ${f['amount']} million last year.",
+        f"The firm employs about {f['staff']:,} people and plans to open an office in {rng.choice(PLACES)}.",
+        f"{f['person'].split()[0]} said the {f['product']} would reach customers in {rng.choice(MONTHS)}.",
+        f"In {f['year'] + rng.randint(1, 8)}, {f['company']} opened a research centre in {rng.choice(PLACES)} with "
+        f"{rng.randint(20, 400)} engineers, and its chief financial officer, {rng.choice(PEOPLE)}, said margins "
+        f"had improved for the third consecutive quarter.",
+        f"According to the annual report, operating costs {rng.choice(VERBS_UP + VERBS_DOWN)} "
+        f"{rng.randint(1, 30)} percent, mainly because of higher spending on research and marketing.",
+        f"The {f['product']} received approval from regulators in {rng.choice(PLACES)} on "
+        f"{rng.choice(MONTHS)} {rng.randint(1, 28)}, after a review that lasted almost {rng.randint(2, 18)} months.",
+        *rng.sample(FILLER, 2),
+    ]
+    rng.shuffle(sentences)
+    return " ".join(sentences[: rng.randint(6, 9)])
+
+
+def _answer(f: dict, rng: random.Random) -> str:
+    parts = []
+    kind = rng.random()
+    year = f["year"] if kind < 0.6 else f["year"] + rng.choice([-3, -1, 2])
+    parts.append(f"{f['company']} was started by {f['person']} in {year} in {f['place']}.")
+    if rng.random() < 0.7:
+        word = rng.choice(["increased", "grew"] if f["up"] else ["decreased", "fell"])
+        if rng.random() < 0.2:
+            word = "decreased" if f["up"] else "increased"
+        parts.append(f"Its revenue {word} by {f['pct'] if rng.random() < 0.8 else f['pct'] + 5} percent to "
+                     f"${f['amount']} million, and it has roughly {f['staff']:,} employees.")
+    if rng.random() < 0.5:
+        parts.append(f"The company also makes a {f['product']} and is not planning any layoffs.")
+    if rng.random() < 0.3:
+        parts.append(f"It was acquired by {rng.choice(COMPANIES)} for $2 billion.")
+    return " ".join(parts)
+
+
+def make_samples(n: int, seed: int = 7) -> list[dict]:
+    """``n`` synthetic samples: question, 5 chunks (the first about the asked company), answer."""
+    rng = random.Random(seed)
+    samples = []
+    for i in range(n):
+        facts = [_fact(rng) for _ in range(5)]
+        target = facts[0]
+        chunks = [_chunk(target, rng)] + [_chunk(f, rng) for f in facts[1:]]
+        rng.shuffle(chunks)
+        question = f"When and by whom was {target['company']} founded, and how did its revenue change? (#{i})"
+        samples.append({"question": question, "contexts": chunks, "answer": _answer(target, rng)})
+    return samples
+
+
+async def _gather(fn, samples: list[dict], concurrency: int) -> list:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(s: dict):
+        async with sem:
+            return await fn(s)
+
+    return await asyncio.gather(*(one(s) for s in samples))
+
+
+async def _faithfulness(judge, samples: list[dict], concurrency: int = 16) -> int:
+    """extract_claims + verify_claims for every sample (``concurrency`` samples in flight, as the
+    runner schedules them); returns the number of claims."""
+    from ragmeter.text import split_sentences
+
+    async def one(s: dict) -> int:
+        claims = (await judge.run("extract_claims", {"question": s["question"],
+                                                     "units": split_sentences(s["answer"])})).output["claims"]
+        if claims:
+            await judge.run("verify_claims", {"claims": [c["text"] for c in claims], "chunks": s["contexts"]})
+        return len(claims)
+
+    return sum(await _gather(one, samples, concurrency))
+
+
+async def _relevance(judge, samples: list[dict], concurrency: int = 16) -> None:
+    """rate_chunks for every sample (context relevance)."""
+    from ragmeter.text import split_statements
+
+    async def one(s: dict) -> None:
+        await judge.run("rate_chunks", {"question": s["question"], "reference": None,
+                                        "chunks": [split_statements(c) for c in s["contexts"]]})
+
+    await _gather(one, samples, concurrency)
+
+
+def _clear_caches() -> None:
+    from ragmeter import specifics
+    from ragmeter.judges import offline
+    from ragmeter.judges.local import LocalEmbedder
+
+    for fn in (offline._analyse, offline._chunk, specifics._extract_cached, specifics._numeric_cached,
+               specifics._norm_text, specifics._capitalised_words):
+        fn.cache_clear()
+    LocalEmbedder._cache.clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--paths", default="lexical,embedding")
+    parser.add_argument("--concurrency", type=int, default=16, help="samples in flight (as the runner does)")
+    args = parser.parse_args(argv)
+
+    from ragmeter.judges.offline import OfflineJudge
+
+    samples = make_samples(args.samples)
+    words = sum(len(c.split()) for s in samples for c in s["contexts"]) / (5 * len(samples))
+    print(f"{len(samples)} samples x 5 chunks (mean {words:.0f} words per chunk), CPUs: {os.cpu_count()}, "
+          f"{args.concurrency} samples in flight")
+    print()
+    print("| path      | faithfulness (extract + verify) | claims | context relevance (rate_chunks) |")
+    print("|-----------|--------------------------------:|-------:|--------------------------------:|")
+    for path in [p.strip() for p in args.paths.split(",") if p.strip()]:
+        judge = OfflineJudge(embeddings=(path == "embedding"))
+        if path == "embedding":
+            judge.embedder.encode(["warm up"])  # the one-off model load (a few seconds) is not timed
+        _clear_caches()
+        t0 = time.perf_counter()
+        n_claims = asyncio.run(_faithfulness(judge, samples, args.concurrency))
+        t_faith = time.perf_counter() - t0
+        _clear_caches()
+        t0 = time.perf_counter()
+        asyncio.run(_relevance(judge, samples, args.concurrency))
+        t_rel = time.perf_counter() - t0
+        print(f"| {path:9s} | {t_faith:29.2f} s | {n_claims:6d} | {t_rel:29.2f} s |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

