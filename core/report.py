@@ -40,7 +40,12 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
 
 def _usage_line(result: "EvaluationResult") -> str:
     u = result.usage
-    cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else "unknown (no price for this model)"
+    if u.cost_usd is not None:
+        cost = f"${u.cost_usd:.4f}"
+    elif u.calls == 0:
+        cost = "$0 (no paid calls)"
+    else:
+        cost = "unknown (no price for this model)"
     per = f" ({u.calls / len(result):.1f} per sample)" if len(result) else ""
     return (f"judge calls: {u.calls}{per}, cached: {u.cached}, retries: {u.retries}, "
             f"embedding calls: {u.embedding_calls}, tokens: {u.prompt_tokens} prompt + "

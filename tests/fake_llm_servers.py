@@ -216,8 +216,9 @@ def oracle(req: Recorded) -> Answer:
     if task == "verify_claims":
         chunks = data.get("chunks", [])
         return answer({"verdicts": [
-            {"claim": c["index"], "verdict": "supported" if chunks else "not_found", "chunks": [0] if chunks else [],
-             "quote": chunks[0]["text"][:30] if chunks else "", "reason": "stated in chunk 0"}
+            {"claim": c["index"], "verdict": "supported" if chunks else "not_found",
+             "evidence": [{"chunk": 0, "quote": chunks[0]["text"][:30]}] if chunks else [],
+             "reason": "stated in chunk 0"}
             for c in data.get("claims", [])]})
     if task == "rate_chunks":
         return answer({"chunks": [{"chunk": c["index"], "relevant": [0] if c["statements"] else [], "useful": True}

@@ -14,7 +14,7 @@ from scripted import ScriptedJudge  # noqa: E402
 
 from ragmeter.data import Context, Sample  # noqa: E402
 from ragmeter.metrics import CitationAccuracy, CitationPrecision, CitationRecall, Faithfulness, ScoringContext  # noqa: E402
-from ragmeter.metrics.citation import Unit, parse_citations, score_citations, strip_citations  # noqa: E402
+from ragmeter.metrics.citation import Unit, claim_evidence, parse_citations, score_citations, strip_citations  # noqa: E402
 
 CHUNKS = ["Chunk one.", "Chunk two.", "Chunk three."]
 
@@ -174,10 +174,10 @@ def test_strip_citations():
 
 
 def supported(*chunks):
-    return {"verdict": "supported", "chunks": list(chunks), "quote": ""}
+    return {"verdict": "supported", "evidence": [{"chunk": c, "quote": ""} for c in chunks]}
 
 
-NOT_FOUND = {"verdict": "not_found", "chunks": [], "quote": ""}
+NOT_FOUND = {"verdict": "not_found", "evidence": []}
 
 
 def verdicts(*vs):
@@ -274,6 +274,7 @@ def test_no_citations_policy():
 
 
 def test_quote_is_reported_only_when_it_comes_from_the_cited_chunk():
+    # a verdict in the version-1 form (one quote for all chunks): the quote belongs to one chunk only
     chunks = ["Paris is the capital of France.", "The capital of France is Paris, a large city."]
     units = [Unit.of("Paris is the capital.", [0, 1])]
     vs = [{"claim": 0, "verdict": "supported", "chunks": [0, 1], "quote": "Paris is the capital of France"}]
@@ -284,10 +285,77 @@ def test_quote_is_reported_only_when_it_comes_from_the_cited_chunk():
 
 def test_contradicting_citation_is_flagged():
     units = [Unit.of("Einstein died in 1950.", [0])]
-    vs = [{"claim": 0, "verdict": "contradicted", "chunks": [0], "quote": "died in 1955"}]
+    vs = [{"claim": 0, "verdict": "contradicted", "evidence": [{"chunk": 0, "quote": "died in 1955"}]}]
     r = score_citations(units, [{"unit": 0, "text": "Einstein died in 1950."}], vs)
     assert r.citations[0]["verdict"] == "does_not_support" and r.citations[0]["contradicts_claims"] == [0]
     assert r.unsupported_claims[0]["claim"] == 0
+    # the citation shows the cited chunk's contradicting quote
+    assert r.citations[0]["quote"] == "died in 1955" and r.citations[0]["quote_found"] is None  # no chunk texts
+    r = score_citations(units, [{"unit": 0, "text": "Einstein died in 1950."}], vs, chunks=["He died in 1955."])
+    assert r.citations[0]["quote_found"] is True
+
+
+def test_each_cited_chunk_gets_its_own_quote():
+    # The case version 1 got wrong: a claim supported by chunks 0 and 1, cited [1][2]; the citation
+    # of the second supporting chunk used to get no quote.
+    chunks = ["Paris is the capital of France.", "The capital of France is Paris, a large city.", "Rome is in Italy."]
+    units = [Unit.of("Paris is the capital of France.", [0, 1, 2])]
+    claims = [{"unit": 0, "text": "Paris is the capital of France."}]
+    vs = [{"claim": 0, "verdict": "supported",
+           "evidence": [{"chunk": 0, "quote": "Paris is the capital of France"},
+                        {"chunk": 1, "quote": "The capital of France is Paris"}]}]
+    r = score_citations(units, claims, vs, chunks=chunks)
+    assert [(c["chunk"], c["verdict"], c["quote"], c["quote_found"]) for c in r.citations] == [
+        (0, "supports", "Paris is the capital of France", True),
+        (1, "supports", "The capital of France is Paris", True),
+        (2, "does_not_support", None, None),  # chunk 2 is in no evidence of the claim
+    ]
+    # a quote the judge did not copy verbatim is still that chunk's quote, flagged as not found
+    vs[0]["evidence"][1]["quote"] = "Paris is France's capital"
+    r = score_citations(units, claims, vs, chunks=chunks)
+    assert r.citations[1]["quote"] == "Paris is France's capital" and r.citations[1]["quote_found"] is False
+    # with two claims in the statement, a chunk's quote comes from the claim it supports
+    claims2 = [{"unit": 0, "text": "Paris is the capital."}, {"unit": 0, "text": "Rome is in Italy."}]
+    vs2 = [{"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "Paris is the capital"}]},
+           {"claim": 1, "verdict": "supported", "evidence": [{"chunk": 2, "quote": "Rome is in Italy"}]}]
+    r = score_citations(units, claims2, vs2, chunks=chunks)
+    assert [(c["verdict"], c["quote"]) for c in r.citations] == [
+        ("partially", "Paris is the capital"), ("does_not_support", None), ("partially", "Rome is in Italy")]
+
+
+def test_claim_evidence_reads_both_verdict_forms():
+    assert claim_evidence({"verdict": "supported", "evidence": [{"chunk": 1, "quote": " b "}, {"chunk": 0, "quote": "a"}],
+                           "chunks": [0, 1], "quote": "a"}) == [{"chunk": 1, "quote": "b"}, {"chunk": 0, "quote": "a"}]
+    # version-1 form: the one quote goes to the first listed chunk that contains it
+    v1 = {"verdict": "supported", "chunks": [0, 1], "quote": "large city"}
+    texts = ["Paris is the capital.", "Paris is a large city."]
+    assert claim_evidence(v1, texts) == [{"chunk": 0, "quote": ""}, {"chunk": 1, "quote": "large city"}]
+    assert claim_evidence(v1) == [{"chunk": 0, "quote": "large city"}, {"chunk": 1, "quote": ""}]
+    assert claim_evidence({"verdict": "not_found", "chunks": [], "quote": ""}) == []
+    assert claim_evidence({"verdict": "not_found"}) == []
+
+
+def test_citation_to_second_supporting_chunk_through_the_judge():
+    # End to end through a scripted judge (answers validated): "[2]" cites the second of two chunks
+    # that each support the claim; its record carries chunk 1's quote, and Faithfulness lists both.
+    sample = Sample(question="What is the capital of France?",
+                    contexts=[Context("Paris is the capital of France.", id="a"),
+                              Context("France's capital, Paris, is on the Seine.", id="b")],
+                    answer="Paris is the capital of France [2].")
+    judge = ScriptedJudge({
+        "extract_claims": lambda i: {"claims": [{"unit": 0, "text": "Paris is the capital of France."}]},
+        "verify_claims": {"verdicts": [{"claim": 0, "verdict": "supported", "reason": "both say so",
+                                        "evidence": [{"chunk": 1, "quote": "France's capital, Paris"},
+                                                     {"chunk": 0, "quote": "Paris is the capital of France"}]}]},
+    })
+    scores = score_all([Faithfulness(), CitationAccuracy()], sample, judge)
+    rec = scores["citation_accuracy"].details["citations"][0]
+    assert (rec["chunk"], rec["verdict"], rec["quote"], rec["quote_found"]) == (1, "supports", "France's capital, Paris", True)
+    assert scores["citation_accuracy"].details["claims"][0]["evidence"] == [
+        {"chunk": 0, "quote": "Paris is the capital of France"}, {"chunk": 1, "quote": "France's capital, Paris"}]
+    assert [(e["chunk_id"], e["quote"]) for e in scores["faithfulness"].details["claims"][0]["evidence"]] == [
+        ("a", "Paris is the capital of France"), ("b", "France's capital, Paris")]
+    assert judge.calls == {"extract_claims": 1, "verify_claims": 1}
 
 
 # --------------------------------------------------------------------------- metrics with a judge
@@ -305,14 +373,15 @@ PARIS = Sample(
 
 
 def paris_judge():
-    table = {0: ("supported", [0, 2], "Paris is the capital of France"), 1: ("supported", [1, 2], "2.1 million"),
-             3: ("supported", [3], "most visited museum")}
+    table = {0: ("supported", [(0, "Paris is the capital of France"), (2, "Paris, capital of France")]),
+             1: ("supported", [(1, "Paris has 2.1 million inhabitants"), (2, "has 2.1 million inhabitants")]),
+             3: ("supported", [(3, "most visited museum")])}
 
     def verify(inputs):
         out = []
         for i in range(len(inputs["claims"])):
-            v, ch, q = table.get(i, ("not_found", [], ""))
-            out.append({"claim": i, "verdict": v, "chunks": ch, "quote": q, "reason": ""})
+            v, ev = table.get(i, ("not_found", []))
+            out.append({"claim": i, "verdict": v, "evidence": [{"chunk": c, "quote": q} for c, q in ev], "reason": ""})
         return {"verdicts": out}
 
     return ScriptedJudge({
@@ -357,7 +426,10 @@ def test_citation_metrics_with_faithfulness_cost_zero_extra_calls():
         ("doc-4", 3, "supports")]
     assert recs[0]["statement"] == "Paris is the capital of France."
     assert recs[0]["quote"] == "Paris is the capital of France"
+    assert recs[1]["quote"] is None  # chunk 1 is in no evidence of claim 0
+    assert recs[2]["quote"] == "Paris has 2.1 million inhabitants"
     assert recs[4]["quote"] == "most visited museum"
+    assert all(r["quote_found"] for r in recs if r["quote"])
     assert [c["text"] for c in acc.details["uncited_claims"]] == ["and hosts the Louvre.", "It opened in 1793."]
     assert [c["target"] for c in acc.details["invalid_citations"]] == ["9"]
     assert "1 claim" not in acc.explanation and "2 claims without a citation" in acc.explanation
@@ -373,7 +445,8 @@ def test_citation_metric_on_an_answer_without_citations_or_claims():
     assert s.value is None and s.status == "n/a"
     uncited = Sample(question="Q?", contexts=["C."], answer="Paris is big.")
     judge = ScriptedJudge({"extract_claims": {"claims": [{"unit": 0, "text": "Paris is big."}]},
-                           "verify_claims": {"verdicts": [{"claim": 0, "verdict": "supported", "chunks": [0]}]}})
+                           "verify_claims": {"verdicts": [{"claim": 0, "verdict": "supported",
+                                                           "evidence": [{"chunk": 0, "quote": "Paris is big."}]}]}})
     s = score_all([CitationAccuracy()], uncited, judge)["citation_accuracy"]
     assert s.value == 0.0 and s.label == "fail" and s.details["uncited_claims"][0]["text"] == "Paris is big."
 
@@ -383,7 +456,8 @@ def test_citation_metric_numbers_as_ids():
     sample = Sample(question="Q?", contexts=[Context("Paris is the capital.", id="2"), Context("Rome is in Italy.", id="1")],
                     answer="Paris is the capital [2].")
     script = {"extract_claims": {"claims": [{"unit": 0, "text": "Paris is the capital."}]},
-              "verify_claims": {"verdicts": [{"claim": 0, "verdict": "supported", "chunks": [0]}]}}
+              "verify_claims": {"verdicts": [{"claim": 0, "verdict": "supported",
+                                              "evidence": [{"chunk": 0, "quote": "Paris is the capital."}]}]}}
     assert score_all([CitationAccuracy()], sample, ScriptedJudge(script))["citation_accuracy"].value == 0.0
     assert score_all([CitationAccuracy(numbers="ids")], sample, ScriptedJudge(script))["citation_accuracy"].value == 1.0
     # a number that is no position but is a chunk id cites that chunk

@@ -29,6 +29,7 @@ def test_evaluate_prints_summary_and_writes_every_report_type(tmp_path, capsys):
     assert code == 0, err
     assert "20 samples scored, 0 invalid" in out
     assert "recall@5" in out and "ndcg@10" in out
+    assert "judge calls: 0" in out and "cost: $0 (no paid calls)" in out
     for o in outs:
         assert o.exists() and o.stat().st_size > 0
     data = json.loads((tmp_path / "report.json").read_text())

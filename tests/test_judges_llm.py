@@ -34,9 +34,9 @@ CLAIMS_IN = {"question": "Where is Paris?", "units": ["Paris is in France.", "It
 VERIFY_IN = {"claims": ["Paris is in France.", "Paris has 2 million people.", "Paris is old."],
              "chunks": ["Paris is the capital of France.", "About 2.1 million people live in Paris."]}
 VERIFY_OK = {"verdicts": [
-    {"claim": 0, "verdict": "supported", "chunks": [0], "quote": "capital of France", "reason": "r"},
-    {"claim": 1, "verdict": "supported", "chunks": [1], "quote": "2.1 million", "reason": "r"},
-    {"claim": 2, "verdict": "not_found", "chunks": [], "quote": "", "reason": "r"},
+    {"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "capital of France"}], "reason": "r"},
+    {"claim": 1, "verdict": "supported", "evidence": [{"chunk": 1, "quote": "2.1 million"}], "reason": "r"},
+    {"claim": 2, "verdict": "not_found", "evidence": [], "reason": "r"},
 ]}
 
 
@@ -180,11 +180,12 @@ def test_fewer_verdicts_than_claims_then_valid(backend, server):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_index_out_of_range_then_valid(backend, server):
     bad = json.loads(json.dumps(VERIFY_OK))
-    bad["verdicts"][0]["chunks"] = [7]
+    bad["verdicts"][0]["evidence"][0]["chunk"] = 7
     server.push(answer(bad), answer(VERIFY_OK))
     judge = make_judge(backend, server)
     res = run(judge.run("verify_claims", VERIFY_IN))
     assert res.output["verdicts"][0]["chunks"] == [0]
+    assert res.output["verdicts"][0]["evidence"] == [{"chunk": 0, "quote": "capital of France"}]
     assert "out of range" in server.chat_requests[1].last_user_text
     assert "7" in server.chat_requests[1].last_user_text
 
@@ -857,7 +858,13 @@ class TestLlamaIndex:
             assert set(model.model_json_schema()["properties"]) == set(spec.schema["properties"])
         Verify = model_from_schema("verify_claims", get_task("verify_claims").schema)
         with pytest.raises(ValueError):
-            Verify.model_validate({"verdicts": [{"claim": 0, "verdict": "maybe", "chunks": [], "quote": "", "reason": ""}]})
+            Verify.model_validate({"verdicts": [{"claim": 0, "verdict": "maybe", "evidence": [], "reason": ""}]})
+        ok = Verify.model_validate({"verdicts": [{"claim": 0, "verdict": "supported",
+                                                  "evidence": [{"chunk": 0, "quote": "q"}], "reason": ""}]})
+        assert ok.model_dump()["verdicts"][0]["evidence"] == [{"chunk": 0, "quote": "q"}]
+        with pytest.raises(ValueError):  # the version-1 answer form is no longer accepted
+            Verify.model_validate({"verdicts": [{"claim": 0, "verdict": "supported", "chunks": [0], "quote": "q",
+                                                 "reason": ""}]})
 
     def test_llamaindex_embedder(self):
         from llama_index.core.embeddings import MockEmbedding

@@ -134,8 +134,8 @@ def _verify(inputs):
     verdicts = []
     for i, claim in enumerate(inputs["claims"]):
         hits = [j for j, chunk in enumerate(inputs["chunks"]) if set(words(claim)) <= set(words(chunk))]
-        verdicts.append({"claim": i, "verdict": "supported" if hits else "not_found", "chunks": hits[:1],
-                         "quote": claim if hits else "", "reason": "word overlap"})
+        verdicts.append({"claim": i, "verdict": "supported" if hits else "not_found",
+                         "evidence": [{"chunk": j, "quote": claim} for j in hits[:1]], "reason": "word overlap"})
     return {"verdicts": verdicts}
 
 

@@ -70,13 +70,14 @@ def one_claim_per_unit(inputs):
 
 
 def verdicts_from(table: dict[int, tuple]):
-    """verify_claims answer from {claim index: (verdict, chunks, quote)}."""
+    """verify_claims answer from {claim index: (verdict, [(chunk, quote), ...])}."""
 
     def answer(inputs):
         out = []
         for i, _ in enumerate(inputs["claims"]):
-            verdict, chunks, quote = table.get(i, ("not_found", [], ""))
-            out.append({"claim": i, "verdict": verdict, "chunks": chunks, "quote": quote, "reason": "scripted"})
+            verdict, evidence = table.get(i, ("not_found", []))
+            out.append({"claim": i, "verdict": verdict, "evidence": [{"chunk": c, "quote": q} for c, q in evidence],
+                        "reason": "scripted"})
         return {"verdicts": out}
 
     return answer
@@ -102,9 +103,9 @@ def test_faithfulness_supported_over_claims_with_evidence():
     # score = supported / claims = 3 / 4 = 0.75 -> warn (0.7 <= 0.75 < 0.85)
     judge = ScriptedJudge({
         "extract_claims": one_claim_per_unit,
-        "verify_claims": verdicts_from({0: ("supported", [0], "born in Ulm in 1879"),
-                                        1: ("supported", [1], "died in Princeton"),
-                                        2: ("supported", [0], "a physicist with a prize")}),
+        "verify_claims": verdicts_from({0: ("supported", [(0, "born in Ulm in 1879")]),
+                                        1: ("supported", [(1, "died in Princeton")]),
+                                        2: ("supported", [(0, "a physicist with a prize")])}),
     })
     s = run(Faithfulness(), EINSTEIN, judge)
     assert s.value == pytest.approx(0.75)
@@ -122,13 +123,50 @@ def test_faithfulness_supported_over_claims_with_evidence():
     assert "judge_usage" in s.details and s.judge == "scripted"
 
 
+def test_faithfulness_details_carry_per_chunk_evidence():
+    # claim 0 ("born in 1879") is supported by chunk 0 and, on its own, by chunk 1 (added here);
+    # each chunk comes with its own quote; claim 1 is contradicted by chunk 1 with its quote.
+    sample = Sample(question=EINSTEIN.question,
+                    contexts=[Context("Albert Einstein was born in Ulm in 1879.", id="bio"),
+                              Context("Einstein (born 1879, Ulm) died in Princeton in 1955.", id="death")],
+                    answer="Einstein was born in 1879 [1][2]. He died in 1950 [2].")
+    judge = ScriptedJudge({
+        "extract_claims": one_claim_per_unit,
+        "verify_claims": verdicts_from({0: ("supported", [(1, "born 1879, Ulm"), (0, "born in Ulm in 1879"),
+                                                          (1, "a later duplicate, dropped")]),
+                                        1: ("contradicted", [(1, "died in  PRINCETON in 1955")])}),
+    })
+    s = run(Faithfulness(), sample, judge)
+    assert s.value == pytest.approx(0.5)
+    c0, c1 = s.details["claims"]
+    assert c0["verdict"] == "supported" and c0["chunks"] == [0, 1]
+    assert c0["evidence"] == [
+        {"chunk": 0, "chunk_id": "bio", "quote": "born in Ulm in 1879", "quote_found": True},
+        {"chunk": 1, "chunk_id": "death", "quote": "born 1879, Ulm", "quote_found": True},
+    ]
+    # the single-chunk fields repeat the first evidence entry
+    assert (c0["chunk"], c0["chunk_id"], c0["quote"], c0["quote_found"]) == (0, "bio", "born in Ulm in 1879", True)
+    # contradicting evidence: the quote is found ignoring case and whitespace
+    assert c1["verdict"] == "contradicted" and c1["evidence"] == [
+        {"chunk": 1, "chunk_id": "death", "quote": "died in  PRINCETON in 1955", "quote_found": True}]
+    assert s.details["contradicted"] == ["He died in 1950."]
+    # a quote that is not in its chunk is flagged per chunk
+    judge = ScriptedJudge({
+        "extract_claims": one_claim_per_unit,
+        "verify_claims": verdicts_from({0: ("supported", [(0, "born in Ulm in 1879"), (1, "born in Ulm in 1879")])}),
+    })
+    c0, c1 = run(Faithfulness(), sample, judge).details["claims"]
+    assert [(e["chunk"], e["quote_found"]) for e in c0["evidence"]] == [(0, True), (1, False)]
+    assert c1["verdict"] == "not_found" and c1["evidence"] == [] and c1["quote"] == "" and c1["quote_found"] is None
+
+
 def test_faithfulness_mode_not_contradicted():
     # verdicts: supported, supported, not_found, contradicted
     # mode supported:        2 / 4 = 0.5
     # mode not_contradicted: (4 - 1) / 4 = 0.75
     script = {"extract_claims": one_claim_per_unit,
-              "verify_claims": verdicts_from({0: ("supported", [0], ""), 1: ("supported", [1], ""),
-                                              3: ("contradicted", [1], "died in Princeton")})}
+              "verify_claims": verdicts_from({0: ("supported", [(0, "")]), 1: ("supported", [(1, "")]),
+                                              3: ("contradicted", [(1, "died in Princeton")])})}
     s1 = run(Faithfulness(), EINSTEIN, ScriptedJudge(script))
     s2 = run(Faithfulness(mode="not_contradicted"), EINSTEIN, ScriptedJudge(script))
     assert s1.value == pytest.approx(0.5)
@@ -417,8 +455,11 @@ def test_hallucinated_specifics_accepts_specifics_from_the_question():
 
 @pytest.mark.parametrize("metric, script", [
     (Faithfulness(), {"extract_claims": one_claim_per_unit,
-                      "verify_claims": lambda i: {"verdicts": [{"claim": k, "verdict": "maybe", "chunks": []}
+                      "verify_claims": lambda i: {"verdicts": [{"claim": k, "verdict": "maybe", "evidence": []}
                                                                for k in range(len(i["claims"]))]}}),
+    (Faithfulness(), {"extract_claims": one_claim_per_unit,  # supported without evidence
+                      "verify_claims": lambda i: {"verdicts": [{"claim": k, "verdict": "supported", "evidence": [],
+                                                                "reason": ""} for k in range(len(i["claims"]))]}}),
     (Faithfulness(), {"extract_claims": {"claims": [{"unit": 99, "text": "out of range"}]}}),
     (ContextRelevance(), {"rate_chunks": {"chunks": [{"chunk": 0, "relevant": [0], "useful": True}], "answerable": 3}}),
     (ContextRecall(), {"attribute_statements": {"statements": [{"statement": 0, "attributed": True, "chunks": []}],
@@ -445,8 +486,9 @@ def test_no_judge_is_an_error_not_a_number():
 def full_script():
     return {
         "extract_claims": one_claim_per_unit,
-        "verify_claims": lambda i: {"verdicts": [{"claim": k, "verdict": "supported", "chunks": [0], "quote": "",
-                                                  "reason": ""} for k in range(len(i["claims"]))]},
+        "verify_claims": lambda i: {"verdicts": [{"claim": k, "verdict": "supported",
+                                                  "evidence": [{"chunk": 0, "quote": ""}], "reason": ""}
+                                                 for k in range(len(i["claims"]))]},
         "rate_chunks": lambda i: {"chunks": [{"chunk": k, "relevant": [0] if s else [], "useful": k == 0}
                                              for k, s in enumerate(i["chunks"])], "answerable": 4},
         "attribute_statements": lambda i: {"statements": [{"statement": k, "attributed": True, "chunks": [0]}
@@ -525,7 +567,7 @@ def test_default_thresholds_and_overrides():
         assert "Threshold" in type(m).__doc__ and "xample" in type(m).__doc__, name
     m = Faithfulness(threshold=0.5, warn=0.2)
     judge = ScriptedJudge({"extract_claims": one_claim_per_unit,
-                           "verify_claims": verdicts_from({0: ("supported", [0], ""), 1: ("supported", [1], "")})})
+                           "verify_claims": verdicts_from({0: ("supported", [(0, "")]), 1: ("supported", [(1, "")])})})
     s = run(m, EINSTEIN, judge)  # 2 / 4 = 0.5 -> pass with the overridden threshold
     assert s.value == 0.5 and s.label == "pass" and s.details["threshold"] == 0.5
     with pytest.raises(ValueError):

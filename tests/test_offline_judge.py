@@ -136,6 +136,8 @@ def test_changed_number(judge):
     v = verdicts(judge, ["Occidental increased its quarterly dividend to $0.15 per share."], CHUNKS)[0]
     assert v["verdict"] in ("contradicted", "not_found")
     assert v["verdict"] == "contradicted" and v["chunks"] == [1] and "0.15" in v["reason"]
+    (ev,) = v["evidence"]  # the contradicting chunk, quoted where it states the other value
+    assert ev["chunk"] == 1 and "$0.13" in ev["quote"] and ev["quote"] in CHUNKS[1] and v["quote"] == ev["quote"]
 
 
 def test_changed_name(judge):
@@ -162,7 +164,7 @@ def test_antonym(judge):
 
 def test_unrelated_claim_not_found(judge):
     v = verdicts(judge, ["Bananas are rich in potassium and grow in tropical climates."], CHUNKS)[0]
-    assert v == {"claim": 0, "verdict": "not_found", "chunks": [], "quote": "", "reason": v["reason"]}
+    assert v == {"claim": 0, "verdict": "not_found", "evidence": [], "chunks": [], "quote": "", "reason": v["reason"]}
 
 
 def test_several_claims_and_no_chunks(judge):
@@ -180,8 +182,49 @@ def test_claim_supported_by_chunks_together(lexical):
     v = verdicts(lexical, ["The free-threaded build was experimental in 3.13 and officially supported in 3.14."], chunks)[0]
     assert v["verdict"] == "supported" and v["chunks"] == [0, 1] and "together" in v["reason"]
     assert v["quote"] in chunks[0]
+    assert v["evidence"] == [{"chunk": 0, "quote": chunks[0]}, {"chunk": 1, "quote": chunks[1]}]  # each its own part
     v = verdicts(lexical, ["The free-threaded build was experimental in 3.12."], chunks)[0]
     assert v["verdict"] == "contradicted"
+
+
+def test_evidence_quotes_every_supporting_chunk(judge):
+    chunks = ["Gustave Eiffel's company built it. The Eiffel Tower is 330 metres tall. It stands in Paris.",
+              "Bananas are yellow.",
+              "At 330 metres tall, the Eiffel Tower was the tallest structure in the world until 1930."]
+    v = verdicts(judge, ["The Eiffel Tower is 330 metres tall."], chunks)[0]
+    assert v["verdict"] == "supported" and v["chunks"] == [0, 2]
+    assert v["evidence"] == [
+        {"chunk": 0, "quote": "The Eiffel Tower is 330 metres tall."},  # the one sentence, not the whole chunk
+        {"chunk": 2, "quote": chunks[2]},
+    ]
+    assert v["quote"] == v["evidence"][0]["quote"]
+    # the raw answer is in the task's schema: exactly its keys, no derived fields
+    raw = asyncio.run(judge._task_verify_claims({"claims": ["The Eiffel Tower is 330 metres tall."], "chunks": chunks}))
+    props = get_task("verify_claims").schema["properties"]["verdicts"]["items"]["properties"]
+    assert set(raw["verdicts"][0]) == set(props) and set(raw["verdicts"][0]["evidence"][0]) == {"chunk", "quote"}
+
+
+def test_citation_of_the_second_supporting_chunk_gets_its_quote(lexical):
+    from ragmeter.data import Context, Sample
+    from ragmeter.metrics import CitationAccuracy, Faithfulness, ScoringContext
+
+    sample = Sample(question="How tall is the Eiffel Tower?",
+                    contexts=[Context("The Eiffel Tower is 330 metres tall. It stands in Paris.", id="a"),
+                              Context("Bananas are yellow.", id="b"),
+                              Context("At 330 metres tall, the Eiffel Tower was long the tallest structure.", id="c")],
+                    answer="The Eiffel Tower is 330 metres tall [1][3].")
+    metrics = [Faithfulness(), CitationAccuracy()]
+    ctx = ScoringContext(sample, lexical, None, metrics)
+
+    async def go():
+        return await asyncio.gather(*(m.ascore(sample, ctx) for m in metrics))
+
+    faith, acc = asyncio.run(go())
+    assert [(r["chunk"], r["verdict"], r["quote"], r["quote_found"]) for r in acc.details["citations"]] == [
+        (0, "supports", "The Eiffel Tower is 330 metres tall.", True),
+        (2, "supports", "At 330 metres tall, the Eiffel Tower was long the tallest structure.", True),
+    ]
+    assert [(e["chunk_id"], e["quote_found"]) for e in faith.details["claims"][0]["evidence"]] == [("a", True), ("c", True)]
 
 
 def test_other_name_is_not_a_contradiction(lexical):

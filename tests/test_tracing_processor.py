@@ -217,7 +217,7 @@ def test_judge_runs_with_instrumentation_suppressed_and_its_spans_are_ignored():
         return {"claims": [{"unit": i, "text": u} for i, u in enumerate(inputs["units"])]}
 
     def verify(inputs):
-        return {"verdicts": [{"claim": i, "verdict": "supported", "chunks": [0], "quote": "", "reason": ""}
+        return {"verdicts": [{"claim": i, "verdict": "supported", "evidence": [{"chunk": 0, "quote": ""}], "reason": ""}
                              for i in range(len(inputs["claims"]))]}
 
     judge = ScriptedJudge({"extract_claims": extract, "verify_claims": verify})

@@ -29,8 +29,8 @@ def _result() -> SampleResult:
                     answer="Paris is the capital of France [1]. Berlin is in Germany [7].", id="s-1")
     parsed = parse_citations(sample.answer, sample.contexts)
     claims = [{"unit": 0, "text": "Paris is the capital of France."}, {"unit": 1, "text": "Berlin is in Germany."}]
-    verdicts = [{"claim": 0, "verdict": "supported", "chunks": [0], "quote": "Paris is the capital of France."},
-                {"claim": 1, "verdict": "supported", "chunks": [1], "quote": "Berlin is in Germany."}]
+    verdicts = [{"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "Paris is the capital of France."}]},
+                {"claim": 1, "verdict": "supported", "evidence": [{"chunk": 1, "quote": "Berlin is in Germany."}]}]
     details = score_citations(parsed.units, claims, verdicts, chunks=sample.context_texts).to_dict()
     scores = {
         "faithfulness": Score("faithfulness", 1.0, "2 of 2 claims supported", {"threshold": 0.85, "warn": 0.7},

@@ -13,9 +13,15 @@ deterministic signals:
   (``contradicted`` when the best-matching passage states a different value of the same kind,
   ``not_found`` otherwise); so do a negation the passage does not share and a word whose antonym the
   passage uses instead ("increased" against "decreased");
+- each chunk listed in a verdict's ``evidence`` comes with its own verbatim quote: its best-matching
+  passage for the claim, cut down to one sentence when one sentence holds as many of the claim's
+  words as the whole passage. A claim that no chunk supports alone but the chunks support together
+  is ``supported`` with those chunks listed (the reason says "together"), each quoting the part of
+  the claim it holds;
 - chunk relevance, statement attribution and answer relevancy use the same word overlap and
   similarity between question, statements and chunks. The judge cannot write questions
-  (``generates_questions = False``), so answer relevancy compares question and answer directly.
+  (``generates_questions = False``: ``generate_questions`` is asked with ``n = 0`` and answers
+  ``questions: []``), so answer relevancy compares question and answer directly.
 
 Every result carries ``note`` saying which signals were used, and Scores made with this judge
 carry ``judge="offline"`` so nobody mistakes them for an LLM verdict.
@@ -1099,7 +1105,7 @@ class OfflineJudge(Judge):
             for sup in row:
                 sup.score = self._combine(sup)
             if not row or not claim.stems:
-                verdicts.append({"claim": k, "verdict": "not_found", "chunks": [], "quote": "",
+                verdicts.append({"claim": k, "verdict": "not_found", "chunks": [], "evidence": [],
                                  "reason": "no chunk to check against" if not row else "the claim has no content words",
                                  "score": 0.0})
                 continue
@@ -1120,9 +1126,8 @@ class OfflineJudge(Judge):
             best = ranked[0]
             if supporting:
                 top = supporting[0]
-                quote = cks[top.chunk].quote(top.window, claim.stems)
                 verdicts.append({"claim": k, "verdict": "supported", "chunks": sorted(s.chunk for s in supporting),
-                                 "quote": quote, "score": top.score,
+                                 "evidence": _evidence(cks, supporting, claim), "score": top.score,
                                  "reason": self._reason(top, "supported")})
                 continue
             if contradiction is None and best.score < threshold:
@@ -1137,11 +1142,10 @@ class OfflineJudge(Judge):
             if contradiction is not None:
                 sup, why = contradiction
                 verdicts.append({"claim": k, "verdict": "contradicted", "chunks": [sup.chunk],
-                                 "quote": cks[sup.chunk].quote(sup.window, claim.stems), "score": sup.score,
-                                 "reason": why})
+                                 "evidence": _evidence(cks, [sup], claim), "score": sup.score, "reason": why})
                 continue
             why = first_issue[1] if first_issue else self._reason(best, "not_found")
-            verdicts.append({"claim": k, "verdict": "not_found", "chunks": [], "quote": "", "score": best.score,
+            verdicts.append({"claim": k, "verdict": "not_found", "chunks": [], "evidence": [], "score": best.score,
                              "reason": why})
         return verdicts
 
@@ -1162,9 +1166,8 @@ class OfflineJudge(Judge):
         if not contributing or len(contributing) < 2 and contributing[0].score >= threshold:
             return None
         listed = sorted(r.chunk for r in contributing[:3])
-        first = next(r for r in row if r.chunk == listed[0])
-        return {"verdict": "supported", "chunks": listed, "quote": cks[first.chunk].quote(first.window, claim.stems),
-                "score": sup.score,
+        return {"verdict": "supported", "chunks": listed,
+                "evidence": _evidence(cks, [r for r in row if r.chunk in listed], claim), "score": sup.score,
                 "reason": (f"supported by chunks {', '.join(map(str, listed))} together: {sup.doc_coverage:.0%} of the "
                            f"claim's content words in them (support {sup.score:.2f}, threshold {threshold:.2f})")}
 
@@ -1194,9 +1197,8 @@ class OfflineJudge(Judge):
 
     async def _task_verify_claims(self, inputs: dict) -> dict:
         verdicts = await self._verify(list(inputs["claims"]), list(inputs["chunks"]))
-        for v in verdicts:
-            v.pop("score", None)
-        return {"verdicts": verdicts}
+        return {"verdicts": [{"claim": v["claim"], "verdict": v["verdict"], "evidence": v["evidence"],
+                              "reason": v["reason"]} for v in verdicts]}
 
     async def _task_rate_chunks(self, inputs: dict) -> dict:
         st = self.settings
@@ -1318,6 +1320,14 @@ class OfflineJudge(Judge):
             reason = (f"offline judge: {lex:.0%} of the question's content words in the answer, hashed "
                       f"bag-of-words similarity {sim:.2f} (lexical signals only; it cannot generate questions)")
         return {"score": round(min(1.0, max(0.0, score)), 4), "reason": reason}
+
+
+def _evidence(cks: list[_Chunk], sups: Sequence[_Support], claim: _Text) -> list[dict]:
+    """``verify_claims`` evidence: per listed chunk (sorted), the verbatim quote of its
+    best-matching passage for the claim (:meth:`_Chunk.quote`: one sentence when it holds as many
+    of the claim's words as the passage, else the passage)."""
+    return [{"chunk": s.chunk, "quote": cks[s.chunk].quote(s.window, claim.stems)}
+            for s in sorted(sups, key=lambda s: s.chunk)]
 
 
 def _context_stems(words: list[str], target: str, k: int) -> set:

@@ -14,19 +14,34 @@ task                   inputs                                               answ
 extract_claims         question, units (answer split into sentences /       claims [{unit, text}]
                        clauses, citation markers removed)
 verify_claims          claims, chunks                                       verdicts [{claim, verdict,
-                                                                            chunks, quote, reason}]
+                                                                            evidence [{chunk, quote}],
+                                                                            reason}]
 rate_chunks            question, reference (or None), chunks (each a list   chunks [{chunk, relevant,
                        of statements)                                       useful}], answerable 1..5
 attribute_statements   question, statements (reference split), chunks       statements [{statement,
                                                                             attributed, chunks}],
                                                                             entities [{text, found}]
-generate_questions     question, answer, n                                  questions [n], noncommittal,
-                                                                            parts [{text, covered}]
+generate_questions     question, answer, n (0 for a judge that cannot       questions [n], noncommittal,
+                       write questions)                                     parts [{text, covered}]
 compare_claims         question, claims (answer), statements (reference)    claims [{claim,
                                                                             in_reference}], statements
                                                                             [{statement, in_answer}]
 rate_answer            question, answer                                     score 0..1, reason
 =====================  ===================================================  ==========================
+
+``verify_claims`` judges support chunk by chunk: a 'supported' verdict lists in ``evidence``
+every chunk that supports the claim *on its own*, each with a verbatim quote of that chunk (a
+'contradicted' verdict, the chunks that contradict it), so every cited chunk can be shown with
+its own quote. The normalised answer also carries ``chunks`` (the evidence's chunk indices) and
+``quote`` (the first evidence quote) for readers that need one chunk and one quote. Known
+limitation: a claim that no chunk supports alone but two chunks support together ("X was
+experimental in 3.13 [1] and became official in 3.14 [2]") has no place in a per-chunk answer;
+depending on the judge it is 'not_found' or 'supported' with each partial chunk listed, and the
+citation metrics then credit each listed chunk as if it supported the whole claim.
+
+``generate_questions`` convention: a judge that cannot write questions
+(``Judge.generates_questions = False``, e.g. the offline judge) is asked with ``n = 0`` and
+answers ``questions: []``; it still reports ``noncommittal`` and the question's ``parts``.
 """
 
 from __future__ import annotations
@@ -196,7 +211,32 @@ def _render_verify(inputs: dict) -> str:
     return _dump({"claims": _numbered(inputs["claims"]), "chunks": _numbered(inputs["chunks"])})
 
 
+def _validate_evidence(value: Any, where: str, n_chunks: int) -> list[dict]:
+    """``[{chunk, quote}]`` checked (objects, chunk indices in range, string quotes), the repeats
+    of a chunk merged into its first entry, sorted by chunk."""
+    if not isinstance(value, list):
+        raise InvalidOutput(f"{where} must be a list of {{\"chunk\": <chunk index>, \"quote\": <verbatim span of "
+                            f"that chunk>}} objects, got {type(value).__name__}")
+    by_chunk: dict[int, str] = {}
+    for j, e in enumerate(value):
+        if not isinstance(e, dict):
+            raise InvalidOutput(f"{where}[{j}] must be an object {{\"chunk\": <chunk index>, \"quote\": <verbatim span "
+                                f"of that chunk>}}, got {e!r}")
+        if "chunk" not in e:
+            raise InvalidOutput(f"{where}[{j}] has no 'chunk' field (the index of the chunk the quote comes from): {e!r}")
+        chunk = _int(e["chunk"], f"{where}[{j}].chunk", 0, n_chunks)
+        quote = e.get("quote")
+        if not isinstance(quote, str):
+            raise InvalidOutput(f"{where}[{j}].quote must be a string: the shortest verbatim span of chunk {chunk} "
+                                f"that shows it, got {quote!r}")
+        by_chunk.setdefault(chunk, quote.strip())  # a chunk listed twice: keep its first quote
+    return [{"chunk": c, "quote": by_chunk[c]} for c in sorted(by_chunk)]
+
+
 def _validate_verify(inputs: dict, output: Any) -> dict:
+    """One verdict per claim, normalised to ``{claim, verdict, evidence, chunks, quote, reason}``:
+    ``evidence`` sorted by chunk (empty for 'not_found'), ``chunks`` its chunk indices, ``quote``
+    its first quote ("" when there is none)."""
     out = _need_dict(output, "verdicts")
     n_claims, n_chunks = len(inputs["claims"]), len(inputs["chunks"])
     by_claim = _one_per_item(_need_list(out["verdicts"], "verdicts"), "claim", n_claims, "claim")
@@ -206,34 +246,39 @@ def _validate_verify(inputs: dict, output: Any) -> dict:
         verdict = v.get("verdict")
         if verdict not in VERDICTS:
             raise InvalidOutput(f"claim {i}: verdict must be one of {list(VERDICTS)}, got {verdict!r}")
-        chunks = _indices(v.get("chunks", []), f"claim {i}: chunks", n_chunks)
-        quote = v.get("quote") or ""
-        if not isinstance(quote, str):
-            raise InvalidOutput(f"claim {i}: quote must be a string")
-        if verdict in ("supported", "contradicted") and not chunks:
-            raise InvalidOutput(f"claim {i} is {verdict}: list the index of at least one chunk that shows it")
+        if "evidence" not in v:
+            raise InvalidOutput(f"claim {i} has no 'evidence' list: give [{{\"chunk\": <chunk index>, \"quote\": "
+                                f"<verbatim span of that chunk>}}, ...] ([] for 'not_found')")
+        evidence = _validate_evidence(v["evidence"], f"claim {i}: evidence", n_chunks)
+        if verdict in ("supported", "contradicted") and not evidence:
+            shows = "supports it on its own" if verdict == "supported" else "contradicts it"
+            raise InvalidOutput(f"claim {i} is {verdict}: list in 'evidence' at least one chunk that {shows}, "
+                                f"as {{\"chunk\": <chunk index>, \"quote\": <verbatim span of that chunk>}}")
         if verdict == "not_found":
-            chunks = []
+            evidence = []
         reason = v.get("reason") or ""
-        verdicts.append({"claim": i, "verdict": verdict, "chunks": chunks, "quote": quote.strip(),
+        verdicts.append({"claim": i, "verdict": verdict, "evidence": evidence,
+                         "chunks": [e["chunk"] for e in evidence], "quote": evidence[0]["quote"] if evidence else "",
                          "reason": reason.strip() if isinstance(reason, str) else ""})
     return {"verdicts": verdicts}
 
 
 VERIFY_CLAIMS = TaskSpec(
     name="verify_claims",
-    version=1,
+    version=2,
     system=(
         "You check claims against retrieved chunks. For every claim give exactly one verdict: "
         "'supported' when the chunks state it or directly imply it, 'contradicted' when a chunk "
         "states the opposite or a different value, 'not_found' otherwise. Use only the chunks, not "
-        "your own knowledge. For 'supported' list in 'chunks' every chunk that supports the claim on "
-        "its own (for 'contradicted', the chunks that contradict it; for 'not_found', none) and copy "
-        "in 'quote' the shortest verbatim span of the first listed chunk that shows it. Give a "
-        "one-sentence 'reason'."
+        "your own knowledge. Judge each chunk on its own: for 'supported' list in 'evidence' every "
+        "chunk that supports the claim on its own, each with the shortest verbatim span of THAT "
+        "chunk that shows it (copied exactly, not paraphrased); for 'contradicted' list the chunks "
+        "that contradict it, each with the span of that chunk that contradicts it; for 'not_found' "
+        "none (an empty list). Give a one-sentence 'reason'."
     ),
     schema=_obj({"verdicts": {"type": "array", "items": _obj({
-        "claim": _INT, "verdict": {"type": "string", "enum": list(VERDICTS)}, "chunks": _INTS, "quote": _STR, "reason": _STR})}}),
+        "claim": _INT, "verdict": {"type": "string", "enum": list(VERDICTS)},
+        "evidence": {"type": "array", "items": _obj({"chunk": _INT, "quote": _STR})}, "reason": _STR})}}),
     render=_render_verify,
     validate=_validate_verify,
 )
@@ -340,9 +385,16 @@ def _render_questions(inputs: dict) -> str:
 
 
 def _validate_questions(inputs: dict, output: Any) -> dict:
+    """Exactly ``n`` questions, ``noncommittal``, at least one part. ``n = 0`` is how a judge that
+    cannot write questions (``Judge.generates_questions = False``, e.g. the offline judge) is
+    asked: its answer must then have ``questions: []`` and still report noncommittal and parts."""
     out = _need_dict(output, "questions", "noncommittal", "parts")
     n = inputs["n"]
-    questions = [_text(q, f"questions[{i}]") for i, q in enumerate(_need_list(out["questions"], "questions"))]
+    raw = _need_list(out["questions"], "questions")
+    if n == 0 and raw:
+        raise InvalidOutput(f"n is 0: write no question ('questions' must be []), got {len(raw)}; only report "
+                            f"'noncommittal' and the question's 'parts'")
+    questions = [_text(q, f"questions[{i}]") for i, q in enumerate(raw)]
     if len(questions) != n:
         raise InvalidOutput(f"expected exactly {n} questions, got {len(questions)}")
     parts = []

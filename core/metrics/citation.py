@@ -55,6 +55,7 @@ __all__ = [
     "answer_units",
     "answer_claims",
     "claim_verdicts",
+    "claim_evidence",
     "CitationAccuracy",
     "CitationPrecision",
     "CitationRecall",
@@ -551,7 +552,8 @@ class CitationReport:
 
     ``accuracy``, ``precision``, ``recall``: the three measures (None only when the policy for
     answers without citations says so; ``note`` then explains). ``citations``: one record per
-    citation (statement, cited chunk, verdict, quote, precise). ``uncited_claims``: claims whose
+    citation (statement, cited chunk, verdict, quote from the cited chunk, quote_found,
+    precise). ``uncited_claims``: claims whose
     unit has no valid citation. ``unsupported_claims``: claims that carry citations none of
     which supports them. ``units``: per unit, its claims, citations and whether the union of its
     citations supports it. ``counts``: the numerators and denominators.
@@ -578,6 +580,27 @@ def _norm(s: str) -> str:
     return " ".join(s.split()).lower()
 
 
+def claim_evidence(verdict: dict, chunks: Sequence[str] | None = None) -> list[dict]:
+    """The ``[{"chunk": c, "quote": q}]`` evidence of one ``verify_claims`` verdict: each chunk
+    that supports the claim on its own (or contradicts it) with its verbatim quote.
+
+    A verdict without an ``evidence`` list (hand-built, or the version-1 form ``{"chunks": [...],
+    "quote": q}`` with one quote for all chunks) gets one entry per listed chunk; its quote goes
+    to the first listed chunk whose text (``chunks``, when given) contains it, else to the first
+    listed chunk, and the other chunks get the quote "".
+    """
+    evidence = verdict.get("evidence")
+    if isinstance(evidence, list):
+        return [{"chunk": e["chunk"], "quote": (e.get("quote") or "").strip()} for e in evidence
+                if isinstance(e, dict) and isinstance(e.get("chunk"), int)]
+    listed = [c for c in (verdict.get("chunks") or []) if isinstance(c, int)]
+    quote = (verdict.get("quote") or "").strip()
+    owner = listed[0] if listed else None
+    if quote and chunks is not None:
+        owner = next((c for c in listed if 0 <= c < len(chunks) and _norm(quote) in _norm(chunks[c])), owner)
+    return [{"chunk": c, "quote": quote if c == owner else ""} for c in listed]
+
+
 def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequence[dict], verdicts: Sequence[dict],
                     *, chunks: Sequence[str] | None = None, partial_credit: bool = False,
                     at_most_citations: int | None = None, no_claims_value: float | None = 1.0,
@@ -587,10 +610,17 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
     ``units``: :class:`Unit` objects (e.g. ``parse_citations(...).units``) or, for each unit, the
     list of 0-based chunk indices it cites (None for an invalid citation). ``claims``:
     ``[{"unit": u, "text": ...}]`` (``extract_claims`` output); ``verdicts``: one per claim,
-    ``[{"claim": i, "verdict": "supported" | "contradicted" | "not_found", "chunks": [...],
-    "quote": ...}]`` (``verify_claims`` output: for a supported claim, every chunk that supports
-    it on its own). ``chunks``: the chunk texts, used only to check that a quote comes from the
-    cited chunk.
+    ``[{"claim": i, "verdict": "supported" | "contradicted" | "not_found", "evidence": [{"chunk":
+    c, "quote": ...}], ...}]`` (``verify_claims`` output: for a supported claim, every chunk that
+    supports it on its own, each with its own quote; verdicts in the older ``{"chunks", "quote"}``
+    form are read by :func:`claim_evidence`). ``chunks``: the chunk texts, used only to check
+    that a quote appears in the cited chunk (``quote_found``).
+
+    Each citation record carries ``quote``: the quote of the cited chunk from the evidence of the
+    statement's claims (a claim the chunk supports first, else one it contradicts), None when no
+    claim of the statement has that chunk (with a quote) in its evidence; and ``quote_found``:
+    whether that quote appears verbatim in the cited chunk, ignoring case and whitespace (None
+    without a quote or without ``chunks``).
 
     Per citation of chunk c on unit u with claims C_u: ``supports`` when c supports every claim
     of C_u, ``partially`` when some, ``does_not_support`` when none, ``invalid`` when c is no
@@ -625,11 +655,14 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
         claims_of[u].append(i)
     support: list[set[int]] = []
     against: list[set[int]] = []
+    quotes: list[dict[int, str]] = []  # per claim: chunk -> its quote (non-empty ones)
     for i in range(len(claims)):
         v = by_claim.get(i, {})
-        ch = set(v.get("chunks") or [])
+        evidence = claim_evidence(v, chunks)
+        ch = {e["chunk"] for e in evidence}
         support.append(ch if v.get("verdict") == "supported" else set())
         against.append(ch if v.get("verdict") == "contradicted" else set())
+        quotes.append({e["chunk"]: e["quote"] for e in evidence if e["quote"]})
 
     def jointly(cl: list[int], chunkset: set[int]) -> bool:
         return bool(cl) and all(support[i] & chunkset for i in cl)
@@ -662,7 +695,7 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
                 unsupported.append({**rec, "cited_chunks": valid})
         for c in unit.citations:
             rec = {"citation": len(records), "marker": c.marker, "target": c.target, "unit": ui,
-                   "statement": unit.text, "chunk": c.chunk, "quote": None, "precise": None}
+                   "statement": unit.text, "chunk": c.chunk, "quote": None, "quote_found": None, "precise": None}
             if not c.valid:
                 rec.update(verdict="invalid", reason=c.error or "invalid citation", precise=False)
                 n_scored += 1
@@ -678,12 +711,14 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
             contradicted = [i for i in cl if c.chunk in against[i]]
             if contradicted:
                 rec["contradicts_claims"] = contradicted
-            for i in cl:
-                q = (by_claim.get(i, {}).get("quote") or "").strip()
-                if q and c.chunk in support[i]:
-                    if chunks is None or (c.chunk < len(chunks) and _norm(q) in _norm(chunks[c.chunk])):
-                        rec["quote"] = q
-                        break
+            # the cited chunk's own quote: from a claim it supports, else from one it contradicts
+            q = next((quotes[i][c.chunk] for i in cl if c.chunk in support[i] and c.chunk in quotes[i]), None)
+            if q is None:
+                q = next((quotes[i][c.chunk] for i in cl if c.chunk in against[i] and c.chunk in quotes[i]), None)
+            if q is not None:
+                rec["quote"] = q
+                if chunks is not None:
+                    rec["quote_found"] = c.chunk < len(chunks) and _norm(q) in _norm(chunks[c.chunk])
             n_scored += 1
             n_supports += int(verdict == "supports")
             credit += 1.0 if verdict == "supports" else (k / len(cl) if partial_credit else 0.0)
@@ -784,7 +819,8 @@ class _CitationMetric(Metric):
         value = getattr(report, self.measure)
         details = report.to_dict()
         details["claims"] = [{"claim": i, "text": c["text"], "unit": c["unit"], "verdict": v["verdict"],
-                              "chunks": v["chunks"]} for i, (c, v) in enumerate(zip(claims, verdicts))]
+                              "chunks": v["chunks"], "evidence": claim_evidence(v)}
+                             for i, (c, v) in enumerate(zip(claims, verdicts))]
         details["invalid_citations"] = [r for r in report.citations if r["verdict"] == "invalid"]
         details["reference_list"] = parsed.reference_list
         c = report.counts
@@ -821,7 +857,8 @@ class CitationAccuracy(_CitationMetric):
 
     Details (shared by the three citation metrics): ``accuracy``, ``precision``, ``recall``,
     ``citations`` (statement, cited chunk, verdict supports / partially / does_not_support /
-    invalid / no_claim, quote from the chunk, precise), ``uncited_claims``,
+    invalid / no_claim, quote from the cited chunk and whether it appears there verbatim,
+    precise), ``uncited_claims``,
     ``unsupported_claims``, ``invalid_citations``, ``units``, ``counts``.
 
     Thresholds: pass 0.8, warn 0.6 (ALCE reports 70-80% citation quality for strong models; a

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..data import Sample, Score
 from .base import Metric, ScoringContext
-from .citation import answer_claims, answer_units, claim_verdicts
+from .citation import answer_claims, answer_units, claim_evidence, claim_verdicts
 
 __all__ = ["Faithfulness", "HallucinatedSpecifics"]
 
@@ -27,8 +27,8 @@ class Faithfulness(Metric):
 
     The answer is split into claims (``extract_claims``, once per answer, shared with answer
     correctness and the citation metrics); each claim is judged against all chunks
-    (``verify_claims``): supported, contradicted or not found, with the supporting chunk(s) and
-    a verbatim quote.
+    (``verify_claims``): supported, contradicted or not found, with every supporting (or
+    contradicting) chunk and a verbatim quote from each.
 
     Formula: ``mode="supported"`` (default): supported claims / claims;
     ``mode="not_contradicted"``: (claims - contradicted claims) / claims (claims the chunks do
@@ -42,8 +42,10 @@ class Faithfulness(Metric):
     the explanation (not applicable), or ``no_claims_value`` when set (e.g. 1.0: nothing
     unfaithful was said). Never NaN.
 
-    Details: ``claims`` (text, unit, verdict, chunk indices, first supporting chunk, quote, whether
-    the quote was found verbatim in that chunk, reason), ``unsupported`` (not-found claims),
+    Details: ``claims`` (text, unit, verdict, chunk indices, ``evidence``: per supporting or
+    contradicting chunk its index, id, quote and ``quote_found`` (whether the quote appears
+    verbatim in that chunk, ignoring case and whitespace); ``chunk``, ``chunk_id``, ``quote``,
+    ``quote_found`` repeat the first evidence entry; reason), ``unsupported`` (not-found claims),
     ``contradicted``, counts.
 
     Thresholds: pass 0.85, warn 0.7 (common production targets for grounded answers).
@@ -78,12 +80,14 @@ class Faithfulness(Metric):
         texts = sample.context_texts
         records = []
         for c, v in zip(claims, verdicts):
-            first = v["chunks"][0] if v["chunks"] else None
+            evidence = [{"chunk": e["chunk"], "chunk_id": sample.contexts[e["chunk"]].id, "quote": e["quote"],
+                         "quote_found": _in_chunk(e["quote"], texts[e["chunk"]])} for e in claim_evidence(v)]
+            first = evidence[0] if evidence else None
             records.append({
                 "claim": c["text"], "unit": c["unit"], "verdict": v["verdict"], "chunks": v["chunks"],
-                "chunk": first, "chunk_id": sample.contexts[first].id if first is not None else None,
-                "quote": v["quote"], "quote_found": _in_chunk(v["quote"], texts[first]) if first is not None else None,
-                "reason": v["reason"],
+                "evidence": evidence, "chunk": first["chunk"] if first else None,
+                "chunk_id": first["chunk_id"] if first else None, "quote": first["quote"] if first else "",
+                "quote_found": first["quote_found"] if first else None, "reason": v["reason"],
             })
         n = len(records)
         supported = sum(r["verdict"] == "supported" for r in records)
