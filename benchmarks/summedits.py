@@ -18,10 +18,20 @@ Protocol (fixed before looking at results, and the only one reported):
 - Tuning: every setting of the offline judge (OfflineSettings, the word lists) was chosen by the
   balanced accuracy at the best threshold on half A only; among settings within 0.005 of the best,
   the stricter support threshold was preferred (safer outside SummEdits). Half B was scored six
-  times during development: after the first tuning round (lexical 0.627), after adding the
-  WordNet antonym and irregular-verb lists (0.628, twice), after the last change, an
+  times during the first development round: after the first tuning round (lexical 0.627), after
+  adding the WordNet antonym and irregular-verb lists (0.628, twice), after the last change, an
   inserted-negation check chosen on half A (0.632), and after speed-only changes and dropping
-  punctuation-only "sentences" (0.632, twice); its numbers were never used to choose a setting.
+  punctuation-only "sentences" (0.632, twice). A second round (error analysis by edit type on
+  half A; every choice made on half A only, with A's documents also split into two folds to see
+  whether a change helped both; clitic stemming and placing figures by their neighbouring words
+  were kept as corrections although about neutral on A) scored half B twice more: 7th, midway (lexical 0.654, embedding 0.652), after
+  the word-by-word alignment checks, sentence-level negation, "not only" / "no doubt" not read as
+  negations, clitics ("company's") stemmed, titles before names ("Mr. Smith"), figures placed by
+  their neighbouring words, and set order out of the reasons; 8th, final (lexical 0.649, embedding
+  0.649), after the role-swap rule was rewritten, alignment anchors allowed across one- or
+  two-word differences, an added "only" / "all" caught at the start of a claim, and the
+  embedding path's support threshold set to the lexical one (0.30 -> 0.25). Half B's numbers were
+  never used to choose a setting, and nothing was changed after the 8th run.
 
 Published anchors (balanced accuracy on SummEdits): SummaC-Conv 0.571, ChatGPT 0.712, GPT-4 0.821.
 
@@ -30,14 +40,30 @@ model load of a few seconds)::
 
     | path      | t (from A) | held-out BA A->B | t (from B) | swap BA B->A | AUC A | AUC B | time  |
     |-----------|-----------:|-----------------:|-----------:|-------------:|------:|------:|------:|
-    | lexical   |      0.800 |            0.632 |      0.667 |        0.683 | 0.698 | 0.641 |  4 s  |
-    | embedding |      0.800 |            0.630 |      0.667 |        0.680 | 0.693 | 0.638 | 10 s  |
+    | lexical   |      0.800 |            0.649 |      0.800 |        0.698 | 0.703 | 0.654 |  6 s  |
+    | embedding |      0.800 |            0.649 |      0.800 |        0.699 | 0.704 | 0.654 |  7 s  |
 
-The held-out number is below the 0.65 target: the checks catch changed numbers, names, dates,
-negations and antonyms, but not swapped roles, arithmetic, or word swaps outside the word lists,
-and half A's gains only partly carried over to half B (AUC 0.70 on A, 0.64 on B).
-The embedding signal (claim-passage cosine) does not separate paraphrases from meaning-changing
-edits on this data and leaves the accuracy where the lexical path has it.
+(The previous version: held-out 0.632 / 0.630, swap 0.683 / 0.680, AUC A 0.698 / 0.693, AUC B
+0.641 / 0.638.) The held-out number is just below the 0.65 target (the midway run of the same
+round, before the last A-chosen changes, gave 0.654: the difference is within the noise of a
+half of 81 documents). By domain (A->B, lexical): ectsum 0.763, sales_email 0.680, scitldr 0.653,
+sales_call 0.645, samsum 0.632, podcast 0.611, qmsumm 0.602, news 0.591.
+
+What the checks catch: changed numbers, names, dates, negations (also at sentence level and as an
+aligned difference), antonyms, another value of a closed class in the same place ("after a
+month" for "after a year", "fourth" for "first", "she" for "he"), swapped roles, an added
+"only" / "all". Most of the gain on half A is fewer false alarms (at t = 0.8, 93.2% of the
+consistent items kept against 91.6%), not more catches. What they miss, by error analysis on
+half A: of the 775 inconsistent items whose edits change only lower-case words ("learn" ->
+"infer", "smartphones" -> "laptops", "comprehensive" -> "limited"), 69% still score as
+consistent, because the consistent items of SummEdits are themselves paraphrases that replace the
+same kinds of words with synonyms ("arrested" -> "detained"); word lists, WordNet relations
+(synonyms, sister terms: tried on half A, no gain) and the small embedding model (AUC 0.54 for the replaced and replacing
+words in context, 0.58 for the whole edited summary against its original) do not tell the two
+apart. Coverage of the claim's words does not either (the consistent paraphrases cover fewer of
+the document's words than the inconsistent edits).
+The embedding signal (claim-passage cosine) only rescues claims the lexical signals reject and
+leaves the accuracy where the lexical path has it.
 
 Run::
 

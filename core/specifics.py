@@ -219,8 +219,14 @@ def _sentence_starts(text: str) -> set[int]:
     """Offsets where a sentence or line starts (a capital there says nothing about names)."""
     starts = {0}
     for m in re.finditer(r"(?:[.!?]\s+|\n\s*|:\s+|^\s*[-*•]\s+|[\"“(]\s*)", text):
+        if text[m.start()] == "." and _RE_TITLE_BEFORE.search(text, 0, m.start() + 1):
+            continue  # "Mr. Smith", "J. K. Rowling": a title or an initial, not a sentence end
         starts.add(m.end())
     return starts
+
+
+_RE_TITLE_BEFORE = re.compile(r"(?:(?<![\w.])(?:mr|mrs|ms|dr|prof|sr|jr|st|gen|gov|sen|rep|lt|col|capt|sgt|rev|hon|mme|messrs)"
+                              r"|(?<![\w.])[A-Z])\.$", re.I)
 
 
 def _norm_name(text: str) -> str:

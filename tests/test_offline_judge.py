@@ -4,6 +4,7 @@ import asyncio
 import doctest
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -160,6 +161,38 @@ def test_negation(judge):
 def test_antonym(judge):
     v = verdicts(judge, ["Occidental decreased its quarterly dividend to $0.13 per share."], CHUNKS)[0]
     assert v["verdict"] == "contradicted" and "opposite" in v["reason"]
+
+
+ALIGNED = [
+    # (claim, chunk, expected verdict, word expected in the reason)
+    ("Coverage for pre-existing conditions starts after a month.",
+     "The plan costs $185 per month and provides coverage for pre-existing conditions after a year.",
+     "contradicted", "year"),
+    ("Bob asked Ann to buy butter.", "Ann asked Bob to buy butter on Friday.", "contradicted", "swaps"),
+    ("Ann and Bob bought butter.", "Bob and Ann bought butter on Friday.", "supported", ""),
+    ("He will attend the meeting.", "She will attend the meeting on Monday.", "contradicted", "she"),
+    ("Only the manager can approve refunds.", "The manager can approve refunds up to $500.", "not_found", "only"),
+    ("The manager can approve refunds.", "The manager can approve refunds up to $500.", "supported", ""),
+    ("It opens opportunities to Asia.",
+     "He said it opens up further opportunities, not only to Asia but potentially to Australia, too.", "supported", ""),
+    ("Alex found a pub where they cannot sample beers before ordering.",
+     "Alex: Not this time. I found a cool pub. You can try various samples of beer before you order.",
+     "contradicted", "negates"),
+    ("The plan costs $185 per month and has a $1,500 deductible.",
+     "We have a plan that costs $185 per month. It covers pre-existing conditions after a year. Can you explain "
+     "the deductible? The deductible amount is $1,500 and the co-payment is 20%.", "supported", ""),
+    ("The sales agent called Mr. Smith.", "Sales Agent: Hi Mr. Johnson, my name is Sarah.", "not_found", "Smith"),
+]
+
+
+@pytest.mark.parametrize("claim,chunk,expected,word", ALIGNED)
+def test_aligned_differences(judge, claim, chunk, expected, word):
+    """The claim aligned word by word with its passage: another value of a closed class (a time
+    unit, a pronoun), two roles swapped, an added restriction or negation are caught; a reordered
+    list, "not only", a figure stated among the same words elsewhere in the chunk are not."""
+    v = verdicts(judge, [claim], [chunk])[0]
+    assert v["verdict"] == expected, v["reason"]
+    assert word in v["reason"]
 
 
 def test_unrelated_claim_not_found(judge):
@@ -356,11 +389,35 @@ def test_deterministic(lexical):
     assert float(out.stdout) == pytest.approx(round(float(a[:64].sum()), 6))  # stable across processes
 
 
+def test_deterministic_across_hash_seeds(tmp_path):
+    """Verdicts and reasons do not depend on Python's hash seed (no set order leaks into them)."""
+    claims = ["Occidental decreased its quarterly dividend to $0.13 per share.",
+              "The company issued new shares and raised its debt.",
+              "Net debt rose above $25 billion, and the company did not increase its dividend.",
+              "The larger, older, cheaper tower was completed after the fair in 1889.",
+              "Marie Curie lost the Nobel Prize in Chemistry in 1903 without Pierre Curie."]
+    path = tmp_path / "inputs.json"
+    path.write_text(json.dumps({"claims": claims, "statements": claims, "chunks": CHUNKS}), encoding="utf-8")
+    code = ("import asyncio, json, sys; from ragmeter.judges.offline import OfflineJudge; "
+            "inputs = json.load(open(sys.argv[1])); judge = OfflineJudge(embeddings=False); "
+            "outs = [asyncio.run(judge.run(t, inputs)).output for t in ('verify_claims', 'attribute_statements')]; "
+            "print(json.dumps(outs, sort_keys=True))")
+    runs = []
+    for seed in ("1", "2", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                             timeout=120, check=True, env=env)
+        runs.append(out.stdout)
+    assert runs[0] == runs[1] == runs[2]
+    assert '"contradicted"' in runs[0]
+
+
 def test_settings_switches():
     claim, chunk = ["Occidental increased its quarterly dividend to $0.15 per share."], CHUNKS
     off = OfflineJudge(embeddings=False, settings=OfflineSettings(specifics_check=False))
     assert verdicts(off, claim, chunk)[0]["verdict"] == "supported"
     assert content_words("The runners were running") == ["runner", "run"]
+    assert content_words("The company's plan: I'm sure they'll go") == ["compani", "plan", "sure"]
 
 
 def test_offline_doctests():

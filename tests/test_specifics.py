@@ -128,3 +128,8 @@ def test_specific_is_hashable_and_stable():
 def test_type_error():
     with pytest.raises(TypeError):
         extract_specifics(None)  # type: ignore[arg-type]
+
+
+def test_name_after_a_title_or_an_initial():
+    names = [s.text for s in extract_specifics("The agent called Mr. Smith. Dr. Jane Doe met J. K. Rowling.") if s.kind == "name"]
+    assert names == ["Smith", "Jane Doe", "J. K. Rowling"]
