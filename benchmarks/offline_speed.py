@@ -15,18 +15,18 @@ Run::
     python benchmarks/offline_speed.py --paths lexical --samples 200
 
 The issue's budget is < 10 s for the lexical path's faithfulness on 1,000 samples (2 cores).
-Results of this version (2 CPUs shared with other work, 16 samples in flight; the embedding
-model's one-off load is not timed)::
+Results of this version (2 CPUs, 16 samples in flight; the embedding model's one-off load is not
+timed)::
 
     | path      | faithfulness (extract + verify) | claims | context relevance (rate_chunks) |
     |-----------|--------------------------------:|-------:|--------------------------------:|
-    | lexical   |                          5.63 s |   3764 |                          0.85 s |
-    | embedding |                         25.53 s |   3764 |                        134.89 s |
+    | lexical   |                          6.89 s |   3764 |                          1.18 s |
+    | embedding |                         21.37 s |   3764 |                        143.73 s |
 
-Repeated runs of the lexical faithfulness timing ranged from 5.3 s to 7.3 s with other jobs on the
-machine. The embedding path embeds, for faithfulness, only the claims no chunk supports lexically (with
-their three closest passages); for context relevance, every statement of every chunk (~41,000
-texts), which the small model encodes at ~300 texts/s on two cores.
+Repeated runs of the lexical faithfulness timing ranged from 5.9 s to 7.3 s with other jobs on the
+machine. The embedding path embeds, for faithfulness, only the claims no chunk supports lexically
+(with their three closest passages); for context relevance, every statement of every chunk
+(~41,000 texts), which the small model encodes at ~300 texts/s on two cores.
 """
 
 from __future__ import annotations

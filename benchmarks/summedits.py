@@ -31,7 +31,11 @@ Protocol (fixed before looking at results, and the only one reported):
   0.649), after the role-swap rule was rewritten, alignment anchors allowed across one- or
   two-word differences, an added "only" / "all" caught at the start of a claim, and the
   embedding path's support threshold set to the lexical one (0.30 -> 0.25). Half B's numbers were
-  never used to choose a setting, and nothing was changed after the 8th run.
+  never used to choose a setting. After the 8th run, one bug fix found on the bundled RAG examples
+  (not on SummEdits) changed claim splitting: a coordinated bare predicate whose subject cannot be
+  found is no longer split off as a subject-less fragment ("... how branches diverged and came
+  together" gave the claim "came together."). The 9th scoring of half B, to keep the published
+  numbers true, gave 0.6495 on both paths; nothing was changed after it.
 
 Published anchors (balanced accuracy on SummEdits): SummaC-Conv 0.571, ChatGPT 0.712, GPT-4 0.821.
 
@@ -40,11 +44,11 @@ model load of a few seconds)::
 
     | path      | t (from A) | held-out BA A->B | t (from B) | swap BA B->A | AUC A | AUC B | time  |
     |-----------|-----------:|-----------------:|-----------:|-------------:|------:|------:|------:|
-    | lexical   |      0.800 |            0.649 |      0.800 |        0.698 | 0.703 | 0.654 |  6 s  |
-    | embedding |      0.800 |            0.649 |      0.800 |        0.699 | 0.704 | 0.654 |  7 s  |
+    | lexical   |      0.800 |           0.6495 |      0.800 |       0.6980 | 0.703 | 0.654 |  6 s  |
+    | embedding |      0.800 |           0.6495 |      0.800 |       0.6987 | 0.704 | 0.654 |  9 s  |
 
 (The previous version: held-out 0.632 / 0.630, swap 0.683 / 0.680, AUC A 0.698 / 0.693, AUC B
-0.641 / 0.638.) The held-out number is just below the 0.65 target (the midway run of the same
+0.641 / 0.638.) The held-out number, 0.6495, is just below the 0.65 target (the midway run of the same
 round, before the last A-chosen changes, gave 0.654: the difference is within the noise of a
 half of 81 documents). By domain (A->B, lexical): ectsum 0.763, sales_email 0.680, scitldr 0.653,
 sales_call 0.645, samsum 0.632, podcast 0.611, qmsumm 0.602, news 0.591.
@@ -243,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| path      | t (from A) | held-out BA A->B | t (from B) | swap BA B->A | AUC A | AUC B | time    | ms/item |")
     print("|-----------|-----------:|-----------------:|-----------:|-------------:|------:|------:|--------:|--------:|")
     for r in rows:
-        print(f"| {r['path']:9s} | {r['t_A']:10.3f} | {r['A->B']:16.3f} | {r['t_B']:10.3f} | {r['B->A']:12.3f} | "
+        print(f"| {r['path']:9s} | {r['t_A']:10.3f} | {r['A->B']:16.4f} | {r['t_B']:10.3f} | {r['B->A']:12.4f} | "
               f"{r['auc_A']:5.3f} | {r['auc_B']:5.3f} | {r['seconds']:6.1f}s | {r['per_item_ms']:7.1f} |")
     print("\nAnchors (balanced accuracy): SummaC-Conv 0.571, ChatGPT 0.712, GPT-4 0.821. Target: >= 0.65 held out.")
     if args.dump:

@@ -35,7 +35,7 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
-    return "\n".join(out)
+    return "\n".join(x.rstrip() for x in out)
 
 
 def _usage_line(result: "EvaluationResult") -> str:

@@ -240,8 +240,11 @@ def _split_coordination(sentence: str) -> list[str]:
             continue
         if not (predicate or own_subject):
             continue
+        subject = first_subject if parts else _subject_of(left)
+        if not own_subject and not subject:  # a bare predicate needs a subject to repeat ("... diverged and came together")
+            continue
         if not parts:
-            first_subject = _subject_of(left)
+            first_subject = subject
         parts.append(left)
         start = m.end()
     if not parts:
@@ -273,6 +276,8 @@ def split_claims(text: str, relative: bool = True) -> list[str]:
     ['She was elected in 2010', 'She was re-elected in 2014.']
     >>> split_claims("Media, who was released on bail, spoke to reporters.")
     ['Media spoke to reporters.', 'Media was released on bail']
+    >>> split_claims("Use merge to keep the history of how branches diverged and came together.")
+    ['Use merge to keep the history of how branches diverged and came together.']
     """
     out: list[str] = []
     for statement in split_statements(text):
