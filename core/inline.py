@@ -27,8 +27,6 @@ from .result import SampleResult
 
 __all__ = ["BackgroundScorer", "sampled", "register_exit_hook", "weak_hook"]
 
-_WITH_IDS = Sample("?", [], relevant_ids=["x"])  # stands for "a sample that carries relevant_ids"
-
 log = logging.getLogger("ragmeter")
 
 
@@ -114,6 +112,7 @@ class BackgroundScorer:
                  sample_rate: float = 1.0, should_score: Callable[[Sample], bool | None] | None = None,
                  on_result: Callable[[SampleResult], None] | None = None, keep_results: int = 10_000,
                  exit_timeout: float = 30.0, name: str = "ragmeter-scorer"):
+        from .metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS
         from .runner import resolve_metrics
 
         if not 0.0 <= sample_rate <= 1.0:
@@ -121,7 +120,8 @@ class BackgroundScorer:
         if max_queue < 1 or concurrency < 1:
             raise ValueError("max_queue and concurrency must be >= 1")
         self.metrics = resolve_metrics(metrics)
-        self._with_retrieval = resolve_metrics(None, [_WITH_IDS]) if metrics is None else None
+        # the defaults plus the default retrieval metrics, for samples that carry relevant_ids
+        self._with_retrieval = resolve_metrics(DEFAULT_METRICS + DEFAULT_RETRIEVAL_METRICS) if metrics is None else None
         self._last_drop_log = -1e9
         self._judge_spec = judge
         self._judge: Judge | None = None

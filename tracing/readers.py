@@ -615,46 +615,36 @@ def question_of(span: Any) -> str | None:
     q = _text(attrs.get("gen_ai.retrieval.query.text")) or _text(attrs.get("reranker.query"))
     if q:
         return q
-    value = attrs.get("input.value")
+    return _io_text(attrs, "input", _QUESTION_KEYS, ("user", "human"))
+
+
+def _io_text(attrs: Any, io: str, keys: Any, roles: tuple) -> str | None:
+    """A span's ``io`` ("input" / "output") text in the first convention that carries it:
+    OpenInference ``{io}.value`` (JSON picked by ``keys``), OpenLLMetry ``traceloop.entity.{io}``,
+    GenAI ``gen_ai.{io}.messages`` (last message of one of ``roles``)."""
+    value = attrs.get(f"{io}.value")
     if value is not None:
-        if _looks_json(value, attrs.get("input.mime_type")):
+        if _looks_json(value, attrs.get(f"{io}.mime_type")):
             parsed = _json(value)
             if parsed is not None:
-                return _pick(parsed, _QUESTION_KEYS)
+                return _pick(parsed, keys)
         return _text(value)
-    value = attrs.get("traceloop.entity.input")
+    value = attrs.get(f"traceloop.entity.{io}")
     if value is not None:
         parsed = _json(value)
         if parsed is not None:
-            return _pick(parsed, _QUESTION_KEYS)
+            return _pick(parsed, keys)
         return _text(value)
-    msgs = _json(attrs.get("gen_ai.input.messages"))
+    msgs = _json(attrs.get(f"gen_ai.{io}.messages"))
     if isinstance(msgs, list):
-        return _last_message_text(msgs, roles=("user", "human"))
+        return _last_message_text(msgs, roles=roles)
     return None
 
 
 def answer_of(span: Any) -> str | None:
     """The answer an entry span returned as plain text (None for JSON without an answer key or a
     streaming placeholder)."""
-    attrs = _attrs(span)
-    value = attrs.get("output.value")
-    if value is not None:
-        if _looks_json(value, attrs.get("output.mime_type")):
-            parsed = _json(value)
-            if parsed is not None:
-                return _pick(parsed, _ANSWER_KEYS)
-        return _text(value)
-    value = attrs.get("traceloop.entity.output")
-    if value is not None:
-        parsed = _json(value)
-        if parsed is not None:
-            return _pick(parsed, _ANSWER_KEYS)
-        return _text(value)
-    msgs = _json(attrs.get("gen_ai.output.messages"))
-    if isinstance(msgs, list):
-        return _last_message_text(msgs, roles=("assistant", "ai", "model", ""))
-    return None
+    return _io_text(_attrs(span), "output", _ANSWER_KEYS, ("assistant", "ai", "model", ""))
 
 
 def llm_output_of(span: Any) -> str | None:
