@@ -182,14 +182,35 @@ ALIGNED = [
      "We have a plan that costs $185 per month. It covers pre-existing conditions after a year. Can you explain "
      "the deductible? The deductible amount is $1,500 and the co-payment is 20%.", "supported", ""),
     ("The sales agent called Mr. Smith.", "Sales Agent: Hi Mr. Johnson, my name is Sarah.", "not_found", "Smith"),
+    # Opposite sentiment in the same slot; the same sentiment is a paraphrase.
+    ("The founder of the triumphant digital start-up Ozy Media was arrested on fraud charges.",
+     "Watson, founder of the troubled digital start-up Ozy Media, was arrested on Thursday on fraud charges.",
+     "contradicted", "opposite sentiment"),
+    ("The founder of the struggling digital start-up Ozy Media was arrested on fraud charges.",
+     "Watson, founder of the troubled digital start-up Ozy Media, was arrested on Thursday on fraud charges.",
+     "supported", ""),
+    # Another order of magnitude in the same place.
+    ("It will get the most bang for the millions it has at its disposal.",
+     "The administration will seek to get the most bang for the billions it has at its disposal.", "contradicted",
+     "billions"),
+    # "$29.9m" and "$29.9 million" are one figure, so "loss" is aligned with "profit"; the claim's
+    # own "profit" further back does not hide the swap.
+    ("The company reported a net profit of $8.2m, with a potential net loss of $29.9m excluding special items.",
+     "We reported a net profit of $8.2 million or $0.19 per share. Excluding special items, we would have "
+     "reported a net profit of $29.9 million or $0.70 per share.", "contradicted", "profit"),
+    # "Q3" is "the third quarter", which the chunk names elsewhere, but the passage says "fourth".
+    ("Earnings per diluted share are anticipated in the range of $1.30 to $1.40 for Q3 2020.",
+     "Net sales for the third quarter of 2020 were $2.09 billion. We anticipate earnings per diluted share in "
+     "the range of $1.30 to $1.40 for the fourth quarter of 2020.", "contradicted", "fourth"),
 ]
 
 
 @pytest.mark.parametrize("claim,chunk,expected,word", ALIGNED)
 def test_aligned_differences(judge, claim, chunk, expected, word):
     """The claim aligned word by word with its passage: another value of a closed class (a time
-    unit, a pronoun), two roles swapped, an added restriction or negation are caught; a reordered
-    list, "not only", a figure stated among the same words elsewhere in the chunk are not."""
+    unit, a pronoun, a scale), two roles swapped, an added restriction or negation, a word of
+    opposite sentiment are caught; a reordered list, "not only", a figure stated among the same
+    words elsewhere in the chunk, a word of the same sentiment are not."""
     v = verdicts(judge, [claim], [chunk])[0]
     assert v["verdict"] == expected, v["reason"]
     assert word in v["reason"]

@@ -33,7 +33,8 @@ def test_wheel_contains_all_packages_and_imports_from_elsewhere(tmp_path):
     (wheel,) = wheel_dir.glob("ragmeter-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("ragmeter/__init__.py", "ragmeter/cli.py", "ragmeter/metrics/retrieval.py",
-                     "ragmeter/judges/tasks.py", "ragmeter/integrations/__init__.py", "ragmeter/tracing/__init__.py"):
+                     "ragmeter/judges/tasks.py", "ragmeter/judges/valence.txt", "ragmeter/integrations/__init__.py",
+                     "ragmeter/tracing/__init__.py"):
         assert required in names, required
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
@@ -44,3 +45,9 @@ def test_wheel_contains_all_packages_and_imports_from_elsewhere(tmp_path):
     out = subprocess.run([sys.executable, "-c", "import ragmeter, ragmeter.integrations, ragmeter.tracing; print(ragmeter.__file__)"],
                          cwd=elsewhere, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip().startswith(str(target))
+    # The offline judge's data file is read from the installed package (the polarity check).
+    check = ("import asyncio; from ragmeter.judges import OfflineJudge; "
+             "out = asyncio.run(OfflineJudge(embeddings=False).run('verify_claims', {'claims': ['The results were poor "
+             "this year.'], 'chunks': ['The results were good this year.']})).output; print(out['verdicts'][0]['reason'])")
+    out = subprocess.run([sys.executable, "-c", check], cwd=elsewhere, env=env, capture_output=True, text=True, check=True)
+    assert "opposite sentiment" in out.stdout

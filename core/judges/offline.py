@@ -601,6 +601,7 @@ _CLOSED_CLASSES = {
     "time": "before=prior|after=following|during=throughout|within|until|since",
     "pronoun": "he=him=his=himself|she=her=hers=herself",
     "modal": "will=shall|may=might|must",
+    "scale": "hundred=hundreds|thousand=thousands|million=millions|billion=billions|trillion=trillions",
 }
 
 
@@ -622,6 +623,15 @@ _RE_TOKEN_CASED = re.compile(r"[A-Za-z0-9]+(?:[.,'][A-Za-z0-9]+)*")
 _RE_NT_CASED = re.compile(r"n['’]t\b", re.I)
 
 
+# Figures and periods written two ways ("$8.2m" / "$8.2 million", "Q3" / "third quarter") are
+# aligned in one spelling.
+_SCALES = {"k": "thousand", "m": "million", "mn": "million", "mln": "million", "b": "billion", "bn": "billion",
+           "t": "trillion", "tn": "trillion"}
+_RE_SCALE = re.compile(r"([$£€¥]\s?\d[\d.]*)\s?(k|m|mn|mln|bn?|tn?)\b", re.I)
+_ORDINALS = ("first", "second", "third", "fourth")
+_RE_PERIOD = re.compile(r"\b([QH])([1-4])\b")
+
+
 @lru_cache(maxsize=65536)
 def _tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...]]:
     """Every word of ``text`` in order, lower-cased (stop words and negations included), its stem,
@@ -635,6 +645,8 @@ def _tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ..
         t = re.sub(r"(?i)\bcannot\b", "can not", t)
     if "," in t:
         t = _RE_DIGIT_COMMA.sub("", t)
+    t = _RE_SCALE.sub(lambda m: m.group(1) + " " + _SCALES[m.group(2).lower()], t)
+    t = _RE_PERIOD.sub(lambda m: _ORDINALS[int(m.group(2)) - 1] + (" quarter" if m.group(1) == "Q" else " half"), t)
     words = _RE_TOKEN_CASED.findall(t)
     lower = tuple(w.lower() for w in words)
     stems = tuple("~" + w if w in _NEGATIONS and not _negates(lower, i) else _stem(w) for i, w in enumerate(lower))
@@ -665,6 +677,19 @@ def _anchor(ops: list, c_st: Sequence[str], k: int, step: int) -> int:
     if content >= 2 or (content and tokens >= 2):
         return 2
     return 1 if content or tokens >= 3 else 0
+
+
+@lru_cache(maxsize=1)
+def _valence() -> dict[str, float]:
+    """Stem -> mean valence of the sentiment words in ``valence.txt`` (VADER's, |valence| >= 1.5)."""
+    from importlib.resources import files
+
+    acc: dict[str, list[float]] = {}
+    for line in files("ragmeter.judges").joinpath("valence.txt").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            word, value = line.split("\t")
+            acc.setdefault(_stem(word), []).append(float(value))
+    return {k: sum(v) / len(v) for k, v in acc.items() if min(v) * max(v) > 0}
 
 
 def _closed_clash(a: str, b: str) -> str | None:
@@ -807,7 +832,7 @@ class OfflineSettings:
     antonym_range: int | None = 1
     antonym_context: int = 3
     align_rules: tuple = ("negation", "antonym", "closed", "name", "swap", "insert_negation",
-                          "delete_negation", "insert_restrictive")
+                          "delete_negation", "insert_restrictive", "polarity")
     align_min_coverage: float = 0.5
     align_max_gap: int = 4
     relevance_threshold: float = 0.34
@@ -1183,7 +1208,7 @@ class OfflineJudge(Judge):
                 if base:
                     opposite.add(base)
                 for o in sorted(opposite):
-                    if o in near and o not in claim.all_stems and self._aligned(claim, s, chunk, a_lo, a_hi, o):
+                    if o in near and o not in _near_stems(claim.words, s) and self._aligned(claim, s, chunk, a_lo, a_hi, o):
                         return "contradicted", f"the claim says {s!r} where the passage says the opposite ({o!r})"
             for n in sorted(near - claim.all_stems):
                 base = _unprefixed(n)
@@ -1210,7 +1235,14 @@ class OfflineJudge(Judge):
                     and not any(_has_negation(_words(x)) for x in chunk.sentences[lo:hi])):
                 return "contradicted", "the claim is negated, the passage is not"
         if st.align_rules and sup.window_coverage >= st.align_min_coverage:
-            return self._alignment_check(claim, chunk, lo, hi)
+            found = self._alignment_check(claim, chunk, lo, hi)
+            for j in range(lo, hi) if found[0] is None and hi - lo > 1 else ():
+                # A claim drawn from several sentences can align badly with all of them at once
+                # (repeated phrases pull the matcher apart): each sentence on its own as well.
+                found = self._alignment_check(claim, chunk, j, j + 1)
+                if found[0] is not None:
+                    break
+            return found
         return None, ""
 
     def _alignment_check(self, claim: _Text, chunk: _Chunk, lo: int, hi: int) -> tuple[str | None, str]:
@@ -1294,6 +1326,15 @@ class OfflineJudge(Judge):
                         cls = _closed_clash(x, y)
                         if cls:
                             return "contradicted", f"the claim says {c_words!r} where the passage says {w_words!r}"
+            if "polarity" in rules and not edge:
+                # One word for one word, of opposite sentiment ("poor" for "good", "triumphant" for
+                # "troubled"): the claim turns the passage's description around.
+                cc = [x for x in only_c if _is_content(x)]
+                wc = [x for x in only_w if _is_content(x)]
+                if len(cc) == 1 and len(wc) == 1:
+                    vc, vw = _valence().get(cc[0]), _valence().get(wc[0])
+                    if vc is not None and vw is not None and vc * vw < 0:
+                        return "contradicted", f"the claim says {c_words!r} where the passage says {w_words!r} (opposite sentiment)"
             if "name" in rules and not edge:
                 # Another name in the same place: both differences made of capitalised words only.
                 cn = [c_cap[j] for j in range(j1, j2) if _is_content(c_st[j])]
@@ -1619,6 +1660,17 @@ def _context_stems(words: list[str], target: str, k: int) -> set:
             st = _stem(x)
             if st != target and st not in _STOP_STEMS:
                 out.add(st)
+    return out
+
+
+def _near_stems(words: Sequence[str], target: str, k: int = 6) -> set:
+    """Stems of all words (stop words too) within ``k`` tokens of each occurrence of stem
+    ``target`` in ``words``, ``target`` included: "net profit ... net loss" does not keep "loss"
+    from being checked against the passage's "profit"."""
+    out = {target}
+    for i, w in enumerate(words):
+        if _stem(w) == target:
+            out.update(_stem(x) for x in words[max(0, i - k):i + 1 + k] if x not in _NEGATIONS)
     return out
 
 
