@@ -20,11 +20,11 @@ timed)::
 
     | path      | faithfulness (extract + verify) | claims | context relevance (rate_chunks) |
     |-----------|--------------------------------:|-------:|--------------------------------:|
-    | lexical   |                          6.89 s |   3764 |                          1.18 s |
-    | embedding |                         21.37 s |   3764 |                        143.73 s |
+    | lexical   |                          7.40 s |   3764 |                          1.37 s |
+    | embedding |                         21.59 s |   3764 |                        139.19 s |
 
-Repeated runs of the lexical faithfulness timing ranged from 5.9 s to 7.3 s with other jobs on the
-machine. The embedding path embeds, for faithfulness, only the claims no chunk supports lexically
+Repeated runs of the lexical faithfulness timing ranged from 6.2 s to 7.5 s with other jobs on the
+machine (5.9-7.3 s before the alignment also checked each sentence of a passage on its own). The embedding path embeds, for faithfulness, only the claims no chunk supports lexically
 (with their three closest passages); for context relevance, every statement of every chunk
 (~41,000 texts), which the small model encodes at ~300 texts/s on two cores.
 """

@@ -35,7 +35,19 @@ Protocol (fixed before looking at results, and the only one reported):
   (not on SummEdits) changed claim splitting: a coordinated bare predicate whose subject cannot be
   found is no longer split off as a subject-less fragment ("... how branches diverged and came
   together" gave the claim "came together."). The 9th scoring of half B, to keep the published
-  numbers true, gave 0.6495 on both paths; nothing was changed after it.
+  numbers true, gave 0.6495 on both paths. A third round (new session) chose, on half A only
+  with A's two folds both improving, checks that are general rather than SummEdits word lists:
+  each sentence of a multi-sentence passage also aligned on its own, "$8.2m" / "$8.2 million"
+  and "Q3" / "third quarter" aligned in one spelling, an antonym checked against the words next
+  to the claim's word rather than the whole claim, a one-for-one swap of words of opposite
+  sentiment (VADER lexicon, |valence| >= 1.5), and thousands / millions / billions as a closed
+  class. Half A went from 0.6980 to 0.7025 (folds 0.7055 -> 0.7101 and 0.6905 -> 0.6950); tried
+  on half A and rejected: the same-slot replacement of a document word, inserted words absent
+  from the document, indirect WordNet antonyms, a lower bar for inserted negations, dates placed
+  near the passage, sentiment outside the alignment, a lower support threshold (0.20 scored
+  +0.0016 on A, within the 0.005 that keeps the stricter setting). The 10th and final scoring of
+  half B gave 0.6481 on both paths, 0.0014 below the 9th: the gains on A did not carry over.
+  Nothing was changed after it.
 
 Published anchors (balanced accuracy on SummEdits): SummaC-Conv 0.571, ChatGPT 0.712, GPT-4 0.821.
 
@@ -44,14 +56,16 @@ model load of a few seconds)::
 
     | path      | t (from A) | held-out BA A->B | t (from B) | swap BA B->A | AUC A | AUC B | time  |
     |-----------|-----------:|-----------------:|-----------:|-------------:|------:|------:|------:|
-    | lexical   |      0.800 |           0.6495 |      0.800 |       0.6980 | 0.703 | 0.654 |  6 s  |
-    | embedding |      0.800 |           0.6495 |      0.800 |       0.6987 | 0.704 | 0.654 |  9 s  |
+    | lexical   |      0.800 |           0.6481 |      0.800 |       0.7025 | 0.707 | 0.653 |  7 s  |
+    | embedding |      0.800 |           0.6481 |      0.800 |       0.7032 | 0.708 | 0.653 |  9 s  |
 
-(The previous version: held-out 0.632 / 0.630, swap 0.683 / 0.680, AUC A 0.698 / 0.693, AUC B
-0.641 / 0.638.) The held-out number, 0.6495, is just below the 0.65 target (the midway run of the same
-round, before the last A-chosen changes, gave 0.654: the difference is within the noise of a
-half of 81 documents). By domain (A->B, lexical): ectsum 0.763, sales_email 0.680, scitldr 0.653,
-sales_call 0.645, samsum 0.632, podcast 0.611, qmsumm 0.602, news 0.591.
+(The second round's version: held-out 0.6495 / 0.6495, swap 0.6980 / 0.6987, AUC A 0.703 /
+0.704, AUC B 0.654; the first round's: held-out 0.632 / 0.630.) The held-out number, 0.6481, is
+below the 0.65 target. Over the last three scorings it moved 0.654 -> 0.6495 -> 0.6481 while
+half A rose: the differences are within the noise of a half of 81 documents, and the gap between
+the halves (0.70 on A, 0.65 on B, with the same threshold) is larger than anything the last two
+rounds changed. By domain (A->B, lexical): ectsum 0.761, sales_email 0.683, scitldr 0.657,
+sales_call 0.648, samsum 0.632, podcast 0.611, qmsumm 0.602, news 0.585.
 
 What the checks catch: changed numbers, names, dates, negations (also at sentence level and as an
 aligned difference), antonyms, another value of a closed class in the same place ("after a

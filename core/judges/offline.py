@@ -790,11 +790,15 @@ class OfflineSettings:
       of the claim: the claim's words aligned with the passage's, each difference of at most
       ``align_max_gap`` words with matching words on both sides is checked by the named rules:
       ``negation`` (only a negation differs), ``antonym``, ``closed`` (another ordinal, time unit,
-      frequency, quantity, temporal preposition, gendered pronoun or modal), ``name`` (capitalised
-      words against capitalised words), ``swap`` (two content words on either side of a third in
-      the reverse order), ``insert_negation`` / ``delete_negation`` (a negation added / dropped)
-      and ``insert_restrictive`` ("only", "all", "every", "always", "never", "first", "last" added;
-      ``not_found``). The others make the claim ``contradicted``.
+      frequency, quantity, temporal preposition, gendered pronoun, modal or scale: "millions" for
+      "billions"), ``name`` (capitalised words against capitalised words), ``swap`` (two content
+      words on either side of a third in the reverse order), ``insert_negation`` /
+      ``delete_negation`` (a negation added / dropped), ``polarity`` (one content word for one
+      content word of opposite sentiment, |valence| >= 1.5 in the VADER lexicon: "poor" for
+      "good") and ``insert_restrictive`` ("only", "all", "every", "always", "never", "first",
+      "last" added; ``not_found``). The others make the claim ``contradicted``. A passage of
+      several sentences is aligned as a whole and, when that finds nothing, sentence by sentence;
+      "$8.2m" / "$8.2 million" and "Q3" / "third quarter" are aligned in one spelling.
 
     The embedding path needs the same support as the lexical path (``embed_support_threshold`` =
     ``support_threshold``): similarity only adds claims that the lexical signals miss. On this
