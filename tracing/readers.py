@@ -222,6 +222,20 @@ def _last_message_text(messages: Sequence[Any], roles: Sequence[str]) -> str | N
     return None
 
 
+def _last_indexed_text(attrs: Mapping[str, Any], prefix: str, content: str,
+                       user_role: tuple[str, str] | None = None) -> str | None:
+    """The text of the last ``prefix.{i}.<content>`` message that has any; with ``user_role`` =
+    (role key, role assumed when absent), only a user's message."""
+    items = _indexed(attrs, prefix)
+    for i in sorted(items, reverse=True):
+        if user_role is not None and str(items[i].get(*user_role)).lower() not in ("user", "human"):
+            continue
+        t = _text(items[i].get(content))
+        if t:
+            return t
+    return None
+
+
 def _indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
     """``prefix.{i}.rest`` attributes as {i: {rest: value}}."""
     out: dict[int, dict[str, Any]] = {}
@@ -666,11 +680,9 @@ def llm_output_of(span: Any) -> str | None:
         t = _last_message_text(out, roles=("assistant", "ai", "model", ""))
         if t:
             return t
-    comps = _indexed(attrs, "gen_ai.completion")
-    for i in sorted(comps, reverse=True):
-        t = _text(comps[i].get("content"))
-        if t:
-            return t
+    t = _last_indexed_text(attrs, "gen_ai.completion", "content")
+    if t:
+        return t
     value = attrs.get("output.value")
     if value is not None and not _looks_json(value, attrs.get("output.mime_type")):
         return _text(value)
@@ -693,24 +705,15 @@ def llm_question_of(span: Any) -> str | None:
             t = _text(tv.get(k))
             if t:
                 return t
-    msgs = _indexed(attrs, "llm.input_messages")
-    for i in sorted(msgs, reverse=True):
-        if str(msgs[i].get("message.role", "")).lower() in ("user", "human"):
-            t = _text(msgs[i].get("message.content"))
-            if t:
-                return t
+    t = _last_indexed_text(attrs, "llm.input_messages", "message.content", ("message.role", ""))
+    if t:
+        return t
     inp = _json(attrs.get("gen_ai.input.messages"))
     if isinstance(inp, list):
         t = _last_message_text(inp, roles=("user", "human"))
         if t:
             return t
-    prompts = _indexed(attrs, "gen_ai.prompt")
-    for i in sorted(prompts, reverse=True):
-        if str(prompts[i].get("role", "user")).lower() in ("user", "human"):
-            t = _text(prompts[i].get("content"))
-            if t:
-                return t
-    return None
+    return _last_indexed_text(attrs, "gen_ai.prompt", "content", ("role", "user"))
 
 
 def template_context_of(span: Any) -> str | None:

@@ -53,7 +53,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..specifics import Specific, _numeric_cached, extract_specifics, find_specific
+from ..specifics import _SCALES, _SHORT_SCALE, _SHORT_SCALES, Specific, _numeric_cached, extract_specifics, find_specific
 from ..text import split_claims, split_sentences
 from .base import Embedder, Judge, JudgeError, TaskResult, Usage
 from .tasks import TASKS, get_task
@@ -625,9 +625,8 @@ _RE_NT_CASED = re.compile(r"n['’]t\b", re.I)
 
 # Figures and periods written two ways ("$8.2m" / "$8.2 million", "Q3" / "third quarter") are
 # aligned in one spelling.
-_SCALES = {"k": "thousand", "m": "million", "mn": "million", "mln": "million", "b": "billion", "bn": "billion",
-           "t": "trillion", "tn": "trillion"}
-_RE_SCALE = re.compile(r"([$£€¥]\s?\d[\d.]*)\s?(k|m|mn|mln|bn?|tn?)\b", re.I)
+_SCALE_NAMES = {short: name for short, v in _SHORT_SCALES.items() for name, w in _SCALES.items() if w == v}
+_RE_SCALE = re.compile(rf"([$£€¥]\s?\d[\d.]*)\s?({_SHORT_SCALE})\b", re.I)
 _ORDINALS = ("first", "second", "third", "fourth")
 _RE_PERIOD = re.compile(r"\b([QH])([1-4])\b")
 
@@ -645,7 +644,7 @@ def _tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ..
         t = re.sub(r"(?i)\bcannot\b", "can not", t)
     if "," in t:
         t = _RE_DIGIT_COMMA.sub("", t)
-    t = _RE_SCALE.sub(lambda m: m.group(1) + " " + _SCALES[m.group(2).lower()], t)
+    t = _RE_SCALE.sub(lambda m: m.group(1) + " " + _SCALE_NAMES[m.group(2).lower()], t)
     t = _RE_PERIOD.sub(lambda m: _ORDINALS[int(m.group(2)) - 1] + (" quarter" if m.group(1) == "Q" else " half"), t)
     words = _RE_TOKEN_CASED.findall(t)
     lower = tuple(w.lower() for w in words)
@@ -1212,7 +1211,7 @@ class OfflineJudge(Judge):
                 if base:
                     opposite.add(base)
                 for o in sorted(opposite):
-                    if o in near and o not in _near_stems(claim.words, s) and self._aligned(claim, s, chunk, a_lo, a_hi, o):
+                    if o in near and o not in _context_stems(claim.words, s, 6, every=True) and self._aligned(claim, s, chunk, a_lo, a_hi, o):
                         return "contradicted", f"the claim says {s!r} where the passage says the opposite ({o!r})"
             for n in sorted(near - claim.all_stems):
                 base = _unprefixed(n)
@@ -1240,12 +1239,13 @@ class OfflineJudge(Judge):
                 return "contradicted", "the claim is negated, the passage is not"
         if st.align_rules and sup.window_coverage >= st.align_min_coverage:
             found = self._alignment_check(claim, chunk, lo, hi)
-            for j in range(lo, hi) if found[0] is None and hi - lo > 1 else ():
+            if found[0] is None and hi - lo > 1:
                 # A claim drawn from several sentences can align badly with all of them at once
                 # (repeated phrases pull the matcher apart): each sentence on its own as well.
-                found = self._alignment_check(claim, chunk, j, j + 1)
-                if found[0] is not None:
-                    break
+                for j in range(lo, hi):
+                    found = self._alignment_check(claim, chunk, j, j + 1)
+                    if found[0] is not None:
+                        break
             return found
         return None, ""
 
@@ -1652,29 +1652,20 @@ def _evidence(cks: list[_Chunk], sups: Sequence[_Support], claim: _Text) -> list
             for s in sorted(sups, key=lambda s: s.chunk)]
 
 
-def _context_stems(words: list[str], target: str, k: int) -> set:
-    """Content stems within ``k`` tokens of each occurrence of stem ``target`` in ``words``."""
+def _context_stems(words: Sequence[str], target: str, k: int, every: bool = False) -> set:
+    """Stems within ``k`` tokens of each occurrence of stem ``target`` in ``words``, negations
+    never: content stems other than ``target``, or (``every``) all of them, stop words and
+    ``target`` included ("net profit ... net loss": "profit" is not next to "loss")."""
     out: set = set()
     for i, w in enumerate(words):
         if _stem(w) != target:
             continue
-        for x in words[max(0, i - k):i] + words[i + 1:i + 1 + k]:
-            if x in _STOP or x in _NEGATIONS:
+        for x in words[max(0, i - k):i + 1 + k]:
+            if x in _NEGATIONS:
                 continue
             st = _stem(x)
-            if st != target and st not in _STOP_STEMS:
+            if every or (x not in _STOP and st != target and st not in _STOP_STEMS):
                 out.add(st)
-    return out
-
-
-def _near_stems(words: Sequence[str], target: str, k: int = 6) -> set:
-    """Stems of all words (stop words too) within ``k`` tokens of each occurrence of stem
-    ``target`` in ``words``, ``target`` included: "net profit ... net loss" does not keep "loss"
-    from being checked against the passage's "profit"."""
-    out = {target}
-    for i, w in enumerate(words):
-        if _stem(w) == target:
-            out.update(_stem(x) for x in words[max(0, i - k):i + 1 + k] if x not in _NEGATIONS)
     return out
 
 
