@@ -12,8 +12,9 @@ Add one object to an existing chain and change nothing else::
 The handler is a ``langchain_core.tracers.BaseTracer``: LangChain assembles the run tree (roots
 whose parent it never saw, interleaved batches, the streaming input placeholder that is filled in
 when the stream ends) and hands it over once per root run. Each root run becomes one
-:class:`ragmeter.Sample`: the question (root input), every retriever run under the root in start
-order (Document ids, metadata and any score kept in metadata), and the final answer (root output).
+:class:`ragmeter.Sample`: the question (root input), every retriever run under the root in chain
+order (steps as they ran, ``RunnableParallel`` branches as declared; Document ids, metadata and
+any score kept in metadata), and the final answer (root output).
 Capture only walks that tree; keeping, counting and scoring the samples is the job of a
 :class:`ragmeter.capture.CaptureRecorder` (scoring on a :class:`ragmeter.inline.BackgroundScorer`
 worker), so the chain's latency and result are unchanged and nothing is ever raised into it.
@@ -307,6 +308,7 @@ class _Tree:
         self.llms: list[Any] = []  # LLM runs outside retrievers (the app's generation)
         self.all_llms: list[Any] = []  # every LLM run (a query-rewriting retriever's too)
         self.unfinished = 0
+        self._order: dict[Any, tuple] = {root.id: ()}
         stack = [(root, False)]
         while stack:
             run, inside_retriever = stack.pop()
@@ -320,11 +322,15 @@ class _Tree:
                 if not inside_retriever:
                     self.llms.append(run)
             nested = inside_retriever or kind == "retriever"
-            stack.extend((child, nested) for child in list(run.child_runs or ()))
-        order = _start_order
-        self.retrievers.sort(key=order)
-        self.llms.sort(key=order)
-        self.all_llms.sort(key=order)
+            children = list(run.child_runs or ())
+            branches = list(run.outputs) if isinstance(run.outputs, dict) else []
+            for child in children:
+                self._order[child.id] = self._order[run.id] + (_step_key(child, branches),)
+            stack.extend((child, nested) for child in children)
+        order = self._order.__getitem__
+        self.retrievers.sort(key=lambda r: order(r.id))
+        self.llms.sort(key=lambda r: order(r.id))
+        self.all_llms.sort(key=lambda r: order(r.id))
 
     def latency(self) -> dict[str, float]:
         root = self.root
@@ -367,8 +373,17 @@ class _Tree:
         return names
 
 
-def _start_order(run: Any) -> tuple:
-    return (run.start_time, getattr(run, "dotted_order", None) or "")
+def _step_key(run: Any, branches: list[str]) -> tuple:
+    """Where a run sits among its siblings: a RunnableParallel branch (tag ``map:key:K``) by K's
+    position in the parallel's output, which is the order the chain declares its branches; any
+    other run by start time. Branches run on threads, so their start order changes run to run;
+    the declared order does not, and it is the order a ``d["a"] + d["b"]`` prompt sees them."""
+    branch = len(branches)
+    for tag in run.tags or ():
+        if tag.startswith("map:key:") and tag[8:] in branches:
+            branch = branches.index(tag[8:])
+            break
+    return (branch, run.start_time, getattr(run, "dotted_order", None) or "")
 
 
 def _union(runs: list[Any], fallback_end: Any) -> float:

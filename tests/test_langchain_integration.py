@@ -339,7 +339,7 @@ def test_nested_chain_and_two_retrievers(retriever):
     assert s.question == "Who wrote Dune?"  # no known input key: the first retriever's query
     assert s.answer == out["answer"]
     vec = expected_ids(retriever, "Who wrote Dune?")
-    want = vec + [i for i in ["doc-dune", "doc-extra"] if i not in vec]  # start order, duplicates once
+    want = vec + [i for i in ["doc-dune", "doc-extra"] if i not in vec]  # branch a then b, duplicates once
     assert s.retrieved_ids == want
     assert [r["name"] for r in s.metadata["retrievers"]] == ["VectorStoreRetriever", "KeyedRetriever"]
     assert [r["documents"] for r in s.metadata["retrievers"]] == [2, 2]
@@ -351,6 +351,22 @@ def test_nested_chain_and_two_retrievers(retriever):
     [s2] = inner_only.samples
     assert (s2.question, s2.answer, s2.retrieved_ids) == ("Who wrote Dune?", out["answer"], want)
     assert s2.metadata["status"] == "ok"
+
+
+def test_parallel_branches_keep_their_declared_order_whatever_thread_starts_first(retriever):
+    # branch "a" waits before retrieving, so its retriever starts after "b"'s on every run; the
+    # sample still lists a's documents first, as the prompt below sees them
+    keyword = KeyedRetriever(docs={"Who wrote Dune?": [Document(id="doc-extra", page_content="Herbert lived in Tacoma.")]})
+    late = RunnableLambda(lambda q: (time.sleep(0.2), q)[1]) | retriever
+    chain = (RunnableParallel(a=late, b=keyword, question=RunnablePassthrough())
+             | RunnableLambda(lambda d: {"answer": format_docs(d["a"] + d["b"])}))
+    handler = RagmeterCallbackHandler(mode="offline")
+    for _ in range(3):
+        chain.invoke("Who wrote Dune?", config={"callbacks": [handler]})
+    want = expected_ids(retriever, "Who wrote Dune?") + ["doc-extra"]
+    assert [s.retrieved_ids for s in handler.samples] == [want] * 3
+    assert [[r["name"] for r in s.metadata["retrievers"]] for s in handler.samples] == [
+        ["VectorStoreRetriever", "KeyedRetriever"]] * 3
 
 
 def test_question_and_answer_keys(retriever):
