@@ -308,7 +308,7 @@ class _Tree:
         self.llms: list[Any] = []  # LLM runs outside retrievers (the app's generation)
         self.all_llms: list[Any] = []  # every LLM run (a query-rewriting retriever's too)
         self.unfinished = 0
-        self._order: dict[Any, tuple] = {root.id: ()}
+        path: dict[Any, tuple] = {root.id: ()}  # run id -> its _step_key at each level from the root
         stack = [(root, False)]
         while stack:
             run, inside_retriever = stack.pop()
@@ -325,12 +325,10 @@ class _Tree:
             children = list(run.child_runs or ())
             branches = list(run.outputs) if isinstance(run.outputs, dict) else []
             for child in children:
-                self._order[child.id] = self._order[run.id] + (_step_key(child, branches),)
+                path[child.id] = path[run.id] + (_step_key(child, branches),)
             stack.extend((child, nested) for child in children)
-        order = self._order.__getitem__
-        self.retrievers.sort(key=lambda r: order(r.id))
-        self.llms.sort(key=lambda r: order(r.id))
-        self.all_llms.sort(key=lambda r: order(r.id))
+        for runs in (self.retrievers, self.llms, self.all_llms):
+            runs.sort(key=lambda r: path[r.id])
 
     def latency(self) -> dict[str, float]:
         root = self.root
