@@ -27,7 +27,7 @@ from fake_llm_servers import FakeLLMServer  # noqa: E402
 
 import ragmeter as rm  # noqa: E402
 from ragmeter.judges import OpenAIJudge  # noqa: E402
-from ragmeter.metrics import JUDGE_METRICS  # noqa: E402
+from ragmeter.metrics import REGISTRY  # noqa: E402
 
 RAGAS_SET = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "context_relevance"]
 PEERS = {  # measured by the shared data's authors on the same files (calls per sample, prompt tokens per sample)
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists():
             print(f"(skipping {contexts} contexts: {path} not found)")
             continue
-        for label, metrics in (("RAGAS set", RAGAS_SET), ("all", list(JUDGE_METRICS))):
+        for label, metrics in (("RAGAS set", RAGAS_SET), ("all", list(REGISTRY))):
             runs[(contexts, label)] = measure(path, metrics)
     if args.json:
         print(json.dumps({f"{c} contexts / {label}": v for (c, label), v in runs.items()}, indent=1))

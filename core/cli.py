@@ -1,5 +1,8 @@
 """The ``ragmeter`` command line.
 
+Commands of other layers (``evaluate-traces`` from :mod:`ragmeter.tracing`) register through the
+``ragmeter.cli`` entry-point group, so the core never imports them.
+
 Exit status: 0 when the run completed (bad records are reported, not fatal), 1 when a
 ``--fail-under`` threshold is not met (or ``compare --fail-on-regression`` finds one), 2 for
 unusable input: a missing or unreadable file, no valid record, an unknown metric or judge.
@@ -9,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import entry_points
 from typing import Any, Sequence
 
-from . import __version__
+from ragmeter import __version__
+from ragmeter.judges.spec import SPEC_HELP
+from ragmeter.metrics import metrics_help
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT = 0, 1, 2
 
@@ -32,7 +38,8 @@ Anthropic when ANTHROPIC_API_KEY is set, else offline.
 """
 
 
-def _metric_list(values: Sequence[str] | None) -> list[str] | None:
+def metric_list(values: Sequence[str] | None) -> list[str] | None:
+    """``["a,b", "c"]`` -> ["a", "b", "c"]; None when no metric was named."""
     if not values:
         return None
     out: list[str] = []
@@ -41,7 +48,7 @@ def _metric_list(values: Sequence[str] | None) -> list[str] | None:
     return out
 
 
-def _parse_fail_under(values: Sequence[str] | None) -> dict[str, float]:
+def parse_fail_under(values: Sequence[str] | None) -> dict[str, float]:
     """``["0.7"]`` -> {"*": 0.7}; ``["faithfulness=0.85"]`` -> {"faithfulness": 0.85}."""
     out: dict[str, float] = {}
     for v in values or []:
@@ -72,7 +79,7 @@ def _check_thresholds(summary: dict[str, dict[str, Any]], thresholds: dict[str, 
 
 
 def _print_result(result: Any, out: Any) -> None:
-    from .report import _HEADER, _usage_line, summary_rows, text_table
+    from ragmeter.report import _HEADER, _usage_line, summary_rows, text_table
 
     print(f"ragmeter: {len(result)} samples scored, {len(result.invalid)} invalid, judge: {result.judge}", file=out)
     print(text_table(_HEADER, summary_rows(result)), file=out)
@@ -81,63 +88,38 @@ def _print_result(result: Any, out: Any) -> None:
         print(f"invalid record: {err}", file=sys.stderr)
 
 
-def _finish(result: Any, args: argparse.Namespace) -> int:
+def finish(result: Any, args: argparse.Namespace) -> int:
     _print_result(result, sys.stdout)
     for path in args.out or []:
         result.save(path)
         print(f"wrote {path}")
-    failures = _check_thresholds(result.summary(), _parse_fail_under(getattr(args, "fail_under", None)))
+    failures = _check_thresholds(result.summary(), parse_fail_under(getattr(args, "fail_under", None)))
     for f in failures:
         print(f"FAIL {f}", file=sys.stderr)
     return EXIT_THRESHOLD if failures else EXIT_OK
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from .data import load_samples
-    from .runner import evaluate, resolve_metrics
+    from ragmeter.data import load_samples
+    from ragmeter.runner import evaluate, resolve_metrics
 
-    _parse_fail_under(args.fail_under)  # reject bad thresholds before spending judge calls
+    parse_fail_under(args.fail_under)  # reject bad thresholds before spending judge calls
     dataset = load_samples(args.file)
     if not dataset:
         for err in dataset.errors:
             print(f"invalid record: {err}", file=sys.stderr)
         print(f"ragmeter: {args.file}: no valid records", file=sys.stderr)
         return EXIT_INPUT
-    metrics = resolve_metrics(_metric_list(args.metrics), dataset)
+    metrics = resolve_metrics(metric_list(args.metrics), dataset)
     result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency, progress=not args.no_progress)
-    return _finish(result, args)
-
-
-def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
-    from ragmeter.tracing.offline import evaluate_traces
-
-    _parse_fail_under(args.fail_under)
-    result = evaluate_traces(args.file, metrics=_metric_list(args.metrics), judge=args.judge,
-                             export=args.export, endpoint=args.endpoint, concurrency=args.concurrency,
-                             progress=not args.no_progress)
-    stats = getattr(result, "trace_stats", None) or {}
-    if stats:
-        skipped = ", ".join(f"{k.replace('skipped_', '')} {v}" for k, v in stats.items() if k.startswith("skipped_"))
-        print(f"ragmeter: {stats.get('spans', 0)} spans in {stats.get('traces', 0)} traces, "
-              f"{stats.get('invocations', 0)} RAG calls, {stats.get('samples', 0)} scored"
-              + (f", skipped: {skipped}" if skipped else "")
-              + (f", {stats['not_rag']} LLM calls without retrieval" if stats.get("not_rag") else ""))
-    status = _finish(result, args)
-    export = getattr(result, "export", None)
-    if export:
-        print(f"exported {export['spans']} evaluation spans to {export['endpoint']}")
-        if export.get("failed"):
-            print(f"ragmeter: error: {export['failed']} evaluation spans could not be exported to "
-                  f"{export['endpoint']}", file=sys.stderr)
-            return EXIT_INPUT if status == EXIT_OK else status
-    return status
+    return finish(result, args)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .result import EvaluationResult
+    from ragmeter.result import EvaluationResult
 
     result = EvaluationResult.from_jsonl(args.results)
-    return _finish(result, args)
+    return finish(result, args)
 
 
 def _num(v: float | None, signed: bool = False) -> str:
@@ -147,8 +129,8 @@ def _num(v: float | None, signed: bool = False) -> str:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .report import compare_results, text_table
-    from .result import EvaluationResult
+    from ragmeter.report import compare_results, text_table
+    from ragmeter.result import EvaluationResult
 
     before, after = EvaluationResult.from_jsonl(args.before), EvaluationResult.from_jsonl(args.after)
     cmp = compare_results(before, after, tolerance=args.tolerance)
@@ -162,18 +144,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_THRESHOLD if (args.fail_on_regression and cmp["regressions"]) else EXIT_OK
 
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-m", "--metrics", action="append", metavar="LIST",
-                   help="comma-separated metric names (repeatable). Judge metrics: faithfulness, answer_relevancy, "
-                        "context_relevance, context_precision, context_recall, answer_correctness, "
-                        "response_completeness, entity_recall, hallucinated_specifics, citation_accuracy, "
-                        "citation_precision, citation_recall. Retrieval metrics (need relevant_ids): precision@K, "
-                        "recall@K, hit_rate@K, mrr, map, ndcg@K, r_precision. Default: faithfulness, "
-                        "answer_relevancy, context_precision, context_recall, context_relevance (+ precision@5, "
-                        "recall@5, mrr, ndcg@10 when records carry relevant_ids)")
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options every scoring command takes: metrics, judge, reports, thresholds, concurrency."""
+    p.add_argument("-m", "--metrics", action="append", metavar="LIST", help=metrics_help())
     p.add_argument("-j", "--judge", metavar="SPEC",
-                   help="offline | openai:MODEL | anthropic:MODEL (keys from OPENAI_API_KEY / ANTHROPIC_API_KEY; "
-                        "OPENAI_BASE_URL for OpenAI-compatible servers). Default: see 'ragmeter --help'")
+                   help=SPEC_HELP + "; keys from OPENAI_API_KEY / ANTHROPIC_API_KEY, OPENAI_BASE_URL for "
+                        "OpenAI-compatible servers. Default: see 'ragmeter --help'")
     p.add_argument("-o", "--out", action="append", metavar="PATH",
                    help="write the report; format from the suffix: .md, .html, .json, .jsonl (re-readable by "
                         "'ragmeter report' and 'compare'), .csv. Repeatable")
@@ -181,6 +157,18 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="exit 1 when a metric's mean is below X (all metrics, or METRIC=X for one; repeatable)")
     p.add_argument("--concurrency", type=int, default=8, help="samples scored at once (default 8)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_plugin_commands(sub: Any) -> None:
+    """Commands other layers register through the ``ragmeter.cli`` entry-point group (each a
+    ``register(subparsers)`` function): the core never imports them. A plugin whose layer cannot
+    be imported (its extra is not installed) is left out."""
+    for ep in sorted(entry_points(group="ragmeter.cli"), key=lambda e: e.name):
+        try:
+            register = ep.load()
+        except ImportError:
+            continue
+        register(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -193,20 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="score a dataset file (JSONL / JSON / CSV)",
                        description="Score every record of FILE, print a summary table and write reports.")
     p.add_argument("file", metavar="FILE", help="samples: .jsonl, .json or .csv")
-    _add_run_options(p)
+    add_run_options(p)
     p.set_defaults(func=_cmd_evaluate)
 
-    p = sub.add_parser("evaluate-traces", help="score RAG invocations in an OTLP JSON trace export",
-                       description="Read an OTLP JSON export (the OTel collector's file exporter format), group spans "
-                                   "into one sample per RAG invocation, score them, and optionally send evaluation "
-                                   "spans back to an OTLP endpoint.")
-    p.add_argument("file", metavar="FILE", help="OTLP JSON export (one ExportTraceServiceRequest per line, or one JSON document)")
-    _add_run_options(p)
-    p.add_argument("--export", choices=["otlp"], help="also export evaluation carrier spans over OTLP/HTTP")
-    p.add_argument("--endpoint", metavar="URL",
-                   help="OTLP/HTTP traces endpoint for --export (default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "
-                        "$OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318/v1/traces)")
-    p.set_defaults(func=_cmd_evaluate_traces)
+    _add_plugin_commands(sub)
 
     p = sub.add_parser("report", help="render a saved results file (.jsonl from 'evaluate --out')",
                        description="Print the summary of a results JSONL file and write it as .md / .html / .json / .csv.")

@@ -22,6 +22,7 @@ __all__ = [
     "Context",
     "Sample",
     "Score",
+    "label_for",
     "RecordError",
     "Dataset",
     "load_samples",
@@ -270,6 +271,21 @@ def _validate_relevant(value: Any) -> Any:
 
 
 _LABELS = ("pass", "warn", "fail")
+
+
+def label_for(value: float | None, threshold: float, warn: float) -> str | None:
+    """``"pass"`` when value >= threshold, ``"warn"`` when value >= warn, else ``"fail"``; None for None.
+
+    >>> label_for(0.75, 0.85, 0.7), label_for(None, 0.85, 0.7)
+    ('warn', None)
+    """
+    if value is None:
+        return None
+    if value >= threshold:
+        return "pass"
+    if value >= warn:
+        return "warn"
+    return "fail"
 
 
 @dataclass

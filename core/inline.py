@@ -12,18 +12,19 @@ import asyncio
 import atexit
 import collections
 import concurrent.futures.thread  # noqa: F401  (so our exit hook is registered after its own)
-import contextlib
 import hashlib
 import logging
-import sys
 import threading
 import time
 import weakref
 from typing import Any, Callable, Iterable
 
-from .data import Sample
-from .judges.base import Embedder, Judge
-from .result import SampleResult
+from ragmeter.data import Sample
+from ragmeter.judges.base import Embedder, Judge
+from ragmeter.judges.spec import resolve_judge
+from ragmeter.metrics.scoring import score_sample
+from ragmeter.result import SampleResult
+from ragmeter.suppression import instrumentation_suppressed
 
 __all__ = ["BackgroundScorer", "sampled", "register_exit_hook", "weak_hook"]
 
@@ -38,27 +39,6 @@ def sampled(key: str, rate: float) -> bool:
         return False
     h = int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
     return h / 2**64 < rate
-
-
-@contextlib.contextmanager
-def _instrumentation_suppressed():
-    """Suppress OpenTelemetry instrumentation while scoring, so an instrumented judge's own LLM
-    calls never become spans of (or get scored as) the user's traces. A no-op when the
-    application has not loaded OpenTelemetry."""
-    if "opentelemetry.context" not in sys.modules:
-        yield
-        return
-    from opentelemetry import context
-
-    key = getattr(context, "_SUPPRESS_INSTRUMENTATION_KEY", None)
-    ctx = context.set_value("suppress_instrumentation", True)  # the key older instrumentations read
-    if key is not None:
-        ctx = context.set_value(key, True, ctx)
-    token = context.attach(ctx)
-    try:
-        yield
-    finally:
-        context.detach(token)
 
 
 def register_exit_hook(fn: Callable[[], None]) -> None:
@@ -249,15 +229,13 @@ class BackgroundScorer:
         asyncio.ensure_future(self._score(sample, on_done))
 
     async def _score(self, sample: Sample, on_done: Callable[[SampleResult], None] | None) -> None:
-        from .runner import resolve_judge, score_sample
-
         try:
             assert self._sem is not None
             async with self._sem:
                 if self._judge is None:
                     self._judge = resolve_judge(self._judge_spec, self.metrics)
                 metrics = self._with_retrieval if (self._with_retrieval and sample.relevant_ids) else self.metrics
-                with _instrumentation_suppressed():
+                with instrumentation_suppressed():
                     result = await score_sample(sample, metrics, self._judge, self.embedder)
             self.results.append(result)
             self._count("scored")

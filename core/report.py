@@ -1,12 +1,13 @@
-"""Reports: summary tables in plain text, Markdown and HTML, and comparisons of two runs."""
+"""Reports: summary tables in plain text, Markdown and HTML, and comparisons of two runs.
+
+Functions take an :class:`~ragmeter.result.EvaluationResult` (anything with its ``summary()``,
+``results``, ``usage`` ...); this module does not import it, so results and reports depend one
+way (``result`` -> ``report``)."""
 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .result import EvaluationResult
+from typing import Any
 
 __all__ = ["summary_rows", "text_table", "markdown_report", "html_report", "compare_results"]
 
@@ -21,7 +22,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def summary_rows(result: "EvaluationResult") -> list[list[str]]:
+def summary_rows(result: Any) -> list[list[str]]:
     """The summary as rows of strings: one row per metric, columns as in :data:`_HEADER`."""
     rows = []
     for metric, s in result.summary().items():
@@ -38,7 +39,7 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(x.rstrip() for x in out)
 
 
-def _usage_line(result: "EvaluationResult") -> str:
+def _usage_line(result: Any) -> str:
     u = result.usage
     if u.cost_usd is not None:
         cost = f"${u.cost_usd:.4f}"
@@ -56,7 +57,7 @@ def _md_cell(text: Any) -> str:
     return str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_report(result: "EvaluationResult", max_problems: int = 50) -> str:
+def markdown_report(result: Any, max_problems: int = 50) -> str:
     """A Markdown report of ``result``."""
     lines = ["# ragmeter report", "",
              f"- samples: {len(result)} scored, {len(result.invalid)} invalid records",
@@ -84,7 +85,7 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}t
 .pass{color:#17803d}.warn{color:#b26b00}.fail,.error{color:#c0262d}details{margin:.3em 0}"""
 
 
-def html_report(result: "EvaluationResult", max_problems: int = 200) -> str:
+def html_report(result: Any, max_problems: int = 200) -> str:
     """A self-contained HTML report of ``result`` (all user text escaped)."""
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>ragmeter report</title><style>{_CSS}</style></head><body>",
@@ -113,7 +114,7 @@ def html_report(result: "EvaluationResult", max_problems: int = 200) -> str:
     return "".join(parts)
 
 
-def compare_results(before: "EvaluationResult", after: "EvaluationResult", tolerance: float = 0.05) -> dict[str, Any]:
+def compare_results(before: Any, after: Any, tolerance: float = 0.05) -> dict[str, Any]:
     """Compare two runs over the metrics and sample ids they share.
 
     Per metric: the two means and their difference; per sample: ``regressions`` (value fell by

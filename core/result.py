@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .data import RecordError, Sample, Score
-from .judges.base import Usage
+from ragmeter.data import RecordError, Sample, Score
+from ragmeter.judges.base import Usage
+from ragmeter.report import html_report, markdown_report
 
 __all__ = ["SampleResult", "EvaluationResult"]
 
@@ -214,14 +215,10 @@ class EvaluationResult:
 
     def to_markdown(self) -> str:
         """A Markdown report: summary table, usage, problems, invalid records."""
-        from .report import markdown_report
-
         return markdown_report(self)
 
     def to_html(self) -> str:
         """A self-contained HTML report (same content as :meth:`to_markdown`)."""
-        from .report import html_report
-
         return html_report(self)
 
     def save(self, path: str | os.PathLike) -> Path:

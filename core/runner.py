@@ -9,16 +9,18 @@ the error.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from typing import Any, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
 
-from .data import Dataset, Sample, load_samples, samples_from_records
-from .judges.base import Embedder, Judge, Usage
-from .metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, Metric, ScoringContext, get_metric
-from .result import EvaluationResult, SampleResult
+from ragmeter.loops import run_sync
+from ragmeter.data import Dataset, Sample, load_samples, samples_from_records
+from ragmeter.judges.base import Embedder, Judge
+from ragmeter.judges.spec import resolve_judge
+from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, Metric, get_metric
+from ragmeter.metrics.scoring import score_sample
+from ragmeter.result import EvaluationResult, SampleResult
 
-__all__ = ["evaluate", "aevaluate", "score_sample", "resolve_metrics", "resolve_judge", "Executor", "AsyncioExecutor", "run_sync"]
+__all__ = ["evaluate", "aevaluate", "resolve_metrics", "Executor", "AsyncioExecutor", "run_sync"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -52,29 +54,6 @@ class AsyncioExecutor:
         await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
 
 
-def run_sync(coro: Awaitable[T]) -> T:
-    """Run a coroutine to completion from sync code, also inside a running event loop (Jupyter):
-    there it runs on a fresh loop in a helper thread and this call waits for it."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)  # type: ignore[arg-type]
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)  # type: ignore[arg-type]
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="ragmeter-run-sync", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Sample] = ()) -> list[Metric]:
     """Metric instances from instances or names. ``None`` -> the defaults: the judge metrics of
     :data:`ragmeter.metrics.DEFAULT_METRICS`, plus retrieval metrics when any sample carries
@@ -95,43 +74,6 @@ def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Sample] = (
     if not out:
         raise ValueError("no metrics to run")
     return out
-
-
-def resolve_judge(judge: Any, metrics: Sequence[Metric] = ()) -> Judge | None:
-    """A Judge from a Judge, a spec string (``"offline"``, ``"openai:gpt-4o-mini"``) or None.
-
-    None resolves to :func:`ragmeter.judges.default_judge` only when some metric needs a judge.
-    """
-    if isinstance(judge, str):
-        from .judges import judge_from_spec
-
-        return judge_from_spec(judge)
-    if judge is None and any(m.uses_judge for m in metrics):
-        from .judges import default_judge
-
-        return default_judge()
-    return judge
-
-
-async def score_sample(sample: Sample, metrics: Sequence[Metric], judge: Judge | None = None,
-                       embedder: Embedder | None = None) -> SampleResult:
-    """All ``metrics`` on one ``sample``; judge tasks are shared between metrics. Never raises."""
-    start = time.perf_counter()
-    members = getattr(judge, "members", None)
-    if members:  # an ensemble: every member scores every metric, then the ensemble combines
-        per_member = []
-        usage = Usage()
-        for member in members:
-            ctx = ScoringContext(sample, member, embedder, metrics)
-            per_member.append(await asyncio.gather(*(m.ascore(sample, ctx) for m in metrics)))
-            usage = usage + ctx.usage
-        scores = {m.name: judge.combine(m, [s[i] for s in per_member]) for i, m in enumerate(metrics)}  # type: ignore[union-attr]
-    else:
-        ctx = ScoringContext(sample, judge, embedder, metrics)
-        results = await asyncio.gather(*(m.ascore(sample, ctx) for m in metrics))
-        scores = {m.name: s for m, s in zip(metrics, results)}
-        usage = ctx.usage
-    return SampleResult(sample=sample, scores=scores, usage=usage, duration_s=time.perf_counter() - start)
 
 
 def _as_dataset(samples: Any) -> Dataset:

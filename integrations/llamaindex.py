@@ -71,10 +71,13 @@ from ..capture import REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY, CaptureRecorde
 from ..data import Context, RecordError, Sample, Score
 from ..inline import BackgroundScorer
 from ..judges.base import Embedder, Judge, TaskResult, Usage
-from ..metrics import JUDGE_METRICS, Metric, get_metric
+from ragmeter.metrics import Metric, get_metric, metric_class
 from ..result import EvaluationResult as RagmeterEvaluationRun
 from ..result import SampleResult
-from ..runner import resolve_judge, resolve_metrics, run_sync, score_sample
+from ragmeter.judges.spec import resolve_judge
+from ragmeter.loops import run_sync
+from ragmeter.metrics.scoring import score_sample
+from ragmeter.runner import resolve_metrics
 from ._tracing import TraceLink, trace_metadata
 
 __all__ = [
@@ -521,10 +524,9 @@ class _NamedEvaluator(RagmeterEvaluator):
     def __init__(self, judge: "Judge | str | None" = None, *, embedder: Embedder | None = None,
                  threshold: float | None = None, warn: float | None = None, share: bool = True,
                  **metric_options: Any):
-        from .. import metrics as _metrics
 
         assert self.metric_name is not None
-        cls = getattr(_metrics, JUDGE_METRICS[self.metric_name])
+        cls = metric_class(self.metric_name)
         metric = cls(threshold=threshold, warn=warn, **metric_options)
         super().__init__(metric, judge, embedder=embedder, share=share)
 

@@ -14,7 +14,8 @@ from scripted import ScriptedJudge  # noqa: E402
 
 from ragmeter.data import Context, Sample  # noqa: E402
 from ragmeter.metrics import CitationAccuracy, CitationPrecision, CitationRecall, Faithfulness, ScoringContext  # noqa: E402
-from ragmeter.metrics.citation import Unit, claim_evidence, parse_citations, score_citations, strip_citations  # noqa: E402
+from ragmeter.citations import Unit, parse_citations, strip_citations  # noqa: E402
+from ragmeter.metrics.citation import claim_evidence, score_citations  # noqa: E402
 
 CHUNKS = ["Chunk one.", "Chunk two.", "Chunk three."]
 

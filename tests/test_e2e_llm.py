@@ -12,10 +12,10 @@ import pytest
 import ragmeter as rm
 from fake_llm_servers import FakeLLMServer
 from ragmeter.judges import AnthropicJudge, OpenAIEmbedder, OpenAIJudge
-from ragmeter.metrics import JUDGE_METRICS
+from ragmeter.metrics import REGISTRY
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "rag_samples.jsonl"
-ALL = list(JUDGE_METRICS)
+ALL = list(REGISTRY)
 
 
 def samples(n_contexts: int, n: int = 3) -> list[rm.Sample]:

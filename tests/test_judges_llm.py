@@ -17,8 +17,9 @@ import pytest
 from fake_llm_servers import Answer, FakeLLMServer, answer, error, hang, oracle, text, truncated
 from ragmeter.judges import JudgeError, Usage
 from ragmeter.judges.cache import JudgeCache
-from ragmeter.judges.llm import (CallableTransport, ChatRequest, LLMJudge, PerLoop, Reply, RetryPolicy,
+from ragmeter.judges.llm import (CallableTransport, ChatRequest, LLMJudge, Reply, RetryPolicy,
                                  classify_error, cost_of, parse_json_answer, price_for)
+from ragmeter.loops import PerLoop
 from ragmeter.judges.ratelimit import ConcurrencyLimit, RateLimiter, TokenBucket
 from ragmeter.judges.tasks import get_task
 

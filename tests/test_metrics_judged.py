@@ -503,7 +503,7 @@ def full_script():
 
 
 def all_metrics():
-    return [M.get_metric(name) for name in M.JUDGE_METRICS]
+    return [M.get_metric(name) for name in M.REGISTRY]
 
 
 def with_chunks(n: int) -> Sample:

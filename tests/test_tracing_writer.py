@@ -11,7 +11,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 import ragmeter
 from ragmeter.data import Sample, Score
-from ragmeter.metrics.citation import parse_citations, score_citations
+from ragmeter.citations import parse_citations
+from ragmeter.metrics.citation import score_citations
 from ragmeter.result import SampleResult
 from ragmeter.judges.base import Usage
 from ragmeter.tracing import writer as writer_mod

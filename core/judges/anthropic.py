@@ -14,7 +14,8 @@ import os
 from typing import Any
 
 from .base import Embedder
-from .llm import ChatRequest, LLMJudge, PerLoop, Reply, Transport, Turn
+from ragmeter.loops import PerLoop
+from .llm import ChatRequest, LLMJudge, Reply, Transport, Turn
 
 __all__ = ["AnthropicJudge", "AnthropicTransport", "DEFAULT_MODEL"]
 

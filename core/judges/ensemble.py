@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence
 
-from ..data import Score
-from .base import Judge, JudgeError, TaskResult
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..metrics.base import Metric
+from ragmeter.data import Score, label_for
+from ragmeter.judges.base import Judge, JudgeError, TaskResult
 
 __all__ = ["EnsembleJudge"]
 
@@ -40,13 +37,13 @@ class EnsembleJudge(Judge):
         self.embedder = next((j.embedder for j in judges if j.embedder is not None), None)
 
     async def run(self, task: str, inputs: dict) -> TaskResult:
-        """Not used: the runner asks each member and combines Scores with :meth:`combine`."""
+        """Not used: :class:`ragmeter.metrics.scoring.EnsembleScorer` asks each member and combines
+        Scores with :meth:`combine`."""
         raise JudgeError("EnsembleJudge combines Scores, not task answers: score with ragmeter.evaluate()", task=task)
 
-    def combine(self, metric: "Metric", scores: Sequence[Score]) -> Score:
-        """One Score from the members' Scores for ``metric`` (same order as ``members``)."""
-        from ..metrics.base import label_for
-
+    def combine(self, metric: Any, scores: Sequence[Score]) -> Score:
+        """One Score from the members' Scores for ``metric`` (anything with ``name``,
+        ``threshold`` and ``warn``; scores in the order of ``members``)."""
         members = {j.name: {"value": s.value, "label": s.label, "error": s.error, "explanation": s.explanation}
                    for j, s in zip(self.members, scores)}
         values = [s.value for s in scores if s.value is not None]

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .llm import (CachedEmbedder, ChatRequest, HomeLoop, LLMJudge, Reply, Transport, Turn, model_id, safe_params,
+from ragmeter.loops import HomeLoop
+from .llm import (CachedEmbedder, ChatRequest, LLMJudge, Reply, Transport, Turn, model_id, safe_params,
                   schema_instructions)
 
 __all__ = ["LangChainJudge", "LangChainEmbedder", "LangChainTransport"]

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .llm import (CachedEmbedder, ChatRequest, HomeLoop, LLMJudge, Reply, Transport, Turn, classify_error, model_id,
+from ragmeter.loops import HomeLoop
+from .llm import (CachedEmbedder, ChatRequest, LLMJudge, Reply, Transport, Turn, classify_error, model_id,
                   safe_params)
 
 __all__ = ["LlamaIndexJudge", "LlamaIndexEmbedder", "LlamaIndexTransport", "model_from_schema"]

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from .base import Embedder
-from .llm import CachedEmbedder, ChatRequest, LLMJudge, PerLoop, Reply, Transport, Turn, schema_instructions
+from ragmeter.loops import PerLoop
+from .llm import CachedEmbedder, ChatRequest, LLMJudge, Reply, Transport, Turn, schema_instructions
 
 __all__ = ["OpenAIJudge", "OpenAIEmbedder", "OpenAITransport"]
 

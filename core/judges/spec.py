@@ -18,14 +18,11 @@ spec                                   judge
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable, Sequence
 
-from .base import Judge
+from ragmeter.judges.base import Judge
 
-__all__ = ["judge_from_spec", "default_judge", "SPEC_HELP"]
-
-SPEC_HELP = ("offline | openai[:MODEL][@BASE_URL] | anthropic[:MODEL][@BASE_URL] | ollama:MODEL[@BASE_URL] "
-             "(e.g. openai:gpt-4o-mini, anthropic:claude-haiku-4-5, openai:qwen2.5@http://localhost:8000/v1)")
+__all__ = ["judge_from_spec", "default_judge", "resolve_judge", "SPECS", "SPEC_HELP"]
 
 
 def _split(rest: str) -> tuple[str | None, str | None]:
@@ -38,6 +35,54 @@ def _split(rest: str) -> tuple[str | None, str | None]:
             raise ValueError(f"judge spec: {url!r} is not a URL (expected e.g. http://host:port/v1)")
     model = model.strip() or None
     return model, url
+
+
+def _offline(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judge:
+    if model or url:
+        raise ValueError(f"judge spec {spec!r}: 'offline' takes no model or URL")
+    from ragmeter.judges.offline import OfflineJudge
+
+    return OfflineJudge(**kwargs)
+
+
+def _openai(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judge:
+    from ragmeter.judges.openai import OpenAIJudge
+
+    return OpenAIJudge(model or "gpt-4o-mini", base_url=url, **kwargs)
+
+
+def _anthropic(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judge:
+    from ragmeter.judges.anthropic import DEFAULT_MODEL, AnthropicJudge
+
+    return AnthropicJudge(model or DEFAULT_MODEL, base_url=url, **kwargs)
+
+
+def _ollama(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judge:
+    if not model:
+        raise ValueError(f"judge spec {spec!r}: name the model, e.g. ollama:llama3.1")
+    from ragmeter.judges.openai import OpenAIJudge
+
+    host = url or os.environ.get("OLLAMA_HOST") or "http://localhost:11434"
+    if "://" not in host:
+        host = "http://" + host
+    base = host.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    kwargs.setdefault("embedder", None)
+    return OpenAIJudge(model, base_url=base, api_key=kwargs.pop("api_key", None) or "ollama", **kwargs)
+
+
+#: The judge-spec registry: backend -> (form shown in help, builder). Adding a backend is one entry.
+SPECS: dict[str, tuple[str, Callable[[str, str | None, str | None, dict], Judge]]] = {
+    "offline": ("offline", _offline),
+    "openai": ("openai[:MODEL][@BASE_URL]", _openai),
+    "anthropic": ("anthropic[:MODEL][@BASE_URL]", _anthropic),
+    "ollama": ("ollama:MODEL[@BASE_URL]", _ollama),
+}
+
+#: The ``--judge`` help, generated from :data:`SPECS`.
+SPEC_HELP = (" | ".join(form for form, _ in SPECS.values())
+             + " (e.g. openai:gpt-4o-mini, anthropic:claude-haiku-4-5, openai:qwen2.5@http://localhost:8000/v1)")
 
 
 def judge_from_spec(spec: str, **kwargs: Any) -> Judge:
@@ -53,36 +98,10 @@ def judge_from_spec(spec: str, **kwargs: Any) -> Judge:
     if "@" in backend:  # "openai@http://..." without a model
         backend, at = backend.split("@", 1)
         rest = "@" + at + (":" + rest if rest else "")
+    if backend not in SPECS:
+        raise ValueError(f"unknown judge spec {spec!r}; expected {SPEC_HELP}")
     model, url = _split(rest) if rest else (None, None)
-
-    if backend == "offline":
-        if model or url:
-            raise ValueError(f"judge spec {spec!r}: 'offline' takes no model or URL")
-        from .offline import OfflineJudge
-
-        return OfflineJudge(**kwargs)
-    if backend == "openai":
-        from .openai import OpenAIJudge
-
-        return OpenAIJudge(model or "gpt-4o-mini", base_url=url, **kwargs)
-    if backend == "anthropic":
-        from .anthropic import DEFAULT_MODEL, AnthropicJudge
-
-        return AnthropicJudge(model or DEFAULT_MODEL, base_url=url, **kwargs)
-    if backend == "ollama":
-        if not model:
-            raise ValueError(f"judge spec {spec!r}: name the model, e.g. ollama:llama3.1")
-        from .openai import OpenAIJudge
-
-        host = url or os.environ.get("OLLAMA_HOST") or "http://localhost:11434"
-        if "://" not in host:
-            host = "http://" + host
-        base = host.rstrip("/")
-        if not base.endswith("/v1"):
-            base += "/v1"
-        kwargs.setdefault("embedder", None)
-        return OpenAIJudge(model, base_url=base, api_key=kwargs.pop("api_key", None) or "ollama", **kwargs)
-    raise ValueError(f"unknown judge spec {spec!r}; expected {SPEC_HELP}")
+    return SPECS[backend][1](spec, model, url, kwargs)
 
 
 def default_judge() -> Judge:
@@ -97,3 +116,15 @@ def default_judge() -> Judge:
     if os.environ.get("ANTHROPIC_API_KEY"):
         return judge_from_spec("anthropic")
     return judge_from_spec("offline")
+
+
+def resolve_judge(judge: Any, metrics: Sequence[Any] = ()) -> Judge | None:
+    """A Judge from a Judge, a spec string (``"offline"``, ``"openai:gpt-4o-mini"``) or None.
+
+    None resolves to :func:`default_judge` only when some metric needs a judge (``uses_judge``).
+    """
+    if isinstance(judge, str):
+        return judge_from_spec(judge)
+    if judge is None and any(m.uses_judge for m in metrics):
+        return default_judge()
+    return judge

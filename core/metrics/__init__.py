@@ -1,60 +1,64 @@
 """Metrics: judge-based RAG metrics, citation metrics and deterministic retrieval metrics.
 
-Classes are imported lazily. :func:`get_metric` turns a name (``"faithfulness"``,
-``"ndcg@10"``) into a metric instance; :data:`METRIC_NAMES` lists the names.
+:data:`REGISTRY` is the one place a judged metric is registered: its name, and the module and
+class that implement it. Everything else is generated from it: :func:`get_metric`, the CLI's
+``--metrics`` help, and the LlamaIndex evaluator classes (``Ragmeter<Class>Evaluator``).
+Classes are imported lazily.
 """
 
 from __future__ import annotations
 
-from .._lazy import lazy_getattr
-from .base import Metric, ScoringContext, label_for
+import importlib
+from typing import Any
 
-_LAZY = {
-    "Faithfulness": ".faithfulness",
-    "HallucinatedSpecifics": ".faithfulness",
-    "AnswerRelevancy": ".answer",
-    "AnswerCorrectness": ".answer",
-    "ResponseCompleteness": ".answer",
-    "ContextRelevance": ".context",
-    "ContextPrecision": ".context",
-    "ContextRecall": ".context",
-    "EntityRecall": ".context",
-    "CitationAccuracy": ".citation",
-    "CitationPrecision": ".citation",
-    "CitationRecall": ".citation",
-    "RetrievalMetric": ".ir",
-    "retrieval": ".retrieval",
-}
+from ragmeter.metrics.base import Metric
+from ragmeter.metrics.requests import ScoringContext
 
-#: Judge-based metric names accepted by :func:`get_metric` and the CLI, with their classes.
-JUDGE_METRICS = {
-    "faithfulness": "Faithfulness",
-    "answer_relevancy": "AnswerRelevancy",
-    "context_relevance": "ContextRelevance",
-    "context_precision": "ContextPrecision",
-    "context_recall": "ContextRecall",
-    "answer_correctness": "AnswerCorrectness",
-    "response_completeness": "ResponseCompleteness",
-    "entity_recall": "EntityRecall",
-    "hallucinated_specifics": "HallucinatedSpecifics",
-    "citation_accuracy": "CitationAccuracy",
-    "citation_precision": "CitationPrecision",
-    "citation_recall": "CitationRecall",
+#: Judged (and claim-level) metrics: name -> (module, class). Adding a metric is one line here.
+REGISTRY: dict[str, tuple[str, str]] = {
+    "faithfulness": ("ragmeter.metrics.faithfulness", "Faithfulness"),
+    "answer_relevancy": ("ragmeter.metrics.answer", "AnswerRelevancy"),
+    "context_relevance": ("ragmeter.metrics.context", "ContextRelevance"),
+    "context_precision": ("ragmeter.metrics.context", "ContextPrecision"),
+    "context_recall": ("ragmeter.metrics.context", "ContextRecall"),
+    "answer_correctness": ("ragmeter.metrics.answer", "AnswerCorrectness"),
+    "response_completeness": ("ragmeter.metrics.answer", "ResponseCompleteness"),
+    "entity_recall": ("ragmeter.metrics.context", "EntityRecall"),
+    "hallucinated_specifics": ("ragmeter.metrics.faithfulness", "HallucinatedSpecifics"),
+    "citation_accuracy": ("ragmeter.metrics.citation", "CitationAccuracy"),
+    "citation_precision": ("ragmeter.metrics.citation", "CitationPrecision"),
+    "citation_recall": ("ragmeter.metrics.citation", "CitationRecall"),
 }
 
 #: Deterministic retrieval metric names; those marked ``@k`` take a cutoff (``precision@5``).
 RETRIEVAL_METRICS = ("precision@k", "recall@k", "hit_rate@k", "mrr", "map", "ndcg@k", "r_precision")
 
-METRIC_NAMES = tuple(JUDGE_METRICS) + RETRIEVAL_METRICS
+METRIC_NAMES = tuple(REGISTRY) + RETRIEVAL_METRICS
 
 #: What ``evaluate()`` runs when no metrics are given (retrieval metrics are added for samples
 #: that carry ``relevant_ids``).
 DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall", "context_relevance")
 DEFAULT_RETRIEVAL_METRICS = ("precision@5", "recall@5", "mrr", "ndcg@10")
 
-__all__ = ["Metric", "ScoringContext", "label_for", "get_metric", "METRIC_NAMES", "DEFAULT_METRICS", *_LAZY]
+_CLASSES = {cls: module for module, cls in REGISTRY.values()}
+_CLASSES["RetrievalMetric"] = "ragmeter.metrics.ir"
 
-__getattr__ = lazy_getattr(__name__, _LAZY, modules=("retrieval",))
+__all__ = ["Metric", "ScoringContext", "get_metric", "metric_class", "metrics_help", "REGISTRY", "METRIC_NAMES",
+           "RETRIEVAL_METRICS", "DEFAULT_METRICS", "DEFAULT_RETRIEVAL_METRICS", "retrieval", *_CLASSES]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLASSES:
+        return getattr(importlib.import_module(_CLASSES[name]), name)
+    if name == "retrieval":
+        return importlib.import_module("ragmeter.metrics.retrieval")
+    raise AttributeError(f"module 'ragmeter.metrics' has no attribute {name!r}")
+
+
+def metric_class(name: str) -> type[Metric]:
+    """The class registered under a judged metric's ``name`` (see :data:`REGISTRY`)."""
+    module, cls = REGISTRY[name]
+    return getattr(importlib.import_module(module), cls)
 
 
 def get_metric(spec: "str | Metric") -> Metric:
@@ -65,11 +69,20 @@ def get_metric(spec: "str | Metric") -> Metric:
     if not isinstance(spec, str):
         raise TypeError(f"a metric is a Metric instance or a name, got {type(spec).__name__}")
     name = spec.strip().lower().replace("-", "_")
-    if name in JUDGE_METRICS:
-        return __getattr__(JUDGE_METRICS[name])()
+    if name in REGISTRY:
+        return metric_class(name)()
     base, _, k = name.partition("@")
     if base in {m.split("@")[0] for m in RETRIEVAL_METRICS}:
-        from .ir import RetrievalMetric
+        from ragmeter.metrics.ir import RetrievalMetric
 
         return RetrievalMetric(base, k=int(k) if k else None)
     raise ValueError(f"unknown metric {spec!r}; known: {', '.join(METRIC_NAMES)}")
+
+
+def metrics_help() -> str:
+    """The ``--metrics`` help text, generated from :data:`REGISTRY` and the defaults."""
+    return ("comma-separated metric names (repeatable). Judge metrics: " + ", ".join(REGISTRY)
+            + ". Retrieval metrics (need relevant_ids): "
+            + ", ".join(m.replace("@k", "@K") for m in RETRIEVAL_METRICS)
+            + ". Default: " + ", ".join(DEFAULT_METRICS) + " (+ " + ", ".join(DEFAULT_RETRIEVAL_METRICS)
+            + " when records carry relevant_ids)")

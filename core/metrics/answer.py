@@ -4,44 +4,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..data import Sample, Score
-from ..judges.base import JudgeError, cosine
-from ..text import split_sentences
-from .base import Metric, ScoringContext
-from .citation import answer_claims, answer_units
+from ragmeter.data import Sample, Score
+from ragmeter.judges.base import JudgeError, cosine
+from ragmeter.metrics.base import Metric
+from ragmeter.metrics.requests import DEFAULT_N_QUESTIONS, ScoringContext
+from ragmeter.text import split_sentences
 
 __all__ = ["AnswerRelevancy", "AnswerCorrectness", "ResponseCompleteness"]
-
-DEFAULT_N_QUESTIONS = 3
-
-
-def _answer_text(sample: Sample) -> str:
-    """The answer as sent to judges and embedders: citation markers and reference list removed."""
-    return answer_units(sample).text or (sample.answer or "").strip()
-
-
-def _generates(ctx: ScoringContext) -> bool:
-    return bool(getattr(ctx.judge, "generates_questions", True))
-
-
-def _question_inputs(sample: Sample, ctx: ScoringContext, n: int) -> dict:
-    """Inputs of ``generate_questions``, built the same way by every metric that uses it.
-
-    A judge that cannot write questions (``generates_questions=False``) is asked for 0 questions:
-    it still reports ``noncommittal`` and the question's ``parts``.
-    """
-    return {"question": sample.question, "answer": _answer_text(sample), "n": n if _generates(ctx) else 0}
-
-
-def _shared_n(ctx: ScoringContext, own: int | None) -> int:
-    """The number of questions to ask for: the AnswerRelevancy of this run decides, so that
-    ResponseCompleteness reuses its ``generate_questions`` call."""
-    if own is not None:
-        return own
-    for m in getattr(ctx, "metrics", ()):
-        if isinstance(m, AnswerRelevancy) and m.method == "embeddings":
-            return m.n
-    return DEFAULT_N_QUESTIONS
 
 
 def _vector(vectors: dict, text: str, what: str):
@@ -88,42 +57,43 @@ class AnswerRelevancy(Metric):
         self.n = n
         self.method = method
         self.aggregate = aggregate
+        self.n_questions = n if method == "embeddings" else None
 
     async def embedding_inputs(self, sample: Sample, ctx: ScoringContext) -> list[str]:
         if self.method != "embeddings" or self.missing_fields(sample):
             return []
-        if not _generates(ctx):
-            return [sample.question, _answer_text(sample)]
+        if not ctx.generates_questions():
+            return [sample.question, ctx.answer_text()]
         try:
-            out = (await ctx.task("generate_questions", _question_inputs(sample, ctx, self.n))).output
+            out = await ctx.generated_questions()
         except Exception:  # the metric reports the failure itself; other metrics still get vectors
             return []
         if out["noncommittal"]:
             return []
-        return [sample.question, *out["questions"]]
+        return [sample.question, *out["questions"][:self.n]]
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         if self.method == "rating":
-            out = (await ctx.task("rate_answer", {"question": sample.question, "answer": _answer_text(sample)})).output
+            out = await ctx.answer_rating()
             reason = out["reason"]
             return Score(self.name, out["score"], explanation=f"rated {out['score']:.2f} by the judge" + (f": {reason}" if reason else ""),
                          details={"method": "rating", "reason": reason})
-        inputs = _question_inputs(sample, ctx, self.n)
-        out = (await ctx.task("generate_questions", inputs)).output
+        out = await ctx.generated_questions()
         details: dict = {"method": "embeddings", "aggregate": self.aggregate, "noncommittal": out["noncommittal"]}
         if out["noncommittal"]:
             return Score(self.name, 0.0, explanation="the answer is noncommittal (evasive, vague or declines to answer): scored 0",
                          details=details)
         vectors = await ctx.embeddings()
         q = _vector(vectors, sample.question, "question")
-        if not _generates(ctx):
-            sim = max(0.0, cosine(q, _vector(vectors, _answer_text(sample), "answer")))
+        if not ctx.generates_questions():
+            sim = max(0.0, cosine(q, _vector(vectors, ctx.answer_text(), "answer")))
             details["similarity"] = sim
             judge = getattr(ctx.judge, "name", "this")
             return Score(self.name, sim, details=details,
                          explanation=f"the {judge} judge cannot generate questions; score = similarity of question and answer ({sim:.2f})")
-        sims = [cosine(q, _vector(vectors, g, "generated question")) for g in out["questions"]]
-        details["questions"] = [{"question": g, "similarity": s} for g, s in zip(out["questions"], sims)]
+        questions = out["questions"][:self.n]
+        sims = [cosine(q, _vector(vectors, g, "generated question")) for g in questions]
+        details["questions"] = [{"question": g, "similarity": s} for g, s in zip(questions, sims)]
         raw = max(sims) if self.aggregate == "max" else sum(sims) / len(sims)
         value = max(0.0, raw)
         explanation = (f"{self.aggregate} cosine similarity of the question and {len(sims)} questions generated "
@@ -167,19 +137,18 @@ class AnswerCorrectness(Metric):
     async def embedding_inputs(self, sample: Sample, ctx: ScoringContext) -> list[str]:
         if self.weights[1] == 0 or self.missing_fields(sample):
             return []
-        return [_answer_text(sample), sample.reference]  # type: ignore[list-item]
+        return [ctx.answer_text(), sample.reference]  # type: ignore[list-item]
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         reference = sample.reference or ""
         statements = split_sentences(reference)
         if not statements:
             return Score(self.name, None, explanation="not applicable: the reference has no statements")
-        _, claims = await answer_claims(sample, ctx)
+        claims = await ctx.claims()
         claim_records: list[dict] = []
         statement_records = [{"statement": s, "in_answer": False} for s in statements]
         if claims:
-            out = (await ctx.task("compare_claims", {"question": sample.question, "claims": [c["text"] for c in claims],
-                                                     "statements": statements})).output
+            out = await ctx.claim_comparison(claims, statements)
             claim_records = [{"claim": c["text"], "in_reference": v["in_reference"]} for c, v in zip(claims, out["claims"])]
             statement_records = [{"statement": s, "in_answer": v["in_answer"]} for s, v in zip(statements, out["statements"])]
         tp = sum(r["in_reference"] for r in claim_records)
@@ -192,7 +161,7 @@ class AnswerCorrectness(Metric):
         similarity = None
         if w_s > 0:
             vectors = await ctx.embeddings()
-            similarity = max(0.0, cosine(_vector(vectors, _answer_text(sample), "answer"),
+            similarity = max(0.0, cosine(_vector(vectors, ctx.answer_text(), "answer"),
                                          _vector(vectors, reference, "reference")))
             details["similarity"] = similarity
         value = (w_f * f1 + w_s * (similarity or 0.0)) / (w_f + w_s)
@@ -214,9 +183,8 @@ class ResponseCompleteness(Metric):
     Example: "When was Einstein born and where did he die?" -> parts "when born" (covered) and
     "where died" (not covered) -> 1 / 2 = 0.5 (fail).
 
-    ``n``: the number of questions asked of ``generate_questions``; None (default) uses that of
-    the run's AnswerRelevancy so the call is shared. Thresholds: pass 0.8, warn 0.6 (an answer
-    should address at least four in five parts of what was asked; missing one of two fails).
+    Thresholds: pass 0.8, warn 0.6 (an answer should address at least four in five parts of what
+    was asked; missing one of two fails).
     """
 
     name = "response_completeness"
@@ -224,15 +192,8 @@ class ResponseCompleteness(Metric):
     warn = 0.6
     requires = ("answer",)
 
-    def __init__(self, *, n: int | None = None, threshold: float | None = None, warn: float | None = None):
-        super().__init__(threshold=threshold, warn=warn)
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ValueError("n must be a positive integer or None")
-        self.n = n
-
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
-        inputs = _question_inputs(sample, ctx, _shared_n(ctx, self.n))
-        out = (await ctx.task("generate_questions", inputs)).output
+        out = await ctx.generated_questions()
         parts = out["parts"]
         covered = [p["text"] for p in parts if p["covered"]]
         missing = [p["text"] for p in parts if not p["covered"]]

@@ -1,119 +1,14 @@
-"""Metric base class and the per-sample scoring context that shares judge work between metrics."""
+"""The Metric base class: validated levels, not-applicable handling, never-raise scoring."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import json
-from typing import Any, Awaitable, Callable, Sequence
 
-import numpy as np
+from ragmeter.data import Sample, Score, label_for
+from ragmeter.judges.base import Embedder, Judge, JudgeError
+from ragmeter.metrics.requests import ScoringContext, TaskRecorder
 
-from ..data import Sample, Score
-from ..judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
-
-__all__ = ["Metric", "ScoringContext", "label_for"]
-
-
-def label_for(value: float | None, threshold: float, warn: float) -> str | None:
-    """``"pass"`` when value >= threshold, ``"warn"`` when value >= warn, else ``"fail"``; None for None."""
-    if value is None:
-        return None
-    if value >= threshold:
-        return "pass"
-    if value >= warn:
-        return "warn"
-    return "fail"
-
-
-def _key(name: str, inputs: Any) -> str:
-    return name + ":" + json.dumps(inputs, sort_keys=True, ensure_ascii=False, default=str)
-
-
-class ScoringContext:
-    """Everything the metrics of one sample share: the judge, the embedder, and a memo of task
-    results, so each judge task runs at most once per sample whatever the number of metrics.
-
-    ``usage`` totals what this sample cost (each call counted once). ``embeddings()`` makes one
-    embedding call for all texts the sample's metrics declared via ``Metric.embedding_inputs``.
-    """
-
-    def __init__(self, sample: Sample, judge: Judge | None = None, embedder: Embedder | None = None,
-                 metrics: Sequence["Metric"] = ()):
-        self.sample = sample
-        self.judge = judge
-        self.embedder = embedder if embedder is not None else getattr(judge, "embedder", None)
-        self.metrics = list(metrics)
-        self.usage = Usage()
-        self._memo: dict[str, asyncio.Future] = {}
-
-    async def shared(self, key: str, factory: Callable[[], Awaitable[Any]]) -> Any:
-        """Run ``factory()`` once per ``key`` for this sample; concurrent callers await the same result."""
-        fut = self._memo.get(key)
-        if fut is None:
-            fut = asyncio.ensure_future(factory())
-            self._memo[key] = fut
-        return await asyncio.shield(fut)
-
-    async def task(self, name: str, inputs: dict) -> TaskResult:
-        """The judge's answer to task ``name`` on ``inputs`` (asked once per sample)."""
-        if self.judge is None:
-            raise JudgeError(f"task {name!r} needs a judge; pass judge=... (e.g. OfflineJudge())", task=name)
-
-        async def call() -> TaskResult:
-            try:
-                result = await self.judge.run(name, inputs)
-            except JudgeError as err:
-                self.usage = self.usage + err.usage
-                raise
-            self.usage = self.usage + result.usage
-            return result
-
-        return await self.shared(_key(name, inputs), call)
-
-    async def embeddings(self) -> dict[str, np.ndarray]:
-        """Vectors for every text any metric of this sample declared, from one embedding call."""
-        async def compute() -> dict[str, np.ndarray]:
-            if self.embedder is None:
-                raise JudgeError("no embedder: pass embedder=... or use a judge that has one")
-            texts: list[str] = []
-            for metric in self.metrics:
-                for t in await metric.embedding_inputs(self.sample, self):
-                    if t not in texts:
-                        texts.append(t)
-            if not texts:
-                return {}
-            vectors, usage = await self.embedder.embed(texts)
-            self.usage = self.usage + usage
-            vectors = np.asarray(vectors, dtype=float)
-            if vectors.shape[0] != len(texts):
-                raise JudgeError(f"embedder returned {vectors.shape[0]} vectors for {len(texts)} texts")
-            return dict(zip(texts, vectors))
-
-        return await self.shared("__embeddings__", compute)
-
-
-class _Recorder:
-    """A view of a ScoringContext that records which tasks one metric used (for Score.details)."""
-
-    def __init__(self, ctx: ScoringContext):
-        self._ctx = ctx
-        self.used: dict[str, Usage] = {}
-        self.notes: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ctx, name)
-
-    async def task(self, name: str, inputs: dict) -> TaskResult:
-        try:
-            result = await self._ctx.task(name, inputs)
-        except JudgeError as err:
-            self.used[name] = err.usage  # a failed task still cost something: show it on the Score
-            raise
-        self.used[name] = result.usage
-        if result.note and result.note not in self.notes:
-            self.notes.append(result.note)
-        return result
+__all__ = ["Metric"]
 
 
 class Metric:
@@ -130,6 +25,9 @@ class Metric:
     warn: float = 0.5
     requires: tuple[str, ...] = ()
     uses_judge: bool = True
+    #: Questions this metric needs ``generate_questions`` to write (None: it needs none). The run
+    #: asks once for the largest number any of its metrics declares (:class:`RequestSettings`).
+    n_questions: int | None = None
 
     def __init__(self, *, threshold: float | None = None, warn: float | None = None):
         self._set_levels(threshold, warn)
@@ -185,7 +83,7 @@ class Metric:
         if missing:
             return Score(self.name, None, explanation=f"not applicable: the sample has no {' / '.join(missing)}",
                          details={"missing": missing}, judge=judge)
-        rec = _Recorder(ctx)
+        rec = TaskRecorder(ctx)
         try:
             score = await self.compute(sample, rec)  # type: ignore[arg-type]
         except JudgeError as err:
@@ -202,8 +100,11 @@ class Metric:
         score.details.setdefault("warn", self.warn)
         return score
 
-    def score(self, sample: Sample, judge: Judge | None = None, embedder: Embedder | None = None) -> Score:
-        """Synchronous convenience: score one sample with ``judge`` (an ensemble works too)."""
-        from ..runner import run_sync, score_sample
+    def score(self, sample: Sample, judge: "Judge | str | None" = None, embedder: Embedder | None = None) -> Score:
+        """Synchronous convenience: score one sample with ``judge``: a Judge (an ensemble works
+        too), a spec such as ``"offline"``, or None for the default judge, as in ``evaluate()``."""
+        from ragmeter.judges.spec import resolve_judge
+        from ragmeter.loops import run_sync
+        from ragmeter.metrics.scoring import score_sample
 
-        return run_sync(score_sample(sample, [self], judge, embedder)).scores[self.name]
+        return run_sync(score_sample(sample, [self], resolve_judge(judge, [self]), embedder)).scores[self.name]

@@ -8,35 +8,13 @@ entity recall. Neither grows with the number of chunks.
 
 from __future__ import annotations
 
-from ..data import Sample, Score
-from ..text import split_sentences
-from .base import Metric, ScoringContext
+from ragmeter.aggregate import decayed_relevance
+from ragmeter.data import Sample, Score
+from ragmeter.metrics.base import Metric
+from ragmeter.metrics.requests import ScoringContext
+from ragmeter.metrics.retrieval import context_precision
 
 __all__ = ["ContextRelevance", "ContextPrecision", "ContextRecall", "EntityRecall"]
-
-
-def chunk_statements(sample: Sample) -> list[list[str]]:
-    """Each chunk split into statements (sentences), as sent to ``rate_chunks``."""
-    return [split_sentences(t) for t in sample.context_texts]
-
-
-async def rate_chunks(sample: Sample, ctx: ScoringContext) -> tuple[list[list[str]], dict]:
-    """The ``rate_chunks`` answer for the sample (one call shared by the context metrics):
-    per chunk the relevant statement indices and the ``useful`` verdict, and ``answerable``."""
-    statements = chunk_statements(sample)
-    inputs = {"question": sample.question, "reference": sample.reference or None, "chunks": statements}
-    return statements, (await ctx.task("rate_chunks", inputs)).output
-
-
-async def attribute_statements(sample: Sample, ctx: ScoringContext) -> tuple[list[str], dict | None]:
-    """The ``attribute_statements`` answer: reference statements attributed to chunks, and the
-    reference's entities found in the chunks (one call shared by context and entity recall).
-    None, without a call, when the reference has no statements."""
-    statements = split_sentences(sample.reference or "")
-    if not statements:
-        return statements, None
-    inputs = {"question": sample.question, "statements": statements, "chunks": sample.context_texts}
-    return statements, (await ctx.task("attribute_statements", inputs)).output
 
 
 def _chunk_ref(sample: Sample, i: int) -> dict:
@@ -83,7 +61,7 @@ class ContextRelevance(Metric):
         self.decay = decay
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
-        statements, out = await rate_chunks(sample, ctx)
+        statements, out = await ctx.chunk_ratings()
         per_chunk = []
         for i, (sts, verdict) in enumerate(zip(statements, out["chunks"])):
             rel = verdict["relevant"]
@@ -98,8 +76,6 @@ class ContextRelevance(Metric):
         if total == 0:
             return Score(self.name, None, explanation="not applicable: the retrieved chunks contain no text", details=details)
         if self.aggregate == "decayed":
-            from ..aggregate import decayed_relevance
-
             value = decayed_relevance([c["score"] for c in per_chunk], decay=self.decay)
             details["decay"] = self.decay
             explanation = (f"position-decayed mean of per-chunk relevance (decay {self.decay:g}): {value:.2f}; "
@@ -132,9 +108,7 @@ class ContextPrecision(Metric):
     requires = ("contexts",)
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
-        from .retrieval import context_precision
-
-        _, out = await rate_chunks(sample, ctx)
+        _, out = await ctx.chunk_ratings()
         verdicts = [c["useful"] for c in out["chunks"]]
         value = context_precision(verdicts)
         against = "reference" if sample.reference else "question"
@@ -179,13 +153,13 @@ class ContextRecall(Metric):
             if not self.estimate:
                 return Score(self.name, None, explanation="not applicable: the sample has no reference",
                              details={"missing": ["reference"]})
-            _, out = await rate_chunks(sample, ctx)
+            _, out = await ctx.chunk_ratings()
             rating = out["answerable"]
             value = (rating - 1) / 4
             return Score(self.name, value, details={"estimate": True, "method": "reference-free", "answerable": rating},
                          explanation=(f"estimate (no reference): the judge rates the chunks {rating}/5 for fully "
                                       f"answering the question -> {value:.2f}"))
-        statements, out = await attribute_statements(sample, ctx)
+        statements, out = await ctx.reference_attribution()
         if out is None:
             return Score(self.name, None, explanation="not applicable: the reference has no statements")
         records = [{"statement": statements[v["statement"]], "attributed": v["attributed"], "chunks": v["chunks"]}
@@ -219,7 +193,7 @@ class EntityRecall(Metric):
     requires = ("reference", "contexts")
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
-        statements, out = await attribute_statements(sample, ctx)
+        statements, out = await ctx.reference_attribution()
         if out is None:
             return Score(self.name, None, explanation="not applicable: the reference has no statements")
         entities = out["entities"]

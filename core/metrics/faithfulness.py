@@ -4,9 +4,11 @@ the answer that no chunk states)."""
 
 from __future__ import annotations
 
-from ..data import Sample, Score
-from .base import Metric, ScoringContext
-from .citation import answer_claims, answer_units, claim_evidence, claim_verdicts
+from ragmeter.data import Sample, Score
+from ragmeter.metrics.base import Metric
+from ragmeter.metrics.citation import claim_evidence
+from ragmeter.metrics.requests import ScoringContext
+from ragmeter.specifics import extract_specifics, find_specific
 
 __all__ = ["Faithfulness", "HallucinatedSpecifics"]
 
@@ -67,7 +69,7 @@ class Faithfulness(Metric):
         self.no_claims_value = no_claims_value
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
-        parsed, claims = await answer_claims(sample, ctx)
+        parsed, claims = ctx.answer_units(), await ctx.claims()
         if not claims:
             reason = "the answer makes no factual claim (e.g. a refusal or 'I don't know'), so there is nothing to verify"
             details = {"claims": [], "units": parsed.unit_texts, "mode": self.mode}
@@ -76,7 +78,7 @@ class Faithfulness(Metric):
             return Score(self.name, self.no_claims_value,
                          explanation=f"{reason}; scored {self.no_claims_value:g} as configured (no_claims_value)",
                          details=details)
-        verdicts = await claim_verdicts(sample, ctx, claims)
+        verdicts = await ctx.claim_verdicts()
         texts = sample.context_texts
         records = []
         for c, v in zip(claims, verdicts):
@@ -148,9 +150,7 @@ class HallucinatedSpecifics(Metric):
         self.no_specifics_value = no_specifics_value
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
-        from ..specifics import extract_specifics, find_specific
-
-        text = answer_units(sample).text
+        text = ctx.answer_units().text
         specifics = []
         seen: set = set()
         for s in extract_specifics(text):

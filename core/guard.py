@@ -1,0 +1,76 @@
+"""One never-raise guard for code that runs inside the user's application.
+
+Capture hooks (LangChain callbacks, LlamaIndex span handlers, OpenTelemetry processors) and the
+background scorer must never break, slow or flood the host: a failure in ragmeter's own code is
+logged once per place with its traceback, counted, and swallowed. Later failures at the same
+place are counted and logged at debug level only, so 200 failing samples give one warning, not
+200 tracebacks.
+
+>>> with never_raise("example: parse"):
+...     int("not a number")
+>>> failures()["example: parse"]
+1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+from typing import Any, Callable, Iterator, TypeVar
+
+__all__ = ["never_raise", "guarded", "failures"]
+
+log = logging.getLogger("ragmeter")
+F = TypeVar("F", bound=Callable[..., Any])
+
+_lock = threading.Lock()
+_counts: dict[str, int] = {}
+
+
+def _record(where: str, exc: BaseException, on_error: Callable[[BaseException], Any] | None) -> None:
+    with _lock:
+        n = _counts.get(where, 0) + 1
+        _counts[where] = n
+    if n == 1:
+        log.warning("ragmeter: %s failed (the application is not affected; later failures here are "
+                    "counted, not logged): %s: %s", where, type(exc).__name__, exc, exc_info=exc)
+    else:
+        log.debug("ragmeter: %s failed again (%d times): %s: %s", where, n, type(exc).__name__, exc)
+    if on_error is not None:
+        try:
+            on_error(exc)
+        except Exception:  # the error handler itself must not raise either
+            log.debug("ragmeter: error handler of %s failed", where, exc_info=True)
+
+
+@contextlib.contextmanager
+def never_raise(where: str, on_error: Callable[[BaseException], Any] | None = None) -> Iterator[None]:
+    """Run the block; an ``Exception`` inside is logged (once per ``where``), counted, passed to
+    ``on_error`` and swallowed. ``BaseException`` (KeyboardInterrupt, SystemExit) passes through."""
+    try:
+        yield
+    except Exception as exc:
+        _record(where, exc, on_error)
+
+
+def guarded(where: str, default: Any = None) -> Callable[[F], F]:
+    """Decorator form of :func:`never_raise` for a function or method: returns ``default`` when
+    the function raises."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                _record(where, exc, None)
+                return default
+        return inner  # type: ignore[return-value]
+    return wrap
+
+
+def failures() -> dict[str, int]:
+    """How many failures each guarded place has swallowed in this process."""
+    with _lock:
+        return dict(_counts)

@@ -1,0 +1,245 @@
+"""The judge requests of one sample, built in one place: the cost promise held by code.
+
+Every judge task a metric can use is asked through a method of :class:`JudgeRequests`, which
+builds the task's inputs one way only. Because the inputs are identical, the
+:class:`ScoringContext` memo answers every metric of a sample from one call per task, whatever
+the number of metrics or chunks:
+
+==========================  =====================  ============================================
+request                     task                   used by
+==========================  =====================  ============================================
+``claims()``                extract_claims         faithfulness, answer correctness, citations
+``claim_verdicts()``        verify_claims          faithfulness, citations
+``chunk_ratings()``         rate_chunks            context relevance / precision, recall estimate
+``reference_attribution()`` attribute_statements   context recall, entity recall
+``generated_questions()``   generate_questions     answer relevancy, response completeness
+``claim_comparison()``      compare_claims         answer correctness
+``answer_rating()``         rate_answer            answer relevancy (``method="rating"``)
+``embeddings()``            (embedder)             one embedding call for every metric's texts
+==========================  =====================  ============================================
+
+Run-level settings (:class:`RequestSettings`, e.g. the number of generated questions) are
+decided once per run from the metrics, never by one metric on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+
+import numpy as np
+
+from ragmeter.citations import ParsedAnswer, parse_citations
+from ragmeter.data import Sample
+from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
+from ragmeter.text import split_sentences
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragmeter.metrics.base import Metric
+
+__all__ = ["RequestSettings", "JudgeRequests", "ScoringContext", "DEFAULT_N_QUESTIONS"]
+
+#: Questions ``generate_questions`` writes per answer when no metric of the run asks for more.
+DEFAULT_N_QUESTIONS = 3
+
+
+@dataclass(frozen=True)
+class RequestSettings:
+    """Settings of the judge requests that hold for a whole run.
+
+    ``n_questions``: how many questions ``generate_questions`` writes; :meth:`for_metrics` takes
+    the largest ``n_questions`` any metric of the run declares (default 3), so answer relevancy
+    and response completeness share one call.
+    """
+
+    n_questions: int = DEFAULT_N_QUESTIONS
+
+    @classmethod
+    def for_metrics(cls, metrics: Sequence["Metric"]) -> "RequestSettings":
+        """The settings that serve every metric of ``metrics``."""
+        wanted = [m.n_questions for m in metrics if getattr(m, "n_questions", None)]
+        return cls(n_questions=max(wanted) if wanted else DEFAULT_N_QUESTIONS)
+
+
+def _key(name: str, inputs: Any) -> str:
+    return name + ":" + json.dumps(inputs, sort_keys=True, ensure_ascii=False, default=str)
+
+
+class JudgeRequests:
+    """The per-sample judge requests (see the module table). Subclasses provide ``sample``,
+    ``judge``, ``settings``, ``parsed`` and :meth:`task`."""
+
+    sample: Sample
+    judge: Judge | None
+    settings: RequestSettings
+    parsed: ParsedAnswer
+
+    async def task(self, name: str, inputs: dict) -> TaskResult:  # pragma: no cover - interface
+        """The judge's answer to task ``name`` on ``inputs``."""
+        raise NotImplementedError
+
+    def answer_units(self) -> ParsedAnswer:
+        """The answer parsed into units with their citations (the same for every metric)."""
+        return self.parsed
+
+    def answer_text(self) -> str:
+        """The answer as judges and embedders see it: citation markers and reference list removed."""
+        return self.parsed.text or (self.sample.answer or "").strip()
+
+    async def claims(self) -> list[dict]:
+        """The answer's claims ``[{unit, text}]`` (``extract_claims`` on the question and the
+        unit texts). An answer without text has no claims and costs no call."""
+        if not self.parsed.units:
+            return []
+        out = (await self.task("extract_claims", {"question": self.sample.question,
+                                                  "units": self.parsed.unit_texts})).output
+        return list(out["claims"])
+
+    async def claim_verdicts(self) -> list[dict]:
+        """One ``verify_claims`` verdict per claim of :meth:`claims` against all chunks (no call
+        without claims)."""
+        claims = await self.claims()
+        if not claims:
+            return []
+        out = (await self.task("verify_claims", {"claims": [c["text"] for c in claims],
+                                                 "chunks": self.sample.context_texts})).output
+        return list(out["verdicts"])
+
+    async def chunk_ratings(self) -> tuple[list[list[str]], dict]:
+        """Each chunk split into statements, and the ``rate_chunks`` answer: per chunk the
+        relevant statement indices and the ``useful`` verdict, and ``answerable`` (1..5)."""
+        statements = [split_sentences(t) for t in self.sample.context_texts]
+        inputs = {"question": self.sample.question, "reference": self.sample.reference or None,
+                  "chunks": statements}
+        return statements, (await self.task("rate_chunks", inputs)).output
+
+    async def reference_attribution(self) -> tuple[list[str], dict | None]:
+        """The reference's statements and the ``attribute_statements`` answer (statements
+        attributed to chunks, the reference's entities found in them); None, without a call,
+        when the reference has no statements."""
+        statements = split_sentences(self.sample.reference or "")
+        if not statements:
+            return statements, None
+        inputs = {"question": self.sample.question, "statements": statements, "chunks": self.sample.context_texts}
+        return statements, (await self.task("attribute_statements", inputs)).output
+
+    def generates_questions(self) -> bool:
+        """Whether the judge can write questions (the offline judge cannot)."""
+        return bool(getattr(self.judge, "generates_questions", True))
+
+    async def generated_questions(self) -> dict:
+        """The ``generate_questions`` answer: ``settings.n_questions`` questions the answer
+        would answer (0 for a judge that cannot write them: it still reports ``noncommittal``
+        and the question's ``parts``)."""
+        n = self.settings.n_questions if self.generates_questions() else 0
+        inputs = {"question": self.sample.question, "answer": self.answer_text(), "n": n}
+        return (await self.task("generate_questions", inputs)).output
+
+    async def claim_comparison(self, claims: Sequence[dict], statements: Sequence[str]) -> dict:
+        """The ``compare_claims`` answer: which claims the reference states and which reference
+        ``statements`` the answer covers."""
+        inputs = {"question": self.sample.question, "claims": [c["text"] for c in claims],
+                  "statements": list(statements)}
+        return (await self.task("compare_claims", inputs)).output
+
+    async def answer_rating(self) -> dict:
+        """The ``rate_answer`` answer: a 0..1 rating of how well the answer addresses the question."""
+        inputs = {"question": self.sample.question, "answer": self.answer_text()}
+        return (await self.task("rate_answer", inputs)).output
+
+
+class ScoringContext(JudgeRequests):
+    """Everything the metrics of one sample share: the judge, the embedder, the run's request
+    settings and a memo of task results, so each judge task runs at most once per sample.
+
+    ``usage`` totals what this sample cost (each call counted once). :meth:`embeddings` makes one
+    embedding call for all texts the sample's metrics declared via ``Metric.embedding_inputs``.
+    """
+
+    def __init__(self, sample: Sample, judge: Judge | None = None, embedder: Embedder | None = None,
+                 metrics: Sequence["Metric"] = (), settings: RequestSettings | None = None):
+        self.sample = sample
+        self.judge = judge
+        self.embedder = embedder if embedder is not None else getattr(judge, "embedder", None)
+        self.metrics = list(metrics)
+        self.settings = settings if settings is not None else RequestSettings.for_metrics(self.metrics)
+        self.usage = Usage()
+        self._memo: dict[str, asyncio.Future] = {}
+
+    @cached_property
+    def parsed(self) -> ParsedAnswer:
+        """The sample's answer parsed once (see :func:`ragmeter.citations.parse_citations`)."""
+        return parse_citations(self.sample.answer or "", self.sample.contexts)
+
+    async def shared(self, key: str, factory: Callable[[], Awaitable[Any]]) -> Any:
+        """Run ``factory()`` once per ``key`` for this sample; concurrent callers await the same result."""
+        fut = self._memo.get(key)
+        if fut is None:
+            fut = asyncio.ensure_future(factory())
+            self._memo[key] = fut
+        return await asyncio.shield(fut)
+
+    async def task(self, name: str, inputs: dict) -> TaskResult:
+        """The judge's answer to task ``name`` on ``inputs`` (asked once per sample)."""
+        if self.judge is None:
+            raise JudgeError(f"task {name!r} needs a judge; pass judge=... (e.g. OfflineJudge())", task=name)
+
+        async def call() -> TaskResult:
+            try:
+                result = await self.judge.run(name, inputs)
+            except JudgeError as err:
+                self.usage = self.usage + err.usage
+                raise
+            self.usage = self.usage + result.usage
+            return result
+
+        return await self.shared(_key(name, inputs), call)
+
+    async def embeddings(self) -> dict[str, np.ndarray]:
+        """Vectors for every text any metric of this sample declared, from one embedding call."""
+        async def compute() -> dict[str, np.ndarray]:
+            if self.embedder is None:
+                raise JudgeError("no embedder: pass embedder=... or use a judge that has one")
+            texts: list[str] = []
+            for metric in self.metrics:
+                for t in await metric.embedding_inputs(self.sample, self):
+                    if t not in texts:
+                        texts.append(t)
+            if not texts:
+                return {}
+            vectors, usage = await self.embedder.embed(texts)
+            self.usage = self.usage + usage
+            vectors = np.asarray(vectors, dtype=float)
+            if vectors.shape[0] != len(texts):
+                raise JudgeError(f"embedder returned {vectors.shape[0]} vectors for {len(texts)} texts")
+            return dict(zip(texts, vectors))
+
+        return await self.shared("__embeddings__", compute)
+
+
+class TaskRecorder(JudgeRequests):
+    """A view of a :class:`ScoringContext` for one metric: the same memo, plus a record of the
+    tasks this metric used (their usage and notes go on its Score's details)."""
+
+    def __init__(self, ctx: ScoringContext):
+        self._ctx = ctx
+        self.used: dict[str, Usage] = {}
+        self.notes: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+    async def task(self, name: str, inputs: dict) -> TaskResult:
+        """The context's answer to the task, recorded for this metric."""
+        try:
+            result = await self._ctx.task(name, inputs)
+        except JudgeError as err:
+            self.used[name] = err.usage  # a failed task still cost something: show it on the Score
+            raise
+        self.used[name] = result.usage
+        if result.note and result.note not in self.notes:
+            self.notes.append(result.note)
+        return result
