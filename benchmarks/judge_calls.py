@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the recording OpenAI-compatible server used by the tests
 
-from fake_llm_servers import FakeLLMServer  # noqa: E402
+from helpers.servers import FakeLLMServer  # noqa: E402
 
 import ragmeter as rm  # noqa: E402
 from ragmeter.judges import OpenAIJudge  # noqa: E402

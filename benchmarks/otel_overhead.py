@@ -174,7 +174,7 @@ def _slow_chain(latency: float):
     (a stand-in for the network time of a real model call)."""
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-    from test_tracing_support import langchain_chain
+    from helpers.tracing import langchain_chain
 
     chain = langchain_chain(["Paris is the capital of France [1]."] * 100_000)
     if latency <= 0:

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from scripted import ScriptedJudge  # noqa: E402
+from helpers.scripted import ScriptedJudge  # noqa: E402
 
 from ragmeter.data import Context, Sample  # noqa: E402
 from ragmeter.metrics import CitationAccuracy, CitationPrecision, CitationRecall, Faithfulness, ScoringContext  # noqa: E402

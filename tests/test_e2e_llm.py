@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import ragmeter as rm
-from fake_llm_servers import FakeLLMServer
+from helpers.servers import FakeLLMServer
 from ragmeter.judges import AnthropicJudge, OpenAIEmbedder, OpenAIJudge
 from ragmeter.metrics import REGISTRY
 

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from fake_llm_servers import Answer, FakeLLMServer, answer, error, hang, oracle, text, truncated
+from helpers.servers import Answer, FakeLLMServer, answer, error, hang, oracle, text, truncated
 from ragmeter.judges import JudgeError, Usage
 from ragmeter.judges.cache import JudgeCache
 from ragmeter.judges.llm import (CallableTransport, ChatRequest, LLMJudge, Reply, RetryPolicy,

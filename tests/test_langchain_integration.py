@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+from helpers import wait_for
+
 pytest.importorskip("langchain_core")
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -122,13 +124,6 @@ def expected_ids(retriever, question):
     return [d.id for d in retriever.invoke(question)]
 
 
-def wait_for(cond, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 class GatedMetric(Metric):

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:asyncio_module\\(\\) is deprecat
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from scripted import ScriptedJudge  # noqa: E402
+from helpers.scripted import ScriptedJudge  # noqa: E402
 
 from llama_index.core import VectorStoreIndex  # noqa: E402
 from llama_index.core.embeddings import BaseEmbedding  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from scripted import ScriptedJudge  # noqa: E402
+from helpers.scripted import ScriptedJudge  # noqa: E402
 
 import ragmeter.metrics as M  # noqa: E402
 from ragmeter.data import Context, Sample, Score  # noqa: E402

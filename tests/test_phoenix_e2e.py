@@ -181,7 +181,7 @@ def test_carrier_and_annotations_reach_a_real_phoenix_server(phoenix):
 
     from ragmeter.judges import OfflineJudge
     from ragmeter.tracing import PhoenixAnnotationSink, RagmeterSpanProcessor
-    from test_tracing_support import ContextCount, instrumented, langchain_chain
+    from helpers.tracing import ContextCount, instrumented, langchain_chain
 
     project = f"ragmeter-e2e-{uuid.uuid4().hex[:8]}"
     provider = TracerProvider(resource=Resource({"service.name": "ragmeter-e2e", "openinference.project.name": project}),

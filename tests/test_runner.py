@@ -11,7 +11,7 @@ from ragmeter.data import Score
 from ragmeter.judges import EnsembleJudge
 from ragmeter.metrics.base import Metric
 from ragmeter.runner import AsyncioExecutor, resolve_metrics
-from scripted import ScriptedJudge
+from helpers.scripted import ScriptedJudge
 
 SAMPLES = [
     {"id": "a", "question": "Who wrote Dune?", "contexts": [{"id": "d1", "text": "Dune is by Frank Herbert."}, {"id": "d2", "text": "Dune is set on Arrakis."}],

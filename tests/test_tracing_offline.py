@@ -15,7 +15,7 @@ import pytest
 from ragmeter.cli import main
 from ragmeter.tracing import OTLPJsonFileExporter, evaluate_traces, read_otlp_json
 from ragmeter.tracing.offline import encode_otlp_json, export_carriers, samples_from_spans
-from test_tracing_support import ContextCount, memory_provider, oi_rag
+from helpers.tracing import ContextCount, memory_provider, oi_rag
 
 DATA = Path(__file__).parent / "data" / "otlp"
 LC = DATA / "langchain_openinference.jsonl"

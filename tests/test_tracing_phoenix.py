@@ -12,7 +12,7 @@ from ragmeter.data import Sample, Score
 from ragmeter.result import SampleResult
 from ragmeter.tracing import PhoenixAnnotationSink, SpanTarget
 from ragmeter.tracing.phoenix import document_annotations, span_annotations
-from test_tracing_support import ContextCount, oi_rag, rag_provider
+from helpers.tracing import ContextCount, oi_rag, rag_provider
 
 
 class FakeSpans:

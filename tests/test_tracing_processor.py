@@ -17,8 +17,8 @@ from ragmeter.inline import sampled
 from ragmeter.judges import OfflineJudge
 from ragmeter.tracing import RagmeterSpanProcessor
 from ragmeter.tracing.writer import is_suppressed
-from scripted import ScriptedJudge
-from test_tracing_support import (
+from helpers.scripted import ScriptedJudge
+from helpers.tracing import (
     ContextCount, GatedMetric, by_name, carriers, genai_rag, instrumented, langchain_chain,
     llamaindex_index, llamaindex_query_engine, memory_provider, oi_rag, openllmetry_rag, rag_provider, wait_for,
 )
@@ -263,7 +263,7 @@ def test_nothing_is_lost_at_interpreter_exit(tmp_path):
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from ragmeter.tracing import RagmeterSpanProcessor, OTLPJsonFileExporter
-        from test_tracing_support import ContextCount, oi_rag
+        from helpers.tracing import ContextCount, oi_rag
         provider = TracerProvider()
         provider.add_span_processor(RagmeterSpanProcessor(metrics=[ContextCount()], tracer_provider=provider,
                                                           poll_interval=30))

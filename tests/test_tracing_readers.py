@@ -11,7 +11,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 from ragmeter.tracing.readers import (
     build_samples, find_invocations, question_of, span_role,
 )
-from test_tracing_support import (
+from helpers.tracing import (
     KB, genai_rag, instrumented, langchain_chain, llamaindex_index, llamaindex_query_engine, memory_provider, oi_rag,
     openllmetry_rag,
 )

@@ -17,7 +17,7 @@ from ragmeter.result import SampleResult
 from ragmeter.judges.base import Usage
 from ragmeter.tracing import writer as writer_mod
 from ragmeter.tracing.writer import EvaluationWriter, SpanTarget, current_target, writer_for_current_provider
-from test_tracing_support import carriers, memory_provider
+from helpers.tracing import carriers, memory_provider
 
 TRACE = 0x5B8EFFF798038103D269B633813FC60C
 TARGET = SpanTarget(TRACE, 0x00F067AA0BA902B7, "RunnableSequence")

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from helpers import wait_for
 from ragmeter.data import Score
 from ragmeter.metrics.base import Metric
 
@@ -120,14 +121,6 @@ def instrumented(instrumentor_cls: Any, provider: TracerProvider, **kwargs: Any)
         inst.uninstrument()
 
 
-def wait_for(cond, timeout: float = 10.0) -> bool:
-    """Poll ``cond`` until true or ``timeout``."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 def carriers(exporter: InMemorySpanExporter) -> list:
