@@ -162,12 +162,12 @@ async def _relevance(judge, samples: list[dict], concurrency: int = 16) -> None:
 
 
 def _clear_caches() -> None:
-    from ragmeter import specifics
-    from ragmeter.judges import offline
+    from ragmeter import specifics, specifics_extraction
     from ragmeter.judges.local import LocalEmbedder
+    from ragmeter.judges.offline import text
 
-    for fn in (offline._analyse, offline._chunk, specifics._extract_cached, specifics._numeric_cached,
-               specifics._norm_text, specifics._capitalised_words):
+    for fn in (text.analyse, text.analyse_chunk, specifics_extraction._extract_cached,
+               specifics_extraction._numeric_cached, specifics._norm_text, specifics._capitalised_words):
         fn.cache_clear()
     LocalEmbedder._cache.clear()
 

@@ -8,9 +8,9 @@ The core imports no framework: LangChain, LlamaIndex and OpenTelemetry are loade
 ``ragmeter.integrations.*`` and ``ragmeter.tracing``.
 """
 
-from .data import Context, Dataset, RecordError, Sample, Score, load_samples, samples_from_records, save_samples
-from .result import EvaluationResult, SampleResult
-from .runner import aevaluate, evaluate
+from ragmeter.data import Context, Dataset, RecordError, Sample, Score, load_samples, samples_from_records, save_samples
+from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.runner import aevaluate, evaluate
 
 __version__ = "0.1.0"
 

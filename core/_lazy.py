@@ -1,5 +1,9 @@
 """Lazy package attributes (PEP 562): a public name is imported from its submodule on first use,
-so importing a package loads no optional SDK or framework (internal)."""
+so importing a package loads no optional SDK or framework (internal).
+
+Module names in the tables are absolute (``"ragmeter.judges.openai"``, never ``".openai"``), like
+every import in ragmeter.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,18 @@ from typing import Any, Callable, Container, Mapping
 
 
 def lazy_getattr(package: str, names: Mapping[str, str], modules: Container[str] = ()) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package``: ``names`` maps a public name to the relative
-    module that defines it, imported on first access; a name in ``modules`` is the module itself."""
+    """A module ``__getattr__`` for ``package``: ``names`` maps a public name to the absolute
+    name of the module that defines it, imported on first access; a name in ``modules`` is the
+    module itself.
+
+    >>> __getattr__ = lazy_getattr("ragmeter.metrics", {"retrieval": "ragmeter.metrics.retrieval"}, {"retrieval"})
+    >>> __getattr__("retrieval").__name__
+    'ragmeter.metrics.retrieval'
+    """
 
     def __getattr__(name: str) -> Any:
         if name in names:
-            module = importlib.import_module(names[name], package)
+            module = importlib.import_module(names[name])
             return module if name in modules else getattr(module, name)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 

@@ -20,15 +20,18 @@ is the integration's business.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import logging
 import os
 import threading
 from typing import Any, Callable, Iterable
 
-from .data import Sample, save_samples
-from .inline import BackgroundScorer
-from .result import EvaluationResult, SampleResult
+from ragmeter.data import Sample, save_samples
+from ragmeter.guard import never_raise
+from ragmeter.inline import BackgroundScorer
+from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.runner import evaluate, resolve_metrics
 
 __all__ = ["CaptureRecorder", "scorable", "MODES", "STATS_KEYS", "REFERENCE_KEY", "RELEVANT_KEY", "SAMPLE_ID_KEY"]
 
@@ -66,7 +69,8 @@ class CaptureRecorder:
     ``write_trace(result, target)`` is called for each result whose sample was recorded with a
     ``target`` (inline: on the worker thread; offline: in :meth:`evaluate`). It returns True when
     it wrote, False when it failed (and reported it), None when there was nothing to write to;
-    an exception is logged and counted in ``trace_errors``, never raised.
+    an exception is counted in ``trace_errors`` and logged by :mod:`ragmeter.guard` (a traceback
+    once, then at debug level), never raised.
 
     ``counters`` names integration-specific counters (bumped with :meth:`count`) that
     :attr:`stats` reports after the capture counters even while they are 0.
@@ -103,8 +107,6 @@ class CaptureRecorder:
                 sample_rate=sample_rate, should_score=should_score, on_result=on_result,
                 keep_results=keep or 10**9, name=name)
         elif self.metrics is not None:
-            from .runner import resolve_metrics
-
             self._metric_objects = resolve_metrics(self.metrics)  # fail fast on unknown metric names
 
     def __repr__(self) -> str:
@@ -190,8 +192,6 @@ class CaptureRecorder:
         if self.mode != "offline":
             raise RuntimeError("evaluate() is for mode='offline'; inline mode scores each sample as it "
                                "is captured (use flush() and results)")
-        from .runner import evaluate
-
         with self._lock:
             batch = [(seq, s, t) for seq, s, t in self._records if seq > self._evaluated_upto]
             if batch:
@@ -217,10 +217,7 @@ class CaptureRecorder:
 
     def _submit(self, sample: Sample, target: Any, key: str | None) -> None:
         assert self.scorer is not None
-        on_done = None
-        if target is not None:
-            def on_done(result: SampleResult, _target: Any = target) -> None:
-                self._write(result, _target)
+        on_done = None if target is None else functools.partial(self._write, target=target)
         before = self.scorer.stats["dropped"]
         if not self.scorer.submit(sample, key=key, on_done=on_done):
             dropped = self.scorer.stats["dropped"]
@@ -231,12 +228,9 @@ class CaptureRecorder:
     def _write(self, result: SampleResult, target: Any) -> None:
         if self.write_trace is None:
             return
-        try:
+        written = None
+        with never_raise("capture: attach scores to the trace", on_error=lambda exc: self.count("trace_errors")):
             written = self.write_trace(result, target)
-        except Exception:
-            self.count("trace_errors")
-            log.exception("ragmeter: could not attach scores to the trace")
-            return
         if written is True:
             self.count("trace_writes")
         elif written is False:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from importlib.metadata import entry_points
 from typing import Any, Sequence
 
@@ -32,10 +33,12 @@ Score retrieval-augmented generation.
 
 Input records (JSONL / JSON / CSV) need a question and contexts; RAGAS and DeepEval field names
 are accepted (user_input, retrieved_contexts, response, reference, input, retrieval_context,
-actual_output, expected_output ...). Judges: offline (no key, no network), openai:MODEL,
-anthropic:MODEL; the default is $RAGMETER_JUDGE, else OpenAI when OPENAI_API_KEY is set, else
-Anthropic when ANTHROPIC_API_KEY is set, else offline.
+actual_output, expected_output ...).
+
 """
+
+_JUDGES = ("Judges: {judges}. The default is $RAGMETER_JUDGE, else OpenAI when OPENAI_API_KEY is set, "
+           "else Anthropic when ANTHROPIC_API_KEY is set, else offline (no key, no network).")
 
 
 def metric_list(values: Sequence[str] | None) -> list[str] | None:
@@ -173,7 +176,7 @@ def _add_plugin_commands(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ragmeter`` command."""
-    parser = argparse.ArgumentParser(prog="ragmeter", description=_DESCRIPTION,
+    parser = argparse.ArgumentParser(prog="ragmeter", description=_DESCRIPTION + textwrap.fill(_JUDGES.format(judges=SPEC_HELP), 96),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"ragmeter {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -20,10 +20,13 @@ import weakref
 from typing import Any, Callable, Iterable
 
 from ragmeter.data import Sample
+from ragmeter.guard import never_raise
 from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.spec import resolve_judge
+from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS
 from ragmeter.metrics.scoring import score_sample
 from ragmeter.result import SampleResult
+from ragmeter.runner import resolve_metrics
 from ragmeter.suppression import instrumentation_suppressed
 
 __all__ = ["BackgroundScorer", "sampled", "register_exit_hook", "weak_hook"]
@@ -80,7 +83,8 @@ class BackgroundScorer:
     predicate selects, set ``sample_rate=0``. ``metrics=None`` scores the default metrics, plus
     the default retrieval metrics for samples that carry ``relevant_ids``.
     ``on_result(result)`` is called on the worker thread for each scored sample; exceptions in
-    it are logged and counted, never propagated. ``results`` keeps the last ``keep_results``.
+    it are counted and logged by :mod:`ragmeter.guard` (a traceback once, then at debug level),
+    never propagated. ``results`` keeps the last ``keep_results``.
     """
 
     #: The keys of :attr:`stats`.
@@ -92,9 +96,6 @@ class BackgroundScorer:
                  sample_rate: float = 1.0, should_score: Callable[[Sample], bool | None] | None = None,
                  on_result: Callable[[SampleResult], None] | None = None, keep_results: int = 10_000,
                  exit_timeout: float = 30.0, name: str = "ragmeter-scorer"):
-        from .metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS
-        from .runner import resolve_metrics
-
         if not 0.0 <= sample_rate <= 1.0:
             raise ValueError("sample_rate must be between 0 and 1")
         if max_queue < 1 or concurrency < 1:
@@ -139,36 +140,10 @@ class BackgroundScorer:
                on_done: Callable[[SampleResult], None] | None = None) -> bool:
         """Queue ``sample`` for scoring; never blocks, never raises. ``on_done`` runs after
         ``on_result`` for this sample only."""
-        try:
-            with self._lock:
-                self._stats["submitted"] += 1
-                if self._closed:
-                    self._stats["rejected_closed"] += 1
-                    return False
-            forced = False
-            if self.should_score is not None:
-                try:
-                    forced = self.should_score(sample) is True
-                except Exception:  # a broken predicate must not break the user's app
-                    log.exception("ragmeter: should_score raised; falling back to sample_rate")
-            if not forced and not sampled(key or sample.id or "", self.sample_rate):
-                self._count("sampled_out")
-                return False
-            with self._lock:
-                if self._pending >= self.max_queue:
-                    self._stats["dropped"] += 1
-                    self._log_drop()
-                    return False
-                self._pending += 1
-                self._stats["queued"] += 1
-                self._stats["forced"] += forced
-            loop = self._ensure_worker()
-            loop.call_soon_threadsafe(self._start, sample, on_done)
-            return True
-        except Exception:
-            log.exception("ragmeter: could not queue a sample for scoring")
-            self._count("dropped")
-            return False
+        queued = False
+        with never_raise("inline: queue a sample for scoring", on_error=lambda exc: self._count("dropped")):
+            queued = self._queue(sample, key, on_done)
+        return queued
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued sample is scored; False if ``timeout`` seconds passed first."""
@@ -194,6 +169,32 @@ class BackgroundScorer:
         return self._judge
 
     # ------------------------------------------------------------------ internals
+
+    def _queue(self, sample: Sample, key: str | None, on_done: Callable[[SampleResult], None] | None) -> bool:
+        with self._lock:
+            self._stats["submitted"] += 1
+            if self._closed:
+                self._stats["rejected_closed"] += 1
+                return False
+        forced = False
+        if self.should_score is not None:
+            # a broken predicate must not break the user's app: fall back to sample_rate
+            with never_raise("inline: should_score predicate"):
+                forced = self.should_score(sample) is True
+        if not forced and not sampled(key or sample.id or "", self.sample_rate):
+            self._count("sampled_out")
+            return False
+        with self._lock:
+            if self._pending >= self.max_queue:
+                self._stats["dropped"] += 1
+                self._log_drop()
+                return False
+            self._pending += 1
+            self._stats["queued"] += 1
+            self._stats["forced"] += forced
+        loop = self._ensure_worker()
+        loop.call_soon_threadsafe(self._start, sample, on_done)
+        return True
 
     def _log_drop(self) -> None:  # called with the lock held
         now = time.monotonic()
@@ -230,26 +231,21 @@ class BackgroundScorer:
 
     async def _score(self, sample: Sample, on_done: Callable[[SampleResult], None] | None) -> None:
         try:
-            assert self._sem is not None
-            async with self._sem:
-                if self._judge is None:
-                    self._judge = resolve_judge(self._judge_spec, self.metrics)
-                metrics = self._with_retrieval if (self._with_retrieval and sample.relevant_ids) else self.metrics
-                with instrumentation_suppressed():
-                    result = await score_sample(sample, metrics, self._judge, self.embedder)
-            self.results.append(result)
-            self._count("scored")
-            for cb in (self.on_result, on_done):
-                if cb is None:
-                    continue
-                try:
-                    cb(result)
-                except Exception:
-                    self._count("callback_errors")
-                    log.exception("ragmeter: on_result callback raised")
-        except Exception:
-            self._count("failed")
-            log.exception("ragmeter: scoring a sample failed")
+            with never_raise("inline: score a sample", on_error=lambda exc: self._count("failed")):
+                assert self._sem is not None
+                async with self._sem:
+                    if self._judge is None:
+                        self._judge = resolve_judge(self._judge_spec, self.metrics)
+                    metrics = self._with_retrieval if (self._with_retrieval and sample.relevant_ids) else self.metrics
+                    with instrumentation_suppressed():
+                        result = await score_sample(sample, metrics, self._judge, self.embedder)
+                self.results.append(result)
+                self._count("scored")
+                for cb in (self.on_result, on_done):
+                    if cb is not None:
+                        with never_raise("inline: on_result callback",
+                                         on_error=lambda exc: self._count("callback_errors")):
+                            cb(result)
         finally:
             with self._idle:
                 self._pending -= 1

@@ -18,13 +18,20 @@ __all__ = ["suppressed_context", "is_suppressed", "instrumentation_suppressed"]
 _PLAIN_KEY = "suppress_instrumentation"
 
 
-def _keys() -> tuple[Any, str]:
-    from opentelemetry import context
+_KEYS: tuple[Any, str] | None = None
 
-    key = getattr(context, "_SUPPRESS_INSTRUMENTATION_KEY", None)
-    if key is None:  # pragma: no cover - very old API
-        key = context.create_key(_PLAIN_KEY)
-    return key, _PLAIN_KEY
+
+def _keys() -> tuple[Any, str]:
+    """The API's key and the plain string key (looked up once: span processors ask per span)."""
+    global _KEYS
+    if _KEYS is None:
+        from opentelemetry import context
+
+        key = getattr(context, "_SUPPRESS_INSTRUMENTATION_KEY", None)
+        if key is None:  # pragma: no cover - very old API
+            key = context.create_key(_PLAIN_KEY)
+        _KEYS = (key, _PLAIN_KEY)
+    return _KEYS
 
 
 def suppressed_context(parent: Any = None, base: Any = None) -> Any:
@@ -43,10 +50,9 @@ def suppressed_context(parent: Any = None, base: Any = None) -> Any:
 
 def is_suppressed(ctx: Any = None) -> bool:
     """Whether instrumentation is suppressed in ``ctx`` (default: the current context)."""
-    from opentelemetry import context
-
     key, plain = _keys()
-    return bool(context.get_value(key, ctx) or context.get_value(plain, ctx))
+    get_value = sys.modules["opentelemetry.context"].get_value  # loaded by _keys()
+    return bool(get_value(key, ctx) or get_value(plain, ctx))
 
 
 @contextlib.contextmanager

@@ -9,11 +9,10 @@ the first run that starts while ``opentelemetry.trace`` is imported, or on the f
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Any
 
-log = logging.getLogger("ragmeter")
+from ragmeter.guard import never_raise
 
 _OFF = object()  # the OpenTelemetry SDK (or the writer module) could not be imported
 
@@ -41,11 +40,10 @@ class TraceLink:
             fn = self._current_target = current_target
         elif fn is _OFF:
             return None
-        try:
-            return fn()
-        except Exception:  # never into the application
-            log.debug("ragmeter: could not read the active OpenTelemetry span", exc_info=True)
-            return None
+        target = None
+        with never_raise("tracing: read the active OpenTelemetry span"):
+            target = fn()
+        return target
 
     def write(self, result: Any, target: Any) -> bool | None:
         """Write ``result`` as an evaluation span about ``target``: True when written, False when

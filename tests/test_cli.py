@@ -89,6 +89,7 @@ def test_report_and_compare(tmp_path, capsys):
     assert code == 2 and "not a ragmeter results file" in err
 
 
+@pytest.mark.slow
 def test_console_script_help():
     exe = shutil.which("ragmeter", path=str(Path(sys.executable).parent))
     assert exe, "the ragmeter console script is installed next to the interpreter"

@@ -102,6 +102,7 @@ def test_csv_bad_cell_names_row_and_field(tmp_path):
     assert (ds.errors[0].location, ds.errors[0].field) == ("row 3", "contexts")
 
 
+@pytest.mark.slow  # importing pandas takes ~0.7 s
 def test_pandas_round_trip():
     pd = pytest.importorskip("pandas")
     df = pd.DataFrame({"user_input": ["q1", "q2", None], "retrieved_contexts": [["a"], ["b"], ["c"]], "response": ["x", None, "z"]})

@@ -86,6 +86,7 @@ def test_unparsable_judge_answer_is_an_error_never_a_number(tmp_path):
         assert len(retries) == 2 and all("invalid" in r.last_user_text.lower() for r in retries)
 
 
+@pytest.mark.slow
 def test_cli_with_openai_compatible_endpoint(server, tmp_path):
     out = tmp_path / "r.json"
     env = {"OPENAI_API_KEY": "test", "RAGMETER_CACHE_DIR": str(tmp_path / "cache"), "PATH": ""}

@@ -6,6 +6,8 @@ import textwrap
 import threading
 import time
 
+import pytest
+
 from ragmeter.data import Sample, Score
 from ragmeter.inline import BackgroundScorer, sampled
 from ragmeter.metrics.base import Metric
@@ -136,6 +138,7 @@ def test_submit_from_many_threads():
     scorer.shutdown()
 
 
+@pytest.mark.slow  # starts a Python subprocess
 def test_interpreter_exit_waits_for_pending(tmp_path):
     out = tmp_path / "scored.txt"
     code = textwrap.dedent(f"""

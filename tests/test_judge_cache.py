@@ -13,8 +13,9 @@ import pytest
 
 from ragmeter.judges import JudgeError, Usage
 from ragmeter.judges.cache import JudgeCache, cache_key, default_cache_path, resolve_cache
-from ragmeter.judges.llm import CallableTransport, LLMJudge, Reply
+from ragmeter.judges.llm import LLMJudge
 from ragmeter.judges.tasks import TASKS
+from ragmeter.judges.transport import CallableTransport, Reply
 
 
 @pytest.fixture(autouse=True)

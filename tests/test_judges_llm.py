@@ -17,11 +17,13 @@ import pytest
 from helpers.servers import Answer, FakeLLMServer, answer, error, hang, oracle, text, truncated
 from ragmeter.judges import JudgeError, Usage
 from ragmeter.judges.cache import JudgeCache
-from ragmeter.judges.llm import (CallableTransport, ChatRequest, LLMJudge, Reply, RetryPolicy,
-                                 classify_error, cost_of, parse_json_answer, price_for)
-from ragmeter.loops import PerLoop
+from ragmeter.judges.llm import LLMJudge
+from ragmeter.judges.pricing import cost_of, price_for
 from ragmeter.judges.ratelimit import ConcurrencyLimit, RateLimiter, TokenBucket
+from ragmeter.judges.retry import RetryPolicy, classify_error
 from ragmeter.judges.tasks import get_task
+from ragmeter.judges.transport import CallableTransport, ChatRequest, Reply, parse_json_answer
+from ragmeter.loops import PerLoop
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
@@ -47,14 +49,40 @@ def _private_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGMETER_CACHE_DIR", str(tmp_path / "default-cache"))
 
 
+class FakeClock:
+    """Virtual time for rate limits and backoff: ``sleep`` records the wait and moves the clock on
+    at once (then yields to the loop), so a test asserts exact waits without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
 @pytest.fixture
 def server():
     with FakeLLMServer() as s:
         yield s
 
 
-def make_judge(backend: str, server: FakeLLMServer, **kw) -> LLMJudge:
-    """A judge on ``server`` with fast retries and no cache (unless given)."""
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def make_judge(backend: str, server: FakeLLMServer, clock: FakeClock | None = None, **kw) -> LLMJudge:
+    """A judge on ``server`` with no cache (unless given) whose backoff waits on a fake clock
+    (``clock``, else a fresh one): retries never wait real time."""
+    clock = clock or FakeClock()
+    kw.setdefault("clock", clock)
+    kw.setdefault("sleep", clock.sleep)
     kw.setdefault("cache", False)
     kw.setdefault("backoff_base", 0.01)
     kw.setdefault("max_retries", 3)
@@ -210,23 +238,24 @@ def test_always_invalid_raises_judge_error_with_usage(backend, server):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_429_with_retry_after_then_success(backend, server):
+def test_429_with_retry_after_then_success(backend, server, clock):
     server.push(error(429, retry_after=0.3))
-    judge = make_judge(backend, server, backoff_base=0.001)
+    judge = make_judge(backend, server, clock, backoff_base=0.001)
     res = run(judge.run("rate_answer", {"question": "q", "answer": "a"}))
     assert res.output["score"] == 1.0
     assert res.usage.calls == 2 and res.usage.retries == 1
-    first, second = server.chat_requests
-    assert second.started - first.finished >= 0.28  # Retry-After honoured, not the 1 ms backoff
+    assert len(server.chat_requests) == 2
+    assert clock.sleeps == [0.3]  # Retry-After honoured, not the 1 ms backoff
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("status", [500, 503])
-def test_5xx_then_success(backend, status, server):
+def test_5xx_then_success(backend, status, server, clock):
     server.push(error(status))
-    judge = make_judge(backend, server)
+    judge = make_judge(backend, server, clock)
     res = run(judge.run("rate_answer", {"question": "q", "answer": "a"}))
     assert res.usage.calls == 2 and res.usage.retries == 1 and len(server.chat_requests) == 2
+    assert len(clock.sleeps) == 1 and 0.0 <= clock.sleeps[0] <= 0.01  # full jitter in [0, backoff_base]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -241,13 +270,15 @@ def test_timeout_then_success(backend, server):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_transient_failures_exhaust_retries(backend, server):
+def test_transient_failures_exhaust_retries(backend, server, clock):
     server.responder = lambda req: error(500)
-    judge = make_judge(backend, server, max_retries=2)
+    judge = make_judge(backend, server, clock, max_retries=2)
     with pytest.raises(JudgeError) as info:
         run(judge.run("rate_answer", {"question": "q", "answer": "a"}))
     assert info.value.usage.calls == 3 and info.value.attempts == 3
     assert len(server.chat_requests) == 3 and "after 3 attempts" in str(info.value)
+    # exponential backoff with full jitter: retry n waits in [0, backoff_base * 2**n]
+    assert len(clock.sleeps) == 2 and clock.sleeps[0] <= 0.01 and clock.sleeps[1] <= 0.02
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -339,6 +370,7 @@ def test_cache_default_location_and_disable(server, tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- limits
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_concurrency_cap(backend, server):
     server.responder = lambda req: Answer(output=oracle(req).output, delay=0.15)
@@ -352,6 +384,7 @@ def test_concurrency_cap(backend, server):
     assert server.max_concurrent == 2
 
 
+@pytest.mark.slow
 def test_concurrency_cap_across_threads(server):
     server.responder = lambda req: Answer(output=oracle(req).output, delay=0.1)
     judge = make_judge("openai", server, max_concurrency=2)
@@ -375,40 +408,41 @@ def test_concurrency_cap_across_threads(server):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_rate_limiter_spaces_requests(backend, server):
-    limiter = RateLimiter(rpm=240, rpm_burst=1)  # one request per 0.25 s
-    judge = make_judge(backend, server, rate_limiter=limiter)
+def test_rate_limiter_spaces_requests(backend, server, clock):
+    limiter = RateLimiter(rpm=240, rpm_burst=1, clock=clock, sleep=clock.sleep)  # one request per 0.25 s
+    judge = make_judge(backend, server, clock, rate_limiter=limiter)
 
     async def go():
-        await judge.run("rate_answer", {"question": "warm-up", "answer": "a"})  # connection set up
-        t0 = time.monotonic()
+        await judge.run("rate_answer", {"question": "warm-up", "answer": "a"})  # the burst: no wait
+        t0 = clock()
         await asyncio.gather(*[judge.run("rate_answer", {"question": f"q{i}", "answer": "a"}) for i in range(4)])
-        return time.monotonic() - t0
+        return clock() - t0
 
     elapsed = run(go())
-    starts = sorted(r.started for r in server.chat_requests)[1:]
-    gaps = np.diff(starts)
-    # released every 0.25 s; arrival times jitter on a busy machine
-    assert len(starts) == 4 and all(g >= 0.12 for g in gaps), gaps
-    assert starts[-1] - starts[0] >= 0.6 and elapsed >= 0.6
+    assert len(server.chat_requests) == 5
+    # each of the four concurrent requests is released 0.25 s after the one before it
+    assert clock.sleeps == pytest.approx([0.25] * 4) and elapsed == pytest.approx(1.0)
 
 
-def test_tokens_per_minute_limit():
-    # 240k tokens/min = 4000/s, burst 1500. A request reserves ~prompt/4 + max_tokens (~1260) and
-    # settles at its real count (1500): the second request waits for ~1260 tokens to refill.
+def test_tokens_per_minute_limit(clock):
+    # 240k tokens/min = 4000/s, burst 1500. A request reserves prompt/4 + max_tokens (~1260) and
+    # settles at its real count (1500): the second request waits for its reservation to refill.
     transport = CallableTransport(
         lambda req: Reply(text='{"score": 1, "reason": "ok"}', prompt_tokens=1000, completion_tokens=500))
-    judge = LLMJudge(transport, cache=False, max_tokens=1000, rate_limiter=RateLimiter(tpm=240_000, tpm_burst=1500))
+    limiter = RateLimiter(tpm=240_000, tpm_burst=1500, clock=clock, sleep=clock.sleep)
+    judge = LLMJudge(transport, cache=False, max_tokens=1000, rate_limiter=limiter, sleep=clock.sleep)
 
     async def go():
-        t0 = time.monotonic()
+        t0 = clock()
         await judge.run("rate_answer", {"question": "q1", "answer": "a"})
-        t1 = time.monotonic()
+        t1 = clock()
         await judge.run("rate_answer", {"question": "q2", "answer": "a"})
-        return t1 - t0, time.monotonic() - t1
+        return t1 - t0, clock() - t1
 
     first, second = run(go())
-    assert first < 0.1 and 0.2 <= second < 1.0
+    estimate = transport.requests[1].prompt_chars() // 4 + 1000
+    assert first == 0.0 and second == pytest.approx(estimate / 4000)
+    assert 0.2 <= second < 1.0
 
 
 def test_token_bucket_reservations_are_fifo():
@@ -428,7 +462,7 @@ def test_concurrency_limit_cancellation_frees_slot():
     async def go():
         await limit.acquire()
         waiter = asyncio.ensure_future(limit.acquire())
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # the waiter queues up
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
@@ -511,11 +545,14 @@ def test_openai_embeddings_batch_in_one_request(server, tmp_path):
 
 def test_openai_embeddings_batches_and_retries(server):
     server.push_embedding(error(503))
-    emb = OpenAIEmbedder(base_url=server.openai_url, api_key="k", cache=False, batch_size=2, backoff_base=0.01)
+    clock = FakeClock()
+    emb = OpenAIEmbedder(base_url=server.openai_url, api_key="k", cache=False, batch_size=2, backoff_base=0.01,
+                         clock=clock, sleep=clock.sleep)
     vectors, usage = run(emb.embed([f"text {i}" for i in range(5)]))
     assert vectors.shape == (5, 64)
     assert len(server.embedding_requests) == 4  # 1 failed + 3 batches
     assert usage.embedding_calls == 4 and usage.retries == 1
+    assert len(clock.sleeps) == 1 and clock.sleeps[0] <= 0.01
 
 
 def test_openai_judge_default_embedder(server):
@@ -649,7 +686,8 @@ def test_offline_specs(monkeypatch):
 
 
 def test_import_loads_no_sdk():
-    code = ("import sys, ragmeter, ragmeter.judges, ragmeter.judges.llm, ragmeter.judges.spec, ragmeter.judges.cache;"
+    code = ("import sys, ragmeter, ragmeter.judges, ragmeter.judges.llm, ragmeter.judges.spec, ragmeter.judges.cache,"
+            " ragmeter.judges.transport, ragmeter.judges.retry, ragmeter.judges.embedding, ragmeter.judges.identity;"
             "from ragmeter.judges import LLMJudge, JudgeCache, judge_from_spec;"
             "bad = sorted({m.split('.')[0] for m in sys.modules} & {'openai', 'anthropic', 'langchain', "
             "'langchain_core', 'langchain_openai', 'llama_index'});"
@@ -716,9 +754,11 @@ class TestLangChain:
         from ragmeter.judges.langchain import LangChainJudge
 
         server.push(error(429, retry_after=0.05), error(500))
-        judge = LangChainJudge(self.chat_openai(server), cache=False, backoff_base=0.01)
+        clock = FakeClock()
+        judge = LangChainJudge(self.chat_openai(server), cache=False, backoff_base=0.01, sleep=clock.sleep)
         res = run(judge.run("rate_answer", {"question": "q", "answer": "a"}))
         assert res.usage.calls == 3 and res.usage.retries == 2
+        assert clock.sleeps[0] == 0.05 and clock.sleeps[1] <= 0.02  # Retry-After, then backoff
 
     def test_across_event_loops(self, server):
         from ragmeter.judges.langchain import LangChainJudge

@@ -2,9 +2,11 @@
 
 import asyncio
 import doctest
+import importlib
 import importlib.util
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +76,7 @@ def test_identity_and_lexical_path(lexical):
     assert r.usage.calls == 0 and r.usage.prompt_tokens == 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_LOCAL, reason="the 'local' extra is not installed")
 def test_embedding_path(embedding):
     assert isinstance(embedding.embedder, local_module.LocalEmbedder)
@@ -410,6 +413,7 @@ def test_deterministic(lexical):
     assert float(out.stdout) == pytest.approx(round(float(a[:64].sum()), 6))  # stable across processes
 
 
+@pytest.mark.slow
 def test_deterministic_across_hash_seeds(tmp_path):
     """Verdicts and reasons do not depend on Python's hash seed (no set order leaks into them)."""
     claims = ["Occidental decreased its quarterly dividend to $0.13 per share.",
@@ -442,9 +446,14 @@ def test_settings_switches():
 
 
 def test_offline_doctests():
-    for module in (offline_module, local_module):
+    modules = [importlib.import_module(f"{offline_module.__name__}.{m.name}")
+               for m in pkgutil.iter_modules(offline_module.__path__)]
+    attempted = 0
+    for module in (*modules, local_module):
         result = doctest.testmod(module)
-        assert result.failed == 0
+        assert result.failed == 0, module.__name__
+        attempted += result.attempted
+    assert attempted >= 4
 
 
 # --------------------------------------------------------------------------- metrics and benchmarks
@@ -494,18 +503,13 @@ def test_benchmark_metrics_helpers():
     assert summedits.balanced_accuracy(s, y, 0.35) == pytest.approx(0.75)
 
 
-def test_lexical_speed():
+def test_speed_benchmark_runs():
+    """The speed benchmark's workload runs (its timing lives in benchmarks/, not in a unit test)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import offline_speed
     finally:
         sys.path.pop(0)
-    import time
-
     samples = offline_speed.make_samples(100, seed=3)
-    judge = OfflineJudge(embeddings=False)
-    t0 = time.perf_counter()
-    n = asyncio.run(offline_speed._faithfulness(judge, samples))
-    elapsed = time.perf_counter() - t0
+    n = asyncio.run(offline_speed._faithfulness(OfflineJudge(embeddings=False), samples))
     assert n > 200
-    assert elapsed < 5.0  # ~0.5 s on 2 cores; the budget is 10 s for 1,000 samples

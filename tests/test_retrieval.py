@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ragmeter.metrics.relevance as relevance
 import ragmeter.metrics.retrieval as retrieval
+import ragmeter.metrics.retrieval_batch as retrieval_batch
 from ragmeter.metrics.retrieval import (
     RelevanceMatrix,
     average_precision,
@@ -69,8 +71,9 @@ TREC_MEASURES = {
 }
 
 
-def test_doctests_pass():
-    result = doctest.testmod(retrieval)
+@pytest.mark.parametrize("module", [retrieval, relevance, retrieval_batch], ids=lambda m: m.__name__)
+def test_doctests_pass(module):
+    result = doctest.testmod(module)
     assert result.attempted > 0
     assert result.failed == 0
 

@@ -5,6 +5,7 @@ import doctest
 import pytest
 
 import ragmeter.specifics as specifics_module
+import ragmeter.specifics_extraction as extraction_module
 from ragmeter.specifics import DateValue, Specific, extract_specifics, find_specific, missing_specifics
 
 
@@ -19,8 +20,8 @@ def one(text, kind=None):
 
 
 def test_doctests():
-    result = doctest.testmod(specifics_module)
-    assert result.failed == 0 and result.attempted >= 10
+    results = [doctest.testmod(module) for module in (specifics_module, extraction_module)]
+    assert sum(r.failed for r in results) == 0 and sum(r.attempted for r in results) >= 10
 
 
 @pytest.mark.parametrize("text, kind, value", [

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from ragmeter.cli import main
+from ragmeter.result import EvaluationResult
 from ragmeter.tracing import OTLPJsonFileExporter, evaluate_traces, read_otlp_json
-from ragmeter.tracing.offline import encode_otlp_json, export_carriers, samples_from_spans
+from ragmeter.tracing.offline import TraceEvaluation, encode_otlp_json, export_carriers, samples_from_spans
 from helpers.tracing import ContextCount, memory_provider, oi_rag
 
 DATA = Path(__file__).parent / "data" / "otlp"
@@ -105,6 +106,16 @@ def test_evaluate_traces_scores_each_call_and_reports_skips():
     assert result.invalid == [] and result.export is None
 
 
+def test_the_trace_evaluation_is_an_evaluation_result_with_declared_fields():
+    result = evaluate_traces(MIXED, metrics=[ContextCount()], progress=False)
+    assert type(result) is TraceEvaluation and isinstance(result, EvaluationResult)
+    assert result.summary()["context_count"]["count"] == 2  # everything an EvaluationResult does
+    empty = TraceEvaluation([], ["context_count"])
+    assert empty.trace_stats == {} and empty.export is None  # fields of the class, not patched on
+    again = TraceEvaluation.of(result, {"spans": 1}, {"endpoint": "x", "spans": 0, "failed": 0})
+    assert again.results == result.results and again.trace_stats == {"spans": 1} and again.export["endpoint"] == "x"
+
+
 def test_evaluate_traces_without_rag_calls_is_an_error(tmp_path):
     provider, exporter = memory_provider()
     with provider.get_tracer("app").start_as_current_span("GET /health"):
@@ -181,6 +192,7 @@ def receiver():
     r.server_close()
 
 
+@pytest.mark.slow
 def test_export_carriers_over_otlp_http(receiver):
     result = evaluate_traces(LC, metrics=[ContextCount()], export="otlp", endpoint=receiver.endpoint, progress=False)
     assert result.export == {"endpoint": receiver.endpoint, "spans": 2, "failed": 0}
@@ -201,6 +213,7 @@ def test_export_carriers_over_otlp_http(receiver):
         assert res["service.name"] == "rag-api"  # the judged trace's resource
 
 
+@pytest.mark.slow
 def test_cli_evaluate_traces(tmp_path, receiver, capsys):
     out = tmp_path / "r.jsonl"
     code = main(["evaluate-traces", str(LC), "-m", "context_count_unknown_metric_name"])

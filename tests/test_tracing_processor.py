@@ -4,6 +4,7 @@ drops, suppression of the judge's own spans, flush and shutdown ordering."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -15,12 +16,15 @@ from opentelemetry import context as otel_context
 
 from ragmeter.inline import sampled
 from ragmeter.judges import OfflineJudge
+from ragmeter.suppression import is_suppressed
 from ragmeter.tracing import RagmeterSpanProcessor
-from ragmeter.tracing.writer import is_suppressed
+from ragmeter.tracing.processor import WAKE_BATCH
+from ragmeter.tracing.settings import SETTINGS
+from helpers import wait_for
 from helpers.scripted import ScriptedJudge
 from helpers.tracing import (
     ContextCount, GatedMetric, by_name, carriers, genai_rag, instrumented, langchain_chain,
-    llamaindex_index, llamaindex_query_engine, memory_provider, oi_rag, openllmetry_rag, rag_provider, wait_for,
+    llamaindex_index, llamaindex_query_engine, memory_provider, oi_rag, openllmetry_rag, rag_provider,
 )
 
 
@@ -115,6 +119,7 @@ def test_genai_and_openllmetry_span_trees():
     proc.shutdown()
 
 
+@pytest.mark.slow
 def test_streaming_entry_ends_before_its_llm_span():
     proc, provider, exporter = make(grace_period=5.0)
     chain, llm = oi_rag(provider, end_entry_first=True)
@@ -131,6 +136,7 @@ def test_streaming_entry_ends_before_its_llm_span():
     proc.shutdown()
 
 
+@pytest.mark.slow
 def test_streaming_llm_that_never_ends_is_scored_after_the_grace_period_or_skipped():
     proc, provider, exporter = make(grace_period=0.2)
     chain, llm = oi_rag(provider, end_entry_first=True)
@@ -142,6 +148,7 @@ def test_streaming_llm_that_never_ends_is_scored_after_the_grace_period_or_skipp
     proc.shutdown()
 
 
+@pytest.mark.slow
 def test_groups_that_never_complete_are_evicted_after_the_ttl():
     proc, provider, _ = make(ttl=0.3)
     tracer = provider.get_tracer("openinference.instrumentation.manual")
@@ -185,6 +192,7 @@ def test_full_scoring_backlog_drops_and_counts():
     proc.shutdown()
 
 
+@pytest.mark.slow
 def test_full_inbox_drops_spans_and_on_start_on_end_never_raise():
     proc, provider, exporter = make(max_buffered_spans=3)
     proc._stop.set()  # hold the collector so the inbox fills up
@@ -237,9 +245,10 @@ def test_judge_runs_with_instrumentation_suppressed_and_its_spans_are_ignored():
     proc.shutdown()
 
 
+@pytest.mark.slow
 def test_force_flush_waits_for_evaluations_before_the_batch_exporter_flushes():
     gate = threading.Event()
-    proc, provider, exporter = make([GatedMetric(gate)], batch=True, poll_interval=0.5)
+    proc, provider, exporter = make([GatedMetric(gate)], batch=True, schedule_delay=60)
     oi_rag(provider)
     threading.Timer(0.2, gate.set).start()
     assert provider.force_flush(10_000)
@@ -248,8 +257,8 @@ def test_force_flush_waits_for_evaluations_before_the_batch_exporter_flushes():
 
 
 def test_shutdown_scores_what_ended_and_the_exporter_gets_it():
-    # poll_interval: the collector would not run in time by itself
-    proc, provider, exporter = make([ContextCount()], batch=True, poll_interval=5.0)
+    proc, provider, exporter = make([ContextCount()], batch=True)
+    proc._stop.set()  # the collector stops at its next wake: shutdown itself must score what ended
     oi_rag(provider)
     provider.shutdown()
     assert len(carriers(exporter)) == 1
@@ -257,6 +266,7 @@ def test_shutdown_scores_what_ended_and_the_exporter_gets_it():
     assert proc.stats["incomplete_at_shutdown"] == 0
 
 
+@pytest.mark.slow
 def test_nothing_is_lost_at_interpreter_exit(tmp_path):
     out = tmp_path / "spans.jsonl"
     script = textwrap.dedent(f"""
@@ -266,7 +276,7 @@ def test_nothing_is_lost_at_interpreter_exit(tmp_path):
         from helpers.tracing import ContextCount, oi_rag
         provider = TracerProvider()
         provider.add_span_processor(RagmeterSpanProcessor(metrics=[ContextCount()], tracer_provider=provider,
-                                                          poll_interval=30))
+                                                          schedule_delay=30))
         provider.add_span_processor(BatchSpanProcessor(OTLPJsonFileExporter({str(out)!r}), schedule_delay_millis=60000))
         oi_rag(provider)
         # no flush, no shutdown: the TracerProvider's exit handler must get the carrier out
@@ -292,7 +302,7 @@ def test_shared_scorer_and_extra_sinks():
             got.append((result.sample.id, target.span_id, parent))
 
     scorer = BackgroundScorer([ContextCount()])
-    proc = RagmeterSpanProcessor(scorer=scorer, sinks=[Sink()], write_spans=False, poll_interval=0.01)
+    proc = RagmeterSpanProcessor(scorer=scorer, sinks=[Sink()], write_spans=False)
     provider, exporter = memory_provider(proc)
     chain, _ = oi_rag(provider)
     finish(proc, provider)
@@ -324,11 +334,72 @@ def test_offline_judge_metrics_end_to_end():
     proc.shutdown()
 
 
+def test_the_collector_is_woken_by_the_spans_not_polled():
+    # schedule delay and grace period far above the test's wait: only on_end can wake the collector
+    proc, provider, exporter = make(schedule_delay=600, grace_period=600)
+    chain, _ = oi_rag(provider)  # a retriever and an LLM span end, then the entry span
+    assert wait_for(lambda: len(carriers(exporter)) == 1)
+    assert proc._timeouts == 0 and 1 <= proc._wakeups <= 3
+    tracer = provider.get_tracer("my-app")
+    with tracer.start_as_current_span("POST /chat") as request:
+        genai_rag(tracer)
+    # the end of the request span (the call's synthetic entry) wakes the collector: no grace period
+    assert wait_for(lambda: len(carriers(exporter)) == 2)
+    assert carriers(exporter)[1].parent.span_id == request.get_span_context().span_id
+    assert proc._timeouts == 0
+    proc.shutdown()
+
+
+def test_plain_spans_wake_the_collector_in_batches():
+    proc, provider, _ = make(schedule_delay=600)
+    tracer = provider.get_tracer("app")
+    for _ in range(WAKE_BATCH):
+        with tracer.start_as_current_span("GET /health"):
+            pass
+    assert wait_for(lambda: proc.stats["traces"] >= WAKE_BATCH // 2)
+    assert proc._timeouts == 0 and proc._wakeups >= 1
+    proc.shutdown()
+
+
+def test_settings_come_from_the_environment_unless_given(monkeypatch):
+    monkeypatch.setenv("RAGMETER_SAMPLE_RATE", "0.25")
+    monkeypatch.setenv("RAGMETER_GRACE_PERIOD", "7.5")
+    monkeypatch.setenv("RAGMETER_MAX_QUEUE", "12")
+    monkeypatch.setenv("RAGMETER_SCHEDULE_DELAY", "42")
+    proc = RagmeterSpanProcessor([ContextCount()], write_spans=False, grace_period=1.0)
+    assert proc.sample_rate == 0.25 and proc.schedule_delay == 42.0 and proc.scorer.max_queue == 12
+    assert proc.grace_period == 1.0  # the argument wins
+    assert proc.ttl == 300.0  # neither: the default
+    proc.shutdown()
+
+
+def test_every_setting_is_documented_with_its_variable_and_default():
+    import ragmeter.tracing.processor as module
+
+    for s in SETTINGS:
+        assert f"``{s.name}`` / ``{s.env}`` ({s.default})" in module.__doc__
+
+
+@pytest.mark.parametrize("name,value", [("RAGMETER_SAMPLE_RATE", "2"), ("RAGMETER_SAMPLE_RATE", "half"),
+                                        ("RAGMETER_MAX_TRACES", "1.5"), ("RAGMETER_TTL", "0"),
+                                        ("RAGMETER_SCHEDULE_DELAY", "inf")])
+def test_invalid_environment_values_are_warned_about_and_defaulted(monkeypatch, caplog, name, value):
+    monkeypatch.setenv(name, value)
+    setting = next(s for s in SETTINGS if s.env == name)
+    with caplog.at_level(logging.WARNING, logger="ragmeter"):
+        proc = RagmeterSpanProcessor([ContextCount()], write_spans=False)
+    assert getattr(proc, setting.name) == setting.default
+    assert name in caplog.text
+    proc.shutdown()
+
+
 def test_invalid_arguments():
     with pytest.raises(ValueError):
         RagmeterSpanProcessor([ContextCount()], sample_rate=2)
     with pytest.raises(ValueError):
         RagmeterSpanProcessor([ContextCount()], ttl=0)
+    with pytest.raises(ValueError):
+        RagmeterSpanProcessor([ContextCount()], schedule_delay=0)
 
 
 def test_content_capture_off_and_dropped_attributes_are_counted_not_scored():
@@ -348,7 +419,7 @@ def test_content_capture_off_and_dropped_attributes_are_counted_not_scored():
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=12), shutdown_on_exit=False)
-    proc = RagmeterSpanProcessor([ContextCount()], tracer_provider=provider, poll_interval=0.01)
+    proc = RagmeterSpanProcessor([ContextCount()], tracer_provider=provider)
     provider.add_span_processor(proc)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     oi_rag(provider, n_docs=8)

@@ -8,9 +8,10 @@ import json
 from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
-from ragmeter.tracing.readers import (
-    build_samples, find_invocations, question_of, span_role,
-)
+from ragmeter.tracing.grouping import find_invocations
+from ragmeter.tracing.readers import question_of
+from ragmeter.tracing.roles import span_role
+from ragmeter.tracing.samples import build_samples
 from helpers.tracing import (
     KB, genai_rag, instrumented, langchain_chain, llamaindex_index, llamaindex_query_engine, memory_provider, oi_rag,
     openllmetry_rag,

@@ -13,7 +13,7 @@
   one sample per RAG call, scored in the background, results written as evaluation spans.
 * :class:`EvaluationWriter`, :class:`SpanTarget`, :func:`current_target`,
   :func:`writer_for_current_provider`: the writer the LangChain and LlamaIndex integrations use.
-* :func:`evaluate_traces`, :func:`read_otlp_json`, :class:`OTLPJsonFileExporter`: offline scoring
+* :func:`evaluate_traces` (returns a :class:`TraceEvaluation`), :func:`read_otlp_json`, :class:`OTLPJsonFileExporter`: offline scoring
   of OTLP JSON exports (the OpenTelemetry Collector's file exporter format).
 * :class:`PhoenixAnnotationSink`: the same results as Phoenix span and document annotations
   (``pip install "ragmeter[phoenix]"``).
@@ -26,17 +26,18 @@ from __future__ import annotations
 from ragmeter._lazy import lazy_getattr
 
 _LAZY = {
-    "RagmeterSpanProcessor": ".processor",
-    "ResultSink": ".processor",
-    "EvaluationWriter": ".writer",
-    "SpanTarget": ".writer",
-    "current_target": ".writer",
-    "writer_for_current_provider": ".writer",
-    "evaluate_traces": ".offline",
-    "read_otlp_json": ".offline",
-    "samples_from_spans": ".offline",
-    "OTLPJsonFileExporter": ".offline",
-    "PhoenixAnnotationSink": ".phoenix",
+    "RagmeterSpanProcessor": "ragmeter.tracing.processor",
+    "ResultSink": "ragmeter.tracing.processor",
+    "EvaluationWriter": "ragmeter.tracing.writer",
+    "SpanTarget": "ragmeter.tracing.writer",
+    "current_target": "ragmeter.tracing.writer",
+    "writer_for_current_provider": "ragmeter.tracing.writer",
+    "evaluate_traces": "ragmeter.tracing.offline",
+    "TraceEvaluation": "ragmeter.tracing.offline",
+    "read_otlp_json": "ragmeter.tracing.offline",
+    "samples_from_spans": "ragmeter.tracing.offline",
+    "OTLPJsonFileExporter": "ragmeter.tracing.offline",
+    "PhoenixAnnotationSink": "ragmeter.tracing.phoenix",
 }
 
 __all__ = sorted(_LAZY)

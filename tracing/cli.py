@@ -19,7 +19,7 @@ def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
     result = evaluate_traces(args.file, metrics=metric_list(args.metrics), judge=args.judge,
                              export=args.export, endpoint=args.endpoint, concurrency=args.concurrency,
                              progress=not args.no_progress)
-    stats = getattr(result, "trace_stats", None) or {}
+    stats = result.trace_stats
     if stats:
         skipped = ", ".join(f"{k.replace('skipped_', '')} {v}" for k, v in stats.items() if k.startswith("skipped_"))
         print(f"ragmeter: {stats.get('spans', 0)} spans in {stats.get('traces', 0)} traces, "
@@ -27,7 +27,7 @@ def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
               + (f", skipped: {skipped}" if skipped else "")
               + (f", {stats['not_rag']} LLM calls without retrieval" if stats.get("not_rag") else ""))
     status = finish(result, args)
-    export = getattr(result, "export", None)
+    export = result.export
     if export:
         print(f"exported {export['spans']} evaluation spans to {export['endpoint']}")
         if export.get("failed"):

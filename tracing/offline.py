@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
-import io
 import json
 import logging
 import os
@@ -35,11 +34,13 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 
-from .readers import BuildResult, build_samples
-from .writer import CARRIER_MARKER, EvaluationWriter, SpanTarget, suppressed_context
+from ragmeter.result import EvaluationResult
+from ragmeter.suppression import suppressed_context
+from ragmeter.tracing.samples import BuildResult, build_samples
+from ragmeter.tracing.writer import EvaluationWriter, SpanTarget
 
 __all__ = ["read_otlp_json", "iter_otlp_requests", "spans_from_request", "encode_otlp_json", "OTLPJsonFileExporter",
-           "samples_from_spans", "evaluate_traces", "export_carriers", "default_otlp_endpoint"]
+           "samples_from_spans", "evaluate_traces", "TraceEvaluation", "export_carriers", "default_otlp_endpoint"]
 
 log = logging.getLogger("ragmeter")
 
@@ -434,17 +435,47 @@ def export_carriers(pairs: Sequence[tuple[Any, BuildResult]], endpoint: str | No
     return {"endpoint": endpoint, "spans": counting.exported, "failed": counting.failed}
 
 
+class TraceEvaluation(EvaluationResult):
+    """What :func:`evaluate_traces` returns: the :class:`ragmeter.EvaluationResult` of the RAG calls
+    in a trace export (one sample per call; the calls that could not become a sample are in
+    ``invalid``), with
+
+    * ``trace_stats``: counts of spans, traces, invocations (RAG calls), samples, and of the calls
+      skipped by reason (``skipped_no_contexts``, ...) or without retrieval (``not_rag``);
+    * ``export``: ``{"endpoint", "spans", "failed"}`` when evaluation spans were exported over
+      OTLP (:func:`export_carriers`), else None.
+    """
+
+    def __init__(self, results: list, metrics: list[str], judge: str = "code", invalid: list | None = None,
+                 duration_s: float = 0.0, thresholds: dict[str, tuple[float, float]] | None = None, *,
+                 trace_stats: dict[str, int] | None = None, export: dict[str, Any] | None = None):
+        super().__init__(results, metrics, judge=judge, invalid=invalid, duration_s=duration_s, thresholds=thresholds)
+        self.trace_stats: dict[str, int] = dict(trace_stats or {})
+        self.export: dict[str, Any] | None = export
+
+    @classmethod
+    def of(cls, result: EvaluationResult, trace_stats: dict[str, int],
+           export: dict[str, Any] | None = None) -> "TraceEvaluation":
+        """``result`` with its trace statistics and export summary."""
+        return cls(result.results, result.metrics, judge=result.judge, invalid=result.invalid,
+                   duration_s=result.duration_s, thresholds=result.thresholds, trace_stats=trace_stats, export=export)
+
+
+def _skip_key(reason: str | None) -> str:
+    return "not_rag" if reason == "not_rag" else f"skipped_{reason}"
+
+
 def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any = None, *, export: str | None = None,
                     endpoint: str | None = None, concurrency: int = 8, progress: bool = True,
-                    sinks: Sequence[Any] = ()) -> Any:
+                    sinks: Sequence[Any] = ()) -> TraceEvaluation:
     """Score every RAG call in an OTLP JSON trace export.
 
-    Returns the :class:`ragmeter.EvaluationResult` (one sample per call; calls that could not
-    become a sample are listed in ``result.invalid`` with the reason, LLM calls without retrieval
-    are only counted). ``result.trace_stats`` counts spans, traces, calls and skips.
-    ``export="otlp"`` also sends one evaluation carrier span per scored call to ``endpoint``
-    (default :func:`default_otlp_endpoint`); ``result.export`` then says how many went out.
-    ``sinks`` get every result too (e.g. a :class:`~ragmeter.tracing.PhoenixAnnotationSink`).
+    Returns a :class:`TraceEvaluation` (one sample per call; calls that could not become a sample
+    are listed in ``result.invalid`` with the reason, LLM calls without retrieval are only
+    counted). ``result.trace_stats`` counts spans, traces, calls and skips. ``export="otlp"``
+    also sends one evaluation carrier span per scored call to ``endpoint`` (default
+    :func:`default_otlp_endpoint`); ``result.export`` then says how many went out. ``sinks`` get
+    every result too (e.g. a :class:`~ragmeter.tracing.PhoenixAnnotationSink`).
     Raises ValueError when the file holds no span or no RAG call that could be scored.
     """
     from ragmeter.data import Dataset, RecordError
@@ -456,14 +487,13 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
     if not spans:
         raise ValueError(f"{path}: no spans found (expected OTLP JSON: resourceSpans -> scopeSpans -> spans)")
     samples, builds = samples_from_spans(spans)
-    stats: dict[str, Any] = {"spans": len(spans), "traces": len({s.context.trace_id for s in spans}),
+    stats: dict[str, int] = {"spans": len(spans), "traces": len({s.context.trace_id for s in spans}),
                              "invocations": len(builds), "samples": len(samples)}
     errors = []
     for b in builds:
         if b.sample is not None:
             continue
-        stats[f"skipped_{b.reason}" if b.reason != "not_rag" else "not_rag"] = \
-            stats.get(f"skipped_{b.reason}" if b.reason != "not_rag" else "not_rag", 0) + 1
+        stats[_skip_key(b.reason)] = stats.get(_skip_key(b.reason), 0) + 1
         if b.reason == "not_rag":
             continue
         inv = b.invocation
@@ -481,10 +511,7 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
         otel_context.detach(token)
     by_id = {b.sample.id: b for b in builds if b.sample is not None}
     pairs = [(r, by_id[r.sample.id]) for r in result.results if r.sample.id in by_id]
-    result.trace_stats = stats
-    result.export = None
-    if export == "otlp":
-        result.export = export_carriers(pairs, endpoint)
+    summary = export_carriers(pairs, endpoint) if export == "otlp" else None
     for sink in sinks:
         for r, b in pairs:
             target, parent, _ = _targets(b)
@@ -492,4 +519,4 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
         flush = getattr(sink, "flush", None)
         if callable(flush):
             flush(30.0)
-    return result
+    return TraceEvaluation.of(result, stats, summary)

@@ -25,15 +25,13 @@ failures are logged and counted in :attr:`stats`.
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any, Mapping
 
-from .writer import SpanTarget, annotator_kind, identifier_for
+from ragmeter.guard import never_raise
+from ragmeter.tracing.writer import SpanTarget, annotator_kind, identifier_for
 
 __all__ = ["PhoenixAnnotationSink", "span_annotations", "document_annotations"]
-
-log = logging.getLogger("ragmeter")
 
 _MAX_EXPLANATION = 2000
 
@@ -164,30 +162,26 @@ class PhoenixAnnotationSink:
 
     def write(self, result: Any, target: SpanTarget, parent: SpanTarget | None = None) -> None:
         """Annotate ``target`` (and the retriever documents) with ``result``. Never raises."""
-        try:
+        spans = None
+        with never_raise("phoenix: create the Phoenix client", on_error=self._failed):
             spans = self.client.spans
-        except Exception:
-            self._count(failed=1)
-            log.exception("ragmeter: no Phoenix client")
+        if spans is None:
             return
         annotations = span_annotations(result, target)
         if annotations:
-            try:
+            with never_raise("phoenix: send span annotations", on_error=self._failed):
                 spans.log_span_annotations(span_annotations=annotations, sync=self.sync)
                 self._count(span_annotations=len(annotations), requests=1)
-            except Exception:
-                self._count(failed=1)
-                log.exception("ragmeter: sending span annotations to Phoenix failed")
         if not self.documents:
             return
         docs = document_annotations(result)
         if docs:
-            try:
+            with never_raise("phoenix: send document annotations", on_error=self._failed):
                 spans.log_document_annotations(document_annotations=docs, sync=self.sync)
                 self._count(document_annotations=len(docs), requests=1)
-            except Exception:
-                self._count(failed=1)
-                log.exception("ragmeter: sending document annotations to Phoenix failed")
+
+    def _failed(self, exc: BaseException) -> None:
+        self._count(failed=1)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Annotations are sent as results arrive: nothing to wait for."""

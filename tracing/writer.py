@@ -45,16 +45,18 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+
+from ragmeter.guard import never_raise
+from ragmeter.suppression import suppressed_context
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragmeter.result import SampleResult
 
 __all__ = ["SpanTarget", "current_target", "EvaluationWriter", "writer_for_current_provider",
-           "carrier_attributes", "carrier_events", "CARRIER_NAME", "CARRIER_MARKER", "suppressed_context",
-           "annotator_kind", "identifier_for"]
+           "carrier_attributes", "carrier_events", "CARRIER_NAME", "CARRIER_MARKER", "annotator_kind",
+           "identifier_for"]
 
 log = logging.getLogger("ragmeter")
 
@@ -63,12 +65,6 @@ CARRIER_MARKER = "ragmeter.carrier"
 _SCOPE = "ragmeter"
 _MAX_EXPLANATION = 1000
 _MAX_CITATIONS = 100
-
-try:  # the API's own key (what instrumentations check), and the plain-string key of older ones
-    from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as _SUPPRESS_KEY  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - very old API
-    _SUPPRESS_KEY = otel_context.create_key("suppress_instrumentation")
-_SUPPRESS_KEY_PLAIN = "suppress_instrumentation"
 
 
 @dataclass(frozen=True)
@@ -103,21 +99,6 @@ def current_target() -> SpanTarget | None:
     if not ctx.is_valid:
         return None
     return SpanTarget(ctx.trace_id, ctx.span_id, getattr(span, "name", None))
-
-
-def suppressed_context(parent: Any = None) -> otel_context.Context:
-    """A context with instrumentation suppressed (both the API key and the legacy plain key),
-    optionally holding ``parent`` (a Span) as the current span; never the caller's context."""
-    ctx = otel_context.Context()
-    if parent is not None:
-        ctx = otel_trace.set_span_in_context(parent, ctx)
-    ctx = otel_context.set_value(_SUPPRESS_KEY, True, ctx)
-    return otel_context.set_value(_SUPPRESS_KEY_PLAIN, True, ctx)
-
-
-def is_suppressed(ctx: otel_context.Context | None = None) -> bool:
-    """Whether instrumentation is suppressed in ``ctx`` (default: the current context)."""
-    return bool(otel_context.get_value(_SUPPRESS_KEY, ctx) or otel_context.get_value(_SUPPRESS_KEY_PLAIN, ctx))
 
 
 def annotator_kind(score: Any) -> str:
@@ -346,40 +327,41 @@ class EvaluationWriter:
         """Emit the carrier for ``result`` about ``target``, child of ``parent`` (default: the
         target). Never raises: returns True when written, False when it failed (logged), None
         when there is no SDK provider to write to (as counted in :attr:`stats`)."""
+        written: bool | None = False
+        with never_raise("tracing: write an evaluation span", on_error=lambda exc: self._count("failed")):
+            written = self._write(result, target, parent)
+        return written
+
+    def _write(self, result: "SampleResult", target: SpanTarget, parent: SpanTarget | None) -> bool | None:
+        tracer = self._get_tracer()
+        if tracer is None:
+            self._count("no_sdk_provider")
+            return None
+        parent = parent or target
+        flags = TraceFlags(TraceFlags.SAMPLED)
+        parent_ctx = SpanContext(parent.trace_id, parent.span_id, is_remote=False, trace_flags=flags)
+        target_ctx = SpanContext(target.trace_id, target.span_id, is_remote=False, trace_flags=flags)
+        ctx = suppressed_context(parent=NonRecordingSpan(parent_ctx))
+        end_ns = time.time_ns()
+        duration_ns = int(max(0.0, float(getattr(result, "duration_s", 0.0) or 0.0)) * 1e9)
+        attrs = carrier_attributes(result, target)
+        span = tracer.start_span(CARRIER_NAME, context=ctx, kind=SpanKind.INTERNAL, attributes=attrs,
+                                 links=[Link(target_ctx)], start_time=end_ns - duration_ns)
         try:
-            tracer = self._get_tracer()
-            if tracer is None:
-                self._count("no_sdk_provider")
-                return None
-            parent = parent or target
-            flags = TraceFlags(TraceFlags.SAMPLED)
-            parent_ctx = SpanContext(parent.trace_id, parent.span_id, is_remote=False, trace_flags=flags)
-            target_ctx = SpanContext(target.trace_id, target.span_id, is_remote=False, trace_flags=flags)
-            ctx = suppressed_context(NonRecordingSpan(parent_ctx))
-            end_ns = time.time_ns()
-            duration_ns = int(max(0.0, float(getattr(result, "duration_s", 0.0) or 0.0)) * 1e9)
-            attrs = carrier_attributes(result, target)
-            span = tracer.start_span(CARRIER_NAME, context=ctx, kind=SpanKind.INTERNAL, attributes=attrs,
-                                     links=[Link(target_ctx)], start_time=end_ns - duration_ns)
-            try:
-                for name, ev_attrs in carrier_events(result):
-                    span.add_event(name, ev_attrs, timestamp=end_ns)
-                dropped = int(getattr(span, "dropped_attributes", 0) or 0)
-                if dropped:
-                    span.add_event("ragmeter.carrier.truncated", {"ragmeter.dropped_attributes": dropped}, timestamp=end_ns)
-                    self._count("truncated")
-                    if not self._warned_truncation:
-                        self._warned_truncation = True
-                        log.warning("ragmeter: the evaluation span lost %d attributes to the span limits "
-                                    "(OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT); the flat ragmeter.* tags were kept", dropped)
-            finally:
-                span.end(end_time=end_ns)
-            self._count("written")
-            return True
-        except Exception:
-            self._count("failed")
-            log.exception("ragmeter: could not write the evaluation span")
-            return False
+            for name, ev_attrs in carrier_events(result):
+                span.add_event(name, ev_attrs, timestamp=end_ns)
+            dropped = int(getattr(span, "dropped_attributes", 0) or 0)
+            if dropped:
+                span.add_event("ragmeter.carrier.truncated", {"ragmeter.dropped_attributes": dropped}, timestamp=end_ns)
+                self._count("truncated")
+                if not self._warned_truncation:
+                    self._warned_truncation = True
+                    log.warning("ragmeter: the evaluation span lost %d attributes to the span limits "
+                                "(OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT); the flat ragmeter.* tags were kept", dropped)
+        finally:
+            span.end(end_time=end_ns)
+        self._count("written")
+        return True
 
 
 def writer_for_current_provider() -> EvaluationWriter | None:

@@ -8,25 +8,25 @@ answer relevancy and answer correctness.
 
 from __future__ import annotations
 
-from .._lazy import lazy_getattr
-from .base import Embedder, InvalidOutput, Judge, JudgeError, TaskResult, Usage
+from ragmeter._lazy import lazy_getattr
+from ragmeter.judges.base import Embedder, InvalidOutput, Judge, JudgeError, TaskResult, Usage
 
 _LAZY = {
-    "LLMJudge": ".llm",
-    "OpenAIJudge": ".openai",
-    "OpenAIEmbedder": ".openai",
-    "AnthropicJudge": ".anthropic",
-    "LangChainJudge": ".langchain",
-    "LangChainEmbedder": ".langchain",
-    "LlamaIndexJudge": ".llamaindex",
-    "LlamaIndexEmbedder": ".llamaindex",
-    "OfflineJudge": ".offline",
-    "LexicalEmbedder": ".offline",
-    "LocalEmbedder": ".local",
-    "EnsembleJudge": ".ensemble",
-    "JudgeCache": ".cache",
-    "judge_from_spec": ".spec",
-    "default_judge": ".spec",
+    "LLMJudge": "ragmeter.judges.llm",
+    "OpenAIJudge": "ragmeter.judges.openai",
+    "OpenAIEmbedder": "ragmeter.judges.openai",
+    "AnthropicJudge": "ragmeter.judges.anthropic",
+    "LangChainJudge": "ragmeter.judges.langchain",
+    "LangChainEmbedder": "ragmeter.judges.langchain",
+    "LlamaIndexJudge": "ragmeter.judges.llamaindex",
+    "LlamaIndexEmbedder": "ragmeter.judges.llamaindex",
+    "OfflineJudge": "ragmeter.judges.offline",
+    "LexicalEmbedder": "ragmeter.judges.offline",
+    "LocalEmbedder": "ragmeter.judges.local",
+    "EnsembleJudge": "ragmeter.judges.ensemble",
+    "JudgeCache": "ragmeter.judges.cache",
+    "judge_from_spec": "ragmeter.judges.spec",
+    "default_judge": "ragmeter.judges.spec",
 }
 
 __all__ = ["Judge", "Embedder", "JudgeError", "InvalidOutput", "TaskResult", "Usage", *_LAZY]
@@ -35,4 +35,5 @@ __getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:
+    """The public names, lazy ones included."""
     return sorted(__all__)

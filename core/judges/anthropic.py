@@ -13,9 +13,10 @@ import json
 import os
 from typing import Any
 
-from .base import Embedder
+from ragmeter.judges.base import Embedder
+from ragmeter.judges.llm import LLMJudge
+from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn
 from ragmeter.loops import PerLoop
-from .llm import ChatRequest, LLMJudge, Reply, Transport, Turn
 
 __all__ = ["AnthropicJudge", "AnthropicTransport", "DEFAULT_MODEL"]
 

@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from ragmeter.judges.embedding import CachedEmbedder
+from ragmeter.judges.identity import model_id, safe_params
+from ragmeter.judges.llm import LLMJudge
+from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, schema_instructions
 from ragmeter.loops import HomeLoop
-from .llm import (CachedEmbedder, ChatRequest, LLMJudge, Reply, Transport, Turn, model_id, safe_params,
-                  schema_instructions)
 
 __all__ = ["LangChainJudge", "LangChainEmbedder", "LangChainTransport"]
 

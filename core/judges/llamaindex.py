@@ -15,9 +15,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ragmeter.judges.embedding import CachedEmbedder
+from ragmeter.judges.identity import model_id, safe_params
+from ragmeter.judges.llm import LLMJudge
+from ragmeter.judges.retry import classify_error
+from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn
 from ragmeter.loops import HomeLoop
-from .llm import (CachedEmbedder, ChatRequest, LLMJudge, Reply, Transport, Turn, classify_error, model_id,
-                  safe_params)
 
 __all__ = ["LlamaIndexJudge", "LlamaIndexEmbedder", "LlamaIndexTransport", "model_from_schema"]
 

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .base import Embedder, Usage
+from ragmeter.judges.base import Embedder, Usage
 
 __all__ = ["LocalEmbedder", "load_model", "MODEL_NAME", "INSTALL_HINT"]
 

@@ -14,9 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .base import Embedder
+from ragmeter.judges.base import Embedder
+from ragmeter.judges.embedding import CachedEmbedder
+from ragmeter.judges.llm import LLMJudge
+from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, schema_instructions
 from ragmeter.loops import PerLoop
-from .llm import CachedEmbedder, ChatRequest, LLMJudge, Reply, Transport, Turn, schema_instructions
 
 __all__ = ["OpenAIJudge", "OpenAIEmbedder", "OpenAITransport"]
 

@@ -4,6 +4,9 @@ Both work across threads and event loops: ragmeter runs one judge from ``asyncio
 wrapper, from background threads (inline scoring) and from the caller's loop, and a limit must
 hold for the judge as a whole, not per loop. State is guarded by a :class:`threading.Lock`; a
 waiter sleeps on its own loop and is woken thread-safely.
+
+Time is read from an injectable ``clock`` and waited out with an injectable ``sleep``
+(``time.monotonic`` and ``asyncio.sleep`` by default), so tests check exact waits on a fake clock.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import asyncio
 import collections
 import threading
 import time
-from typing import Callable
+from typing import Any, Awaitable, Callable
 
 __all__ = ["TokenBucket", "RateLimiter", "ConcurrencyLimit"]
 
@@ -24,9 +27,11 @@ class TokenBucket:
     reservation is covered, so waiters are served first come, first served, and a request larger
     than ``burst`` still goes through (after the debt it makes is paid). ``burst`` defaults to one
     second's worth of tokens (at least 1), which spreads requests evenly over the minute.
+    ``clock`` reads the time in seconds and ``sleep`` waits (see the module docstring).
     """
 
-    def __init__(self, per_minute: float, burst: float | None = None, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, per_minute: float, burst: float | None = None, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
         if per_minute <= 0:
             raise ValueError(f"per_minute must be > 0, got {per_minute}")
         self.rate = float(per_minute) / 60.0
@@ -34,6 +39,7 @@ class TokenBucket:
         if self.capacity <= 0:
             raise ValueError(f"burst must be > 0, got {burst}")
         self._clock = clock
+        self._sleep = sleep
         self._tokens = self.capacity
         self._stamp = clock()
         self._lock = threading.Lock()
@@ -61,7 +67,7 @@ class TokenBucket:
         wait = self.reserve(tokens)
         if wait > 0:
             try:
-                await asyncio.sleep(wait)
+                await self._sleep(wait)
             except asyncio.CancelledError:
                 self.refund(tokens)
                 raise
@@ -74,15 +80,16 @@ class RateLimiter:
     A request reserves one request and an *estimate* of its tokens before it is sent
     (:meth:`acquire`); once the real count is known, :meth:`settle` gives back (or takes) the
     difference. Providers count ``max_tokens`` against the token limit at request time, so a good
-    estimate is prompt tokens + ``max_tokens``.
+    estimate is prompt tokens + ``max_tokens``. ``clock`` and ``sleep`` go to both buckets.
     """
 
     def __init__(self, rpm: float | None = None, tpm: float | None = None, *,
-                 rpm_burst: float | None = None, tpm_burst: float | None = None):
+                 rpm_burst: float | None = None, tpm_burst: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
         self.rpm = rpm
         self.tpm = tpm
-        self.requests = TokenBucket(rpm, rpm_burst) if rpm else None
-        self.tokens = TokenBucket(tpm, tpm_burst) if tpm else None
+        self.requests = TokenBucket(rpm, rpm_burst, clock=clock, sleep=sleep) if rpm else None
+        self.tokens = TokenBucket(tpm, tpm_burst, clock=clock, sleep=sleep) if tpm else None
 
     @property
     def active(self) -> bool:

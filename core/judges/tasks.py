@@ -51,7 +51,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .base import InvalidOutput
+from ragmeter.judges.base import InvalidOutput
 
 __all__ = ["TaskSpec", "TASKS", "get_task", "VERDICTS"]
 

@@ -6,9 +6,10 @@ only reads the retrieved ids (the contexts' ids, in order) and ``Sample.relevant
 
 from __future__ import annotations
 
-from ..data import Sample, Score
-from . import retrieval
-from .base import Metric, ScoringContext
+from ragmeter.data import Sample, Score
+from ragmeter.metrics import retrieval
+from ragmeter.metrics.base import Metric
+from ragmeter.metrics.requests import ScoringContext
 
 __all__ = ["RetrievalMetric"]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -15,7 +14,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from helpers import wait_for
 from ragmeter.data import Score
 from ragmeter.metrics.base import Metric
 
@@ -92,14 +90,14 @@ def memory_provider(*processors: Any, span_limits: Any = None) -> tuple[TracerPr
 
 def rag_provider(metrics: Any = None, judge: Any = None, *, batch: bool = False, **kwargs: Any):
     """The documented setup: TracerProvider, then the ragmeter processor (writing to it), then the
-    exporting processor (simple, or batch with a long delay). Returns (processor, provider, exporter)."""
+    exporting processor (simple, or batch with a long delay). Returns (processor, provider, exporter).
+    The processor keeps its default schedule delay: its collector is woken by the spans, not polled."""
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     from ragmeter.tracing import RagmeterSpanProcessor
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider(shutdown_on_exit=False)
-    kwargs.setdefault("poll_interval", 0.01)
     proc = RagmeterSpanProcessor(metrics if metrics is not None else [ContextCount(), AnswerOverlap()], judge,
                                  tracer_provider=provider, **kwargs)
     provider.add_span_processor(proc)
@@ -119,8 +117,6 @@ def instrumented(instrumentor_cls: Any, provider: TracerProvider, **kwargs: Any)
         yield inst
     finally:
         inst.uninstrument()
-
-
 
 
 def carriers(exporter: InMemorySpanExporter) -> list:

@@ -1,287 +1,28 @@
-"""LlamaIndex integration on real llama-index-core pieces: VectorStoreIndex, query engines, the
-instrumentation dispatcher and BatchEvalRunner, with a deterministic hashing embedding, a small
-LLM that answers from its context, and a ScriptedJudge (no network, no key)."""
+"""LlamaIndex capture on real llama-index-core pieces: the instrumentation dispatcher, query
+engines (sync, async, streaming, nested, concurrent), inline and offline scoring, and results
+written into the caller's OpenTelemetry trace (see helpers.llamaindex_app; no network, no key)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import hashlib
-import os
-import random
 import re
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-import numpy as np
 import pytest
 
 pytest.importorskip("llama_index.core")
 
 pytestmark = pytest.mark.filterwarnings("ignore:asyncio_module\\(\\) is deprecated:DeprecationWarning")
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from helpers.scripted import ScriptedJudge  # noqa: E402
-
-from llama_index.core import VectorStoreIndex  # noqa: E402
-from llama_index.core.embeddings import BaseEmbedding  # noqa: E402
-from llama_index.core.evaluation import BatchEvalRunner  # noqa: E402
-from llama_index.core.instrumentation import get_dispatcher  # noqa: E402
-from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata  # noqa: E402
-from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E402
 from llama_index.core.query_engine import CustomQueryEngine  # noqa: E402
-from llama_index.core.schema import TextNode  # noqa: E402
 
 import ragmeter as rm  # noqa: E402
-import ragmeter.integrations.llamaindex as li  # noqa: E402
-from ragmeter.integrations.llamaindex import (  # noqa: E402
-    RagmeterEvaluationResult, RagmeterEvaluator, RagmeterFaithfulnessEvaluator, RagmeterInstrumentation,
-    make_evaluators,
+from helpers.llamaindex_app import (  # noqa: E402,F401 (index, judge, no_handler_leak: fixtures)
+    ANIMALS, EchoLLM, build_index, code_of, engine, index, judge, no_handler_leak, question,
 )
-
-# --------------------------------------------------------------------------- fixtures
-
-ANIMALS = ["falcon", "otter", "badger", "heron", "lynx", "walrus", "gecko", "bison", "marten", "ibis",
-           "jackal", "koala", "lemur", "manatee", "narwhal", "ocelot", "puffin", "quokka", "raven", "salmon",
-           "tapir", "urchin", "vole", "wombat", "yak", "zebra", "alpaca", "beaver", "cougar", "dingo"]
-
-
-def code_of(animal: str) -> str:
-    return f"K{ANIMALS.index(animal) * 37 + 1000}"
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+", text.lower())
-
-
-class HashEmbedding(BaseEmbedding):
-    """Bag of hashed words: texts sharing words are close, so retrieval is meaningful."""
-
-    delay: float = 0.0
-
-    def _vec(self, text: str) -> list[float]:
-        v = np.zeros(256)
-        for w in words(text):  # one fixed pseudo-random direction per word
-            v += np.random.default_rng(int(hashlib.md5(w.encode()).hexdigest()[:8], 16)).standard_normal(256)
-        n = np.linalg.norm(v)
-        return list(v / n if n else v)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._vec(text)
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._vec(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        if self.delay:
-            await asyncio.sleep(random.random() * self.delay)
-        return self._vec(query)
-
-
-class EchoLLM(CustomLLM):
-    """Answers with the context sentence that shares most words with the query; reports tokens."""
-
-    delay: float = 0.0
-    fail: bool = False
-
-    @property
-    def metadata(self) -> LLMMetadata:
-        return LLMMetadata(model_name="echo-llm")
-
-    def _answer(self, prompt: str) -> str:
-        if self.fail:
-            raise RuntimeError("LLM backend unavailable")
-        m = re.search(r"-{5,}\n(.*?)\n-{5,}.*Query: (.*?)\n", prompt, re.S)
-        context, query = m.group(1), m.group(2)
-        sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", context) if s.strip()]
-        qw = set(words(query))
-        return max(sentences, key=lambda s: len(qw & set(words(s))))
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        text = self._answer(prompt)
-        return CompletionResponse(text=text, additional_kwargs={"prompt_tokens": len(prompt.split()),
-                                                                 "completion_tokens": len(text.split())})
-
-    @llm_completion_callback()
-    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        if self.delay:
-            await asyncio.sleep(random.random() * self.delay)
-        return self.complete(prompt, formatted=formatted)  # a nested LLM call, as CustomLLM does
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
-        text = self._answer(prompt)
-
-        def gen():
-            acc = ""
-            for w in text.split(" "):
-                delta = (" " if acc else "") + w
-                acc += delta
-                yield CompletionResponse(text=acc, delta=delta)
-
-        return gen()
-
-
-def _claims(inputs):
-    return {"claims": [{"unit": i, "text": u} for i, u in enumerate(inputs["units"])]}
-
-
-def _verify(inputs):
-    verdicts = []
-    for i, claim in enumerate(inputs["claims"]):
-        hits = [j for j, chunk in enumerate(inputs["chunks"]) if set(words(claim)) <= set(words(chunk))]
-        verdicts.append({"claim": i, "verdict": "supported" if hits else "not_found",
-                         "evidence": [{"chunk": j, "quote": claim} for j in hits[:1]], "reason": "word overlap"})
-    return {"verdicts": verdicts}
-
-
-def scripted_judge() -> ScriptedJudge:
-    return ScriptedJudge({"extract_claims": _claims, "verify_claims": _verify})
-
-
-@pytest.fixture(scope="module")
-def index():
-    nodes = [TextNode(id_=f"doc-{a}", text=f"The secret code of the {a} is {code_of(a)}.",
-                      metadata={"animal": a, "page": ANIMALS.index(a)}) for a in ANIMALS]
-    return VectorStoreIndex(nodes, embed_model=HashEmbedding())
-
-
-def engine(index, **kw):
-    llm = kw.pop("llm", None) or EchoLLM()
-    return index.as_query_engine(llm=llm, similarity_top_k=kw.pop("top_k", 2), **kw)
-
-
-def question(animal: str) -> str:
-    return f"What is the secret code of the {animal}?"
-
-
-@pytest.fixture
-def judge():
-    return scripted_judge()
-
-
-def _handlers():
-    d = get_dispatcher()
-    return list(d.span_handlers), list(d.event_handlers)
-
-
-@pytest.fixture(autouse=True)
-def _no_handler_leak():
-    before = _handlers()
-    yield
-    after = _handlers()
-    assert [id(h) for h in after[0]] == [id(h) for h in before[0]]
-    assert [id(h) for h in after[1]] == [id(h) for h in before[1]]
-
-
-# --------------------------------------------------------------------------- evaluators
-
-
-def test_evaluate_response_keeps_node_ids_and_scores(index, judge):
-    response = engine(index).query(question("otter"))
-    ev = RagmeterFaithfulnessEvaluator(judge)
-    res = ev.evaluate_response(query=question("otter"), response=response)
-    assert isinstance(res, RagmeterEvaluationResult)
-    assert res.invalid_result is False and res.invalid_reason is None
-    assert res.score == 1.0 and res.passing is True and res.label == "pass"
-    assert res.response == f"The secret code of the otter is {code_of('otter')}."
-    assert res.contexts[0] == res.response and len(res.contexts) == 2
-    assert res.feedback and res.metric == "faithfulness" and res.judge == "scripted"
-    claim = res.details["claims"][0]
-    assert claim["verdict"] == "supported" and claim["chunk_id"] == "doc-otter"
-    assert res.ragmeter_score.value == 1.0 and res.ragmeter_score.label == "pass"
-    assert res.usage["calls"] == 2
-    assert '"chunk_id":"doc-otter"' in res.model_dump_json()  # serialisable, details included
-
-
-def test_aevaluate_strings_and_invalid_inputs_never_raise(judge):
-    ev = RagmeterFaithfulnessEvaluator(judge)
-
-    async def main():
-        ok = await ev.aevaluate(query="Who wrote Dune?", response="Frank Herbert wrote Dune.",
-                                contexts=["Dune is a novel. Frank Herbert wrote Dune in 1965."])
-        unsupported = await ev.aevaluate(query="Who wrote Dune?", response="Isaac Asimov wrote Dune.",
-                                         contexts=["Frank Herbert wrote Dune."])
-        no_contexts = await ev.aevaluate(query="Who wrote Dune?", response="Frank Herbert.", contexts=[])
-        no_query = await ev.aevaluate(query=None, response="x", contexts=["y"])
-        bad_context = await ev.aevaluate(query="q", response="a", contexts=[object()])
-        return ok, unsupported, no_contexts, no_query, bad_context
-
-    ok, unsupported, no_contexts, no_query, bad_context = asyncio.run(main())
-    assert ok.score == 1.0 and ok.passing is True
-    assert unsupported.score == 0.0 and unsupported.passing is False and unsupported.label == "fail"
-    for r in (no_contexts, no_query, bad_context):
-        assert r.invalid_result is True and r.score is None and r.passing is None and r.invalid_reason
-    assert "not applicable" in no_contexts.invalid_reason
-    assert "question" in no_query.invalid_reason
-
-
-def test_retrieval_metric_evaluator_uses_node_ids(index):
-    response = engine(index).query(question("heron"))
-    ev = RagmeterEvaluator("mrr")
-    res = ev.evaluate_response(query=question("heron"), response=response, relevant_ids=["doc-heron"])
-    assert res.score == 1.0 and res.judge == "code"
-    res = ev.evaluate_response(query=question("heron"), response=response, relevant_ids=["doc-zebra"])
-    assert res.score == 0.0
-
-
-class _BrokenJudge(ScriptedJudge):
-    async def run(self, task, inputs):
-        self.calls[task] += 1
-        raise RuntimeError("judge backend down")
-
-
-def test_batch_eval_runner_shares_judge_work_and_failures_return_fast(index, judge):
-    qe = engine(index)
-    animals = ANIMALS[:4]
-    evaluators = make_evaluators(["faithfulness", "citation_accuracy", "hallucinated_specifics"], judge)
-    evaluators["broken"] = RagmeterFaithfulnessEvaluator(_BrokenJudge({}))
-    runner = BatchEvalRunner(evaluators, workers=4)
-    t0 = time.perf_counter()
-    results = runner.evaluate_queries(qe, queries=[question(a) for a in animals])
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 3.0  # BatchEvalRunner's retry waits >= 4 s: nothing was retried
-    assert [r.score for r in results["faithfulness"]] == [1.0] * 4
-    assert all(r.passing for r in results["faithfulness"])
-    assert [r.score for r in results["hallucinated_specifics"]] == [1.0] * 4
-    assert all(isinstance(r, RagmeterEvaluationResult) for rs in results.values() for r in rs)
-    for r in results["broken"]:
-        assert r.invalid_result is True and r.score is None and "judge backend down" in r.invalid_reason
-    # claims were extracted once per answer and shared by faithfulness and citation accuracy
-    assert judge.calls["extract_claims"] == 4
-    assert sorted(r.query for r in results["citation_accuracy"]) == sorted(question(a) for a in animals)
-
-
-def test_judge_specs_resolve_once_and_offline_judge_works(monkeypatch):
-    from ragmeter.judges import OfflineJudge
-
-    resolved = []
-
-    def resolve(spec, metrics):
-        resolved.append(spec)
-        return OfflineJudge(embeddings=False)  # "offline" without loading the local embedding model
-
-    monkeypatch.setattr(li, "resolve_judge", resolve)
-    monkeypatch.setattr(li, "_SPEC_JUDGES", {})
-    evs = make_evaluators(["faithfulness", "answer_relevancy", "precision@2"], "offline")
-    assert set(evs) == {"faithfulness", "answer_relevancy", "precision@2"}
-    assert evs["faithfulness"].judge is evs["answer_relevancy"].judge
-    assert evs["precision@2"].judge is None
-    assert RagmeterFaithfulnessEvaluator("offline").judge is evs["faithfulness"].judge
-    assert resolved == ["offline"]
-    res = evs["faithfulness"].evaluate(query="Who wrote Dune?", response="Frank Herbert wrote Dune.",
-                                       contexts=["Dune was written by Frank Herbert."])
-    assert res.judge == "offline" and res.score == 1.0 and not res.invalid_result
-    res = evs["answer_relevancy"].evaluate(query="Who wrote Dune?", response="Frank Herbert wrote Dune.",
-                                           contexts=["Dune was written by Frank Herbert."])
-    assert res.score is not None and res.details.get("judge_usage") is not None
-
-
-# --------------------------------------------------------------------------- capture
+from ragmeter.integrations.llamaindex import RagmeterInstrumentation  # noqa: E402
 
 
 def test_capture_query_scores_inline_with_metadata(index, judge):
@@ -388,8 +129,7 @@ def test_unconsumed_stream_times_out_as_partial(index, judge):
 
 
 def test_thirty_concurrent_aqueries_never_mix(judge):
-    nodes = [TextNode(id_=f"doc-{a}", text=f"The secret code of the {a} is {code_of(a)}.") for a in ANIMALS]
-    index = VectorStoreIndex(nodes, embed_model=HashEmbedding(delay=0.02))
+    index = build_index(delay=0.02, metadata=False)
     qe = index.as_query_engine(llm=EchoLLM(delay=0.02), similarity_top_k=2)
 
     async def main():
@@ -531,15 +271,6 @@ def test_ground_truth_and_tags_from_instrument_tags(index, judge):
     assert scores[second.id]["mrr"].value is None  # not applicable without relevant ids
 
 
-def test_llamaindex_llm_as_judge_is_wrapped():
-    from ragmeter.judges import LlamaIndexJudge
-
-    meter = RagmeterInstrumentation(["faithfulness"], judge=EchoLLM(), mode="offline")
-    assert isinstance(meter.judge, LlamaIndexJudge)
-    ev = RagmeterFaithfulnessEvaluator(EchoLLM(), share=False)
-    assert isinstance(ev.judge, LlamaIndexJudge)
-
-
 # --------------------------------------------------------------------------- OpenTelemetry
 
 
@@ -584,27 +315,3 @@ def test_results_attach_to_the_trace_active_at_query_start(index, judge):
     assert writer.SpanTarget  # the API this integration is written against
 
 
-def test_shared_judge_wrappers_are_reused_and_released():
-    import weakref
-
-    judge = scripted_judge()
-    a, b = RagmeterFaithfulnessEvaluator(judge), RagmeterEvaluator("citation_accuracy", judge)
-    assert a.judge is b.judge and a.judge.inner is judge
-    assert RagmeterFaithfulnessEvaluator(judge, share=False).judge is judge
-    ref = weakref.ref(a.judge)
-    del a, b
-    gc.collect()
-    assert ref() is None and id(judge) not in li._SHARED  # no evaluator left: the wrapper is gone
-
-
-def test_ensemble_members_share_work():
-    from ragmeter.judges import EnsembleJudge
-
-    one, two = scripted_judge(), ScriptedJudge({"extract_claims": _claims, "verify_claims": _verify}, name="two")
-    evs = make_evaluators(["faithfulness", "citation_accuracy"], EnsembleJudge([one, two]))
-    runner = BatchEvalRunner(evs, workers=2)
-    out = runner.evaluate_response_strs(queries=["Who wrote Dune?"], response_strs=["Frank Herbert wrote Dune."],
-                                        contexts_list=[["Frank Herbert wrote Dune in 1965."]])
-    assert out["faithfulness"][0].score == 1.0 and out["faithfulness"][0].judge == "ensemble"
-    assert out["faithfulness"][0].details["members"]["two"]["value"] == 1.0
-    assert one.calls["extract_claims"] == two.calls["extract_claims"] == 1

@@ -1,0 +1,214 @@
+"""The hard checks: specifics, antonyms, negation and alignment of a claim against its best passage.
+
+Each check returns ``("contradicted" | "not_found", reason)`` when it finds the claim says
+something the passage does not, or None. They override the word-overlap support: a claim whose
+words are all in the chunk is still unsupported when one of them fails.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragmeter.judges.offline.align import aligned_difference
+from ragmeter.judges.offline.lexicon import ANTONYMS, unprefixed
+from ragmeter.judges.offline.settings import OfflineSettings
+from ragmeter.judges.offline.text import Chunk, Text, content_words, context_stems, has_negation, split_words
+from ragmeter.specifics import Specific, extract_specifics, find_specific
+from ragmeter.specifics_extraction import _numeric_cached
+
+Finding = tuple[str, str]
+
+
+def hard_checks(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float, settings: OfflineSettings,
+                near: bool = True) -> tuple[str | None, str]:
+    """('contradicted' | 'not_found' | None, reason) for a claim against its best passage (sentences
+    ``window`` of the chunk, holding ``coverage`` of the claim's content words), from specifics,
+    antonyms, negation and alignment in that order (``near=False``: figures may be anywhere in the
+    chunk, for chunks checked together)."""
+    found = (check_specifics(claim, chunk, window, coverage, settings, near)
+             or check_antonyms(claim, chunk, window, settings)
+             or check_negation(claim, chunk, window, coverage, settings)
+             or check_alignment(claim, chunk, window, coverage, settings))
+    return found or (None, "")
+
+
+def check_specifics(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float, settings: OfflineSettings,
+                    near: bool = True) -> Finding | None:
+    """Every number, date, amount, percentage, name and quote of the claim must be stated in the
+    chunk (figures near the passage); a different value of the same kind in the passage makes the
+    claim contradicted."""
+    st = settings
+    if not st.specifics_check or not claim.specifics:
+        return None
+    passage = chunk.window_text(window)
+    passage_specs = None
+    for spec in claim.specifics:
+        if spec.kind == "name" and not st.name_check:
+            continue
+        if find_specific(spec, chunk.text):
+            if not near or st.specifics_near is None or spec.kind not in st.specifics_near_kinds:
+                continue
+            k = st.specifics_near
+            near_text = " ".join(chunk.sentences[max(0, window[0] - k):window[1] + k])
+            if find_specific(spec, near_text):
+                continue
+            if st.specifics_context and _placed(claim, spec, chunk, st.specifics_context):
+                continue
+            return "not_found", f"{spec.kind} {spec.text!r} appears in the chunk but not near the passage"
+        if passage_specs is None:
+            passage_specs = list(_numeric_cached(passage)) + [
+                s for s in extract_specifics(passage) if s.kind in ("name", "quote")]
+        kinds = {"number", "money", "percent"} if spec.kind in ("number", "money", "percent") else {spec.kind}
+        rivals = [s for s in passage_specs if s.kind in kinds]
+        small_word = spec.kind == "number" and not any(c.isdigit() for c in spec.text) and spec.value <= 10
+        if small_word and st.soft_small_numbers:
+            rivals = [s for s in rivals if s.kind == "number" and s.value <= 20]
+        if spec.kind == "date":
+            rivals = [s for s in rivals if _comparable_dates(spec.value, s.value)]
+        if spec.kind in ("name", "quote"):
+            rivals = []  # another name in the passage is no evidence of a different value
+        if rivals and coverage >= 0.5:
+            return "contradicted", f"the claim says {spec.text!r} but the passage says {rivals[0].text!r}"
+        if st.soft_small_numbers and small_word:
+            continue  # "two friends": a small count written out is often inferred, not stated
+        return "not_found", f"{spec.kind} {spec.text!r} does not appear in the chunk"
+    return None
+
+
+def check_antonyms(claim: Text, chunk: Chunk, window: tuple[int, int], settings: OfflineSettings) -> Finding | None:
+    """A claim word absent from the passage (and the sentences around it) whose opposite is there,
+    in the same place (next to one of the same words)."""
+    st = settings
+    if not st.antonym_check:
+        return None
+    lo, hi = window
+    a_lo, a_hi = (lo - st.antonym_range, hi + st.antonym_range) if st.antonym_range is not None else (0, len(chunk.sentences))
+    near = chunk.stems_between(a_lo, a_hi, every=True)
+    for s in sorted(claim.all_stems):
+        if s in near:
+            continue
+        opposite = set(ANTONYMS.get(s, ()))
+        base = unprefixed(s)
+        if base:
+            opposite.add(base)
+        for o in sorted(opposite):
+            if (o in near and o not in context_stems(claim.words, s, 6, every=True)
+                    and _same_place(claim, s, chunk, a_lo, a_hi, o, st.antonym_context)):
+                return "contradicted", f"the claim says {s!r} where the passage says the opposite ({o!r})"
+    for n in sorted(near - claim.all_stems):
+        base = unprefixed(n)
+        if base and base in claim.all_stems and _same_place(claim, base, chunk, a_lo, a_hi, n, st.antonym_context):
+            return "contradicted", f"the claim says {base!r} where the passage says the opposite ({n!r})"
+    return None
+
+
+def check_negation(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float,
+                   settings: OfflineSettings) -> Finding | None:
+    """A word the claim negates that the passage states plainly, or the reverse (how strictly:
+    ``negation_strict``), and a negated claim against a passage without negation."""
+    st = settings
+    if not st.negation_check or coverage < st.negation_min_coverage:
+        return None
+    lo, hi = window
+    passage = chunk.stems_between(lo, hi)
+    passage_neg = chunk.negated_between(lo, hi)
+    if st.negation_strict == "sentence":
+        found = _negation_flip(claim, chunk, lo, hi)
+        if found:
+            return "contradicted", found
+    elif not (st.negation_strict and passage_neg):
+        for w in sorted(claim.negated):
+            if w in passage and w not in passage_neg:
+                return "contradicted", f"the claim negates {w!r}, the passage does not"
+    if st.negation_strict != "sentence" and not (st.negation_strict and claim.negated):
+        claim_stems = set(claim.stems)
+        for w in sorted(passage_neg):
+            if w in claim_stems and w not in claim.negated:
+                return "contradicted", f"the passage negates {w!r}, the claim does not"
+    if (st.negation_inserted is not None and coverage >= st.negation_inserted
+            and not passage_neg and has_negation(claim.words)
+            and not any(has_negation(split_words(x)) for x in chunk.sentences[lo:hi])):
+        return "contradicted", "the claim is negated, the passage is not"
+    return None
+
+
+def check_alignment(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float,
+                    settings: OfflineSettings) -> Finding | None:
+    """The alignment rules (:func:`~ragmeter.judges.offline.align.aligned_difference`) on the
+    passage as a whole and, when that finds nothing, on each of its sentences."""
+    st = settings
+    if not st.align_rules or coverage < st.align_min_coverage:
+        return None
+    lo, hi = window
+    found = aligned_difference(claim.text, chunk, lo, hi, st.align_rules, st.align_max_gap)
+    if found[0] is None and hi - lo > 1:
+        # A claim drawn from several sentences can align badly with all of them at once
+        # (repeated phrases pull the matcher apart): each sentence on its own as well.
+        for j in range(lo, hi):
+            found = aligned_difference(claim.text, chunk, j, j + 1, st.align_rules, st.align_max_gap)
+            if found[0] is not None:
+                break
+    return found if found[0] is not None else None
+
+
+def _placed(claim: Text, spec: Specific, chunk: Chunk, k: int) -> bool:
+    """Whether a figure of the claim that the chunk states away from the best passage stands
+    there among the same words: some content word of the ``k`` words either side of it in the
+    claim is also next to it in the chunk ("costs $185 per month")."""
+    mine = _side_words(claim.text, spec.start, spec.end, k)
+    if not mine:
+        return False
+    for sentence in chunk.sentences:
+        if not find_specific(spec, sentence):
+            continue
+        for other in _numeric_cached(sentence):
+            if other.key == spec.key and mine & _side_words(sentence, other.start, other.end, k):
+                return True
+    return False
+
+
+def _negation_flip(claim: Text, chunk: Chunk, lo: int, hi: int) -> str:
+    """A reason when the claim negates a word that every passage sentence holding it states
+    plainly (no negation in those sentences), or states plainly (no negation at all) a word
+    that every passage sentence holding it negates; "" otherwise."""
+    rows = range(max(0, lo), min(len(chunk.sentences), hi))
+    for w in sorted(claim.negated):
+        holding = [j for j in rows if w in chunk.sent_stems[j]]
+        if holding and not any(chunk.sent_negated[j] or has_negation(split_words(chunk.sentences[j])) for j in holding):
+            return f"the claim negates {w!r}, the passage does not"
+    if claim.negated or has_negation(claim.words):
+        return ""
+    claim_stems = set(claim.stems)
+    for w in sorted(chunk.negated_between(lo, hi) & claim_stems):
+        holding = [j for j in rows if w in chunk.sent_stems[j]]
+        if holding and all(w in chunk.sent_negated[j] for j in holding):
+            return f"the passage negates {w!r}, the claim does not"
+    return ""
+
+
+def _same_place(claim: Text, word: str, chunk: Chunk, lo: int, hi: int, opposite: str, k: int) -> bool:
+    """Whether ``opposite`` in the passage stands where ``word`` stands in the claim: the content
+    words around them (``k`` tokens either side; 0 = anywhere) share at least one stem."""
+    if not k:
+        return True
+    around_claim = context_stems(claim.words, word, k)
+    if not around_claim:
+        return True
+    for j in range(max(0, lo), min(len(chunk.sentences), hi)):
+        if opposite in chunk.sent_all[j] and around_claim & context_stems(split_words(chunk.sentences[j]), opposite, k):
+            return True
+    return False
+
+
+def _side_words(text: str, start: int, end: int, k: int) -> set:
+    """Content stems of the ``k`` content words either side of ``text[start:end]``."""
+    if start < 0:
+        return set()
+    left = [w for w in content_words(text[:start]) if not w[:1].isdigit()][-k:]
+    right = [w for w in content_words(text[end:]) if not w[:1].isdigit()][:k]
+    return set(left) | set(right)
+
+
+def _comparable_dates(a: Any, b: Any) -> bool:
+    """Whether two DateValues state the same granularity (both give a year, a day, a time ...)."""
+    return any(x is not None and y is not None for x, y in zip(a, b))

@@ -1,0 +1,87 @@
+"""Claims and questions: which sentences of an answer state something, and what a question asks.
+
+An answer's units become claims (:func:`extract_claims`) once citation markers, questions,
+pleasantries and evasions ("I don't know") are left out, split into clauses by
+:func:`ragmeter.text.split_claims`. A question is split into the parts it asks about
+(:func:`question_parts`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from ragmeter.citations import strip_citations
+from ragmeter.judges.offline.text import content_words
+from ragmeter.text import split_claims, split_sentences
+
+_RE_NONCOMMITTAL = re.compile(
+    r"\b(?:i\s+(?:do\s+not|don't|dont)\s+know|i\s+(?:am|'m)\s+(?:not\s+sure|unsure|uncertain)|not\s+sure|"
+    r"(?:cannot|can\s*not|can't|unable\s+to|could\s+not|couldn't)\s+(?:be\s+)?(?:determine|determined|answer|find|"
+    r"say|tell|know|provide|help|confirm|verify|access)|"
+    r"(?:no|not\s+(?:enough|sufficient|any))\s+(?:relevant\s+)?(?:information|data|details|context|mention|evidence)|"
+    r"insufficient\s+(?:information|context|data)|"
+    r"(?:does|do|did)\s*(?:n't|\s+not)\s+(?:mention|provide|contain|say|specify|include|state|cover|discuss)|"
+    r"(?:is|are|was|were)\s*(?:n't|\s+not)\s+(?:mentioned|provided|specified|stated|available|included|covered|clear)|"
+    r"(?:not|never)\s+(?:mentioned|specified|stated|provided)\s+in|"
+    r"unclear\s+(?:from|in|based)|it\s+(?:is\s+)?(?:unknown|unclear)|there\s+is\s+no\s+way\s+to\s+know|"
+    r"i\s+have\s+no\s+(?:idea|information|knowledge|data)|no\s+idea|as\s+an\s+ai\b|"
+    r"i\s+(?:cannot|can't|can\s+not|am\s+unable\s+to|won't)\s+(?:answer|help|assist|provide)|"
+    r"(?:i'm|i\s+am)\s+sorry|sorry,?\s+(?:but\s+)?i|it\s+depends\b|beyond\s+(?:my|the)\s+(?:knowledge|scope))",
+    re.I,
+)
+
+
+_RE_PLEASANTRY = re.compile(
+    r"^\W*(?:thanks?(?: you)?|thank you(?: for [\w\s]+)?|you're welcome|hi|hello|hey|good (?:morning|afternoon|evening)|"
+    r"hope (?:this|that|it) helps|let me know[\w\s]*|feel free to ask[\w\s]*|sure|of course|certainly|great question|"
+    r"ok(?:ay)?|glad to help|happy to help)\b[\w\s,']*[.!]*\W*$", re.I)
+
+
+def is_noncommittal(text: str) -> bool:
+    """Whether ``text`` declines to answer or evades ("I don't know", "cannot be determined from
+    the context", "the documents do not mention it", "it depends").
+
+    An answer that also makes a substantive statement (a sentence with two content words or more
+    that is neither evasive nor a pleasantry) is not noncommittal.
+
+    >>> is_noncommittal("I don't know."), is_noncommittal("The context does not mention the price.")
+    (True, True)
+    >>> is_noncommittal("Paris is the capital of France.")
+    False
+    """
+    if not text or not text.strip():
+        return True
+    sentences = split_sentences(text)
+    if not sentences:
+        return True
+    flagged = [bool(_RE_NONCOMMITTAL.search(s)) for s in sentences]
+    if not any(flagged):
+        return False
+    substantive = [s for s, f in zip(sentences, flagged)
+                   if not f and not _RE_PLEASANTRY.match(s) and len(content_words(s)) >= 2]
+    return not substantive
+
+
+def extract_claims(units: Sequence[str | None]) -> list[dict]:
+    """The claims of an answer's units: ``{"unit": index, "text": clause}`` for every clause with
+    content words, citation markers removed, questions, pleasantries and evasive units left out."""
+    claims = []
+    for u, unit in enumerate(units):
+        text = strip_citations(unit or "")
+        if not text or text.endswith("?") or _RE_PLEASANTRY.match(text) or is_noncommittal(text):
+            continue
+        for piece in split_claims(text):
+            piece = piece.strip()
+            if piece and content_words(piece):
+                claims.append({"unit": u, "text": piece})
+    return claims
+
+
+_RE_PART_SPLIT = re.compile(r"\?\s*|;\s*|,?\s+and\s+(?=(?:what|which|who|whom|whose|when|where|why|how|is|are|does|do|did|can)\b)", re.I)
+
+
+def question_parts(question: str) -> list[str]:
+    """The distinct parts a question asks about ("What is X and how does it work?" -> 2 parts)."""
+    parts = [p.strip(" ,.") for p in _RE_PART_SPLIT.split(question or "")]
+    return [p for p in parts if p and content_words(p)] or ([question.strip()] if question and question.strip() else [])

@@ -1,0 +1,210 @@
+"""The offline judge: every judge task of :mod:`ragmeter.judges.tasks` answered without a model."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
+from ragmeter.judges.offline.claims import extract_claims, is_noncommittal, question_parts
+from ragmeter.judges.offline.embed import LexicalEmbedder, local_embeddings_available, unit_vectors
+from ragmeter.judges.offline.lexicon import QUESTION_STEMS
+from ragmeter.judges.offline.settings import DEFAULT_SETTINGS, OfflineSettings
+from ragmeter.judges.offline.text import content_words
+from ragmeter.judges.offline.verify import support_threshold, verify
+from ragmeter.judges.tasks import TASKS, get_task
+from ragmeter.specifics import extract_specifics, find_specific
+
+
+class OfflineJudge(Judge):
+    """A judge that needs no LLM, no key and no network (``name = "offline"``, ``kind = "CODE"``).
+
+    ``embeddings``: ``"auto"`` (default) uses the local sentence-embedding model when the
+    ``local`` extra is installed and lexical signals otherwise; ``True`` requires the model
+    (ImportError naming ``pip install "ragmeter[local]"`` when missing); ``False`` never loads it.
+    ``embedder`` is then :class:`~ragmeter.judges.local.LocalEmbedder` or :class:`LexicalEmbedder`.
+    ``settings`` overrides the tuned thresholds (:class:`OfflineSettings`).
+
+    >>> import asyncio
+    >>> judge = OfflineJudge(embeddings=False)
+    >>> r = asyncio.run(judge.run("verify_claims", {"claims": ["Revenue rose 7% in 2021."],
+    ...                                             "chunks": ["In 2021 revenue rose 5%."]}))
+    >>> r.output["verdicts"][0]["verdict"], r.judge
+    ('contradicted', 'offline')
+    """
+
+    name = "offline"
+    kind = "CODE"
+    generates_questions = False
+
+    def __init__(self, embeddings: bool | str = "auto", *, settings: OfflineSettings | None = None,
+                 embedder: Embedder | None = None):
+        if embeddings not in ("auto", True, False):
+            raise ValueError(f"embeddings must be 'auto', True or False, got {embeddings!r}")
+        self.settings = settings or DEFAULT_SETTINGS
+        self.semantic: Embedder | None = None
+        if embedder is not None:
+            self.semantic = embedder
+        elif embeddings is True or (embeddings == "auto" and local_embeddings_available()):
+            from ragmeter.judges.local import LocalEmbedder
+
+            self.semantic = LocalEmbedder()
+        self.embedder = self.semantic if self.semantic is not None else LexicalEmbedder()
+        if self.semantic is not None:
+            self.note = "offline judge: lexical + embedding signals"
+        else:
+            self.note = "offline judge: lexical signals only (install ragmeter[local] for embeddings)"
+
+    def __repr__(self) -> str:
+        return f"OfflineJudge(embedder={getattr(self.embedder, 'name', None)!r})"
+
+    @property
+    def threshold(self) -> float:
+        """The support a claim needs (the embedding path has its own, tuned separately)."""
+        return support_threshold(self.settings, self.semantic)
+
+    async def run(self, task: str, inputs: dict) -> TaskResult:
+        """Answer ``task`` on ``inputs`` (validated against the task like any judge answer)."""
+        handler = getattr(self, "_task_" + task, None)
+        if task not in TASKS or handler is None:
+            raise JudgeError(f"the offline judge does not know task {task!r}; known: {sorted(TASKS)}", task=task)
+        try:
+            output = await handler(inputs)
+            output = get_task(task).validate(inputs, output)
+        except JudgeError:
+            raise
+        except Exception as err:  # a bug or malformed inputs: report it like any judge failure
+            raise JudgeError(f"offline judge failed on {task}: {type(err).__name__}: {err}", task=task, attempts=1) from err
+        return TaskResult(task, output, Usage(), self.name, self.note)
+
+    # ------------------------------------------------------------------ tasks
+
+    async def _task_extract_claims(self, inputs: dict) -> dict:
+        return {"claims": extract_claims(inputs["units"])}
+
+    async def _task_verify_claims(self, inputs: dict) -> dict:
+        verdicts = await verify(list(inputs["claims"]), list(inputs["chunks"]), self.settings, self.semantic)
+        return {"verdicts": [{"claim": v["claim"], "verdict": v["verdict"], "evidence": v["evidence"],
+                              "reason": v["reason"]} for v in verdicts]}
+
+    async def _task_rate_chunks(self, inputs: dict) -> dict:
+        st = self.settings
+        question = inputs.get("question") or ""
+        reference = inputs.get("reference") or ""
+        q_stems = set(content_words(question)) - QUESTION_STEMS
+        r_stems = set(content_words(reference)) if reference else set()
+        chunks_in: list[list[str]] = [list(c) for c in inputs["chunks"]]
+        flat = [s for c in chunks_in for s in c]
+        texts = [question, *([reference] if reference else []), *flat]
+        vec = await unit_vectors(self.semantic, texts) if question.strip() else {}
+        qv = vec.get(question)
+        rv = vec.get(reference) if reference else None
+        out = []
+        covered_q: set = set()
+        covered_r: set = set()
+        for i, statements in enumerate(chunks_in):
+            relevant = []
+            chunk_stems: set = set()
+            best_sim = 0.0
+            for j, s in enumerate(statements):
+                stems = set(content_words(s))
+                chunk_stems |= stems
+                lex = len(q_stems & stems) / len(q_stems) if q_stems else 0.0
+                sim = float(np.dot(qv, vec[s])) if qv is not None and s in vec else None
+                if sim is not None:
+                    best_sim = max(best_sim, sim)
+                if (q_stems and lex >= st.relevance_threshold) or (sim is not None and sim >= st.relevance_embed_threshold):
+                    relevant.append(j)
+            covered_q |= q_stems & chunk_stems
+            if reference:
+                overlap = r_stems & chunk_stems
+                covered_r |= overlap
+                r_cov = len(overlap) / len(r_stems) if r_stems else 0.0
+                ref_sim = max((float(np.dot(rv, vec[s])) for s in statements if s in vec), default=0.0) if rv is not None else 0.0
+                useful = r_cov >= st.useful_threshold or ref_sim >= st.relevance_embed_threshold + 0.1
+            else:
+                q_cov = len(q_stems & chunk_stems) / len(q_stems) if q_stems else 0.0
+                useful = bool(relevant) and (q_cov >= st.useful_threshold or best_sim >= st.relevance_embed_threshold)
+            out.append({"chunk": i, "relevant": relevant, "useful": bool(useful)})
+        if reference and r_stems:
+            frac = len(covered_r) / len(r_stems)
+        elif q_stems:
+            frac = len(covered_q) / len(q_stems)
+        else:
+            frac = 0.0
+        answerable = 1 + int(round(4 * frac))
+        return {"chunks": out, "answerable": max(1, min(5, answerable))}
+
+    async def _task_attribute_statements(self, inputs: dict) -> dict:
+        statements = list(inputs["statements"])
+        chunks = list(inputs["chunks"])
+        verdicts = await verify(statements, chunks, self.settings, self.semantic) if statements else []
+        out = []
+        for v in verdicts:
+            attributed = v["verdict"] == "supported"
+            out.append({"statement": v["claim"], "attributed": attributed, "chunks": v["chunks"] if attributed else []})
+        entities, seen = [], set()
+        for s in statements:
+            for spec in extract_specifics(s):
+                if spec.kind == "quote":
+                    continue
+                key = spec.text.lower()
+                if key in seen:
+                    continue
+                seen.add(key)
+                entities.append({"text": spec.text, "found": any(find_specific(spec, c) for c in chunks)})
+        return {"statements": out, "entities": entities}
+
+    async def _task_compare_claims(self, inputs: dict) -> dict:
+        claims = list(inputs["claims"])
+        statements = list(inputs["statements"])
+        st, semantic = self.settings, self.semantic
+        in_ref = await verify(claims, [" ".join(statements)] if statements else [], st, semantic) if claims else []
+        in_ans = await verify(statements, [" ".join(claims)] if claims else [], st, semantic) if statements else []
+        return {
+            "claims": [{"claim": v["claim"], "in_reference": v["verdict"] == "supported"} for v in in_ref],
+            "statements": [{"statement": v["claim"], "in_answer": v["verdict"] == "supported"} for v in in_ans],
+        }
+
+    async def _task_generate_questions(self, inputs: dict) -> dict:
+        st = self.settings
+        question = inputs.get("question") or ""
+        answer = inputs.get("answer") or ""
+        noncommittal = is_noncommittal(answer)
+        parts = question_parts(question)
+        vec = await unit_vectors(self.semantic, [answer, *parts]) if answer.strip() and parts else {}
+        a_stems = set(content_words(answer))
+        out = []
+        for p in parts:
+            stems = set(content_words(p)) - QUESTION_STEMS
+            lex = len(stems & a_stems) / len(stems) if stems else 0.0
+            sim = float(np.dot(vec[p], vec[answer])) if p in vec and answer in vec else 0.0
+            covered = not noncommittal and (lex >= st.part_threshold or sim >= st.relevance_embed_threshold + 0.1)
+            out.append({"text": p, "covered": bool(covered)})
+        if not out:
+            out = [{"text": question.strip() or "(no question)", "covered": False}]
+        # The offline judge cannot write questions: ask for n = 0 (judge.generates_questions is False).
+        return {"questions": [], "noncommittal": noncommittal, "parts": out}
+
+    async def _task_rate_answer(self, inputs: dict) -> dict:
+        question = inputs.get("question") or ""
+        answer = inputs.get("answer") or ""
+        if not answer.strip() or is_noncommittal(answer):
+            return {"score": 0.0, "reason": "offline judge: the answer is empty or declines to answer"}
+        q_stems = set(content_words(question)) - QUESTION_STEMS
+        a_stems = set(content_words(answer))
+        lex = len(q_stems & a_stems) / len(q_stems) if q_stems else 0.0
+        vec = await unit_vectors(self.semantic, [question, answer]) if question.strip() else {}
+        if vec:
+            sim = float(np.dot(vec[question], vec[answer]))
+            sim01 = min(1.0, max(0.0, (sim - 0.1) / 0.6))
+            score = 0.7 * sim01 + 0.3 * lex
+            reason = (f"offline judge: question-answer similarity {sim:.2f} and {lex:.0%} of the question's "
+                      f"content words in the answer (it cannot generate questions)")
+        else:
+            vq = LexicalEmbedder().vector(question)
+            va = LexicalEmbedder().vector(answer)
+            sim = float(np.dot(vq, va))
+            score = min(1.0, 0.6 * lex + 0.4 * max(0.0, sim) / 0.5)
+            reason = (f"offline judge: {lex:.0%} of the question's content words in the answer, hashed "
+                      f"bag-of-words similarity {sim:.2f} (lexical signals only; it cannot generate questions)")
+        return {"score": round(min(1.0, max(0.0, score)), 4), "reason": reason}

@@ -1,0 +1,225 @@
+"""Text analysis for the offline judge: words, stems, negations, and claims and chunks analysed once.
+
+A claim is analysed into a :class:`Text` (its words, content stems, negated stems and
+specifics), a chunk into a :class:`Chunk` (its sentences with an inverted index stem ->
+sentences). Both are cached by text, since the same claims and chunks come back across tasks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+from ragmeter.judges.offline.lexicon import NEGATIONS, NOT_NEGATING, STOP, STOP_STEMS, stem
+from ragmeter.specifics import Specific, extract_specifics
+from ragmeter.text import split_sentences
+
+_RE_TOKEN = re.compile(r"[a-z0-9]+(?:[.,'][a-z0-9]+)*")
+_RE_NT = re.compile(r"n['’]t\b")
+RE_DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d)")
+# Words a negation reaches: the first content word among the next four.
+_NEG_SCOPE = 4
+EMPTY: frozenset = frozenset()
+
+
+def split_words(text: str) -> list[str]:
+    """Lower-cased word tokens; "don't" -> "do", "not"; "won't" -> "will", "not"."""
+    t = text.lower().replace("’", "'")
+    if "n't" in t:
+        t = t.replace("won't", "will not").replace("can't", "can not").replace("shan't", "shall not")
+        t = _RE_NT.sub(" not", t)
+    if "cannot" in t:
+        t = t.replace("cannot", "can not")
+    if "," in t:
+        t = RE_DIGIT_COMMA.sub("", t)  # "1,000" -> "1000"
+    return _RE_TOKEN.findall(t)
+
+
+def content_words(text: str) -> list[str]:
+    """Stemmed content words of ``text`` in order, without repeats (stop words and negations left out).
+
+    >>> content_words("The dividend was increased to $0.13 per share.")
+    ['dividend', 'increas', '0.13', 'shar']
+    """
+    seen: dict[str, None] = {}
+    for w in split_words(text):
+        if w in STOP or w in NEGATIONS:
+            continue
+        s = stem(w)
+        if s in STOP_STEMS or (len(s) < 2 and not s.isdigit()):
+            continue
+        seen.setdefault(s, None)
+    return list(seen)
+
+
+def negates(words: Sequence[str], i: int) -> bool:
+    """Whether ``words[i]`` is a negation ("not" in "not only" is not)."""
+    w = words[i]
+    if w not in NEGATIONS:
+        return False
+    after = NOT_NEGATING.get(w)
+    return not (after and i + 1 < len(words) and words[i + 1] in after)
+
+
+def has_negation(words: Sequence[str]) -> bool:
+    """Whether any word of ``words`` is a negation (see :func:`negates`)."""
+    return not NEGATIONS.isdisjoint(words) and any(negates(words, i) for i in range(len(words)))
+
+
+def negated_stems(words: list[str]) -> frozenset:
+    """Stems of the words a negation applies to: the first content word after each negator
+    ("did not have the money" -> money; "is not expensive" -> expens; "never agreed" -> agre)."""
+    out = set()
+    for i, w in enumerate(words):
+        if not negates(words, i):
+            continue
+        for nxt in words[i + 1:i + 1 + _NEG_SCOPE]:
+            if nxt in NEGATIONS:
+                continue
+            if nxt in STOP:
+                continue
+            st = stem(nxt)
+            if st not in STOP_STEMS:
+                out.add(st)
+                break
+    return frozenset(out)
+
+
+def all_stems(words: list[str]) -> frozenset:
+    """Stems of every word, stop words included (for antonyms such as more / less, before / after)."""
+    return frozenset(map(stem, set(words) - NEGATIONS))
+
+
+def context_stems(words: Sequence[str], target: str, k: int, every: bool = False) -> set:
+    """Stems within ``k`` tokens of each occurrence of stem ``target`` in ``words``, negations
+    never: content stems other than ``target``, or (``every``) all of them, stop words and
+    ``target`` included ("net profit ... net loss": "profit" is not next to "loss")."""
+    out: set = set()
+    for i, w in enumerate(words):
+        if stem(w) != target:
+            continue
+        for x in words[max(0, i - k):i + 1 + k]:
+            if x in NEGATIONS:
+                continue
+            st = stem(x)
+            if every or (x not in STOP and st != target and st not in STOP_STEMS):
+                out.add(st)
+    return out
+
+
+# --------------------------------------------------------------------------- claims
+
+
+@dataclass
+class Text:
+    """A claim or statement, analysed once."""
+
+    text: str
+    words: list[str]
+    stems: list[str]
+    negated: frozenset
+    all_stems: frozenset
+    specifics: list[Specific]
+
+
+_RE_MAYBE_SPECIFIC = re.compile(
+    r"\d|[\"“‘]|[^.!?]\s+[A-Z]|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|percent|dollars?|euros?)\b")
+
+
+@lru_cache(maxsize=32768)
+def analyse(text: str) -> Text:
+    """The analysis of one claim or statement (its specifics only looked for when it may have some:
+    a digit, a quote, a capitalised word inside, a number word)."""
+    words = split_words(text)
+    specs = list(extract_specifics(text)) if _RE_MAYBE_SPECIFIC.search(text) else []
+    return Text(text, words, content_words(text), negated_stems(words), all_stems(words), specs)
+
+
+# --------------------------------------------------------------------------- chunks
+
+
+@dataclass
+class Chunk:
+    """A chunk split into sentences, with an inverted index stem -> sentence indices."""
+
+    text: str
+    sentences: list[str]
+    sent_negated: list[frozenset]
+    index: dict[str, list[int]]
+    stems: frozenset
+    sent_stems: list[frozenset]
+    sent_all: list[frozenset]
+
+    def stems_between(self, lo: int, hi: int, every: bool = False) -> set:
+        """Content stems (``every``: all word stems) of sentences lo..hi-1, clipped to the chunk."""
+        out: set = set()
+        source = self.sent_all if every else self.sent_stems
+        for j in range(max(0, lo), min(len(self.sentences), hi)):
+            out |= source[j]
+        return out
+
+    def negated_between(self, lo: int, hi: int) -> set:
+        """Negated stems of sentences lo..hi-1."""
+        out: set = set()
+        for j in range(max(0, lo), min(len(self.sentences), hi)):
+            out |= self.sent_negated[j]
+        return out
+
+    def window_text(self, span: tuple[int, int]) -> str:
+        """The sentences ``span[0]..span[1]-1`` joined by spaces."""
+        return " ".join(self.sentences[span[0]:span[1]])
+
+    def quote(self, span: tuple[int, int], stems: Sequence[str]) -> str:
+        """A verbatim quote for a passage: the one sentence of the span holding as many of
+        ``stems`` as the whole span, else the span, cut from the chunk text as written."""
+        lo, hi = span
+        wanted = set(stems)
+        counts = [len(wanted & self.sent_stems[j]) for j in range(lo, hi)]
+        whole = len(wanted & self.stems_between(lo, hi))
+        if counts and max(counts) == whole:
+            j = lo + counts.index(max(counts))
+            lo, hi = j, j + 1
+        first, last = self.sentences[lo], self.sentences[hi - 1]
+        start = self.text.find(first)
+        end = self.text.find(last, max(start, 0)) if start >= 0 else -1
+        if start >= 0 and end >= 0:
+            return self.text[start:end + len(last)].strip()
+        return self.window_text((lo, hi))
+
+
+@lru_cache(maxsize=8192)
+def analyse_chunk(text: str) -> Chunk:
+    """The analysis of one chunk."""
+    sentences = split_sentences(text) or [text.strip() or text]
+    index: dict[str, list[int]] = {}
+    negated = []
+    sent_stems = []
+    sent_all = []
+    for i, s in enumerate(sentences):
+        words = split_words(s)
+        negated.append(negated_stems(words) if not NEGATIONS.isdisjoint(words) else EMPTY)
+        unique = set(words) - NEGATIONS
+        sent_all.append(frozenset(map(stem, unique)))
+        stems = frozenset(map(stem, unique - STOP)) - STOP_STEMS
+        for st in stems:
+            index.setdefault(st, []).append(i)
+        sent_stems.append(stems)
+    return Chunk(text, sentences, negated, index, frozenset(index), sent_stems, sent_all)
+
+
+@lru_cache(maxsize=1024)
+def merged_chunks(texts: tuple[str, ...]) -> Chunk:
+    """All chunks as one (sentences in order), built from the per-chunk analyses."""
+    parts = [analyse_chunk(t) for t in texts]
+    sentences: list[str] = []
+    index: dict[str, list[int]] = {}
+    for ck in parts:
+        offset = len(sentences)
+        sentences.extend(ck.sentences)
+        for st, rows in ck.index.items():
+            index.setdefault(st, []).extend(r + offset for r in rows)
+    return Chunk("\n".join(texts), sentences, [n for ck in parts for n in ck.sent_negated], index,
+                 frozenset(index), [x for ck in parts for x in ck.sent_stems], [x for ck in parts for x in ck.sent_all])

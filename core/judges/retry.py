@@ -1,0 +1,182 @@
+"""Sending a request under a judge's limits, retrying what is worth retrying.
+
+:func:`classify_error` tells transient failures (429, 5xx, timeouts, connection errors) from
+permanent ones and reads ``Retry-After``; :class:`RetryPolicy` says how long to wait (exponential
+backoff with full jitter, or the server's ``Retry-After``); :class:`Dispatcher` sends one request
+under the concurrency cap and rate limits (:mod:`ragmeter.judges.ratelimit`), retries it and counts
+every request sent. Waiting goes through an injectable ``sleep``, so tests run on a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, TypeVar
+
+from ragmeter.judges.base import JudgeError, Usage
+from ragmeter.judges.ratelimit import ConcurrencyLimit, RateLimiter
+
+__all__ = ["TransientError", "classify_error", "RetryPolicy", "Dispatcher"]
+
+log = logging.getLogger("ragmeter.judges")
+T = TypeVar("T")
+
+
+class TransientError(Exception):
+    """A failure worth retrying (rate limited, overloaded, timed out); ``retry_after`` in seconds."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, status: int | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.status = status
+
+
+_TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
+_TRANSIENT_NAMES = ("timeout", "ratelimit", "connection", "overloaded", "serviceunavailable",
+                    "internalserver", "remoteprotocol", "readerror", "writeerror", "networkerror")
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000.0)
+        value = headers.get("retry-after")
+    except Exception:  # noqa: BLE001 - odd header objects
+        return None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def _status(exc: BaseException) -> int | None:
+    for obj in (exc, getattr(exc, "response", None)):
+        code = getattr(obj, "status_code", None) if obj is not None else None
+        if isinstance(code, int):
+            return code
+    return None
+
+
+def classify_error(exc: BaseException) -> tuple[bool, float | None]:
+    """``(transient, retry_after)`` for an exception raised by a transport or SDK.
+
+    Transient: :class:`TransientError`, timeouts, connection errors, HTTP 408/409/425/429/5xx/529
+    (any exception with such a ``status_code``, or named like ``RateLimitError``,
+    ``APITimeoutError``, ``APIConnectionError``, ``OverloadedError``). Retry-After comes from the
+    response headers (``retry-after-ms`` or ``retry-after``) when present.
+    """
+    if isinstance(exc, TransientError):
+        return True, exc.retry_after
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True, None
+    status = _status(exc)
+    if status is not None:
+        return status in _TRANSIENT_STATUS or status >= 500, _retry_after(exc)
+    for cls in type(exc).__mro__:
+        name = cls.__name__.lower()
+        if any(n in name for n in _TRANSIENT_NAMES):
+            return True, _retry_after(exc)
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and cause is not exc and not isinstance(cause, (KeyError, ValueError)):
+        transient, _ = classify_error(cause)
+        if transient:
+            return True, _retry_after(exc) or _retry_after(cause)
+    return False, None
+
+
+@dataclass
+class RetryPolicy:
+    """Retries of transient failures: up to ``max_retries`` after the first request, waiting a
+    random time in ``[0, min(backoff_max, backoff_base * 2**n)]`` (full jitter) before retry
+    ``n``, or ``Retry-After`` when the server sent one (capped at ``max_retry_after``)."""
+
+    max_retries: int = 4
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+    max_retry_after: float = 60.0
+
+    def delay(self, n: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``n`` (0-based)."""
+        if retry_after is not None:
+            return min(retry_after, self.max_retry_after)
+        return random.uniform(0.0, min(self.backoff_max, self.backoff_base * (2 ** n)))
+
+
+class Dispatcher:
+    """Sends requests under the judge's limits: concurrency cap, rate limits, transient retries.
+
+    One dispatcher per judge (or embedder); shared by every thread and event loop using it.
+    ``sleep`` waits between retries (``asyncio.sleep``; a fake clock's in tests).
+    """
+
+    def __init__(self, *, retry: RetryPolicy | None = None, max_concurrency: int | None = 8,
+                 limiter: RateLimiter | None = None, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
+        self.retry = retry or RetryPolicy()
+        self.slots = ConcurrencyLimit(max_concurrency) if max_concurrency else None
+        self.limiter = limiter if limiter is not None and limiter.active else None
+        self._sleep = sleep
+
+    async def send(self, fn: Callable[[], Awaitable[T]], usage: Usage, *, task: str | None, who: str,
+                   estimate: int = 0, tokens: Callable[[T], int] = lambda r: 0, counter: str = "calls") -> T:
+        """Call ``fn()`` (one request) with retries; count every request in ``usage.<counter>``
+        (re-sends also in ``usage.retries``); raise :class:`JudgeError` when it fails for good."""
+        n = 0
+        while True:
+            if n > 0:
+                usage.retries += 1
+            setattr(usage, counter, getattr(usage, counter) + 1)
+            try:
+                result = await self._once(fn, estimate, tokens)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - classified below
+                transient, retry_after = classify_error(exc)
+                what = f"{who}: {task or 'request'}"
+                if not transient:
+                    raise JudgeError(f"{what} failed: {type(exc).__name__}: {exc}", task=task,
+                                     attempts=getattr(usage, counter), usage=usage) from exc
+                if n >= self.retry.max_retries:
+                    raise JudgeError(f"{what} failed after {n + 1} attempts: {type(exc).__name__}: {exc}",
+                                     task=task, attempts=getattr(usage, counter), usage=usage) from exc
+                delay = self.retry.delay(n, retry_after)
+                log.info("%s: %s (%s); retry %d/%d in %.2fs", what, type(exc).__name__, exc, n + 1,
+                         self.retry.max_retries, delay)
+                n += 1
+                await self._sleep(delay)
+                continue
+            return result
+
+    async def _once(self, fn: Callable[[], Awaitable[T]], estimate: int, tokens: Callable[[T], int]) -> T:
+        if self.slots is not None:
+            await self.slots.acquire()
+        try:
+            if self.limiter is not None:
+                await self.limiter.acquire(estimate)
+            try:
+                result = await fn()
+            except BaseException:
+                if self.limiter is not None:
+                    self.limiter.settle(estimate, 0)
+                raise
+            if self.limiter is not None:
+                self.limiter.settle(estimate, tokens(result))
+            return result
+        finally:
+            if self.slots is not None:
+                self.slots.release()
+

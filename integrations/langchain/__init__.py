@@ -1,0 +1,31 @@
+"""LangChain: capture every RAG run of a chain and score it inline or offline.
+
+Add one object to an existing chain and change nothing else::
+
+    from ragmeter.integrations.langchain import RagmeterCallbackHandler
+
+    handler = RagmeterCallbackHandler(metrics=["faithfulness", "answer_relevancy"], judge="offline")
+    chain.invoke("Who wrote Dune?", config={"callbacks": [handler]})
+    handler.flush()                      # wait for pending scoring
+    handler.results.summary()            # an EvaluationResult view of what was scored
+
+or capture every run without passing callbacks (LangChain's configure hook)::
+
+    from ragmeter.integrations import langchain as rml
+
+    handler = rml.instrument(metrics=["faithfulness"], judge="offline")
+    chain.invoke("Who wrote Dune?")
+    rml.uninstrument()
+
+Each root run becomes one :class:`ragmeter.Sample`. The package only translates LangChain events
+(LangChain is imported here and nowhere else): :mod:`~ragmeter.integrations.langchain.runs` turns
+a run tree into a Sample, :mod:`~ragmeter.integrations.langchain.handler` is the callback
+handler, :mod:`~ragmeter.integrations.langchain.hook` installs it through the configure hook.
+"""
+
+from ragmeter.integrations.langchain.handler import RagmeterCallbackHandler
+from ragmeter.integrations.langchain.hook import instrument, uninstrument
+from ragmeter.integrations.langchain.runs import ANSWER_KEYS, ID_KEYS, QUESTION_KEYS, SCORE_KEYS
+
+__all__ = ["RagmeterCallbackHandler", "instrument", "uninstrument",
+           "QUESTION_KEYS", "ANSWER_KEYS", "SCORE_KEYS", "ID_KEYS"]

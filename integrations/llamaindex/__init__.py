@@ -1,0 +1,44 @@
+"""LlamaIndex integration: ragmeter metrics as LlamaIndex evaluators, and inline capture of every
+query through LlamaIndex's instrumentation module.
+
+Evaluators (one per metric, usable in ``BatchEvalRunner``)::
+
+    from llama_index.core.evaluation import BatchEvalRunner
+    from ragmeter.integrations.llamaindex import make_evaluators, RagmeterFaithfulnessEvaluator
+
+    evaluators = make_evaluators(["faithfulness", "answer_relevancy"], judge="offline")
+    results = BatchEvalRunner(evaluators, workers=4).evaluate_queries(query_engine, queries=qs)
+    results["faithfulness"][0].score, results["faithfulness"][0].details
+
+An evaluator never raises (``BatchEvalRunner`` retries raising evaluators with back-off): a score
+that could not be computed comes back with ``invalid_result=True`` and the reason. There is one
+``Ragmeter<Class>Evaluator`` per metric of :data:`ragmeter.metrics.REGISTRY`.
+
+Capture (inline scoring off the request path)::
+
+    from ragmeter.integrations.llamaindex import RagmeterInstrumentation
+
+    with RagmeterInstrumentation(["faithfulness"], judge="offline") as meter:
+        query_engine.query("What is the capital of France?")
+    meter.results[0].scores["faithfulness"].value
+
+Only this package imports LlamaIndex. It translates LlamaIndex objects and events into ragmeter
+Samples (:mod:`.nodes`, :mod:`.spans`, :mod:`.capture`) and ragmeter Scores into LlamaIndex
+``EvaluationResult`` objects (:mod:`.evaluators`); keeping, counting and scoring is done by the
+core (:class:`ragmeter.capture.CaptureRecorder`, :func:`ragmeter.metrics.scoring.score_sample`).
+"""
+
+from __future__ import annotations
+
+from ragmeter.integrations.llamaindex.capture import RagmeterInstrumentation
+from ragmeter.integrations.llamaindex.evaluators import (
+    EVALUATOR_CLASSES,
+    RagmeterEvaluationResult,
+    RagmeterEvaluator,
+    make_evaluators,
+)
+
+globals().update({cls.__name__: cls for cls in EVALUATOR_CLASSES.values()})
+
+__all__ = ["RagmeterInstrumentation", "RagmeterEvaluator", "RagmeterEvaluationResult", "make_evaluators"]
+__all__ += [cls.__name__ for cls in EVALUATOR_CLASSES.values()]

@@ -1,0 +1,152 @@
+"""One :class:`ragmeter.Sample` per RAG call: question, contexts and answer read from its spans,
+or the reason there is none (counted by the processor and ``evaluate_traces``, never scored as
+zero)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from ragmeter.tracing.attributes import span_attributes, usable_text
+from ragmeter.tracing.grouping import Invocation, find_invocations
+from ragmeter.tracing.readers import (answer_of, documents_of, llm_output_of, llm_question_of, question_of,
+                                      template_context_of)
+from ragmeter.tracing.roles import ROLE_LLM, ROLE_RERANKER, ROLE_RETRIEVER, convention_of, span_role
+
+__all__ = ["SKIP_REASONS", "BuildResult", "build_sample", "build_samples"]
+
+#: Why an invocation gave no sample (the processor and ``evaluate_traces`` count these).
+SKIP_REASONS = ("no_contexts", "no_answer", "no_question", "truncated", "not_rag")
+
+
+@dataclass
+class BuildResult:
+    """A sample built from an invocation, or why none was (``reason`` in :data:`SKIP_REASONS`)."""
+
+    invocation: Invocation
+    sample: Any = None
+    reason: str | None = None
+    detail: str = ""
+
+
+def _hex(v: int, width: int) -> str:
+    return format(v, f"0{width}x")
+
+
+def _choose_docs(members: Sequence[Any]) -> tuple[list[dict], list[Any], bool, str]:
+    """Documents for the sample: the last reranker's output, else every retriever's documents
+    (de-duplicated, in retrieval order). Returns items, source spans, truncated, source name."""
+    rerankers = [s for s in members if span_role(s) == ROLE_RERANKER]
+    for span in reversed(rerankers):
+        docs = documents_of(span)
+        usable = [d for d in docs.items if usable_text(d["text"])]
+        if usable:
+            return usable, [span] * len(usable), docs.truncated, "reranker"
+    items: list[dict] = []
+    spans: list[Any] = []
+    truncated = False
+    seen: set = set()
+    for span in members:
+        if span_role(span) != ROLE_RETRIEVER:
+            continue
+        docs = documents_of(span)
+        truncated = truncated or (docs.truncated and bool(docs.items))
+        for d in docs.items:
+            if not usable_text(d["text"]):
+                continue
+            key = (d["id"], d["text"]) if d["id"] else (None, d["text"])
+            if key in seen or (d["id"] is None and any(k[1] == d["text"] for k in seen)):
+                continue
+            seen.add(key)
+            items.append(d)
+            spans.append(span)
+    return items, spans, truncated, "retriever"
+
+
+def build_sample(inv: Invocation) -> BuildResult:
+    """A :class:`ragmeter.Sample` from an invocation, with the trace in ``metadata["otel"]``."""
+    from ragmeter.data import RecordError, Sample
+
+    members = inv.members
+    roles = [span_role(s) for s in members]
+    has_retrieval = any(r in (ROLE_RETRIEVER, ROLE_RERANKER) for r in roles)
+    llms = [s for s, r in zip(members, roles) if r == ROLE_LLM]
+    if not has_retrieval:
+        return BuildResult(inv, reason="not_rag", detail="no retriever span")
+    items, doc_spans, truncated, source = _choose_docs(members)
+    if not items or truncated:
+        ctx_text = next((t for t in (template_context_of(s) for s in reversed(llms)) if t), None)
+        if ctx_text:
+            items, doc_spans, truncated, source = ([{"text": ctx_text, "id": None, "score": None, "metadata": {},
+                                                     "position": None}], [None], False, "prompt_template")
+    if truncated:
+        return BuildResult(inv, reason="truncated",
+                           detail="the retriever span dropped attributes (span limits): its document list is incomplete")
+    if not items:
+        if any(getattr(s, "dropped_attributes", 0) for s, r in zip(members, roles) if r in (ROLE_RETRIEVER, ROLE_RERANKER)):
+            return BuildResult(inv, reason="truncated",
+                               detail="the retriever span dropped attributes (span limits): no complete document list")
+        return BuildResult(inv, reason="no_contexts",
+                           detail="no document text on the retriever spans (content capture off?)")
+    entry = inv.entry if not inv.synthetic else None
+    answer = answer_of(entry) if entry is not None else None
+    if not answer:
+        ended = sorted(llms, key=lambda s: getattr(s, "end_time", 0) or 0)
+        answer = next((t for t in (llm_output_of(s) for s in reversed(ended)) if t), None)
+    if not answer:
+        return BuildResult(inv, reason="no_answer", detail="no answer text (streaming placeholder, content capture off "
+                                                           "or attributes dropped)")
+    question = question_of(entry) if entry is not None else None
+    if not question:
+        for s in members:
+            if span_role(s) in (ROLE_RETRIEVER, ROLE_RERANKER):
+                question = question_of(s)
+                if question:
+                    break
+    if not question:
+        question = next((t for t in (llm_question_of(s) for s in llms) if t), None)
+    if not question:
+        return BuildResult(inv, reason="no_question", detail="no question text on the entry, retriever or LLM spans")
+    contexts = []
+    for d in items:
+        c: dict[str, Any] = {"text": d["text"]}
+        if d["id"] is not None:
+            c["id"] = d["id"]
+        if d["score"] is not None:
+            c["score"] = d["score"]
+        if d["metadata"]:
+            c["metadata"] = dict(d["metadata"])
+        contexts.append(c)
+    trace_hex = _hex(inv.trace_id, 32)
+    target = inv.target
+    otel: dict[str, Any] = {
+        "trace_id": trace_hex,
+        "entry_span_id": _hex(inv.entry_id, 16),
+        "target_span_id": _hex(inv.target_id, 16),
+        "target_name": getattr(target, "name", None),
+        "convention": next((c for c in (convention_of(s) for s in ([entry] if entry is not None else []) + list(members)) if c), None),
+        "contexts_source": source,
+        "documents": [[_hex(s.context.span_id, 16) if s is not None else None, d["position"]]
+                      for s, d in zip(doc_spans, items)],
+    }
+    if inv.synthetic:
+        otel["segment"] = inv.segment
+    meta: dict[str, Any] = {"otel": otel}
+    for s in ([entry] if entry is not None else []) + list(members):
+        attrs = span_attributes(s)
+        for key, name in (("session.id", "session_id"), ("user.id", "user_id"),
+                          ("gen_ai.conversation.id", "conversation_id")):
+            v = attrs.get(key)
+            if isinstance(v, str) and v and name not in meta:
+                meta[name] = v
+    sid = f"{trace_hex}-{_hex(inv.target_id, 16)}"
+    try:
+        sample = Sample(question=question, contexts=contexts, answer=answer, id=sid, metadata=meta)
+    except RecordError as err:  # e.g. a non-string id in document metadata
+        return BuildResult(inv, reason="no_contexts", detail=str(err))
+    return BuildResult(inv, sample=sample)
+
+
+def build_samples(spans: Iterable[Any]) -> list[BuildResult]:
+    """:func:`find_invocations` + :func:`build_sample` for a complete set of spans."""
+    return [build_sample(inv) for inv in find_invocations(spans)]
