@@ -13,6 +13,7 @@ Run::
 
     python benchmarks/offline_speed.py                 # lexical and embedding paths
     python benchmarks/offline_speed.py --paths lexical --samples 200
+    python benchmarks/offline_speed.py --max-record     # the largest record the default Limits allow
 
 The issue's budget is < 10 s for the lexical path's faithfulness on 1,000 samples (2 cores).
 Results of this version (2 CPUs, 16 samples in flight; the embedding model's one-off load is not
@@ -27,6 +28,28 @@ Repeated runs of the lexical faithfulness timing ranged from 6.2 s to 7.5 s with
 machine (5.9-7.3 s before the alignment also checked each sentence of a passage on its own). The embedding path embeds, for faithfulness, only the claims no chunk supports lexically
 (with their three closest passages); for context relevance, every statement of every chunk
 (~41,000 texts), which the small model encodes at ~300 texts/s on two cores.
+
+The largest record (``--max-record``): every field at its default
+:class:`~ragmeter.metrics.requests.Limits`: question 20,000 characters, four chunks of 100,000
+(400,000 in all), a reference of ~190 statements (``max_claims`` is the limit it meets first), and
+the answer either at its 100,000 characters (~1,400 distinct claims: past ``max_claims``, so the
+five claim metrics refuse it and the other seven score it) or at ~190 distinct claims (every
+metric scores it). All 12 metrics, caches cleared, question and chunks at a quarter, half and all
+of their limits (results of this version, 2 CPUs shared with other jobs)::
+
+    | path      | answer       | chunks x0.25 | chunks x0.5 | chunks x1 |
+    |-----------|--------------|-------------:|------------:|----------:|
+    | lexical   | long answer  |       1.43 s |      1.93 s |    3.40 s |
+    | lexical   | most claims  |       1.21 s |      2.11 s |    3.56 s |
+    | embedding | long answer  |      13.62 s |     20.65 s |   33.07 s |
+    | embedding | most claims  |      14.68 s |     22.67 s |   26.83 s |
+
+The time grows linearly with the chunks (the work is claims x chunk sentences, and the claims
+are capped). Before the limits and the fixes that came with them, the lexical path grew with the
+square of the text: the same two records at x1 took 38.8 s (long answer: its ~1,400 claims all
+checked) and 6.8 s (most claims), a 300,000-character answer against a 300,000-character chunk
+28.5 s, and a 10 MB answer had not finished after 5 minutes. The embedding path's time is mostly
+the model encoding every sentence of every chunk (context relevance).
 """
 
 from __future__ import annotations
@@ -172,12 +195,80 @@ def _clear_caches() -> None:
     LocalEmbedder._cache.clear()
 
 
+def _text(n_chars: int, piece, rng: random.Random) -> str:
+    """Pieces (``piece(fact, rng)``) about ever new random facts joined up to ``n_chars``."""
+    parts, size = [], 0
+    while size < n_chars:
+        parts.append(piece(_fact(rng), rng))
+        size += len(parts[-1]) + 1
+    return " ".join(parts)[:n_chars].rsplit(" ", 1)[0]
+
+
+def max_record(context_scale: float = 1.0, most_claims: bool = False, seed: int = 11):
+    """A record at the default limits: question and chunks at ``context_scale`` times theirs,
+    the reference just under ``max_claims`` statements (the limit it meets first), the answer at
+    its character limit or (``most_claims``) just under ``max_claims`` distinct claims."""
+    from ragmeter.data import Sample
+    from ragmeter.judges.offline.claims import extract_claims
+    from ragmeter.metrics.requests import Limits, distinct_claims
+    from ragmeter.text import split_sentences
+
+    lim, rng = Limits(), random.Random(seed)
+    n_chunks = lim.max_context_chars // lim.max_chunk_chars
+    chunks = [_text(int(context_scale * lim.max_chunk_chars), _chunk, rng) for _ in range(n_chunks)]
+    question = _text(int(context_scale * lim.max_question_chars),
+                     lambda f, r: f"How did {f['company']} do in {f['year']}?", rng)
+
+    def grown(count, wanted: int) -> str:
+        text = ""
+        while count(text) < wanted:
+            text = (text + " " + _answer(_fact(rng), rng)).strip()
+        return text
+
+    reference = grown(lambda t: len(split_sentences(t)), lim.max_claims - 10)
+    if most_claims:
+        answer = grown(lambda t: len(distinct_claims(extract_claims(split_sentences(t)))), lim.max_claims - 10)
+    else:
+        answer = _text(lim.max_answer_chars, _answer, rng)
+    return Sample(question=question, contexts=chunks, answer=answer, reference=reference, id="max")
+
+
+def _max_record_table(paths: list[str]) -> None:
+    import ragmeter as rm
+    from ragmeter.judges.offline import OfflineJudge
+
+    scales = (0.25, 0.5, 1.0)
+    print("| path      | answer       | " + " | ".join(f"chunks x{s:<4g}" for s in scales) + " |")
+    print("|-----------|--------------|" + "|".join("-------------:" for _ in scales) + "|")
+    for path in paths:
+        judge = OfflineJudge(embeddings=(path == "embedding"))
+        if path == "embedding":
+            judge.embedder.encode(["warm up"])
+        for most_claims in (False, True):
+            times = []
+            for scale in scales:
+                record = max_record(scale, most_claims)
+                _clear_caches()
+                t0 = time.perf_counter()
+                result = rm.evaluate([record], metrics=list(rm.metrics.REGISTRY), judge=judge, progress=False)
+                times.append(time.perf_counter() - t0)
+                errors = {s.error.split(":")[0] for s in result[0].scores.values() if s.error}
+                assert errors <= {"LimitError"}, errors
+            label = "most claims" if most_claims else "long answer"
+            print(f"| {path:9s} | {label:12s} | " + " | ".join(f"{t:10.2f} s" for t in times) + " |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--paths", default="lexical,embedding")
     parser.add_argument("--concurrency", type=int, default=16, help="samples in flight (as the runner does)")
+    parser.add_argument("--max-record", action="store_true", help="time the largest record the default Limits allow")
     args = parser.parse_args(argv)
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    if args.max_record:
+        _max_record_table(paths)
+        return 0
 
     from ragmeter.judges.offline import OfflineJudge
 
@@ -188,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("| path      | faithfulness (extract + verify) | claims | context relevance (rate_chunks) |")
     print("|-----------|--------------------------------:|-------:|--------------------------------:|")
-    for path in [p.strip() for p in args.paths.split(",") if p.strip()]:
+    for path in paths:
         judge = OfflineJudge(embeddings=(path == "embedding"))
         if path == "embedding":
             judge.embedder.encode(["warm up"])  # the one-off model load (a few seconds) is not timed

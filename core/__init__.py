@@ -9,6 +9,7 @@ The core imports no framework: LangChain, LlamaIndex and OpenTelemetry are loade
 """
 
 from ragmeter.data import Context, Dataset, RecordError, Sample, Score, load_samples, samples_from_records, save_samples
+from ragmeter.metrics.requests import Limits
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.runner import aevaluate, evaluate
 
@@ -16,5 +17,5 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Context", "Sample", "Score", "Dataset", "RecordError", "EvaluationResult", "SampleResult",
-    "evaluate", "aevaluate", "load_samples", "save_samples", "samples_from_records", "__version__",
+    "evaluate", "aevaluate", "Limits", "load_samples", "save_samples", "samples_from_records", "__version__",
 ]

@@ -6,6 +6,7 @@ framework's events into :class:`~ragmeter.Sample` objects and hands each to a
 
     recorder = CaptureRecorder(["faithfulness"], judge="offline", write_trace=link.write)
     recorder.record(sample, target)      # keep, count, score on the background worker
+    recorder.defer(lambda: recorder.record(to_sample(event), target))   # from the request path
     recorder.flush()
     recorder.results.summary()
 
@@ -15,6 +16,10 @@ The recorder keeps the last ``keep`` samples, counts them by ``metadata["status"
 writes each result to the trace it came from through the injected ``write_trace`` callable. It
 imports no framework and no OpenTelemetry: what a *target* is, and how a result is written to it,
 is the integration's business.
+
+Privacy: ``capture_content=False`` (or ``RAGMETER_CAPTURE_CONTENT=false``) keeps what leaves the
+recorder free of content (:func:`without_content`); run metadata and error texts are the
+integrations' to redact (:mod:`ragmeter.redact`) before they record.
 """
 
 from __future__ import annotations
@@ -25,15 +30,18 @@ import itertools
 import logging
 import os
 import threading
+import time
 from typing import Any, Callable, Iterable
 
-from ragmeter.data import Sample, save_samples
+from ragmeter.data import Context, Sample, save_samples
 from ragmeter.guard import never_raise
-from ragmeter.inline import BackgroundScorer
+from ragmeter.inline import BackgroundScorer, register_exit_hook, weak_hook
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.runner import evaluate, resolve_metrics
 
-__all__ = ["CaptureRecorder", "scorable", "MODES", "STATS_KEYS", "REFERENCE_KEY", "RELEVANT_KEY", "SAMPLE_ID_KEY"]
+__all__ = ["CaptureRecorder", "scorable", "without_content", "content_captured",
+           "capture_content_setting", "MODES", "STATS_KEYS",
+           "REFERENCE_KEY", "RELEVANT_KEY", "SAMPLE_ID_KEY", "CAPTURE_CONTENT_ENV", "CONTENT_METADATA_KEYS"]
 
 log = logging.getLogger("ragmeter")
 
@@ -41,7 +49,7 @@ log = logging.getLogger("ragmeter")
 MODES = ("inline", "offline")
 #: The capture counters every recorder reports (before its ``counters`` and the scorer's keys).
 STATS_KEYS = ("captured", "ok", "errored", "partial", "skipped_no_contexts", "capture_errors",
-              "trace_writes", "trace_errors")
+              "capture_dropped", "trace_writes", "trace_errors")
 #: Per-run metadata keys (LangChain ``config["metadata"]``, LlamaIndex ``instrument_tags``) that
 #: carry the ground truth and the sample id.
 REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY = "reference", "relevant_ids", "sample_id"
@@ -49,6 +57,67 @@ REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY = "reference", "relevant_ids", "sampl
 #: ``write_trace(result, target)`` -> True (written), False (failed, the writer said so) or
 #: None (nothing to write to, e.g. no SDK tracer provider).
 TraceWriter = Callable[[SampleResult, Any], "bool | None"]
+
+
+#: The environment variable that sets ``capture_content`` when it is not given (``true`` / ``false``).
+CAPTURE_CONTENT_ENV = "RAGMETER_CAPTURE_CONTENT"
+#: Sample metadata keys that hold content (replaced like the fields by :func:`without_content`);
+#: ``retrievers[i]["query"]`` too.
+CONTENT_METADATA_KEYS = ("partial_answer",)
+#: Captured runs waiting to be turned into samples before new ones are dropped (``capture_dropped``).
+MAX_DEFERRED = 10_000
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def capture_content_setting(value: bool | None = None) -> bool:
+    """Whether captures keep content (questions, chunk texts, answers, references): ``value`` when
+    given, else ``RAGMETER_CAPTURE_CONTENT`` (true / false, 1 / 0, yes / no, on / off), else True.
+    An unreadable environment value is logged as a warning and True is used."""
+    if value is not None:
+        if not isinstance(value, bool):
+            raise ValueError(f"capture_content must be True, False or None, got {value!r}")
+        return value
+    raw = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower()
+    if not raw or raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    log.warning("ragmeter: %s=%r is not true or false; content is captured", CAPTURE_CONTENT_ENV, raw)
+    return True
+
+
+def _placeholder(text: str) -> str:
+    return f"[not captured: {len(text)} chars]"
+
+
+def without_content(sample: Sample) -> Sample:
+    """A copy of ``sample`` that carries no content: the question, the answer, the reference and
+    every chunk text become ``"[not captured: N chars]"`` (N: the original length), as do
+    ``metadata["partial_answer"]`` and each ``metadata["retrievers"][i]["query"]``; ids, scores,
+    ``relevant_ids``, the rest of the metadata (latency, tokens, models, trace ids, redacted run
+    metadata and errors) are kept, and ``metadata["content_captured"]`` is False. The id is kept
+    as it is (captures always set one), so results still match their runs."""
+    meta = dict(sample.metadata)
+    for key in CONTENT_METADATA_KEYS:
+        if isinstance(meta.get(key), str):
+            meta[key] = _placeholder(meta[key])
+    if isinstance(meta.get("retrievers"), list):
+        meta["retrievers"] = [dict(r, query=_placeholder(r["query"])) if isinstance(r, dict) and
+                              isinstance(r.get("query"), str) else r for r in meta["retrievers"]]
+    meta["content_captured"] = False
+    contexts = [Context(text=_placeholder(c.text), id=c.id, score=c.score, metadata=dict(c.metadata))
+                for c in sample.contexts]
+    return Sample(_placeholder(sample.question), contexts,
+                  answer=None if sample.answer is None else _placeholder(sample.answer),
+                  reference=None if sample.reference is None else _placeholder(sample.reference),
+                  relevant_ids=sample.relevant_ids, id=sample.id, metadata=meta)
+
+
+def content_captured(sample: Any) -> bool:
+    """False for a sample made by :func:`without_content` (sinks then write no content)."""
+    meta = getattr(sample, "metadata", None)
+    return not (isinstance(meta, dict) and meta.get("content_captured") is False)
 
 
 def scorable(sample: Sample) -> bool:
@@ -74,6 +143,16 @@ class CaptureRecorder:
 
     ``counters`` names integration-specific counters (bumped with :meth:`count`) that
     :attr:`stats` reports after the capture counters even while they are 0.
+
+    ``capture_content=False`` (default: ``RAGMETER_CAPTURE_CONTENT``, else True) keeps no content:
+    samples are scored as captured, in memory, but what is kept (:attr:`samples`,
+    :meth:`export_jsonl`) and what results carry (``result.sample``, so also the trace writes) is
+    :func:`without_content`.
+
+    Off the request path: an integration's hook hands the raw event data to :meth:`defer`, which
+    returns at once; building the Sample and :meth:`record` run on the recorder's capture thread,
+    in order. Every reader (:attr:`samples`, :attr:`results`, :attr:`stats`, :meth:`flush`,
+    :meth:`export_jsonl`, :meth:`evaluate`, :meth:`shutdown`) first waits for what was deferred.
     """
 
     def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, mode: str = "inline",
@@ -81,7 +160,7 @@ class CaptureRecorder:
                  should_score: Callable[[Sample], bool | None] | None = None,
                  on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
                  concurrency: int = 4, keep: int | None = 10_000, write_trace: TraceWriter | None = None,
-                 counters: Iterable[str] = (), name: str = "ragmeter-capture"):
+                 counters: Iterable[str] = (), name: str = "ragmeter-capture", capture_content: bool | None = None):
         if mode not in MODES:
             raise ValueError(f"mode must be 'inline' or 'offline', got {mode!r}")
         if keep is not None and keep < 1:
@@ -91,11 +170,13 @@ class CaptureRecorder:
         self.judge = judge
         self.embedder = embedder
         self.write_trace = write_trace
+        self.capture_content = capture_content_setting(capture_content)
         extra = tuple(k for k in counters if k not in STATS_KEYS)
         self._stats_keys = STATS_KEYS[:5] + extra + STATS_KEYS[5:]
         self._lock = threading.Lock()
         self._seq = itertools.count(1)
-        self._records: collections.deque = collections.deque(maxlen=keep)  # (seq, sample, target)
+        # (seq, sample as kept, target, sample as captured while offline mode has not scored it)
+        self._records: collections.deque = collections.deque(maxlen=keep)
         self._counts: collections.Counter = collections.Counter()
         self._evaluated: collections.deque = collections.deque(maxlen=keep)
         self._evaluated_upto = 0
@@ -108,6 +189,8 @@ class CaptureRecorder:
                 keep_results=keep or 10**9, name=name)
         elif self.metrics is not None:
             self._metric_objects = resolve_metrics(self.metrics)  # fail fast on unknown metric names
+        self._deferred = _Deferred(f"{name}-build", self._deferred_dropped, self.scorer)
+        register_exit_hook(weak_hook(self._deferred, "at_exit"))  # runs before the scorer's (LIFO)
 
     def __repr__(self) -> str:
         return f"CaptureRecorder(mode={self.mode!r}, captured={self._counts['captured']})"
@@ -120,33 +203,51 @@ class CaptureRecorder:
         where its result is written (see ``write_trace``); ``key`` replaces the sample id as the
         ``sample_rate`` key (e.g. a trace id, to sample whole traces alike). Never blocks."""
         status = sample.metadata.setdefault("status", "ok")
+        kept = sample if self.capture_content else without_content(sample)
+        offline_full = sample if self.mode == "offline" and kept is not sample else None
         with self._lock:
-            self._records.append((next(self._seq), sample, target))
+            self._records.append((next(self._seq), kept, target, offline_full))
             self._counts["captured"] += 1
             self._counts["errored" if status == "error" else status] += 1
             if status == "ok" and not sample.contexts:
                 self._counts["skipped_no_contexts"] += 1
         if self.scorer is not None and scorable(sample):
-            self._submit(sample, target, key)
+            self._submit(sample, kept, target, key)
+
+    def defer(self, build: Callable[[], Any]) -> None:
+        """Run ``build()`` on the capture thread, after everything deferred before, and return at
+        once: the request path's only cost. ``build`` turns the raw event data into a Sample and
+        calls :meth:`record` (or :meth:`count`); its exceptions are the caller's to guard. Beyond
+        :data:`MAX_DEFERRED` waiting, ``build`` is dropped and counted in ``capture_dropped``."""
+        self._deferred.put(build)
 
     def count(self, key: str, n: int = 1) -> None:
         """Add ``n`` to the counter ``key`` (e.g. ``capture_errors``, or one of ``counters``)."""
         with self._lock:
             self._counts[key] += n
 
+    def _deferred_dropped(self) -> None:
+        self.count("capture_dropped")
+        n = self._counts["capture_dropped"]
+        if n == 1 or n % 1000 == 0:
+            log.warning("ragmeter: the capture thread is %d runs behind; %d run(s) not captured so far",
+                        MAX_DEFERRED, n)
+
     # ------------------------------------------------------------------ results
 
     @property
     def samples(self) -> list[Sample]:
         """The kept samples in capture order (every status)."""
+        self._deferred.drain()
         with self._lock:
-            return [s for _, s, _ in self._records]
+            return [r[1] for r in self._records]
 
     @property
     def results(self) -> EvaluationResult:
         """What has been scored so far (inline worker and :meth:`evaluate`) as an
         :class:`~ragmeter.EvaluationResult` in start order (``metadata["started_at"]``). Call
         :meth:`flush` first to include pending work."""
+        self._deferred.drain()
         items: list[SampleResult] = list(self._evaluated)
         if self.scorer is not None:
             items += list(self.scorer.results)
@@ -160,6 +261,7 @@ class CaptureRecorder:
         """Counters: the capture's (:data:`STATS_KEYS` and ``counters``), then the scorer's
         (:attr:`BackgroundScorer.STATS_KEYS <ragmeter.inline.BackgroundScorer.STATS_KEYS>`; all 0
         offline), where ``scored`` includes what :meth:`evaluate` scored."""
+        self._deferred.drain()
         with self._lock:
             out = {k: self._counts.get(k, 0) for k in self._stats_keys}
             evaluated = self._counts.get("evaluated", 0)
@@ -169,13 +271,25 @@ class CaptureRecorder:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued sample is scored; False if ``timeout`` seconds passed first.
-        Offline mode has nothing pending and returns True."""
-        return self.scorer.flush(timeout) if self.scorer is not None else True
+        Offline mode has no scoring pending and returns True once what was deferred is recorded."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._deferred.drain(timeout):
+            return False
+        if self.scorer is None:
+            return True
+        return self.scorer.flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Stop accepting samples for scoring, wait for pending ones (up to ``timeout``) and stop
         the worker. Recording continues."""
-        return self.scorer.shutdown(timeout) if self.scorer is not None else True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        drained = self._deferred.drain(timeout)
+        if self.scorer is None:
+            return drained
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        done = self.scorer.shutdown(left)
+        self._deferred.kick()  # runs captured during the shutdown: recorded (not scored)
+        return done and drained
 
     def export_jsonl(self, path: str | os.PathLike, *, statuses: Iterable[str] = ("ok",)) -> int:
         """Write the kept samples whose status is in ``statuses`` to a JSONL file that
@@ -192,21 +306,26 @@ class CaptureRecorder:
         if self.mode != "offline":
             raise RuntimeError("evaluate() is for mode='offline'; inline mode scores each sample as it "
                                "is captured (use flush() and results)")
+        self._deferred.drain()
         with self._lock:
-            batch = [(seq, s, t) for seq, s, t in self._records if seq > self._evaluated_upto]
+            batch = [r for r in self._records if r[0] > self._evaluated_upto]
             if batch:
-                self._evaluated_upto = max(seq for seq, _, _ in batch)
-        batch = [(seq, s, t) for seq, s, t in batch if scorable(s)]
+                self._evaluated_upto = max(r[0] for r in batch)
+            # what was captured (content and all) is scored; results carry what is kept
+            self._records = collections.deque(((seq, kept, t, None) for seq, kept, t, _ in self._records),
+                                              maxlen=self._records.maxlen)
+        scored = [(full or kept, kept, t) for _, kept, t, full in batch if scorable(full or kept)]
         kwargs.setdefault("progress", False)
         if self.embedder is not None:
             kwargs.setdefault("embedder", self.embedder)
-        if not batch:
+        if not scored:
             return EvaluationResult([], self._metric_names([]), judge=self._judge_name())
-        result = evaluate([s for _, s, _ in batch], self.metrics, self.judge, **kwargs)
-        targets = {id(s): t for _, s, t in batch}
+        result = evaluate([s for s, _, _ in scored], self.metrics, self.judge, **kwargs)
+        kept_and_target = {id(s): (kept, t) for s, kept, t in scored}
         for r in result:
+            kept, target = kept_and_target.get(id(r.sample), (r.sample, None))
+            r.sample = kept
             self._evaluated.append(r)
-            target = targets.get(id(r.sample))
             if target is not None:
                 self._write(r, target)
         with self._lock:
@@ -215,11 +334,11 @@ class CaptureRecorder:
 
     # ------------------------------------------------------------------ internals
 
-    def _submit(self, sample: Sample, target: Any, key: str | None) -> None:
+    def _submit(self, sample: Sample, kept: Sample, target: Any, key: str | None) -> None:
         assert self.scorer is not None
         on_done = None if target is None else functools.partial(self._write, target=target)
         before = self.scorer.stats["dropped"]
-        if not self.scorer.submit(sample, key=key, on_done=on_done):
+        if not self.scorer.submit(sample, key=key, on_done=on_done, report_as=None if kept is sample else kept):
             dropped = self.scorer.stats["dropped"]
             if dropped > before and (dropped == 1 or dropped % 100 == 0):
                 log.warning("ragmeter: scoring backlog full (max_queue=%d); %d sample(s) dropped so far",
@@ -254,3 +373,85 @@ class CaptureRecorder:
         if judge is None:
             return "code"
         return judge if isinstance(judge, str) else (getattr(judge, "name", None) or "code")
+
+
+class _Deferred:
+    """A FIFO of callables run one by one, off the caller's thread (internal).
+
+    Inline, they run on the scorer's worker thread (``runner``), so that a sample is built and
+    scored in one wake-up of one thread; otherwise (offline, or once the scorer is shut down) on a
+    daemon thread of their own, started on first use. :meth:`put` is the request path's cost: a
+    lock, an append and a wake-up. :meth:`drain` waits until everything put so far has run (at once
+    on a thread that runs them: a deferred callable or a scoring callback that reads the
+    recorder). After a fork the child starts afresh."""
+
+    def __init__(self, name: str, on_drop: Callable[[], None], runner: BackgroundScorer | None = None):
+        self.name = name
+        self.on_drop = on_drop
+        self.runner = runner
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=weak_hook(self, "_reset"))
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._idle = threading.Condition(self._lock)
+        self._items: collections.deque = collections.deque()
+        self._busy = 0  # put and not yet finished
+        self._thread: threading.Thread | None = None
+
+    def put(self, fn: Callable[[], Any]) -> None:
+        """Queue ``fn``; drop it (``on_drop``) when :data:`MAX_DEFERRED` are waiting."""
+        with self._lock:
+            dropped = self._busy >= MAX_DEFERRED
+            if not dropped:
+                self._items.append(fn)
+                self._busy += 1
+        if dropped:
+            self.on_drop()
+        elif self.runner is None or not self.runner.run_on_worker(self._run_one):
+            self.kick()
+
+    def kick(self) -> None:
+        """Run what is waiting on this object's own thread (the runner is gone: after its
+        shutdown, callables it was given and did not run are run here)."""
+        with self._lock:
+            if not self._items:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+            self._work.notify()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until everything put so far has run; False if ``timeout`` seconds passed first."""
+        if threading.current_thread() is self._thread or (self.runner is not None and self.runner.on_worker()):
+            return True
+        with self._lock:
+            return self._idle.wait_for(lambda: self._busy == 0, timeout)
+
+    def at_exit(self) -> None:
+        """Interpreter exit: record what was deferred, so that scoring can wait for it."""
+        self.drain(30.0)
+
+    def _run_one(self) -> None:
+        with self._lock:
+            fn = self._items.popleft() if self._items else None
+        if fn is None:  # taken by the other runner already
+            return
+        try:
+            with never_raise("capture: build a sample"):
+                fn()
+        finally:
+            with self._lock:
+                self._busy -= 1
+                if self._busy == 0:
+                    self._idle.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._items:
+                    self._work.wait()
+            self._run_one()

@@ -5,15 +5,18 @@ Commands of other layers (``evaluate-traces`` from :mod:`ragmeter.tracing`) regi
 
 Exit status: 0 when the run completed (bad records are reported, not fatal), 1 when a
 ``--fail-under`` threshold is not met (or ``compare --fail-on-regression`` finds one), 2 for
-unusable input: a missing or unreadable file, no valid record, an unknown metric or judge.
+unusable input: a missing or unreadable file, no valid record, an unknown metric or judge, a
+malformed results file; 2 as well when a report could not be written (the others still are).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Sequence
 
 from ragmeter import __version__
@@ -67,6 +70,18 @@ def parse_fail_under(values: Sequence[str] | None) -> dict[str, float]:
     return out
 
 
+_REPORT_TYPES = (".md", ".markdown", ".html", ".htm", ".json", ".jsonl", ".csv")
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Reject bad ``--fail-under`` values and report types before any judge call is spent."""
+    parse_fail_under(getattr(args, "fail_under", None))
+    for path in getattr(args, "out", None) or []:
+        suffix = Path(path).suffix.lower()
+        if suffix not in _REPORT_TYPES:
+            raise ValueError(f"--out {path}: unknown report type {suffix or '(none)'!r} (use .md, .html, .json, .jsonl or .csv)")
+
+
 def _check_thresholds(summary: dict[str, dict[str, Any]], thresholds: dict[str, float]) -> list[str]:
     failures = []
     for metric, row in summary.items():
@@ -92,13 +107,30 @@ def _print_result(result: Any, out: Any) -> None:
 
 
 def finish(result: Any, args: argparse.Namespace) -> int:
+    """Print the summary, write the reports (one that cannot be written does not stop the
+    others) and check the thresholds; returns the exit status."""
     _print_result(result, sys.stdout)
+    unwritten = 0
     for path in args.out or []:
-        result.save(path)
+        try:
+            result.save(path)
+        except (OSError, ValueError) as err:
+            print(f"ragmeter: error: could not write {path}: {err}", file=sys.stderr)
+            unwritten += 1
+            continue
         print(f"wrote {path}")
+    db = getattr(args, "db", None) or (os.environ.get("RAGMETER_DB") if hasattr(args, "db") else None)
+    if db:
+        from ragmeter.store import Store
+
+        with Store(db) as store:
+            run_id = store.record_run(result, dataset=getattr(args, "dataset", None))
+        print(f"recorded run {run_id} in {store.where}")
     failures = _check_thresholds(result.summary(), parse_fail_under(getattr(args, "fail_under", None)))
     for f in failures:
         print(f"FAIL {f}", file=sys.stderr)
+    if unwritten:
+        return EXIT_INPUT
     return EXIT_THRESHOLD if failures else EXIT_OK
 
 
@@ -106,8 +138,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ragmeter.data import load_samples
     from ragmeter.runner import evaluate, resolve_metrics
 
-    parse_fail_under(args.fail_under)  # reject bad thresholds before spending judge calls
+    check_run_options(args)  # reject bad thresholds and report types before spending judge calls
     dataset = load_samples(args.file)
+    args.dataset = Path(args.file).stem
     if not dataset:
         for err in dataset.errors:
             print(f"invalid record: {err}", file=sys.stderr)
@@ -121,6 +154,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from ragmeter.result import EvaluationResult
 
+    check_run_options(args)
     result = EvaluationResult.from_jsonl(args.results)
     return finish(result, args)
 
@@ -147,6 +181,18 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_THRESHOLD if (args.fail_on_regression and cmp["regressions"]) else EXIT_OK
 
 
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    from ragmeter.dashboard import render_store
+    from ragmeter.fileio import write_text_atomic
+    from ragmeter.store import Store
+
+    with Store(args.db) as store:
+        page = render_store(store, runs=args.runs, samples=args.samples)
+    write_text_atomic(args.out, page)
+    print(f"wrote {args.out}")
+    return EXIT_OK
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options every scoring command takes: metrics, judge, reports, thresholds, concurrency."""
     p.add_argument("-m", "--metrics", action="append", metavar="LIST", help=metrics_help())
@@ -160,6 +206,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="exit 1 when a metric's mean is below X (all metrics, or METRIC=X for one; repeatable)")
     p.add_argument("--concurrency", type=int, default=8, help="samples scored at once (default 8)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--db", metavar="PATH|URL",
+                   help="record the run in a history store: a SQLite file or a postgresql:// URL "
+                        "(default: $RAGMETER_DB when set; see 'ragmeter dashboard')")
 
 
 def _add_plugin_commands(sub: Any) -> None:
@@ -195,6 +244,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", action="append", metavar="PATH", help="report path (.md, .html, .json, .jsonl, .csv)")
     p.add_argument("--fail-under", action="append", metavar="[METRIC=]X", help="exit 1 when a metric's mean is below X")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("dashboard", help="write the HTML dashboard of a history store",
+                       description="One self-contained HTML page of the runs recorded with --db: trends over runs "
+                                   "and days, the newest run's summary, its worst samples with their evidence.")
+    p.add_argument("--db", metavar="PATH|URL", default=None,
+                   help="the history store: a SQLite file or a postgresql:// URL (default $RAGMETER_DB, else ragmeter.db)")
+    p.add_argument("-o", "--out", metavar="PATH", default="dashboard.html", help="the page to write (default dashboard.html)")
+    p.add_argument("--runs", type=int, default=30, help="how many recent runs draw the trends (default 30)")
+    p.add_argument("--samples", type=int, default=500, help="how many of the newest run's worst samples to list (default 500)")
+    p.set_defaults(func=_cmd_dashboard)
 
     p = sub.add_parser("compare", help="compare two saved runs", description="Per-metric means and per-sample regressions between two results files.")
     p.add_argument("before", metavar="BEFORE", help="results .jsonl of the baseline run")

@@ -4,6 +4,12 @@ Records are validated when they are built. A malformed record raises :class:`Rec
 names the record (``line 3`` of a JSONL file, ``row 2`` of a CSV file, ``record 5`` of a list) and
 the field. :func:`load_samples` collects those errors on the returned :class:`Dataset` instead of
 stopping, so the good records are still evaluated and the bad ones are reported.
+
+One bad record never loses the file: a byte that is not UTF-8, a lone surrogate (``"\\ud800"``),
+an integer over Python's digit limit, a non-finite context score, nesting deeper than
+:data:`MAX_NESTING` or past the JSON parser's recursion limit each reject only their record. Text
+that is not valid Unicode is rejected, not repaired, so a report never holds text the input did
+not. A UTF-8 byte-order mark (Excel's "CSV UTF-8") is accepted.
 """
 
 from __future__ import annotations
@@ -14,9 +20,14 @@ import io
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from ragmeter.fileio import (JSON_ERRORS, LongInt, json_problem, json_text, parse_json, read_text, record_slices,
+                             text_problem, write_text_atomic)
+from ragmeter.redact import redact
 
 __all__ = [
     "Context",
@@ -29,6 +40,7 @@ __all__ = [
     "save_samples",
     "samples_from_records",
     "FIELD_ALIASES",
+    "MAX_NESTING",
 ]
 
 #: Field names accepted on input, first name is ours. RAGAS and DeepEval datasets load unchanged.
@@ -43,6 +55,9 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 _CONTEXT_TEXT_KEYS = ("text", "page_content", "content")
+
+#: Deepest nesting of lists / objects accepted in ``metadata`` (deeper records are rejected).
+MAX_NESTING = 64
 
 
 class RecordError(ValueError):
@@ -71,7 +86,38 @@ class RecordError(ValueError):
 
 
 def _type_name(value: Any) -> str:
+    if isinstance(value, LongInt):
+        return f"an integer of {value.digits} digits (over Python's {sys.get_int_max_str_digits()}-digit limit)"
     return type(value).__name__
+
+
+def _check_text(value: str, field: str) -> None:
+    problem = text_problem(value)
+    if problem:
+        raise RecordError(None, field, problem)
+
+
+def _check_nested(value: Any, field: str, depth: int = 0) -> None:
+    """Validate free-form data (metadata): valid text in keys and strings, integers within
+    Python's limit, at most :data:`MAX_NESTING` levels. Non-finite floats are kept (pandas fills
+    missing cells with NaN); reports write them as null."""
+    if isinstance(value, str):
+        _check_text(value, field)
+    elif value is None or isinstance(value, (int, float)):
+        return
+    elif isinstance(value, LongInt):
+        raise RecordError(None, field, f"got {_type_name(value)}")
+    elif isinstance(value, (dict, list, tuple)) or isinstance(value, Mapping):
+        if depth >= MAX_NESTING:
+            raise RecordError(None, field, f"nested deeper than {MAX_NESTING} levels")
+        if not isinstance(value, (list, tuple)):
+            for k, v in value.items():
+                if isinstance(k, str):
+                    _check_text(k, field)
+                _check_nested(v, f"{field}.{k}" if depth < 2 else field, depth + 1)
+        else:
+            for v in value:
+                _check_nested(v, field, depth + 1)
 
 
 @dataclass
@@ -92,17 +138,22 @@ class Context:
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise RecordError(None, "contexts", f"context text must be a string, got {_type_name(self.text)}")
+        _check_text(self.text, "contexts")
         if self.id is not None and not isinstance(self.id, str):
             if isinstance(self.id, (int,)) and not isinstance(self.id, bool):
                 self.id = str(self.id)
             else:
                 raise RecordError(None, "contexts", f"context id must be a string, got {_type_name(self.id)}")
+        _check_text(self.id or "", "contexts")
         if self.score is not None:
             if isinstance(self.score, bool) or not isinstance(self.score, (int, float)):
                 raise RecordError(None, "contexts", f"context score must be a number, got {_type_name(self.score)}")
+            if not _is_finite(self.score):
+                raise RecordError(None, "contexts", f"context score must be a finite number, got {self.score!r:.40}")
             self.score = float(self.score)
         if not isinstance(self.metadata, dict):
             raise RecordError(None, "contexts", f"context metadata must be a dict, got {_type_name(self.metadata)}")
+        _check_nested(self.metadata, "contexts")
 
     @classmethod
     def from_value(cls, value: Any, position: int = 0) -> "Context":
@@ -110,22 +161,25 @@ class Context:
         ``score``, ``metadata``) or a Context."""
         if isinstance(value, Context):
             return value
+        field = f"contexts[{position}]"
         if isinstance(value, str):
-            return cls(text=value)
+            try:
+                return cls(text=value)
+            except RecordError as err:
+                raise RecordError(None, field, err.message) from None
         if isinstance(value, Mapping):
             text = next((value[k] for k in _CONTEXT_TEXT_KEYS if k in value), None)
             if text is None:
-                raise RecordError(None, f"contexts[{position}]", "a context object needs a 'text' key")
+                raise RecordError(None, field, "a context object needs a 'text' key")
             try:
-                return cls(
-                    text=text,
-                    id=value.get("id"),
-                    score=value.get("score"),
-                    metadata=dict(value.get("metadata") or {}),
-                )
+                meta = dict(value.get("metadata") or {})
+            except (TypeError, ValueError):
+                raise RecordError(None, field, f"context metadata must be an object, got {_type_name(value['metadata'])}") from None
+            try:
+                return cls(text=text, id=value.get("id"), score=value.get("score"), metadata=meta)
             except RecordError as err:
-                raise RecordError(None, f"contexts[{position}]", err.message) from None
-        raise RecordError(None, f"contexts[{position}]", f"expected a string or an object, got {_type_name(value)}")
+                raise RecordError(None, field, err.message) from None
+        raise RecordError(None, field, f"expected a string or an object, got {_type_name(value)}")
 
     def to_dict(self) -> dict:
         """Plain-dict form (JSON-serialisable when metadata is)."""
@@ -161,6 +215,7 @@ class Sample:
             raise RecordError(None, "question", f"expected a string, got {_type_name(self.question)}")
         if not self.question.strip():
             raise RecordError(None, "question", "must not be empty")
+        _check_text(self.question, "question")
         if isinstance(self.contexts, (str, bytes)) or not isinstance(self.contexts, (list, tuple)):
             raise RecordError(None, "contexts", f"expected a list, got {_type_name(self.contexts)}")
         contexts = [Context.from_value(c, i) for i, c in enumerate(self.contexts)]
@@ -171,14 +226,17 @@ class Sample:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise RecordError(None, name, f"expected a string, got {_type_name(value)}")
+            _check_text(value or "", name)
         self.relevant_ids = _validate_relevant(self.relevant_ids)
         if self.id is not None and not isinstance(self.id, str):
             if isinstance(self.id, int) and not isinstance(self.id, bool):
                 self.id = str(self.id)
             else:
                 raise RecordError(None, "id", f"expected a string, got {_type_name(self.id)}")
+        _check_text(self.id or "", "id")
         if not isinstance(self.metadata, dict):
             raise RecordError(None, "metadata", f"expected an object, got {_type_name(self.metadata)}")
+        _check_nested(self.metadata, "metadata")
         if self.id is None:
             self.id = self._stable_id()
 
@@ -250,14 +308,22 @@ def _is_missing(value: Any) -> bool:
     return False
 
 
+def _is_finite(number: float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
 def _validate_relevant(value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, Mapping):
         out = {}
         for k, g in value.items():
-            if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g):
+            if isinstance(g, bool) or not isinstance(g, (int, float)) or not _is_finite(g):
                 raise RecordError(None, "relevant_ids", f"grade of {k!r} must be a finite number, got {g!r}")
+            _check_text(str(k), "relevant_ids")
             out[str(k)] = g
         return out
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
@@ -266,6 +332,7 @@ def _validate_relevant(value: Any) -> Any:
     for v in value:
         if isinstance(v, bool) or not isinstance(v, (str, int)):
             raise RecordError(None, "relevant_ids", f"ids must be strings, got {_type_name(v)}")
+        _check_text(str(v), "relevant_ids")
         out_list.append(str(v))
     return out_list
 
@@ -298,7 +365,9 @@ class Score:
     that makes no claims, a sample with no reference). Never NaN, never a silent default.
     ``details`` holds the evidence (per-claim verdicts, per-chunk scores, judge calls and tokens),
     ``judge`` says who judged (``"offline"``, ``"openai:gpt-4o-mini"``, ``"code"``), ``label`` is
-    pass / warn / fail against the metric's thresholds (None without a value).
+    pass / warn / fail against the metric's thresholds (None without a value). ``error`` and
+    ``explanation`` pass through :func:`ragmeter.redact.redact` when the Score is made, so a
+    credential echoed by an upstream error reaches no report, export or span.
     """
 
     metric: str
@@ -310,6 +379,8 @@ class Score:
     label: str | None = None
 
     def __post_init__(self) -> None:
+        self.error = redact(self.error)
+        self.explanation = redact(self.explanation)
         if self.value is not None:
             if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
                 raise TypeError(f"Score value must be a float or None, got {_type_name(self.value)}")
@@ -382,20 +453,55 @@ def samples_from_records(records: Iterable[Any], *, on_error: str = "collect") -
 
 def _jsonl_records(text: str) -> list[Any]:
     records: list[Any] = []
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 is valid inside a string
         if not line.strip():
             continue
         try:
-            records.append((n, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            records.append((n, RecordError(f"line {n}", None, f"invalid JSON: {exc.msg} at column {exc.colno}")))
+            records.append((n, parse_json(line)))
+        except JSON_ERRORS as exc:
+            records.append((n, RecordError(f"line {n}", None, json_problem(exc))))
     return records
+
+
+_RECORD_LISTS = ("samples", "test_cases", "data")
+
+
+def _json_records(text: str, path: Path) -> list[Any]:
+    try:
+        data = parse_json(text)
+    except JSON_ERRORS as exc:
+        slices = record_slices(text, _RECORD_LISTS)
+        if slices is None:
+            where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+            raise ValueError(f"{path}: invalid JSON{where}: {json_problem(exc).removeprefix('invalid JSON: ')}") from None
+        records: list[Any] = []
+        for i, (a, b) in enumerate(slices):
+            try:
+                records.append((i, parse_json(text[a:b])))
+            except JSON_ERRORS as err:
+                line = text.count("\n", 0, a) + 1
+                records.append((i, RecordError(f"record {i}", None, f"{json_problem(err)} (item starting on line {line})")))
+        return records
+    if isinstance(data, Mapping):
+        data = data.get("samples", data.get("test_cases", data.get("data")))
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of records (or an object with a 'samples' list)")
+    return list(enumerate(data))
 
 
 def _csv_records(text: str) -> list[Any]:
     reader = csv.DictReader(io.StringIO(text))
-    records = []
-    for n, row in enumerate(reader, start=2):  # row 1 is the header
+    records: list[Any] = []
+    n = 1  # row 1 is the header
+    while True:
+        n += 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a cell over the csv module's field size limit
+            records.append((n, RecordError(f"row {n}", None, f"unreadable CSV row: {exc}")))
+            continue
         record: dict[str, Any] = {}
         err = None
         for key, value in row.items():
@@ -406,9 +512,10 @@ def _csv_records(text: str) -> list[Any]:
                 continue
             if key in FIELD_ALIASES["contexts"] or key in FIELD_ALIASES["relevant_ids"] or key == "metadata":
                 try:
-                    value = json.loads(value)
-                except json.JSONDecodeError:
-                    err = RecordError(f"row {n}", key, "expected a JSON list/object in this CSV cell")
+                    value = parse_json(value)
+                except JSON_ERRORS as exc:
+                    err = RecordError(f"row {n}", key, "nested too deeply to read" if isinstance(exc, RecursionError)
+                                      else "expected a JSON list/object in this CSV cell")
                     break
             record[key] = value
         records.append((n, err if err else record))
@@ -421,29 +528,24 @@ def load_samples(source: Any, *, on_error: str = "collect") -> Dataset:
     Field names of RAGAS and DeepEval are accepted (see :data:`FIELD_ALIASES`). In CSV files the
     ``contexts`` and ``relevant_ids`` cells hold JSON lists. Malformed records are collected in
     ``Dataset.errors`` (each naming the line / row and the field) and the rest are returned;
-    ``on_error="raise"`` raises instead. An unreadable file raises ``OSError`` / ``ValueError``.
+    ``on_error="raise"`` raises instead. A record that cannot be read (bytes that are not UTF-8,
+    invalid JSON, nesting too deep, an integer over Python's digit limit) is one such error; a
+    JSON document that does not parse as a whole is split into its records. An unreadable file
+    raises ``OSError`` / ``ValueError``.
     """
     if hasattr(source, "to_dict") and hasattr(source, "columns"):  # pandas DataFrame
         rows = source.to_dict(orient="records")
         return _collect([(i, r) for i, r in zip(source.index, rows)], "row", on_error, None)
     path = Path(os.fspath(source))
-    text = path.read_text(encoding="utf-8")
     suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".ndjson", ".json", ".csv"):
+        raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json or .csv)")
+    text = read_text(path)
     if suffix in (".jsonl", ".ndjson"):
         return _collect(_jsonl_records(text), "line", on_error, str(path))
     if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-        if isinstance(data, Mapping):
-            data = data.get("samples", data.get("test_cases", data.get("data")))
-        if not isinstance(data, list):
-            raise ValueError(f"{path}: expected a JSON list of records (or an object with a 'samples' list)")
-        return _collect(list(enumerate(data)), "record", on_error, str(path))
-    if suffix == ".csv":
-        return _collect(_csv_records(text), "row", on_error, str(path))
-    raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json or .csv)")
+        return _collect(_json_records(text, path), "record", on_error, str(path))
+    return _collect(_csv_records(text), "row", on_error, str(path))
 
 
 def _collect(numbered: list, location: str, on_error: str, source: str | None) -> Dataset:
@@ -470,25 +572,25 @@ def _collect(numbered: list, location: str, on_error: str, source: str | None) -
 
 
 def save_samples(samples: Iterable[Sample], path: Any) -> Path:
-    """Write samples to ``.jsonl`` or ``.csv`` (contexts as a JSON list cell); returns the path."""
+    """Write samples to ``.jsonl`` or ``.csv`` (contexts as a JSON list cell); returns the path.
+    The file is replaced atomically (see :func:`write_text_atomic`)."""
     path = Path(os.fspath(path))
     rows = [s.to_dict() for s in samples]
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        with path.open("w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+        text = "".join(json_text(row) + "\n" for row in rows)
     elif suffix == ".csv":
         fields = ["id", "question", "contexts", "answer", "reference", "relevant_ids", "metadata"]
-        with path.open("w", encoding="utf-8", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields)
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({k: (json.dumps(row[k], ensure_ascii=False, default=str) if k in ("contexts", "relevant_ids", "metadata") and k in row else row.get(k, ""))
-                                 for k in fields})
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (json_text(row[k]) if k in ("contexts", "relevant_ids", "metadata") and k in row else row.get(k, ""))
+                             for k in fields})
+        text = buf.getvalue()
     else:
         raise ValueError(f"unsupported output type {suffix!r} (use .jsonl or .csv)")
-    return path
+    return write_text_atomic(path, text)
 
 
 def samples_to_pandas(samples: Iterable[Sample]):

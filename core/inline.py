@@ -3,7 +3,9 @@
 Integrations (LangChain callback, LlamaIndex capture, OpenTelemetry span processor) hand captured
 samples to a :class:`BackgroundScorer`. ``submit`` never blocks and never raises: a full backlog
 drops the sample and counts it. Scoring runs on one daemon thread with its own event loop;
-``flush(timeout)`` waits for what is pending, and so does interpreter exit.
+``flush(timeout)`` waits for what is pending, and so does interpreter exit (up to
+``exit_timeout``). A ``shutdown(timeout)`` (or exit) that times out gives the rest up: cancelled,
+counted in ``dropped``, said once in a warning; exit then proceeds.
 """
 
 from __future__ import annotations
@@ -25,13 +27,17 @@ from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS
 from ragmeter.metrics.scoring import score_sample
+from ragmeter.redact import redact
 from ragmeter.result import SampleResult
 from ragmeter.runner import resolve_metrics
 from ragmeter.suppression import instrumentation_suppressed
 
-__all__ = ["BackgroundScorer", "sampled", "register_exit_hook", "weak_hook"]
+__all__ = ["BackgroundScorer", "sampled", "register_exit_hook", "weak_hook", "CANCEL_GRACE"]
 
 log = logging.getLogger("ragmeter")
+
+#: Seconds a shutdown that timed out waits for the cancelled scoring tasks to end.
+CANCEL_GRACE = 1.0
 
 
 def sampled(key: str, rate: float) -> bool:
@@ -72,6 +78,53 @@ def weak_hook(obj: Any, method: str) -> Callable[[], None]:
     return hook
 
 
+class _ScoreErrors:
+    """Scores that could not be computed, counted instead of logged per sample.
+
+    The first scored sample with errors is logged (one warning naming each failed metric and its
+    error); later ones are only counted, per metric, and :meth:`summarise` (at shutdown or exit)
+    logs one line with the counts and the last error of each metric. A judge that fails on every
+    request gives two log lines, however many samples it fails on. Error texts are redacted.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.samples = 0  # scored samples with at least one error
+        self.by_metric: collections.Counter = collections.Counter()
+        self.last: dict[str, str] = {}
+        self._summarised = 0
+
+    def add(self, result: SampleResult) -> None:
+        """Count the errored scores of ``result``; log the first such sample."""
+        failed = {name: redact(s.error) for name, s in result.scores.items() if s.error}
+        if not failed:
+            return
+        with self._lock:
+            self.samples += 1
+            first = self.samples == 1
+            self.by_metric.update(failed.keys())
+            self.last.update(failed)
+        if first:
+            log.warning("ragmeter: scores could not be computed (%s); later samples with errors are counted "
+                        "in stats['score_errors'] and summarised at shutdown", _listing(failed))
+
+    def summarise(self, scored: int) -> None:
+        """Log the counts once (again only if more errors came since)."""
+        with self._lock:
+            if self.samples <= max(1, self._summarised):
+                return
+            self._summarised = self.samples
+            counts = {m: f"{n}x, last: {self.last[m]}" for m, n in self.by_metric.most_common()}
+            samples = self.samples
+        log.warning("ragmeter: %d of %d scored samples had scores that could not be computed (%s)",
+                    samples, scored, _listing(counts))
+
+
+def _listing(items: dict[str, str], limit: int = 300) -> str:
+    return "; ".join(f"{name}: {text if len(text) <= limit else text[:limit - 1] + chr(0x2026)}"
+                     for name, text in items.items())
+
+
 class BackgroundScorer:
     """Scores samples in the background with ``metrics`` and ``judge``.
 
@@ -85,11 +138,18 @@ class BackgroundScorer:
     ``on_result(result)`` is called on the worker thread for each scored sample; exceptions in
     it are counted and logged by :mod:`ragmeter.guard` (a traceback once, then at debug level),
     never propagated. ``results`` keeps the last ``keep_results``.
+
+    ``judge`` (a Judge, a spec such as ``"openai:gpt-4o-mini"``, or None for the default judge when
+    a metric needs one) is resolved and checked here: an unusable judge (no API key, SDK not
+    installed) raises ValueError / ImportError at creation instead of failing every sample. Scores
+    that could not be computed are counted in ``score_errors``; the first is logged, the rest
+    summarised in one line at shutdown or exit. A ``shutdown`` (or exit, after ``exit_timeout``)
+    that times out cancels what is still being scored and counts it in ``dropped``.
     """
 
     #: The keys of :attr:`stats`.
     STATS_KEYS = ("submitted", "queued", "scored", "forced", "dropped", "sampled_out", "rejected_closed",
-                  "failed", "callback_errors", "pending")
+                  "failed", "score_errors", "callback_errors", "pending")
 
     def __init__(self, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
                  embedder: Embedder | None = None, max_queue: int = 1000, concurrency: int = 4,
@@ -104,8 +164,13 @@ class BackgroundScorer:
         # the defaults plus the default retrieval metrics, for samples that carry relevant_ids
         self._with_retrieval = resolve_metrics(DEFAULT_METRICS + DEFAULT_RETRIEVAL_METRICS) if metrics is None else None
         self._last_drop_log = -1e9
-        self._judge_spec = judge
-        self._judge: Judge | None = None
+        # resolved and checked now: an unusable judge (no API key ...) is an error here, not a
+        # failure on every sample
+        try:
+            self._judge: Judge | None = resolve_judge(judge, self.metrics)
+        except (ValueError, ImportError) as err:
+            kind = ImportError if isinstance(err, ImportError) else ValueError
+            raise kind(f"ragmeter: the judge for inline scoring cannot be used: {err}") from err
         self.embedder = embedder
         self.max_queue = max_queue
         self.concurrency = concurrency
@@ -123,6 +188,9 @@ class BackgroundScorer:
         self._thread: threading.Thread | None = None
         self._sem: asyncio.Semaphore | None = None
         self._closed = False
+        self._abandoned = 0  # samples dropped because shutdown gave up on them
+        self._tasks: set[asyncio.Future] = set()  # scoring in flight (touched on the worker only)
+        self._errors = _ScoreErrors()
         register_exit_hook(weak_hook(self, "_at_exit"))
 
     # ------------------------------------------------------------------ public
@@ -130,19 +198,23 @@ class BackgroundScorer:
     @property
     def stats(self) -> dict[str, int]:
         """Counters: submitted, queued, scored, forced (by ``should_score``), dropped (backlog
-        full), sampled_out, rejected_closed, failed (scoring raised), callback_errors, pending now."""
+        full, or given up by a shutdown that timed out), sampled_out, rejected_closed, failed (scoring
+        raised), score_errors (scored samples with a score that could not be computed),
+        callback_errors, pending now."""
         with self._lock:
             out = {k: self._stats.get(k, 0) for k in self.STATS_KEYS}
             out["pending"] = self._pending
+        out["score_errors"] = self._errors.samples
         return out
 
     def submit(self, sample: Sample, *, key: str | None = None,
-               on_done: Callable[[SampleResult], None] | None = None) -> bool:
+               on_done: Callable[[SampleResult], None] | None = None, report_as: Sample | None = None) -> bool:
         """Queue ``sample`` for scoring; never blocks, never raises. ``on_done`` runs after
-        ``on_result`` for this sample only."""
+        ``on_result`` for this sample only. ``report_as``: the sample the result carries instead
+        of the one scored (e.g. :func:`ragmeter.capture.without_content` of it)."""
         queued = False
         with never_raise("inline: queue a sample for scoring", on_error=lambda exc: self._count("dropped")):
-            queued = self._queue(sample, key, on_done)
+            queued = self._queue(sample, key, on_done, report_as)
         return queued
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -151,26 +223,51 @@ class BackgroundScorer:
             return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
 
     def shutdown(self, timeout: float | None = None) -> bool:
-        """Stop accepting samples, wait for pending ones (up to ``timeout``), stop the worker."""
+        """Stop accepting samples, wait for pending ones (up to ``timeout``), stop the worker.
+
+        When ``timeout`` passes first, the samples still being scored are given up: their tasks
+        are cancelled (within :data:`CANCEL_GRACE` seconds), they are counted in ``dropped``, one
+        warning says how many, and nothing is left for interpreter exit to wait for. Returns True
+        when everything pending was scored."""
         with self._lock:
             self._closed = True
         done = self.flush(timeout)
         loop, thread = self._loop, self._thread
+        if not done:
+            self._give_up(loop, thread, timeout)
         if loop is not None and thread is not None and thread.is_alive():
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=5)
-            if not thread.is_alive():
-                loop.close()
+        self._errors.summarise(self.stats["scored"])
         return done
+
+    def run_on_worker(self, fn: Callable[[], Any]) -> bool:
+        """Call ``fn()`` on the worker thread, after what was scheduled before (e.g. building the
+        sample it will then score, in one wake-up of the worker); False, without calling it,
+        once shut down. ``fn`` must not raise."""
+        with self._lock:
+            if self._closed:
+                return False
+        try:
+            self._ensure_worker().call_soon_threadsafe(fn)
+        except RuntimeError:  # the loop closed meanwhile (a concurrent shutdown)
+            return False
+        return True
+
+    def on_worker(self) -> bool:
+        """True on the worker thread itself."""
+        return threading.current_thread() is self._thread
 
     @property
     def judge(self) -> Judge | None:
-        """The judge in use (resolved on first scoring when given as a spec or None)."""
+        """The judge in use: resolved from a spec (or the default judge, when a metric needs one)
+        and checked at creation; None when no metric needs a judge."""
         return self._judge
 
     # ------------------------------------------------------------------ internals
 
-    def _queue(self, sample: Sample, key: str | None, on_done: Callable[[SampleResult], None] | None) -> bool:
+    def _queue(self, sample: Sample, key: str | None, on_done: Callable[[SampleResult], None] | None,
+               report_as: Sample | None) -> bool:
         with self._lock:
             self._stats["submitted"] += 1
             if self._closed:
@@ -193,7 +290,7 @@ class BackgroundScorer:
             self._stats["queued"] += 1
             self._stats["forced"] += forced
         loop = self._ensure_worker()
-        loop.call_soon_threadsafe(self._start, sample, on_done)
+        loop.call_soon_threadsafe(self._start, sample, on_done, report_as)
         return True
 
     def _log_drop(self) -> None:  # called with the lock held
@@ -218,7 +315,13 @@ class BackgroundScorer:
                 asyncio.set_event_loop(loop)
                 self._sem = asyncio.Semaphore(self.concurrency)
                 ready.set()
-                loop.run_forever()
+                try:
+                    loop.run_forever()
+                    # stopped by shutdown(): close the judges' clients bound to this loop, then the loop
+                    with never_raise("inline: close the worker's event loop"):
+                        loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), CANCEL_GRACE))
+                finally:
+                    loop.close()
 
             self._loop = loop
             self._thread = threading.Thread(target=run, name=self.name, daemon=True)
@@ -226,33 +329,78 @@ class BackgroundScorer:
         ready.wait()
         return loop
 
-    def _start(self, sample: Sample, on_done: Callable[[SampleResult], None] | None) -> None:
-        asyncio.ensure_future(self._score(sample, on_done))
+    def _start(self, sample: Sample, on_done: Callable[[SampleResult], None] | None,
+               report_as: Sample | None) -> None:
+        # a strong reference: a task that awaits something nothing else references (a hung judge)
+        # would otherwise be garbage-collected mid-flight ("Task was destroyed but it is pending!")
+        task = asyncio.ensure_future(self._score(sample, on_done, report_as))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    async def _score(self, sample: Sample, on_done: Callable[[SampleResult], None] | None) -> None:
+    async def _score(self, sample: Sample, on_done: Callable[[SampleResult], None] | None,
+                     report_as: Sample | None) -> None:
         try:
             with never_raise("inline: score a sample", on_error=lambda exc: self._count("failed")):
                 assert self._sem is not None
                 async with self._sem:
-                    if self._judge is None:
-                        self._judge = resolve_judge(self._judge_spec, self.metrics)
                     metrics = self._with_retrieval if (self._with_retrieval and sample.relevant_ids) else self.metrics
                     with instrumentation_suppressed():
                         result = await score_sample(sample, metrics, self._judge, self.embedder)
+                if report_as is not None:
+                    result.sample = report_as
                 self.results.append(result)
                 self._count("scored")
+                self._errors.add(result)
                 for cb in (self.on_result, on_done):
                     if cb is not None:
                         with never_raise("inline: on_result callback",
                                          on_error=lambda exc: self._count("callback_errors")):
                             cb(result)
+        except asyncio.CancelledError:  # given up by shutdown(): dropped, counted once here
+            with self._lock:
+                self._stats["dropped"] += 1
+                self._abandoned += 1
+            raise
         finally:
             with self._idle:
-                self._pending -= 1
+                self._pending = max(0, self._pending - 1)  # 0 already when shutdown gave up on it
                 if self._pending == 0:
                     self._idle.notify_all()
 
+    def _give_up(self, loop: asyncio.AbstractEventLoop | None, thread: threading.Thread | None,
+                 timeout: float | None) -> None:
+        """Cancel every task on the worker's loop (the scoring and the judge calls it shields);
+        each cancelled sample counts itself as dropped. What does not end within CANCEL_GRACE is
+        counted here."""
+        before = self._abandoned
+        if loop is not None and thread is not None and thread.is_alive():
+            with never_raise("inline: cancel scoring at shutdown"):
+                fut = asyncio.run_coroutine_threadsafe(_cancel_all(CANCEL_GRACE), loop)
+                fut.result(CANCEL_GRACE + 1.0)
+        with self._idle:
+            left = self._pending
+            if left:  # tasks that ignored cancellation (or a worker that is gone)
+                self._stats["dropped"] += left
+                self._abandoned += left
+                self._pending = 0
+                self._idle.notify_all()
+            abandoned = self._abandoned - before
+        if abandoned:
+            log.warning("ragmeter: shutdown gave up after %g s: %d sample(s) still being scored were dropped "
+                        "(counted in stats['dropped'])", timeout or 0.0, abandoned)
+
     def _at_exit(self) -> None:
         if self._pending:
-            if not self.flush(self.exit_timeout):
-                log.warning("ragmeter: %d samples still pending at exit after %.0f s", self._pending, self.exit_timeout)
+            self.shutdown(self.exit_timeout)
+        else:
+            self._errors.summarise(self.stats["scored"])
+
+
+async def _cancel_all(grace: float) -> None:
+    """Cancel every other task of the running loop and wait up to ``grace`` seconds for them."""
+    me = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not me]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=grace)

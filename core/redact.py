@@ -48,6 +48,11 @@ _FIELD = re.compile(
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:)(?P<pw>[^\s@/]+)(?P<at>@)", re.I)
 
 
+# Every pattern above needs one of these; text without any is returned at once (most Scores).
+_NEEDLES = ("key", "token", "secret", "pass", "pwd", "auth", "bearer", "basic", "cookie", "://", "sk-", "rk-", "pk-",
+            "akia", "gh", "xox", "aiza", "hf_")
+
+
 def redact(text: Any, extra: Iterable[str] = ()) -> Any:
     """``text`` with credentials replaced by ``[REDACTED]`` (non-strings are returned as they are)."""
     if not isinstance(text, str) or not text:
@@ -56,6 +61,9 @@ def redact(text: Any, extra: Iterable[str] = ()) -> Any:
     for secret in extra:
         if secret and len(secret) >= 4:
             out = out.replace(secret, MASK)
+    lowered = out.lower()
+    if not any(needle in lowered for needle in _NEEDLES):
+        return out
     out = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK + m.group("at"), out)
     out = _SCHEME.sub(lambda m: f"{m.group(1)} {MASK}", out)
     out = _FIELD.sub(lambda m: m.group("key") + m.group("quote") + (MASK if MASK not in m.group("value") else m.group("value")), out)

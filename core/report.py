@@ -1,4 +1,5 @@
-"""Reports: summary tables in plain text, Markdown and HTML, and comparisons of two runs.
+"""Reports: summary tables in plain text and Markdown, and comparisons of two runs (the HTML
+page is :mod:`ragmeter.dashboard`).
 
 Functions take an :class:`~ragmeter.result.EvaluationResult` (anything with its ``summary()``,
 ``results``, ``usage`` ...); this module does not import it, so results and reports depend one
@@ -6,10 +7,9 @@ way (``result`` -> ``report``)."""
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
-__all__ = ["summary_rows", "text_table", "markdown_report", "html_report", "compare_results"]
+__all__ = ["summary_rows", "text_table", "markdown_report", "compare_results"]
 
 _HEADER = ["metric", "mean", "median", "min", "max", "pass", "warn", "fail", "errors", "n/a"]
 
@@ -78,40 +78,6 @@ def markdown_report(result: Any, max_problems: int = 50) -> str:
         lines += ["", f"## Invalid records ({len(result.invalid)})", ""]
         lines += [f"- {_md_cell(str(e))}" for e in result.invalid]
     return "\n".join(lines) + "\n"
-
-
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
-td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}
-.pass{color:#17803d}.warn{color:#b26b00}.fail,.error{color:#c0262d}details{margin:.3em 0}"""
-
-
-def html_report(result: Any, max_problems: int = 200) -> str:
-    """A self-contained HTML report of ``result`` (all user text escaped)."""
-    e = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>ragmeter report</title><style>{_CSS}</style></head><body>",
-             "<h1>ragmeter report</h1><ul>",
-             f"<li>samples: {len(result)} scored, {len(result.invalid)} invalid records</li>",
-             f"<li>judge: {e(result.judge)}</li><li>{e(_usage_line(result))}</li>",
-             f"<li>time: {result.duration_s:.2f} s</li></ul><h2>Summary</h2><table><tr>"]
-    parts += [f"<th>{e(h)}</th>" for h in _HEADER]
-    parts.append("</tr>")
-    for row in summary_rows(result):
-        parts.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
-    parts.append("</table>")
-    problems = result.problems()
-    if problems:
-        parts.append(f"<h2>Problems ({len(problems)})</h2><table><tr><th>sample</th><th>question</th><th>metric</th><th>value</th><th>label</th><th>why</th></tr>")
-        for p in problems[:max_problems]:
-            label = p["label"] or "error"
-            parts.append(f"<tr><td>{e(str(p['sample_id']))}</td><td>{e(p['question'])}</td><td>{e(p['metric'])}</td>"
-                         f"<td>{e(_fmt(p['value']))}</td><td class='{label}'>{label}</td><td>{e(p['error'] or p['explanation'] or '')}</td></tr>")
-        parts.append("</table>")
-    if result.invalid:
-        parts.append(f"<h2>Invalid records ({len(result.invalid)})</h2><ul>")
-        parts += [f"<li>{e(str(err))}</li>" for err in result.invalid]
-        parts.append("</ul>")
-    parts.append("</body></html>")
-    return "".join(parts)
 
 
 def compare_results(before: Any, after: Any, tolerance: float = 0.05) -> dict[str, Any]:

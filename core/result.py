@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from ragmeter.data import RecordError, Sample, Score
+from ragmeter.fileio import JSON_ERRORS, json_problem, json_text, parse_json, read_text, write_text_atomic
 from ragmeter.judges.base import Usage
-from ragmeter.report import html_report, markdown_report
+from ragmeter.report import markdown_report
 
 __all__ = ["SampleResult", "EvaluationResult"]
 
@@ -36,11 +39,20 @@ class SampleResult:
                 "usage": self.usage.to_dict(), "duration_s": round(self.duration_s, 6)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "SampleResult":
-        """Inverse of :meth:`to_dict`."""
-        return cls(sample=Sample.from_dict(d["sample"]),
-                   scores={k: Score.from_dict(v) for k, v in d["scores"].items()},
-                   usage=Usage.from_dict(d.get("usage") or {}), duration_s=d.get("duration_s", 0.0))
+    def from_dict(cls, d: Mapping) -> "SampleResult":
+        """Inverse of :meth:`to_dict`; raises ValueError naming what is malformed."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"expected an object, got {type(d).__name__}")
+        scores, usage = d.get("scores"), d.get("usage") or {}
+        if not isinstance(scores, Mapping) or not all(isinstance(v, Mapping) for v in scores.values()):
+            raise ValueError("'scores' must be an object of metric -> score objects")
+        if not isinstance(usage, Mapping):
+            raise ValueError(f"'usage' must be an object, got {type(usage).__name__}")
+        for k, v in usage.items():
+            if v is not None or k != "cost_usd":
+                _number(v, f"usage.{k}")
+        return cls(sample=Sample.from_dict(d.get("sample")), scores={k: Score.from_dict(v) for k, v in scores.items()},
+                   usage=Usage.from_dict(usage), duration_s=_number(d.get("duration_s", 0.0), "duration_s"))
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -184,10 +196,11 @@ class EvaluationResult:
         }
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
-        """JSON text of :meth:`to_dict`; also written to ``path`` when given."""
-        text = json.dumps(self.to_dict(), ensure_ascii=False, indent=1, default=_json_default)
+        """Strict JSON text of :meth:`to_dict` (no bare NaN: see :func:`ragmeter.fileio.json_text`);
+        also written to ``path`` when given (atomically)."""
+        text = json_text(self.to_dict(), indent=1)
         if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
+            write_text_atomic(path, text)
         return text
 
     def to_jsonl(self, path: str | os.PathLike | None = None) -> str:
@@ -196,39 +209,42 @@ class EvaluationResult:
         header = {"ragmeter": "results", "judge": self.judge, "metrics": self.metrics,
                   "thresholds": {k: list(v) for k, v in self.thresholds.items()},
                   "invalid_records": [e.to_dict() for e in self.invalid], "duration_s": round(self.duration_s, 3)}
-        lines = [json.dumps(header, ensure_ascii=False, default=_json_default)]
-        lines += [json.dumps(r.to_dict(), ensure_ascii=False, default=_json_default) for r in self.results]
+        lines = [json_text(header)] + [json_text(r.to_dict()) for r in self.results]
         text = "\n".join(lines) + "\n"
         if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
+            write_text_atomic(path, text)
         return text
 
     def to_csv(self, path: str | os.PathLike) -> None:
-        """One row per sample (see :meth:`to_records`)."""
-        import csv
-
-        with open(path, "w", encoding="utf-8", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=self._columns())
-            writer.writeheader()
-            for row in self.to_records():
-                writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        """One row per sample (see :meth:`to_records`), written atomically."""
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=self._columns())
+        writer.writeheader()
+        for row in self.to_records():
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        write_text_atomic(path, buf.getvalue())
 
     def to_markdown(self) -> str:
         """A Markdown report: summary table, usage, problems, invalid records."""
         return markdown_report(self)
 
     def to_html(self) -> str:
-        """A self-contained HTML report (same content as :meth:`to_markdown`)."""
-        return html_report(self)
+        """The run as ragmeter's self-contained HTML page (:func:`ragmeter.dashboard.render_result`):
+        summary, distributions, worst samples first with filters, per-sample evidence."""
+        from ragmeter.dashboard import render_result  # the page module imports this one
+
+        return render_result(self)
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the report in the format of ``path``'s suffix: .md, .html, .json, .jsonl or .csv."""
+        """Write the report in the format of ``path``'s suffix: .md, .html, .json, .jsonl or .csv.
+        The file is replaced atomically: a failed write leaves the previous one, never a
+        truncated or empty file."""
         path = Path(path)
         suffix = path.suffix.lower()
         if suffix in (".md", ".markdown"):
-            path.write_text(self.to_markdown(), encoding="utf-8")
+            write_text_atomic(path, self.to_markdown())
         elif suffix in (".html", ".htm"):
-            path.write_text(self.to_html(), encoding="utf-8")
+            write_text_atomic(path, self.to_html())
         elif suffix == ".json":
             self.to_json(path)
         elif suffix == ".jsonl":
@@ -241,33 +257,60 @@ class EvaluationResult:
 
     @classmethod
     def from_jsonl(cls, path: str | os.PathLike) -> "EvaluationResult":
-        """Read a results file written by :meth:`to_jsonl` (or ``ragmeter evaluate --out x.jsonl``)."""
-        lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+        """Read a results file written by :meth:`to_jsonl` (or ``ragmeter evaluate --out x.jsonl``).
+        Raises ValueError naming the line and what is wrong when the file is malformed."""
+        lines = [(n, ln) for n, ln in enumerate(read_text(path).split("\n"), start=1) if ln.strip()]
         if not lines:
             raise ValueError(f"{path}: empty results file")
         try:
-            header = json.loads(lines[0])
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: line 1 is not JSON: {exc.msg}") from None
-        if header.get("ragmeter") != "results":
+            header = parse_json(lines[0][1])
+        except JSON_ERRORS as exc:
+            raise ValueError(f"{path}: line {lines[0][0]} is not JSON: {json_problem(exc).removeprefix('invalid JSON: ')}") from None
+        if not isinstance(header, Mapping) or header.get("ragmeter") != "results":
             raise ValueError(f"{path}: not a ragmeter results file (line 1 has no 'ragmeter': 'results' header)")
+        try:
+            metrics, thresholds, invalid, duration = _header_fields(header)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: line 1: {exc}") from None
         results = []
-        for n, line in enumerate(lines[1:], start=2):
+        for n, line in lines[1:]:
             try:
-                results.append(SampleResult.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{path}: line {n}: {exc}") from None
-        invalid = [RecordError(e.get("location"), e.get("field"), e.get("message", "")) for e in header.get("invalid_records", [])]
-        return cls(results, header.get("metrics") or sorted({m for r in results for m in r.scores}),
-                   judge=header.get("judge", "code"), invalid=invalid, duration_s=header.get("duration_s", 0.0),
-                   thresholds={k: tuple(v) for k, v in (header.get("thresholds") or {}).items()})
+                results.append(SampleResult.from_dict(parse_json(line)))
+            except (*JSON_ERRORS, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}: line {n}: {_problem(exc)}") from None
+        return cls(results, metrics or sorted({m for r in results for m in r.scores}), judge=str(header.get("judge", "code")),
+                   invalid=invalid, duration_s=duration, thresholds=thresholds)
 
 
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    return str(obj)
+def _problem(exc: BaseException) -> str:
+    if isinstance(exc, (json.JSONDecodeError, RecursionError)):
+        return json_problem(exc)
+    if isinstance(exc, KeyError):
+        return f"missing key {exc}"
+    return str(exc)
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"'{name}' must be a finite number, got {value!r:.40}")
+    return float(value)
+
+
+def _header_fields(header: Mapping) -> tuple[list[str], dict[str, tuple[float, float]], list[RecordError], float]:
+    """The metrics, thresholds, invalid records and duration of a results file's header line."""
+    metrics = header.get("metrics") or []
+    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+        raise ValueError("'metrics' must be a list of metric names")
+    thresholds = header.get("thresholds") or {}
+    if not isinstance(thresholds, Mapping):
+        raise ValueError("'thresholds' must be an object of metric -> [threshold, warn]")
+    limits = {}
+    for name, pair in thresholds.items():
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(f"threshold of {name!r} must be [threshold, warn]")
+        limits[str(name)] = (_number(pair[0], f"thresholds.{name}"), _number(pair[1], f"thresholds.{name}"))
+    invalid = header.get("invalid_records") or []
+    if not isinstance(invalid, list) or not all(isinstance(e, Mapping) for e in invalid):
+        raise ValueError("'invalid_records' must be a list of objects")
+    errors = [RecordError(e.get("location"), e.get("field"), str(e.get("message", ""))) for e in invalid]
+    return metrics, limits, errors, _number(header.get("duration_s", 0.0), "duration_s")

@@ -17,6 +17,7 @@ from ragmeter.data import Dataset, Sample, load_samples, samples_from_records
 from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, Metric, get_metric
+from ragmeter.metrics.requests import Limits
 from ragmeter.metrics.scoring import score_sample
 from ragmeter.result import EvaluationResult, SampleResult
 
@@ -90,13 +91,16 @@ def _as_dataset(samples: Any) -> Dataset:
 
 async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
                     embedder: Embedder | None = None, concurrency: int = 8, progress: bool = True,
-                    executor: Executor | None = None) -> EvaluationResult:
+                    executor: Executor | None = None, limits: Limits | None = None) -> EvaluationResult:
     """Score ``samples`` (Samples, dicts, a Dataset, a DataFrame or a file path) with ``metrics``.
 
     ``judge`` is a Judge, a spec such as ``"openai:gpt-4o-mini"`` / ``"offline"``, or None for
     the default (``RAGMETER_JUDGE``, else OpenAI / Anthropic when their key is set, else the
     offline judge; only resolved when a metric needs a judge). ``concurrency`` caps samples in
     flight. Invalid records are reported on the result (``result.invalid``), not dropped.
+    ``limits`` (:class:`~ragmeter.metrics.requests.Limits`; None: the defaults) bounds the size of
+    a record: one past a limit gets a ``LimitError`` on each score that reads text, the others
+    are scored as usual.
     """
     dataset = _as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
@@ -116,7 +120,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
 
     start = time.perf_counter()
     try:
-        await executor.map(lambda s: score_sample(s, metric_list, judge_obj, embedder), list(dataset), done)
+        await executor.map(lambda s: score_sample(s, metric_list, judge_obj, embedder, limits=limits), list(dataset), done)
     finally:
         if bar is not None:
             bar.close()
@@ -132,7 +136,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
 
 def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
              embedder: Embedder | None = None, concurrency: int = 8, progress: bool = True,
-             executor: Executor | None = None) -> EvaluationResult:
+             executor: Executor | None = None, limits: Limits | None = None) -> EvaluationResult:
     """Synchronous :func:`aevaluate`; also works inside a running event loop (Jupyter).
 
     >>> import ragmeter as rm
@@ -142,4 +146,4 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
     1.0
     """
     return run_sync(aevaluate(samples, metrics, judge, embedder=embedder, concurrency=concurrency,
-                              progress=progress, executor=executor))
+                              progress=progress, executor=executor, limits=limits))

@@ -158,14 +158,60 @@ def _may_state(specific: Specific, text: str) -> bool:
             return any(name in low for name, num in _WEEKDAYS.items() if num == d.weekday)
         return _DIGIT.search(text) is not None or not set(_RE_WORDS.findall(text.lower())).isdisjoint(_QUARTER_WORDS)
     view, has_words = _digits_view(text)
-    if has_words:
-        return True
+    return has_words or _lead_digits(specific) in view
+
+
+def _lead_digits(specific: Specific) -> str:
+    """The leading significant digits every way of writing an amount contains ("0" for zero)."""
     v = abs(float(specific.value))
     if v == 0:
-        return "0" in view
+        return "0"
     digits = f"{v:.15e}".split("e")[0].replace(".", "").rstrip("0") or "0"
-    lead = digits[:1] if specific.precision and specific.precision <= 2 else digits[:2]
-    return lead in view
+    return digits[:1] if specific.precision and specific.precision <= 2 else digits[:2]
+
+
+_RE_ASCII_DIGITS = re.compile(r"[0-9]+")
+
+
+def _digit_grams(text: str) -> set[str]:
+    """Every run of one or two ASCII digits in ``text``."""
+    return {run[i:i + n] for run in _RE_ASCII_DIGITS.findall(text) for n in (1, 2) for i in range(len(run) - n + 1)}
+
+
+@lru_cache(maxsize=1024)
+def _segment_index(text: str) -> tuple[frozenset, dict[str, set], dict[str, set]]:
+    """For :func:`_candidates`: the segments of ``text`` that spell numbers out, and per run of
+    one or two digits the segments holding it in their digits view / as written."""
+    spelled: set[int] = set()
+    in_view: dict[str, set] = {}
+    as_written: dict[str, set] = {}
+    for i, seg in enumerate(_segments(text)):
+        view, has_words = _digits_view(seg)
+        if has_words:
+            spelled.add(i)
+        for g in _digit_grams(view):
+            in_view.setdefault(g, set()).add(i)
+        for g in _digit_grams(seg):
+            as_written.setdefault(g, set()).add(i)
+    return frozenset(spelled), in_view, as_written
+
+
+def _candidates(specific: Specific, text: str) -> list[int] | None:
+    """The segments of ``text`` that can pass :func:`_may_state` for ``specific``, found through an
+    index instead of one check per segment (None: every segment). So looking up many specifics
+    in a long text costs time in proportion to the matches, not specifics x segments."""
+    spelled, in_view, as_written = _segment_index(text)
+    if specific.kind == "date":
+        year = specific.value.year
+        # "2021" in a segment implies "21" in it: the 2-digit tail decides (see _may_state)
+        tail = str(year)[2:] if year is not None else ""
+        if year is None or not (tail.isascii() and tail.isdigit() and len(tail) <= 2):
+            return None
+        return sorted(as_written.get(tail, ()))
+    lead = _lead_digits(specific)
+    if not (lead.isascii() and lead.isdigit()):
+        return None
+    return sorted(spelled | in_view.get(lead, set()))
 
 
 def _values_in(text: str, kinds: Iterable[str]) -> list[Specific]:
@@ -194,8 +240,11 @@ def find_specific(specific: Specific, text: str) -> bool:
         return False
     kind = specific.kind
     if kind in ("number", "money", "percent", "date"):
-        # Parse only the sentences that can state it (cheap digit / word pre-checks first).
-        return any(_numeric_in(specific, seg) for seg in _segments(text) if _may_state(specific, seg))
+        # Parse only the sentences that can state it (an index, then cheap digit / word pre-checks).
+        segments = _segments(text)
+        rows = _candidates(specific, text) if len(segments) > 16 else None
+        return any(_numeric_in(specific, segments[i]) for i in (range(len(segments)) if rows is None else rows)
+                   if _may_state(specific, segments[i]))
     if kind == "name":
         norm = _norm_text(text)
         target = _norm_text(specific.text).strip()

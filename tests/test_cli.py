@@ -100,3 +100,38 @@ def test_console_script_help():
     for option in ("--metrics", "--judge", "--out", "--fail-under", "--concurrency"):
         assert option in out
     assert subprocess.run([exe], capture_output=True).returncode == 2
+
+
+def test_evaluate_records_runs_in_the_history_store(tmp_path, capsys, monkeypatch):
+    """--db records each run (dataset name, metrics, every score); RAGMETER_DB does the same."""
+    from ragmeter.store import Store
+
+    db = tmp_path / "history.db"
+    code, out, err = run(["evaluate", EXAMPLE, *RETRIEVAL, "--no-progress", "--db", db], capsys)
+    assert code == 0, err
+    assert f"recorded run 1 in sqlite:///{db}" in out
+    monkeypatch.setenv("RAGMETER_DB", str(db))
+    code, out, err = run(["evaluate", EXAMPLE, "-m", "mrr", "--no-progress"], capsys)
+    assert code == 0, err
+    with Store(db) as store:
+        runs = store.runs()
+        assert [(r.id, r.dataset, r.samples) for r in runs] == [(2, "rag_samples", 20), (1, "rag_samples", 20)]
+        trend = store.metric_trend("mrr")
+        assert [(p.key, p.mean, p.count) for p in trend] == [(1, 1.0, 20), (2, 1.0, 20)]
+        assert store.run(1).summary()["recall@5"]["mean"] == pytest.approx(0.8915, abs=1e-4)
+
+
+def test_dashboard_of_the_history_store(tmp_path, capsys):
+    """`dashboard` writes one page from the recorded runs: the newest run's summary, both runs
+    on the trend lines; an empty store is a clear error (exit 2)."""
+    db = tmp_path / "history.db"
+    for metrics in ("mrr,recall@5", "mrr"):
+        assert run(["evaluate", EXAMPLE, "-m", metrics, "--no-progress", "--db", db], capsys)[0] == 0
+    page = tmp_path / "dash.html"
+    code, out, err = run(["dashboard", "--db", db, "--out", page], capsys)
+    assert code == 0, err
+    html = page.read_text(encoding="utf-8")
+    assert 'id="summary-table"' in html and "run 1" in html and "run 2" in html
+    assert html.count("<details") >= 20  # a drill-down per sample of the newest run
+    code, out, err = run(["dashboard", "--db", tmp_path / "empty.db", "--out", tmp_path / "x.html"], capsys)
+    assert code == 2 and "no run is recorded" in err and not (tmp_path / "x.html").exists()

@@ -189,6 +189,48 @@ def test_faithfulness_no_claims_is_not_applicable_by_default_and_configurable():
     assert s.value == 1.0 and s.label == "pass" and "no_claims_value" in s.explanation
 
 
+REPEATED = Sample(
+    question="Where is the Eiffel Tower?",
+    contexts=[Context("The Eiffel Tower is in Paris. It was completed in 1889.", id="t")],
+    answer=" ".join(["The Eiffel Tower is in Paris [1]."] * 9 + ["It is painted bright green every spring [1]."]),
+)
+
+
+def supported_when_paris(inputs):
+    return {"verdicts": [{"claim": k, "verdict": "supported" if "Paris" in c else "not_found",
+                          "evidence": [{"chunk": 0, "quote": "The Eiffel Tower is in Paris."}] if "Paris" in c else [],
+                          "reason": "scripted"} for k, c in enumerate(inputs["claims"])]}
+
+
+def test_a_repeated_claim_counts_once_in_faithfulness_and_the_citation_metrics():
+    # nine copies of a supported sentence + one invented claim: 9 / 10 = 0.9 (pass) before;
+    # distinct claims: 1 supported of 2 = 0.5. The citation metrics count it once too: the 8
+    # repeating statements have no claim of their own, so their citations are left out.
+    judge = ScriptedJudge({"extract_claims": one_claim_per_unit, "verify_claims": supported_when_paris})
+    scores = run_all([Faithfulness(), CitationAccuracy(), CitationPrecision(), CitationRecall()], REPEATED, judge)
+    assert scores["faithfulness"].value == 0.5 and scores["faithfulness"].label == "fail"
+    assert judge.calls == {"extract_claims": 1, "verify_claims": 1}
+    assert judge.inputs["verify_claims"][0]["claims"] == ["The Eiffel Tower is in Paris.",
+                                                          "It is painted bright green every spring."]
+    for name in ("citation_accuracy", "citation_precision", "citation_recall"):
+        assert scores[name].value == 0.5, name
+    citations = scores["citation_accuracy"].details["citations"]
+    assert [c["verdict"] for c in citations] == ["supports"] + ["no_claim"] * 8 + ["does_not_support"]
+    assert citations[1]["reason"] == "the cited text repeats claim 0 (statement 0), which counts once there"
+
+
+@pytest.mark.parametrize("variant", ["the eiffel tower is in paris", "The  Eiffel Tower is in Paris!",
+                                     "The Eiffel Tower is in Paris [2].", "THE EIFFEL TOWER, IS IN PARIS."])
+def test_claims_are_the_same_ignoring_case_whitespace_punctuation_and_markers(variant):
+    from ragmeter.metrics.requests import distinct_claims
+
+    claims = [{"unit": 0, "text": "The Eiffel Tower is in Paris."}, {"unit": 1, "text": variant},
+              {"unit": 1, "text": "The Eiffel Tower is in Lyon."}]
+    assert distinct_claims(claims) == [{"unit": 0, "text": "The Eiffel Tower is in Paris.", "repeats": [1]},
+                                       {"unit": 1, "text": "The Eiffel Tower is in Lyon."}]
+    assert claims[0] == {"unit": 0, "text": "The Eiffel Tower is in Paris."}  # not changed in place
+
+
 # --------------------------------------------------------------------------- answer relevancy
 
 

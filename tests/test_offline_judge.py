@@ -469,6 +469,22 @@ def test_faithfulness_metric_names_the_judge(lexical):
     assert score.judge == "offline" and score.value == 0.5 and score.error is None
 
 
+def test_repeating_a_supported_sentence_does_not_outweigh_an_invented_claim(judge):
+    # the repro: nine copies of a supported sentence and one invented claim scored 9 / 10 = 0.90
+    # (pass); repeated claims count once -> 1 supported of 2 distinct claims = 0.5
+    from ragmeter import Sample
+    from ragmeter.metrics import Faithfulness
+
+    answer = " ".join(["The Eiffel Tower is in Paris."] * 9 + ["It is painted bright green every spring."])
+    sample = Sample(question="Where is the Eiffel Tower?", contexts=CHUNKS[:1], answer=answer)
+    score = Faithfulness().score(sample, judge=judge)
+    assert score.value == 0.5 and score.label == "fail"
+    assert score.details["claim_count"] == 2 and score.details["repeated_count"] == 8
+    assert score.details["claims"][0]["repeats"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert score.explanation == ("1 of 2 distinct claims supported by the retrieved chunks "
+                                 "(1 not found, 8 repeats counted once)")
+
+
 def test_summedits_fixture_benchmark(lexical):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:

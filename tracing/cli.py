@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from ragmeter.cli import EXIT_INPUT, EXIT_OK, add_run_options, finish, metric_list, parse_fail_under
+from ragmeter.cli import EXIT_INPUT, EXIT_OK, add_run_options, check_run_options, finish, metric_list
 
 __all__ = ["register"]
 
@@ -15,7 +15,7 @@ __all__ = ["register"]
 def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
     from ragmeter.tracing.offline import evaluate_traces
 
-    parse_fail_under(args.fail_under)
+    check_run_options(args)
     result = evaluate_traces(args.file, metrics=metric_list(args.metrics), judge=args.judge,
                              export=args.export, endpoint=args.endpoint, concurrency=args.concurrency,
                              progress=not args.no_progress)
@@ -25,6 +25,7 @@ def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
         print(f"ragmeter: {stats.get('spans', 0)} spans in {stats.get('traces', 0)} traces, "
               f"{stats.get('invocations', 0)} RAG calls, {stats.get('samples', 0)} scored"
               + (f", skipped: {skipped}" if skipped else "")
+              + (f", {stats['unreadable']} unreadable (see invalid records)" if stats.get("unreadable") else "")
               + (f", {stats['not_rag']} LLM calls without retrieval" if stats.get("not_rag") else ""))
     status = finish(result, args)
     export = result.export

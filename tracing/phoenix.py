@@ -14,6 +14,11 @@ This sink creates them, through the Phoenix client (``pip install "ragmeter[phoe
   mapping in ``sample.metadata["otel"]["documents"]``. (Phoenix accepts no identifier on
   document annotations; a re-score overwrites by name, span and position.)
 
+Explanations are redacted of credentials. For a result whose sample was captured without content
+(``capture_content=False``, ``metadata["content_captured"]`` False) a span annotation's
+explanation is only the score's error (redacted), never its explanation; document annotations
+carry scores, labels and chunk ids only.
+
 Annotations are sent with ``sync=False`` by default: Phoenix then queues them until the judged
 span has arrived (the exporter may still hold it when the score is ready); ``sync=True`` fails
 with 404 for spans Phoenix has not stored yet.
@@ -28,7 +33,9 @@ from __future__ import annotations
 import threading
 from typing import Any, Mapping
 
+from ragmeter.capture import content_captured
 from ragmeter.guard import never_raise
+from ragmeter.redact import redact
 from ragmeter.tracing.writer import SpanTarget, annotator_kind, identifier_for
 
 __all__ = ["PhoenixAnnotationSink", "span_annotations", "document_annotations"]
@@ -36,15 +43,15 @@ __all__ = ["PhoenixAnnotationSink", "span_annotations", "document_annotations"]
 _MAX_EXPLANATION = 2000
 
 
-def _result(score: Any) -> dict[str, Any]:
+def _result(score: Any, with_content: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if score.value is not None:
         out["score"] = float(score.value)
     if score.label is not None:
         out["label"] = score.label
-    text = score.error or score.explanation
+    text = score.error or (score.explanation if with_content else None)
     if text:
-        out["explanation"] = str(text)[:_MAX_EXPLANATION]
+        out["explanation"] = redact(str(text))[:_MAX_EXPLANATION]
     if not out:
         out["explanation"] = "not applicable"
     return out
@@ -53,13 +60,14 @@ def _result(score: Any) -> dict[str, Any]:
 def span_annotations(result: Any, target: SpanTarget) -> list[dict[str, Any]]:
     """Phoenix ``SpanAnnotationData`` dicts: one per metric of ``result``, on ``target``."""
     out = []
+    with_content = content_captured(result.sample)
     for name, s in result.scores.items():
         meta: dict[str, Any] = {"source": "ragmeter", "judge": s.judge, "status": s.status}
         sid = getattr(result.sample, "id", None)
         if sid:
             meta["sample_id"] = sid
         out.append({"name": name, "span_id": target.span_id_hex, "annotator_kind": annotator_kind(s),
-                    "result": _result(s), "metadata": meta, "identifier": identifier_for(name, s, target)})
+                    "result": _result(s, with_content), "metadata": meta, "identifier": identifier_for(name, s, target)})
     return out
 
 

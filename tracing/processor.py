@@ -38,7 +38,11 @@ used. Durations are in seconds.
 * ``max_buffered_spans`` / ``RAGMETER_MAX_BUFFERED_SPANS`` (100000): spans in the inbox before drops
 * ``max_traces`` / ``RAGMETER_MAX_TRACES`` (10000): traces tracked at once (the oldest is evicted)
 * ``schedule_delay`` / ``RAGMETER_SCHEDULE_DELAY`` (5.0): the longest the collector sleeps
-* ``shutdown_timeout`` / ``RAGMETER_SHUTDOWN_TIMEOUT`` (30.0): how long ``shutdown`` waits for evaluations
+* ``shutdown_timeout`` / ``RAGMETER_SHUTDOWN_TIMEOUT`` (30.0): how long ``shutdown`` waits for evaluations;
+  what is still being scored then is given up (counted in ``dropped``, one warning)
+* ``capture_content`` / ``RAGMETER_CAPTURE_CONTENT`` (true): False keeps no content in what the
+  processor writes: results carry :func:`ragmeter.capture.without_content` samples, carriers and
+  Phoenix annotations no explanations or quotes (the spans it reads are the application's)
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from typing import Any, Callable, Iterable, Sequence
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import SpanProcessor
 
+from ragmeter.capture import capture_content_setting, without_content
 from ragmeter.guard import guarded, never_raise
 from ragmeter.inline import BackgroundScorer, register_exit_hook, weak_hook
 from ragmeter.suppression import is_suppressed, suppressed_context
@@ -89,9 +94,10 @@ class RagmeterSpanProcessor(SpanProcessor):
     writes the results back into the same traces (see the module docstring).
 
     ``metrics`` / ``judge`` / ``embedder``: as for :func:`ragmeter.evaluate` (the judge is resolved
-    on first use). ``tracer_provider``: where evaluation carriers are written (default: the
-    global provider, if it is an SDK provider). ``sinks``: more result sinks, e.g.
-    :class:`~ragmeter.tracing.PhoenixAnnotationSink`; ``write_spans=False`` writes no carriers.
+    and checked here: ValueError when it cannot work, e.g. no API key). ``tracer_provider``: where
+    evaluation carriers are written (default: the global provider, if it is an SDK provider).
+    ``sinks``: more result sinks, e.g. :class:`~ragmeter.tracing.PhoenixAnnotationSink`;
+    ``write_spans=False`` writes no carriers.
     ``should_score(sample)`` / ``on_result(result)``: as for
     :class:`~ragmeter.inline.BackgroundScorer`. ``scorer``: share an existing BackgroundScorer
     instead (then ``metrics``, ``judge``, ``max_queue`` and ``concurrency`` are ignored). The
@@ -107,7 +113,8 @@ class RagmeterSpanProcessor(SpanProcessor):
                  grace_period: float | None = None, ttl: float | None = None, max_buffered_spans: int | None = None,
                  max_traces: int | None = None, schedule_delay: float | None = None,
                  shutdown_timeout: float | None = None, should_score: Callable[[Any], bool | None] | None = None,
-                 on_result: Callable[[Any], None] | None = None, scorer: BackgroundScorer | None = None):
+                 on_result: Callable[[Any], None] | None = None, scorer: BackgroundScorer | None = None,
+                 capture_content: bool | None = None):
         cfg = resolve_settings(sample_rate=sample_rate, max_queue=max_queue, concurrency=concurrency,
                                grace_period=grace_period, ttl=ttl, max_buffered_spans=max_buffered_spans,
                                max_traces=max_traces, schedule_delay=schedule_delay,
@@ -119,6 +126,7 @@ class RagmeterSpanProcessor(SpanProcessor):
         self.max_traces: int = cfg["max_traces"]
         self.schedule_delay: float = cfg["schedule_delay"]
         self.shutdown_timeout: float = cfg["shutdown_timeout"]
+        self.capture_content: bool = capture_content_setting(capture_content)
         self._own_scorer = scorer is None
         self.scorer = scorer if scorer is not None else BackgroundScorer(
             metrics, judge, embedder=embedder, max_queue=cfg["max_queue"], concurrency=cfg["concurrency"],
@@ -322,7 +330,8 @@ class RagmeterSpanProcessor(SpanProcessor):
                 with never_raise("tracing: result sink", on_error=self._sink_failed):
                     sink.write(result, _t, _p)
 
-        return self.scorer.submit(sample, key=target.trace_id_hex, on_done=deliver)
+        kept = None if self.capture_content else without_content(sample)
+        return self.scorer.submit(sample, key=target.trace_id_hex, on_done=deliver, report_as=kept)
 
     def _sink_failed(self, exc: BaseException) -> None:
         with self._state_lock:

@@ -20,6 +20,7 @@ Everything here runs off the request path (on the processor's worker, or offline
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -162,6 +163,19 @@ class Docs:
     span: Any = None
 
 
+def _score(value: Any) -> float | None:
+    """A retriever's document score; None when it is not a finite number (NaN, infinities and
+    non-numbers are left out: the score is informational, no metric reads it, and the sample is
+    still good)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _doc_id(meta: Any) -> str | None:
     if isinstance(meta, Mapping):
         for k in _ID_KEYS:
@@ -201,10 +215,8 @@ def _oi_docs(attrs: Mapping[str, Any], prefix: str,
         meta = dict(meta) if isinstance(meta, Mapping) else {}
         did = d.get("document.id")
         did = str(did) if isinstance(did, (str, int)) and not isinstance(did, bool) and str(did) else _doc_id(meta)
-        score = d.get("document.score")
         items.append({"text": text if isinstance(text, str) and text != REDACTED else None, "id": did,
-                      "score": float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-                      "metadata": meta, "position": pos})
+                      "score": _score(d.get("document.score")), "metadata": meta, "position": pos})
     return items, gaps
 
 
@@ -228,10 +240,7 @@ def _doc_from_obj(obj: Any, pos: int) -> dict | None:
     meta = dict(obj.get("metadata") or {}) if isinstance(obj.get("metadata"), Mapping) else {}
     did = obj.get("id")
     did = str(did) if isinstance(did, (str, int)) and not isinstance(did, bool) and str(did) else _doc_id(meta)
-    score = obj.get("score")
-    return {"text": text, "id": did,
-            "score": float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-            "metadata": meta, "position": pos}
+    return {"text": text, "id": did, "score": _score(obj.get("score")), "metadata": meta, "position": pos}
 
 
 def _is_document_obj(obj: Any) -> bool:

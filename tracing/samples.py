@@ -142,8 +142,9 @@ def build_sample(inv: Invocation) -> BuildResult:
     sid = f"{trace_hex}-{_hex(inv.target_id, 16)}"
     try:
         sample = Sample(question=question, contexts=contexts, answer=answer, id=sid, metadata=meta)
-    except RecordError as err:  # e.g. a non-string id in document metadata
-        return BuildResult(inv, reason="no_contexts", detail=str(err))
+    except RecordError as err:  # e.g. a non-string id in document metadata, text that is not valid Unicode
+        reason = {"question": "no_question", "answer": "no_answer"}.get(err.field or "", "no_contexts")
+        return BuildResult(inv, reason=reason, detail=str(err))
     return BuildResult(inv, sample=sample)
 
 

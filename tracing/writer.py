@@ -32,6 +32,13 @@ arrays, one entry per citation: ``ragmeter.citation.marker``, ``.statement``, ``
 (1-based position, 0 when invalid), ``.chunk_id``, ``.verdict`` (supports / partially /
 does_not_support / invalid / no_claim), ``.quote``.
 
+Error texts and explanations are redacted of credentials (:func:`ragmeter.redact.redact`). When
+the result's sample was captured without content (``capture_content=False``: its
+``metadata["content_captured"]`` is False), the carrier holds no text derived from the question,
+chunks or answer: no ``evaluation.explanation`` / ``gen_ai.evaluation.explanation`` (an error
+message, redacted, is still written), and the citation verdicts event has no ``.statement`` and
+``.quote`` arrays (markers, chunk positions and ids, verdicts are kept).
+
 The carrier is started in a context that carries OpenTelemetry's suppress-instrumentation flag,
 which is also how :class:`~ragmeter.tracing.RagmeterSpanProcessor` recognises it on start.
 """
@@ -48,7 +55,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
+from ragmeter.capture import content_captured
 from ragmeter.guard import never_raise
+from ragmeter.redact import redact
 from ragmeter.suppression import suppressed_context
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -116,8 +125,14 @@ def identifier_for(metric: str, score: Any, target: SpanTarget) -> str:
 
 
 def _short(text: Any, limit: int = _MAX_EXPLANATION) -> str:
-    s = str(text or "")
+    s = redact(str(text or ""))
     return s if len(s) <= limit else s[: limit - 1] + "\u2026"
+
+
+def _explanation(score: Any, with_content: bool) -> str | None:
+    """What a carrier says about a score: its error, else (content allowed) its explanation."""
+    text = score.error or (score.explanation if with_content else None)
+    return _short(text) if text else None
 
 
 def _num(v: Any) -> float | None:
@@ -156,6 +171,7 @@ def carrier_attributes(result: "SampleResult", target: SpanTarget) -> dict[str, 
 
     scores = list(result.scores.items())
     sample_id = getattr(result.sample, "id", None)
+    with_content = content_captured(result.sample)
     oi: dict[str, Any] = {}
     # OpenInference evaluations, lowest-value keys first (eviction takes the oldest).
     for field in ("metadata", "explanation", "identifier", "annotator_kind", "label", "score", "name"):
@@ -164,9 +180,9 @@ def carrier_attributes(result: "SampleResult", target: SpanTarget) -> dict[str, 
             if field == "metadata":
                 oi[key] = _metadata_json(s, sample_id)
             elif field == "explanation":
-                text = s.error or s.explanation
+                text = _explanation(s, with_content)
                 if text:
-                    oi[key] = _short(text)
+                    oi[key] = text
             elif field == "identifier":
                 oi[key] = identifier_for(name, s, target)
             elif field == "annotator_kind":
@@ -222,7 +238,7 @@ def carrier_attributes(result: "SampleResult", target: SpanTarget) -> dict[str, 
     return attrs
 
 
-def _citation_event(cit: Mapping, contexts: list) -> dict[str, Any] | None:
+def _citation_event(cit: Mapping, contexts: list, with_content: bool = True) -> dict[str, Any] | None:
     records = cit.get("citations")
     if not isinstance(records, list) or not records:
         return None
@@ -243,6 +259,8 @@ def _citation_event(cit: Mapping, contexts: list) -> dict[str, Any] | None:
         "ragmeter.citation.chunk": chunks, "ragmeter.citation.chunk_id": ids,
         "ragmeter.citation.verdict": verdicts, "ragmeter.citation.quote": quotes,
     }
+    if not with_content:  # the answer's sentences and the chunks' words
+        del attrs["ragmeter.citation.statement"], attrs["ragmeter.citation.quote"]
     total = len(cit["citations"])
     if total > len(records):
         attrs["ragmeter.citation.omitted"] = total - len(records)
@@ -253,21 +271,22 @@ def carrier_events(result: "SampleResult") -> list[tuple[str, dict[str, Any]]]:
     """The carrier's events: one ``gen_ai.evaluation.result`` per metric, then the citation
     verdicts event when a citation metric ran."""
     events: list[tuple[str, dict[str, Any]]] = []
+    with_content = content_captured(result.sample)
     for name, s in result.scores.items():
         attrs: dict[str, Any] = {"gen_ai.evaluation.name": name}
         if s.value is not None:
             attrs["gen_ai.evaluation.score.value"] = float(s.value)
         if s.label is not None:
             attrs["gen_ai.evaluation.score.label"] = s.label
-        text = s.error or s.explanation
+        text = _explanation(s, with_content)
         if text:
-            attrs["gen_ai.evaluation.explanation"] = _short(text)
+            attrs["gen_ai.evaluation.explanation"] = text
         if s.error:
-            attrs["error.type"] = s.error.split(":", 1)[0].strip()[:100] or "error"
+            attrs["error.type"] = redact(s.error.split(":", 1)[0].strip()[:100]) or "error"
         events.append(("gen_ai.evaluation.result", attrs))
     cit = _citation_details(result)
     if cit is not None:
-        ev = _citation_event(cit, list(getattr(result.sample, "contexts", []) or []))
+        ev = _citation_event(cit, list(getattr(result.sample, "contexts", []) or []), with_content)
         if ev is not None:
             events.append(("ragmeter.citation.verdicts", ev))
     return events

@@ -15,7 +15,7 @@ from typing import Any
 
 from ragmeter.judges.base import Embedder
 from ragmeter.judges.llm import LLMJudge
-from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn
+from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply
 from ragmeter.loops import PerLoop
 
 __all__ = ["AnthropicJudge", "AnthropicTransport", "DEFAULT_MODEL"]
@@ -50,6 +50,8 @@ class AnthropicTransport(Transport):
                  client_kwargs: dict | None = None):
         self.model = model
         self.base_url = base_url
+        self.secrets = key_secrets(api_key)
+        self._has_key = bool(api_key)
         extra = dict(client_kwargs or {})
         try:
             import anthropic  # imported now, not on first use inside a running event loop
@@ -60,6 +62,11 @@ class AnthropicTransport(Transport):
             return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, **extra)
 
         self.clients = PerLoop(make, _close)
+
+    def check(self) -> None:
+        """ValueError when there is no API key (nothing is sent)."""
+        if not self._has_key:
+            raise ValueError(f"{self.backend}:{self.model}: no API key; pass api_key=... (or set ANTHROPIC_API_KEY)")
 
     def cache_params(self) -> dict:
         """Endpoint and mode: part of the cache key."""
@@ -110,7 +117,12 @@ class AnthropicTransport(Transport):
             kwargs["temperature"] = request.temperature
         if request.timeout is not None:
             kwargs["timeout"] = request.timeout
-        resp = await client.messages.create(**kwargs)
+        try:
+            resp = await client.messages.create(**kwargs)
+        except json.JSONDecodeError as err:  # a JSON content type on a non-JSON body
+            raise non_json_reply(err.doc, self.secrets) from None
+        if isinstance(resp, str):  # any other content type: the SDK hands back the text
+            raise non_json_reply(resp, self.secrets)
         usage = getattr(resp, "usage", None)
         prompt = int(getattr(usage, "input_tokens", 0) or 0)
         completion = int(getattr(usage, "output_tokens", 0) or 0)
@@ -151,7 +163,8 @@ class AnthropicJudge(LLMJudge):
         base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         if not api_key:
             if base_url is None:
-                raise ValueError("AnthropicJudge needs an API key: pass api_key=... or set ANTHROPIC_API_KEY")
+                raise ValueError("AnthropicJudge: ANTHROPIC_API_KEY is not set; pass api_key=... or set it "
+                                 "(or base_url=... for a compatible server that needs none)")
             api_key = "not-needed"
         transport = AnthropicTransport(model, api_key=api_key, base_url=base_url, timeout=timeout,
                                        client_kwargs=client_kwargs)

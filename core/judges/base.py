@@ -104,6 +104,13 @@ class Judge(abc.ABC):
     async def run(self, task: str, inputs: dict) -> TaskResult:
         """Perform ``task`` on ``inputs`` and return the validated answer; raise :class:`JudgeError`."""
 
+    def check(self) -> None:
+        """Raise ValueError naming what is missing when this judge cannot work (e.g. no API key).
+
+        Cheap and offline (no request is made): called when a judge is resolved
+        (:func:`ragmeter.judges.spec.resolve_judge`), so an unusable judge fails at creation,
+        not on every sample. The default finds nothing missing."""
+
     async def aclose(self) -> None:
         """Release clients and connections (optional)."""
 

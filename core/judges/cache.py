@@ -9,22 +9,32 @@ Location: ``cache=`` argument of a judge (a path, a :class:`JudgeCache`, or ``Fa
 otherwise ``$RAGMETER_CACHE_DIR/judge-cache.sqlite``; otherwise
 ``~/.cache/ragmeter/judge-cache.sqlite``. One file may be shared by several processes (WAL mode)
 and one :class:`JudgeCache` by several threads.
+
+The cache is an optimisation and never stops judging: when its file cannot be created or opened
+(read-only or missing home, not a database) it warns once per file and stays empty; a failed
+read is a miss and a failed write (disk full, read-only file) is skipped, each warned once per
+file. A stored answer that cannot be decoded, or fails the caller's ``validate``, is deleted and
+asked again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 __all__ = ["JudgeCache", "default_cache_path", "resolve_cache", "cache_key"]
+
+log = logging.getLogger("ragmeter.judges")
+_STORAGE_ERRORS = (sqlite3.Error, OSError)
 
 FILENAME = "judge-cache.sqlite"
 _SCHEMA = """
@@ -58,26 +68,48 @@ def cache_key(*parts: Any) -> str:
 
 
 def default_cache_path() -> Path:
-    """``$RAGMETER_CACHE_DIR/judge-cache.sqlite`` or ``~/.cache/ragmeter/judge-cache.sqlite``."""
+    """``$RAGMETER_CACHE_DIR/judge-cache.sqlite`` or ``~/.cache/ragmeter/judge-cache.sqlite``
+    (RuntimeError when there is no home directory)."""
     root = os.environ.get("RAGMETER_CACHE_DIR")
     base = Path(root).expanduser() if root else Path.home() / ".cache" / "ragmeter"
     return base / FILENAME
+
+
+def _file(path: Path) -> Path:
+    """``path``, or ``judge-cache.sqlite`` inside it when it is a directory."""
+    try:
+        return path / FILENAME if path.is_dir() else path
+    except OSError:  # e.g. no permission to look: opening it will say so (once)
+        return path
+
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(path: Any, kind: str, message: str, *args: Any) -> None:
+    """Log ``message`` as a warning the first time ``kind`` happens to the file at ``path`` in
+    this process, at debug level after that."""
+    with _warned_lock:
+        first = (str(path), kind) not in _warned
+        _warned.add((str(path), kind))
+    log.log(logging.WARNING if first else logging.DEBUG, message, *args)
 
 
 class JudgeCache:
     """SQLite store of validated judge answers (and embedding vectors), safe across threads.
 
     ``JudgeCache(path)``: ``path`` is a file, or a directory that gets ``judge-cache.sqlite``;
-    None means :func:`default_cache_path`. The file is opened on first use.
+    None means :func:`default_cache_path`. The file is opened on first use. ``get`` / ``put`` /
+    ``get_vectors`` / ``put_vectors`` never raise on a storage failure (see the module doc);
+    ``len``, ``clear`` and ``stats`` do.
     """
 
     def __init__(self, path: str | os.PathLike | None = None):
-        p = Path(path).expanduser() if path is not None else default_cache_path()
-        if p.is_dir():
-            p = p / FILENAME
-        self.path = p
+        self.path = _file(Path(path).expanduser() if path is not None else default_cache_path())
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
+        self._unusable = False
         self.hits = 0
         self.misses = 0
 
@@ -87,20 +119,43 @@ class JudgeCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.DatabaseError:  # e.g. a file system without shared memory: keep the default journal
-                pass
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                except sqlite3.DatabaseError:  # e.g. a file system without shared memory: keep the default journal
+                    pass
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(_SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
             self._conn = conn
         return self._conn
 
+    def _open(self) -> sqlite3.Connection | None:
+        """The connection, or None when the file cannot be opened (warned once; not retried
+        until :meth:`close`)."""
+        if self._unusable:
+            return None
+        try:
+            return self._db()
+        except _STORAGE_ERRORS as err:
+            self._unusable = True
+            _warn_once(self.path, "open", "ragmeter: the judge cache %s cannot be opened (%s); judging without it",
+                       self.path, err)
+            return None
+
     def close(self) -> None:
-        """Close the database connection (it reopens on next use)."""
+        """Close the database connection (it reopens on next use, also after a failed open)."""
         with self._lock:
+            self._unusable = False
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    def _failed(self, kind: str, err: BaseException) -> None:
+        what = "read" if kind == "read" else "write"
+        _warn_once(self.path, kind, "ragmeter: could not %s the judge cache %s (%s); judging on without it",
+                   what, self.path, err)
 
     def __enter__(self) -> "JudgeCache":
         return self
@@ -109,56 +164,105 @@ class JudgeCache:
         self.close()
 
     # ------------------------------------------------------------------ answers
-    def get(self, key: str) -> dict | None:
-        """The stored entry ``{"output", "usage", "note", "judge", "task"}`` for ``key``, or None."""
+    def get(self, key: str, validate: Callable[[dict], dict] | None = None) -> dict | None:
+        """The stored entry ``{"output", "usage", "note", "judge", "task"}`` for ``key``, or None.
+
+        ``validate(entry)`` returns the output to serve or raises: a row that cannot be decoded
+        or fails it is deleted (the caller asks again) and counts as a miss. None too when the
+        cache cannot be read.
+        """
         with self._lock:
-            row = self._db().execute(
-                "SELECT output, usage, note, judge, task FROM answers WHERE key = ?", (key,)).fetchone()
-            if row is None:
+            db = self._open()
+            try:
+                row = None if db is None else db.execute(
+                    "SELECT output, usage, note, judge, task FROM answers WHERE key = ?", (key,)).fetchone()
+            except _STORAGE_ERRORS as err:
+                self._failed("read", err)
+                row = None
+            entry = None if row is None else self._decode(key, row, validate)
+            if entry is None:
                 self.misses += 1
-                return None
-            self.hits += 1
-        return {"output": json.loads(row[0]), "usage": json.loads(row[1]), "note": row[2], "judge": row[3], "task": row[4]}
+            else:
+                self.hits += 1
+        return entry
+
+    def _decode(self, key: str, row: tuple, validate: Callable[[dict], dict] | None) -> dict | None:
+        try:
+            entry = {"output": json.loads(row[0]), "usage": json.loads(row[1]), "note": str(row[2] or ""),
+                     "judge": row[3], "task": row[4]}
+            if validate is not None:
+                entry["output"] = validate(entry)
+        except Exception as err:  # noqa: BLE001 - a stored row is data: whatever is wrong with it, ask again
+            _warn_once(self.path, "invalid", "ragmeter: dropped an invalid answer from the judge cache %s (%s: %s); "
+                       "asking again", self.path, type(err).__name__, err)
+            self._delete(key)
+            return None
+        return entry
+
+    def _delete(self, key: str) -> None:
+        try:
+            self._conn.execute("DELETE FROM answers WHERE key = ?", (key,))
+        except _STORAGE_ERRORS as err:
+            self._failed("write", err)
 
     def put(self, key: str, *, judge: str, task: str, output: dict, usage: dict, note: str = "") -> None:
-        """Store a validated answer (replacing any previous one under ``key``)."""
+        """Store a validated answer (replacing any previous one under ``key``); skipped when the
+        cache cannot be written."""
         with self._lock:
-            self._db().execute(
-                "INSERT OR REPLACE INTO answers (key, judge, task, output, usage, note, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key, judge, task, json.dumps(output, ensure_ascii=False), json.dumps(usage), note or "", time.time()))
+            db = self._open()
+            if db is None:
+                return
+            try:
+                db.execute(
+                    "INSERT OR REPLACE INTO answers (key, judge, task, output, usage, note, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (key, judge, task, json.dumps(output, ensure_ascii=False), json.dumps(usage), note or "",
+                     time.time()))
+            except _STORAGE_ERRORS as err:
+                self._failed("write", err)
 
     # ------------------------------------------------------------------ vectors
     def get_vectors(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored vectors for those of ``keys`` that are present."""
+        """Stored vectors for those of ``keys`` that are present (none when the cache cannot be read)."""
         out: dict[str, np.ndarray] = {}
         if not keys:
             return out
         with self._lock:
-            db = self._db()
-            for i in range(0, len(keys), 500):
-                chunk = list(keys[i:i + 500])
-                marks = ",".join("?" * len(chunk))
-                for key, data in db.execute(f"SELECT key, data FROM vectors WHERE key IN ({marks})", chunk):
-                    out[key] = np.frombuffer(data, dtype=np.float64).copy()
+            db = self._open()
+            try:
+                for i in range(0, len(keys), 500) if db is not None else ():
+                    chunk = list(keys[i:i + 500])
+                    marks = ",".join("?" * len(chunk))
+                    for key, data in db.execute(f"SELECT key, data FROM vectors WHERE key IN ({marks})", chunk):
+                        out[key] = np.frombuffer(data, dtype=np.float64).copy()
+            except _STORAGE_ERRORS as err:
+                self._failed("read", err)
+                out = {}
             self.hits += len(out)
             self.misses += len(set(keys)) - len(out)
         return out
 
     def put_vectors(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        """Store ``(key, vector)`` pairs for embedding ``model``."""
+        """Store ``(key, vector)`` pairs for embedding ``model`` (skipped when the cache cannot be written)."""
         now = time.time()
         rows = [(k, model, int(np.asarray(v).size), np.asarray(v, dtype=np.float64).tobytes(), now) for k, v in items]
         if not rows:
             return
         with self._lock:
-            db = self._db()
-            db.execute("BEGIN")
+            db = self._open()
+            if db is None:
+                return
             try:
-                db.executemany("INSERT OR REPLACE INTO vectors (key, model, dim, data, created) VALUES (?, ?, ?, ?, ?)", rows)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+                db.execute("BEGIN")
+                try:
+                    db.executemany("INSERT OR REPLACE INTO vectors (key, model, dim, data, created) "
+                                   "VALUES (?, ?, ?, ?, ?)", rows)
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+            except _STORAGE_ERRORS as err:
+                self._failed("write", err)
 
     # ------------------------------------------------------------------ maintenance
     def __len__(self) -> int:
@@ -204,11 +308,13 @@ def resolve_cache(cache: "JudgeCache | str | os.PathLike | bool | None") -> Judg
     if isinstance(cache, JudgeCache):
         return cache
     if cache is None or cache is True:
-        path = default_cache_path()
+        try:
+            path = _file(default_cache_path())
+        except RuntimeError as err:  # no home directory: the cache is an optimisation
+            _warn_once("~", "open", "ragmeter: no judge cache (%s); judging without it", err)
+            return None
     elif isinstance(cache, (str, os.PathLike)):
-        path = Path(cache).expanduser()
-        if path.is_dir():
-            path = path / FILENAME
+        path = _file(Path(cache).expanduser())
     else:
         raise TypeError(f"cache must be a path, a JudgeCache, True/None (default location) or False, got {cache!r}")
     with _shared_lock:

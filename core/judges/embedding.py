@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
-import sqlite3
 import time
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -19,8 +17,6 @@ from ragmeter.judges.retry import Dispatcher, RetryPolicy
 
 __all__ = ["CachedEmbedder"]
 
-log = logging.getLogger("ragmeter.judges")
-
 
 class CachedEmbedder(Embedder):
     """Base of the SDK embedders: cache per text, batching, retries and limits, usage and cost.
@@ -32,6 +28,8 @@ class CachedEmbedder(Embedder):
 
     backend = "embedder"
     model = "unknown"
+    #: strings never shown in an error or a log line (the API key)
+    secrets: tuple[str, ...] = ()
 
     def __init__(self, *, cache: JudgeCache | str | os.PathLike | bool | None = None, batch_size: int = 256,
                  max_retries: int = 4, backoff_base: float = 0.5, backoff_max: float = 30.0,
@@ -48,7 +46,8 @@ class CachedEmbedder(Embedder):
         self.dispatcher = Dispatcher(
             retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max,
                               max_retry_after=max_retry_after),
-            max_concurrency=max_concurrency, limiter=RateLimiter(rpm, tpm, clock=clock, sleep=sleep), sleep=sleep)
+            max_concurrency=max_concurrency, limiter=RateLimiter(rpm, tpm, clock=clock, sleep=sleep), sleep=sleep,
+            secrets=self.secrets)
 
     async def _embed_batch(self, texts: list[str]) -> tuple[np.ndarray, int]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -71,10 +70,7 @@ class CachedEmbedder(Embedder):
         keys = [self._key(t, params) for t in texts] if self.cache is not None else []
         found: dict[str, np.ndarray] = {}
         if self.cache is not None:
-            try:
-                found = self.cache.get_vectors(list(dict.fromkeys(keys)))
-            except sqlite3.Error as err:
-                log.warning("%s: embedding cache unreadable (%s)", self.name, err)
+            found = self.cache.get_vectors(list(dict.fromkeys(keys)))
         todo = list(dict.fromkeys(t for i, t in enumerate(texts) if not keys or keys[i] not in found))
         vectors: dict[str, np.ndarray] = {}
         if self.cache is not None:
@@ -96,10 +92,7 @@ class CachedEmbedder(Embedder):
             usage.prompt_tokens += int(tokens or 0)
             vectors.update(zip(batch, arr))
             if self.cache is not None:
-                try:
-                    self.cache.put_vectors(self.name, [(self._key(t, params), v) for t, v in zip(batch, arr)])
-                except sqlite3.Error as err:
-                    log.warning("%s: could not write the embedding cache (%s)", self.name, err)
+                self.cache.put_vectors(self.name, [(self._key(t, params), v) for t, v in zip(batch, arr)])
         if usage.embedding_calls:
             usage.cost_usd = cost_of(self.prices, usage.prompt_tokens, 0)
         return np.vstack([vectors[t] for t in texts]), usage

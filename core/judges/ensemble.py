@@ -36,6 +36,11 @@ class EnsembleJudge(Judge):
         self.max_spread = float(max_spread)
         self.embedder = next((j.embedder for j in judges if j.embedder is not None), None)
 
+    def check(self) -> None:
+        """Check every member (ValueError naming the first that cannot work)."""
+        for judge in self.members:
+            judge.check()
+
     async def run(self, task: str, inputs: dict) -> TaskResult:
         """Not used: :class:`ragmeter.metrics.scoring.EnsembleScorer` asks each member and combines
         Scores with :meth:`combine`."""

@@ -1,15 +1,16 @@
 """What identifies a framework model object (LangChain, LlamaIndex): the model name it declares
 and its non-secret parameters. Both go into cache keys; without a declared name, the framework
-judges leave their cache off by default."""
+judges leave their cache off by default. Its secrets (API keys) are what error text must never show."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-__all__ = ["model_id", "safe_params"]
+__all__ = ["model_id", "safe_params", "secrets_of"]
 
 _SECRET = re.compile(r"(api_?key|secret|password|passwd|auth|credential|headers)", re.I)
+_KEY_FIELD = re.compile(r"(api_?key|secret|password|token)", re.I)
 
 
 def model_id(obj: Any) -> str | None:
@@ -40,3 +41,22 @@ def safe_params(params: Any) -> dict:
         elif isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float, bool)) for x in v):
             out[str(k)] = list(v)
     return out
+
+
+def secrets_of(obj: Any) -> tuple[str, ...]:
+    """The values of ``obj``'s secret-named fields (``openai_api_key``, ``api_key`` ...; pydantic
+    ``SecretStr`` unwrapped) that are long enough to be keys: redacted from its error text."""
+    names = list(getattr(type(obj), "model_fields", None) or {}) or list(getattr(obj, "__dict__", {}))
+    out = []
+    for name in names:
+        if not _KEY_FIELD.search(name):
+            continue
+        try:
+            value = getattr(obj, name, None)
+            if hasattr(value, "get_secret_value"):
+                value = value.get_secret_value()
+        except Exception:  # noqa: BLE001 - a model's property may fail
+            continue
+        if isinstance(value, str) and len(value) >= 8 and value not in out:
+            out.append(value)
+    return tuple(out)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ragmeter.judges.embedding import CachedEmbedder
-from ragmeter.judges.identity import model_id, safe_params
+from ragmeter.judges.identity import model_id, safe_params, secrets_of
 from ragmeter.judges.llm import LLMJudge
 from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, schema_instructions
 from ragmeter.loops import HomeLoop
@@ -68,6 +68,7 @@ class LangChainTransport(Transport):
 
     def __init__(self, chat_model: Any, *, structured_kwargs: dict | None = None, structured: bool = True):
         self.chat_model = chat_model
+        self.secrets = secrets_of(chat_model)
         self.identified = model_id(chat_model) is not None
         self.model = model_id(chat_model) or type(chat_model).__name__
         self.structured_kwargs = dict(structured_kwargs or {})
@@ -194,6 +195,7 @@ class LangChainEmbedder(CachedEmbedder):
 
     def __init__(self, embeddings: Any, *, cache: Any = _DEFAULT, batch_size: int = 256, **kwargs: Any):
         self.embeddings = embeddings
+        self.secrets = secrets_of(embeddings)
         self.model = model_id(embeddings) or type(embeddings).__name__
         if cache is _DEFAULT:
             cache = None if model_id(embeddings) is not None else False

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ragmeter.judges.embedding import CachedEmbedder
-from ragmeter.judges.identity import model_id, safe_params
+from ragmeter.judges.identity import model_id, safe_params, secrets_of
 from ragmeter.judges.llm import LLMJudge
 from ragmeter.judges.retry import classify_error
 from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn
@@ -70,6 +70,7 @@ class LlamaIndexTransport(Transport):
 
     def __init__(self, llm: Any):
         self.llm = llm
+        self.secrets = secrets_of(llm)
         self.identified = model_id(llm) is not None
         self.model = model_id(llm) or type(llm).__name__
         self._models: dict[str, type] = {}
@@ -152,6 +153,7 @@ class LlamaIndexEmbedder(CachedEmbedder):
 
     def __init__(self, embed_model: Any, *, cache: Any = _DEFAULT, batch_size: int = 256, **kwargs: Any):
         self.embed_model = embed_model
+        self.secrets = secrets_of(embed_model)
         self.model = model_id(embed_model) or type(embed_model).__name__
         if cache is _DEFAULT:
             cache = None if model_id(embed_model) is not None else False

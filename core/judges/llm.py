@@ -11,7 +11,13 @@ Everything else lives here, around the transport:
   tokens per minute (:mod:`ragmeter.judges.retry`, :mod:`ragmeter.judges.ratelimit`), shared by
   every thread and event loop that uses the judge (the SDKs' own retries are off, so every
   request counts);
-* a persistent cache of validated answers (:mod:`ragmeter.judges.cache`);
+* a total deadline per request (``timeout``): a server that trickles its answer fails that
+  attempt at the deadline, and the attempt is retried like any transient failure;
+* a persistent cache of validated answers (:mod:`ragmeter.judges.cache`); a cached answer is
+  validated like a fresh one and asked again when it fails; a cache that cannot be opened or
+  written is skipped (warned once);
+* upstream error text redacted (:func:`ragmeter.redact.redact`, the key included) before it
+  reaches an error message;
 * usage on every :class:`~ragmeter.judges.base.TaskResult`: requests, retries, tokens, cost
   (:mod:`ragmeter.judges.pricing`).
 """
@@ -21,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sqlite3
 import time
 from typing import Any, Awaitable, Callable
 
@@ -29,9 +34,10 @@ from ragmeter.judges.base import Embedder, InvalidOutput, Judge, JudgeError, Tas
 from ragmeter.judges.cache import JudgeCache, cache_key, resolve_cache
 from ragmeter.judges.pricing import cost_of, price_for
 from ragmeter.judges.ratelimit import RateLimiter
-from ragmeter.judges.retry import Dispatcher, RetryPolicy
+from ragmeter.judges.retry import Dispatcher, RetryPolicy, within
 from ragmeter.judges.tasks import TaskSpec, get_task
 from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, parse_json_answer
+from ragmeter.redact import redact
 
 __all__ = ["LLMJudge"]
 
@@ -53,7 +59,8 @@ class LLMJudge(Judge):
       tokens per minute (or a ready ``rate_limiter``).
     * ``max_tokens`` (default: the transport's) and ``max_tokens_cap``: room for the answer;
       doubled up to the cap when an answer is cut off. ``temperature`` (default 0.0; None: the
-      backend's default), ``timeout`` per request in seconds.
+      backend's default), ``timeout``: total seconds per request (a deadline, however slowly
+      the answer arrives; None: none), a transient failure past it.
     * ``prices``: ``(input, output)`` USD per 1M tokens, overriding
       :data:`~ragmeter.judges.pricing.PRICES`.
     * ``clock`` / ``sleep``: how the judge reads the time and waits (rate limits, backoff);
@@ -89,7 +96,11 @@ class LLMJudge(Judge):
         self.dispatcher = Dispatcher(
             retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max,
                               max_retry_after=max_retry_after),
-            max_concurrency=max_concurrency, limiter=limiter, sleep=sleep)
+            max_concurrency=max_concurrency, limiter=limiter, sleep=sleep, secrets=transport.secrets)
+
+    def check(self) -> None:
+        """Raise ValueError naming what is missing when the transport cannot send (no request is made)."""
+        self.transport.check()
 
     # ------------------------------------------------------------------ cache
     def cache_key(self, spec: TaskSpec, inputs: dict) -> str:
@@ -105,9 +116,9 @@ class LLMJudge(Judge):
         spec = get_task(task)
         key = self.cache_key(spec, inputs) if self.cache is not None else None
         if key is not None:
-            hit = self._cache_get(key)
+            hit = self.cache.get(key, validate=lambda entry: self._revalidate(spec, inputs, entry))
             if hit is not None:
-                return TaskResult(task, hit["output"], Usage(cached=1), self.name, hit.get("note") or "")
+                return TaskResult(task, hit["output"], Usage(cached=1), self.name, hit["note"])
 
         system, user = spec.messages(inputs)
         turns = [Turn("user", user)]
@@ -145,7 +156,8 @@ class LLMJudge(Judge):
                 output = spec.validate(inputs, data)
             except InvalidOutput as err:
                 last_error = str(err)
-                log.info("%s: invalid %s answer (attempt %d/%d): %s", self.name, task, attempts, self.max_attempts, err)
+                log.info("%s: invalid %s answer (attempt %d/%d): %s", self.name, task, attempts, self.max_attempts,
+                         redact(last_error, self.transport.secrets))
                 if attempts >= self.max_attempts:
                     break
                 turns += [reply.assistant_turn(), Turn("user", retry_instruction(last_error))]
@@ -153,31 +165,25 @@ class LLMJudge(Judge):
             usage.cost_usd = cost_of(self.prices, usage.prompt_tokens, usage.completion_tokens)
             note = "; ".join(notes)
             if key is not None:
-                self._cache_put(key, task, output, usage, note)
+                self.cache.put(key, judge=self.name, task=task, output=output, usage=usage.to_dict(), note=note)
             return TaskResult(task, output, usage, self.name, note)
 
         usage.cost_usd = cost_of(self.prices, usage.prompt_tokens, usage.completion_tokens)
-        raise JudgeError(f"{self.name}: no valid answer to {task} after {usage.calls} request(s): {last_error}",
-                         task=task, attempts=usage.calls, usage=usage)
+        raise JudgeError(redact(f"{self.name}: no valid answer to {task} after {usage.calls} request(s): {last_error}",
+                                self.transport.secrets), task=task, attempts=usage.calls, usage=usage)
 
-    def _cache_get(self, key: str) -> dict | None:
-        try:
-            return self.cache.get(key)
-        except sqlite3.Error as err:  # a broken cache costs money, not results
-            log.warning("%s: judge cache %s unreadable (%s); asking the model", self.name, self.cache.path, err)
-            return None
-
-    def _cache_put(self, key: str, task: str, output: dict, usage: Usage, note: str) -> None:
-        try:
-            self.cache.put(key, judge=self.name, task=task, output=output, usage=usage.to_dict(), note=note)
-        except sqlite3.Error as err:
-            log.warning("%s: could not write the judge cache %s (%s)", self.name, self.cache.path, err)
+    @staticmethod
+    def _revalidate(spec: TaskSpec, inputs: dict, entry: dict) -> dict:
+        """A cached answer, validated like a fresh one (the cache drops it when this raises)."""
+        if entry["task"] != spec.name:
+            raise InvalidOutput(f"stored for task {entry['task']!r}, not {spec.name!r}")
+        return spec.validate(inputs, entry["output"])
 
     async def _send(self, request: ChatRequest, usage: Usage) -> Reply:
         estimate = request.prompt_chars() // 4 + (request.max_tokens or 1024)
         reply = await self.dispatcher.send(
-            lambda: self.transport.send(request), usage, task=request.task, who=self.name, estimate=estimate,
-            tokens=lambda r: (r.prompt_tokens or 0) + (r.completion_tokens or 0))
+            lambda: within(self.transport.send(request), request.timeout), usage, task=request.task, who=self.name,
+            estimate=estimate, tokens=lambda r: (r.prompt_tokens or 0) + (r.completion_tokens or 0))
         usage.prompt_tokens += int(reply.prompt_tokens or 0)
         usage.completion_tokens += int(reply.completion_tokens or 0)
         return reply

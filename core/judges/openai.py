@@ -8,6 +8,7 @@ The answer is requested as structured output (``response_format`` ``json_schema`
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -17,7 +18,8 @@ import numpy as np
 from ragmeter.judges.base import Embedder
 from ragmeter.judges.embedding import CachedEmbedder
 from ragmeter.judges.llm import LLMJudge
-from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, schema_instructions
+from ragmeter.judges.retry import within
+from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply, schema_instructions
 from ragmeter.loops import PerLoop
 
 __all__ = ["OpenAIJudge", "OpenAIEmbedder", "OpenAITransport"]
@@ -32,7 +34,7 @@ def _resolve(api_key: str | None, base_url: str | None, who: str) -> tuple[str, 
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
     if not api_key:
         if base_url is None:
-            raise ValueError(f"{who} needs an API key: pass api_key=... or set OPENAI_API_KEY "
+            raise ValueError(f"{who}: OPENAI_API_KEY is not set; pass api_key=... or set it "
                              "(or base_url=... for an OpenAI-compatible server that needs none)")
         api_key = "not-needed"  # local OpenAI-compatible servers ignore it; the SDK insists on one
     return api_key, base_url
@@ -85,7 +87,14 @@ class OpenAITransport(Transport):
         self.seed = seed
         self.extra_body = extra_body
         self.reasoning = bool(_REASONING.match(model))
+        self.secrets = key_secrets(api_key)
+        self._has_key = bool(api_key)
         self.clients = PerLoop(_client_factory(api_key, base_url, timeout, dict(client_kwargs or {})), _close)
+
+    def check(self) -> None:
+        """ValueError when there is no API key (nothing is sent)."""
+        if not self._has_key:
+            raise ValueError(f"{self.backend}:{self.model}: no API key; pass api_key=... (or set OPENAI_API_KEY)")
 
     def cache_params(self) -> dict:
         """Endpoint and mode: part of the cache key."""
@@ -124,7 +133,12 @@ class OpenAITransport(Transport):
             kwargs["extra_body"] = self.extra_body
         if request.timeout is not None:
             kwargs["timeout"] = request.timeout
-        resp = await client.chat.completions.create(**kwargs)
+        try:
+            resp = await client.chat.completions.create(**kwargs)
+        except json.JSONDecodeError as err:  # a JSON content type on a non-JSON body
+            raise non_json_reply(err.doc, self.secrets) from None
+        if isinstance(resp, str):  # any other content type: the SDK hands back the text
+            raise non_json_reply(resp, self.secrets)
         usage = getattr(resp, "usage", None)
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -159,6 +173,7 @@ class OpenAIEmbedder(CachedEmbedder):
                  **kwargs: Any):
         self.model = model
         api_key, base_url = _resolve(api_key, base_url, "OpenAIEmbedder")
+        self.secrets = key_secrets(api_key)
         self.base_url = base_url
         self.dimensions = dimensions
         self.timeout = timeout
@@ -176,7 +191,12 @@ class OpenAIEmbedder(CachedEmbedder):
             kwargs["dimensions"] = self.dimensions
         if self.timeout is not None:
             kwargs["timeout"] = self.timeout
-        resp = await client.embeddings.create(**kwargs)
+        try:
+            resp = await within(client.embeddings.create(**kwargs), self.timeout)
+        except json.JSONDecodeError as err:
+            raise non_json_reply(err.doc, self.secrets) from None
+        if isinstance(resp, str):
+            raise non_json_reply(resp, self.secrets)
         rows = sorted(resp.data, key=lambda d: d.index)
         usage = getattr(resp, "usage", None)
         return np.asarray([r.embedding for r in rows], dtype=np.float64), int(getattr(usage, "prompt_tokens", 0) or 0)

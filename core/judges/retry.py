@@ -4,7 +4,10 @@
 permanent ones and reads ``Retry-After``; :class:`RetryPolicy` says how long to wait (exponential
 backoff with full jitter, or the server's ``Retry-After``); :class:`Dispatcher` sends one request
 under the concurrency cap and rate limits (:mod:`ragmeter.judges.ratelimit`), retries it and counts
-every request sent. Waiting goes through an injectable ``sleep``, so tests run on a fake clock.
+every request sent; :func:`within` puts a total deadline on one request. Waiting goes through an
+injectable ``sleep``, so tests run on a fake clock. Upstream error text is redacted
+(:func:`ragmeter.redact.redact`) before it goes into a log line or a :class:`JudgeError`, and the
+SDK's exception (which holds the raw response) is not chained to it.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
 from ragmeter.judges.base import JudgeError, Usage
 from ragmeter.judges.ratelimit import ConcurrencyLimit, RateLimiter
+from ragmeter.redact import redact
 
-__all__ = ["TransientError", "classify_error", "RetryPolicy", "Dispatcher"]
+__all__ = ["TransientError", "classify_error", "RetryPolicy", "Dispatcher", "within"]
 
 log = logging.getLogger("ragmeter.judges")
 T = TypeVar("T")
@@ -33,6 +37,20 @@ class TransientError(Exception):
         super().__init__(message)
         self.retry_after = retry_after
         self.status = status
+
+
+async def within(request: Awaitable[T], timeout: float | None) -> T:
+    """``await request``, but for no more than ``timeout`` seconds in all (None: no limit).
+
+    A deadline, unlike an HTTP read timeout that each arriving byte resets: past it the request
+    is cancelled and :class:`TransientError` raised, so it is retried like a timeout."""
+    if timeout is None:
+        return await request
+    try:
+        async with asyncio.timeout(timeout):
+            return await request
+    except TimeoutError:
+        raise TransientError(f"no complete answer within timeout={timeout:g} s") from None
 
 
 _TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
@@ -121,15 +139,18 @@ class Dispatcher:
     """Sends requests under the judge's limits: concurrency cap, rate limits, transient retries.
 
     One dispatcher per judge (or embedder); shared by every thread and event loop using it.
-    ``sleep`` waits between retries (``asyncio.sleep``; a fake clock's in tests).
+    ``sleep`` waits between retries (``asyncio.sleep``; a fake clock's in tests); ``secrets``
+    (the API key) are redacted from error text along with anything shaped like a credential.
     """
 
     def __init__(self, *, retry: RetryPolicy | None = None, max_concurrency: int | None = 8,
-                 limiter: RateLimiter | None = None, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
+                 limiter: RateLimiter | None = None, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 secrets: Iterable[str] = ()):
         self.retry = retry or RetryPolicy()
         self.slots = ConcurrencyLimit(max_concurrency) if max_concurrency else None
         self.limiter = limiter if limiter is not None and limiter.active else None
         self._sleep = sleep
+        self.secrets = tuple(secrets)
 
     async def send(self, fn: Callable[[], Awaitable[T]], usage: Usage, *, task: str | None, who: str,
                    estimate: int = 0, tokens: Callable[[T], int] = lambda r: 0, counter: str = "calls") -> T:
@@ -147,15 +168,13 @@ class Dispatcher:
             except Exception as exc:  # noqa: BLE001 - classified below
                 transient, retry_after = classify_error(exc)
                 what = f"{who}: {task or 'request'}"
-                if not transient:
-                    raise JudgeError(f"{what} failed: {type(exc).__name__}: {exc}", task=task,
-                                     attempts=getattr(usage, counter), usage=usage) from exc
-                if n >= self.retry.max_retries:
-                    raise JudgeError(f"{what} failed after {n + 1} attempts: {type(exc).__name__}: {exc}",
-                                     task=task, attempts=getattr(usage, counter), usage=usage) from exc
+                why = redact(f"{type(exc).__name__}: {exc}", self.secrets)
+                if not transient or n >= self.retry.max_retries:
+                    tries = f" after {n + 1} attempts" if transient else ""
+                    raise JudgeError(f"{what} failed{tries}: {why}", task=task, attempts=getattr(usage, counter),
+                                     usage=usage) from None
                 delay = self.retry.delay(n, retry_after)
-                log.info("%s: %s (%s); retry %d/%d in %.2fs", what, type(exc).__name__, exc, n + 1,
-                         self.retry.max_retries, delay)
+                log.info("%s: %s; retry %d/%d in %.2fs", what, why, n + 1, self.retry.max_retries, delay)
                 n += 1
                 await self._sleep(delay)
                 continue

@@ -119,12 +119,16 @@ def default_judge() -> Judge:
 
 
 def resolve_judge(judge: Any, metrics: Sequence[Any] = ()) -> Judge | None:
-    """A Judge from a Judge, a spec string (``"offline"``, ``"openai:gpt-4o-mini"``) or None.
+    """A Judge from a Judge, a spec string (``"offline"``, ``"openai:gpt-4o-mini"``) or None,
+    checked (:meth:`Judge.check`): ValueError naming what is missing (an API key, a model name)
+    when it cannot work, ImportError when its SDK is not installed. No request is made.
 
     None resolves to :func:`default_judge` only when some metric needs a judge (``uses_judge``).
     """
     if isinstance(judge, str):
-        return judge_from_spec(judge)
-    if judge is None and any(m.uses_judge for m in metrics):
-        return default_judge()
+        judge = judge_from_spec(judge)
+    elif judge is None and any(m.uses_judge for m in metrics):
+        judge = default_judge()
+    if isinstance(judge, Judge):
+        judge.check()
     return judge

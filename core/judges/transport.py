@@ -5,7 +5,8 @@ task's JSON schema, ``max_tokens``) into one request to its model and the answer
 :class:`Reply`. Real backends (OpenAI, Anthropic, LangChain, LlamaIndex) and test or custom ones
 (:class:`CallableTransport`) sit behind the same interface; retries, limits, cache and
 validation live around it, in :class:`~ragmeter.judges.llm.LLMJudge`. Also here: reading a JSON
-answer written as text (:func:`parse_json_answer`) and asking for one (:func:`schema_instructions`).
+answer written as text (:func:`parse_json_answer`), asking for one (:func:`schema_instructions`)
+and the error for a success status whose body is not JSON (:func:`non_json_reply`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ragmeter.judges.base import InvalidOutput
+from ragmeter.judges.retry import TransientError
+from ragmeter.redact import redact
 
 __all__ = ["Turn", "ChatRequest", "Reply", "Transport", "CallableTransport", "parse_json_answer",
-           "schema_instructions"]
+           "schema_instructions", "non_json_reply", "key_secrets"]
 
 
 @dataclass
@@ -100,13 +103,19 @@ class Transport:
     returns whatever else determines the answer (endpoint, structured-output mode). ``send``
     raises the SDK's exceptions unchanged (or :class:`~ragmeter.judges.retry.TransientError`):
     :func:`~ragmeter.judges.retry.classify_error` decides what is retried. Transports hold no
-    retry, cache or rate-limit logic.
+    retry, cache or rate-limit logic. ``secrets`` (e.g. the API key) are redacted from every
+    error text; :meth:`check` says, without a request, whether the transport can send at all.
     """
 
     backend: str = "transport"
     model: str = "unknown"
     #: the ``max_tokens`` a judge starts with (None: leave the backend's own setting)
     default_max_tokens: int | None = 4096
+    #: strings never shown in an error or a log line (the API key)
+    secrets: tuple[str, ...] = ()
+
+    def check(self) -> None:
+        """Raise ValueError naming what is missing when this transport cannot send (no request is made)."""
 
     async def send(self, request: ChatRequest) -> Reply:  # pragma: no cover - interface
         """Send ``request`` and return the model's reply."""
@@ -177,3 +186,17 @@ def schema_instructions(name: str, schema: dict) -> str:
     return (f"Answer with a single JSON object (the '{name}' answer), no prose and no code fence, "
             f"matching this JSON schema:\n{json.dumps(schema, separators=(',', ':'))}")
 
+
+
+def non_json_reply(body: Any, secrets: Iterable[str] = ()) -> TransientError:
+    """The (transient) error for a success status whose body is not the JSON answer, e.g. a
+    proxy's HTML error page: it names the problem and shows the body's first 200 characters,
+    redacted."""
+    head = redact(str(body)[:1000], secrets)[:200]
+    return TransientError(f"the server answered HTML/non-JSON with status 200: {head}")
+
+
+def key_secrets(api_key: str | None) -> tuple[str, ...]:
+    """The API key as a secret to redact from errors; none for a placeholder (shorter than 8
+    characters, like ``ollama``, or ``not-needed``), which would only blank out ordinary words."""
+    return (api_key,) if api_key and len(api_key) >= 8 and api_key != "not-needed" else ()

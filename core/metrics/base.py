@@ -6,7 +6,7 @@ import copy
 
 from ragmeter.data import Sample, Score, label_for
 from ragmeter.judges.base import Embedder, Judge, JudgeError
-from ragmeter.metrics.requests import ScoringContext, TaskRecorder
+from ragmeter.metrics.requests import LimitError, ScoringContext, TaskRecorder
 
 __all__ = ["Metric"]
 
@@ -15,9 +15,11 @@ class Metric:
     """Base class of every metric.
 
     Subclasses set ``name``, default ``threshold`` / ``warn`` levels, the sample fields they
-    ``require`` and whether they ``use_judge``, and implement :meth:`compute`. :meth:`ascore`
-    wraps it: a missing field gives a not-applicable Score, an exception gives a Score with the
-    error (a metric never raises into the run), and the label and judge name are filled in.
+    ``require``, whether they ``use_judge`` and whether they ``read_text``, and implement
+    :meth:`compute`. :meth:`ascore` wraps it: a missing field gives a not-applicable Score, a
+    record past the run's :class:`~ragmeter.metrics.requests.Limits` (for a metric that reads
+    text) or an exception gives a Score with the error (a metric never raises into the run),
+    and the label and judge name are filled in.
     """
 
     name: str = "metric"
@@ -25,6 +27,9 @@ class Metric:
     warn: float = 0.5
     requires: tuple[str, ...] = ()
     uses_judge: bool = True
+    #: Whether the metric reads the record's texts (question, answer, reference, chunks), so that
+    #: the run's :class:`~ragmeter.metrics.requests.Limits` apply to it (retrieval metrics read ids only).
+    reads_text: bool = True
     #: Questions this metric needs ``generate_questions`` to write (None: it needs none). The run
     #: asks once for the largest number any of its metrics declares (:class:`RequestSettings`).
     n_questions: int | None = None
@@ -85,7 +90,13 @@ class Metric:
                          details={"missing": missing}, judge=judge)
         rec = TaskRecorder(ctx)
         try:
-            score = await self.compute(sample, rec)  # type: ignore[arg-type]
+            limit = ctx.limit_error if self.reads_text else None
+            if limit is not None:
+                score = limit.score(self.name)
+            else:
+                score = await self.compute(sample, rec)  # type: ignore[arg-type]
+        except LimitError as err:
+            score = err.score(self.name)
         except JudgeError as err:
             score = Score(self.name, None, error=f"{type(err).__name__}: {err}", details={"task": err.task, "attempts": err.attempts})
         except Exception as err:  # a metric bug or bad data must not stop the run

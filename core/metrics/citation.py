@@ -27,8 +27,9 @@ __all__ = [
     "CITATION_VERDICTS",
 ]
 
-#: Per-citation verdicts. ``no_claim``: the cited unit makes no factual claim, so there is
-#: nothing for the citation to support (left out of accuracy and precision).
+#: Per-citation verdicts. ``no_claim``: the cited unit makes no factual claim of its own (none,
+#: or only repeats of claims made earlier, which count once), so there is nothing for the
+#: citation to support (left out of accuracy and precision).
 CITATION_VERDICTS = ("supports", "partially", "does_not_support", "invalid", "no_claim")
 
 # --------------------------------------------------------------------------- scoring (pure)
@@ -113,7 +114,9 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
     Per citation of chunk c on unit u with claims C_u: ``supports`` when c supports every claim
     of C_u, ``partially`` when some, ``does_not_support`` when none, ``invalid`` when c is no
     chunk, ``no_claim`` when C_u is empty (nothing to support: left out of accuracy and
-    precision; an invalid citation counts as invalid even there).
+    precision; an invalid citation counts as invalid even there). A claim whose ``repeats``
+    lists other units (see :func:`ragmeter.metrics.requests.distinct_claims`) counts once, in
+    its own unit: the repeating units have no claim of their own.
 
     * accuracy = (supports [+ claims-fraction of partially when ``partial_credit``]) / citations
     * precision (ALCE): a citation is precise when its unit is supported by the union of its
@@ -141,6 +144,7 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
         if not isinstance(u, int) or not 0 <= u < n_units:
             raise ValueError(f"claim {i} has unit {u!r}, outside 0..{n_units - 1}")
         claims_of[u].append(i)
+    repeat_of = {r: i for i, c in enumerate(claims) for r in c.get("repeats", ())}
     support: list[set[int]] = []
     against: list[set[int]] = []
     quotes: list[dict[int, str]] = []  # per claim: chunk -> its quote (non-empty ones)
@@ -154,6 +158,13 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
 
     def jointly(cl: list[int], chunkset: set[int]) -> bool:
         return bool(cl) and all(support[i] & chunkset for i in cl)
+
+    normed: dict[int, str] = {}  # each cited chunk normalised once, however often it is cited
+
+    def quoted(q: str, chunk: int) -> bool:
+        if chunk not in normed:
+            normed[chunk] = _norm(chunks[chunk])  # type: ignore[index]
+        return _norm(q) in normed[chunk]
 
     records: list[dict] = []
     unit_records: list[dict] = []
@@ -190,7 +201,11 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
                 records.append(rec)
                 continue
             if not cl:
-                rec.update(verdict="no_claim", reason="the cited text makes no factual claim")
+                reason = "the cited text makes no factual claim"
+                if ui in repeat_of:
+                    i = repeat_of[ui]
+                    reason = f"the cited text repeats claim {i} (statement {claims[i]['unit']}), which counts once there"
+                rec.update(verdict="no_claim", reason=reason)
                 records.append(rec)
                 continue
             k = sum(1 for i in cl if c.chunk in support[i])
@@ -206,7 +221,7 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
             if q is not None:
                 rec["quote"] = q
                 if chunks is not None:
-                    rec["quote_found"] = c.chunk < len(chunks) and _norm(q) in _norm(chunks[c.chunk])
+                    rec["quote_found"] = c.chunk < len(chunks) and quoted(q, c.chunk)
             n_scored += 1
             n_supports += int(verdict == "supports")
             credit += 1.0 if verdict == "supports" else (k / len(cl) if partial_credit else 0.0)

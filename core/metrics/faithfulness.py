@@ -19,26 +19,28 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _in_chunk(quote: str, chunk: str) -> bool:
-    norm = lambda s: " ".join(s.split()).lower()  # noqa: E731
-    return bool(quote) and norm(quote) in norm(chunk)
+def _norm(s: str) -> str:
+    return " ".join(s.split()).lower()
 
 
 class Faithfulness(Metric):
-    """Faithfulness: the share of the answer's claims that the retrieved chunks support.
+    """Faithfulness: the share of the answer's distinct claims that the retrieved chunks support.
 
     The answer is split into claims (``extract_claims``, once per answer, shared with answer
-    correctness and the citation metrics); each claim is judged against all chunks
-    (``verify_claims``): supported, contradicted or not found, with every supporting (or
-    contradicting) chunk and a verbatim quote from each.
+    correctness and the citation metrics); a claim repeated in the answer counts once (same text
+    once case, whitespace, punctuation and citation markers are ignored), so repeating a
+    supported sentence cannot outweigh an invented one. Each distinct claim is judged against
+    all chunks (``verify_claims``): supported, contradicted or not found, with every supporting
+    (or contradicting) chunk and a verbatim quote from each.
 
-    Formula: ``mode="supported"`` (default): supported claims / claims;
-    ``mode="not_contradicted"``: (claims - contradicted claims) / claims (claims the chunks do
-    not mention are not held against the answer).
+    Formula: ``mode="supported"`` (default): supported distinct claims / distinct claims;
+    ``mode="not_contradicted"``: (distinct claims - contradicted ones) / distinct claims (claims
+    the chunks do not mention are not held against the answer).
 
     Example: an answer with 4 claims, 3 supported, 1 not found -> 3 / 4 = 0.75 (0.75 warns:
     below 0.85, above 0.7); in ``not_contradicted`` mode the same answer scores 4 / 4 = 1.0.
-    With 1 of the 4 contradicted instead: 3 / 4 = 0.75 in both modes.
+    With 1 of the 4 contradicted instead: 3 / 4 = 0.75 in both modes. Nine copies of a
+    supported sentence and one invented claim: 2 distinct claims, 1 supported -> 1 / 2 = 0.5.
 
     An answer that makes no claim (a refusal, "I don't know") gets value None with the reason in
     the explanation (not applicable), or ``no_claims_value`` when set (e.g. 1.0: nothing
@@ -47,8 +49,9 @@ class Faithfulness(Metric):
     Details: ``claims`` (text, unit, verdict, chunk indices, ``evidence``: per supporting or
     contradicting chunk its index, id, quote and ``quote_found`` (whether the quote appears
     verbatim in that chunk, ignoring case and whitespace); ``chunk``, ``chunk_id``, ``quote``,
-    ``quote_found`` repeat the first evidence entry; reason), ``unsupported`` (not-found claims),
-    ``contradicted``, counts.
+    ``quote_found`` repeat the first evidence entry; reason; ``repeats``: the units that repeat
+    the claim, when any), ``unsupported`` (not-found claims), ``contradicted``, counts
+    (``repeated_count``: the repeats left out).
 
     Thresholds: pass 0.85, warn 0.7 (common production targets for grounded answers).
     """
@@ -80,37 +83,49 @@ class Faithfulness(Metric):
                          details=details)
         verdicts = await ctx.claim_verdicts()
         texts = sample.context_texts
+        normed: dict[int, str] = {}  # each chunk normalised once, however many quotes it has
+
+        def found(quote: str, chunk: int) -> bool:
+            if chunk not in normed:
+                normed[chunk] = _norm(texts[chunk])
+            return bool(quote) and _norm(quote) in normed[chunk]
+
         records = []
         for c, v in zip(claims, verdicts):
             evidence = [{"chunk": e["chunk"], "chunk_id": sample.contexts[e["chunk"]].id, "quote": e["quote"],
-                         "quote_found": _in_chunk(e["quote"], texts[e["chunk"]])} for e in claim_evidence(v)]
+                         "quote_found": found(e["quote"], e["chunk"])} for e in claim_evidence(v)]
             first = evidence[0] if evidence else None
             records.append({
                 "claim": c["text"], "unit": c["unit"], "verdict": v["verdict"], "chunks": v["chunks"],
                 "evidence": evidence, "chunk": first["chunk"] if first else None,
                 "chunk_id": first["chunk_id"] if first else None, "quote": first["quote"] if first else "",
                 "quote_found": first["quote_found"] if first else None, "reason": v["reason"],
+                **({"repeats": c["repeats"]} if c.get("repeats") else {}),
             })
         n = len(records)
+        repeated = sum(len(c.get("repeats", ())) for c in claims)
         supported = sum(r["verdict"] == "supported" for r in records)
         contradicted = [r["claim"] for r in records if r["verdict"] == "contradicted"]
         unsupported = [r["claim"] for r in records if r["verdict"] == "not_found"]
+        claim_word = "distinct claim" if repeated else "claim"
         if self.mode == "supported":
             value = supported / n
-            explanation = f"{supported} of {_plural(n, 'claim')} supported by the retrieved chunks"
+            explanation = f"{supported} of {_plural(n, claim_word)} supported by the retrieved chunks"
         else:
             value = (n - len(contradicted)) / n
-            explanation = f"{n - len(contradicted)} of {_plural(n, 'claim')} not contradicted by the retrieved chunks"
+            explanation = f"{n - len(contradicted)} of {_plural(n, claim_word)} not contradicted by the retrieved chunks"
         parts = []
         if unsupported:
             parts.append(f"{len(unsupported)} not found")
         if contradicted:
             parts.append(f"{len(contradicted)} contradicted")
+        if repeated:
+            parts.append(f"{_plural(repeated, 'repeat')} counted once")
         if parts:
             explanation += " (" + ", ".join(parts) + ")"
         details = {"mode": self.mode, "claims": records, "unsupported": unsupported, "contradicted": contradicted,
                    "supported_count": supported, "contradicted_count": len(contradicted),
-                   "not_found_count": len(unsupported), "claim_count": n}
+                   "not_found_count": len(unsupported), "claim_count": n, "repeated_count": repeated}
         return Score(self.name, value, explanation=explanation, details=details)
 
 

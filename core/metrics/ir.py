@@ -40,6 +40,7 @@ class RetrievalMetric(Metric):
     """
 
     uses_judge = False
+    reads_text = False
     requires = ("relevant_ids", "contexts")
 
     def __init__(self, kind: str, k: int | None = None, *, threshold: float | None = None, warn: float | None = None):

@@ -18,32 +18,128 @@ request                     task                   used by
 ``embeddings()``            (embedder)             one embedding call for every metric's texts
 ==========================  =====================  ============================================
 
-Run-level settings (:class:`RequestSettings`, e.g. the number of generated questions) are
-decided once per run from the metrics, never by one metric on its own.
+Run-level settings (:class:`RequestSettings`, e.g. the number of generated questions, and the
+:class:`Limits` on the size of a record) are decided once per run, never by one metric on its own.
+
+Claims are counted once: :meth:`JudgeRequests.claims` keeps the first of claims that are the same
+once case, whitespace, punctuation and citation markers are ignored, so every metric built on
+claims (faithfulness, answer correctness, the citation metrics) scores *distinct* claims.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 import numpy as np
 
-from ragmeter.citations import ParsedAnswer, parse_citations
-from ragmeter.data import Sample
+from ragmeter.citations import ParsedAnswer, parse_citations, strip_citations
+from ragmeter.data import RecordError, Sample, Score
 from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
 from ragmeter.text import split_sentences
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragmeter.metrics.base import Metric
 
-__all__ = ["RequestSettings", "JudgeRequests", "ScoringContext", "DEFAULT_N_QUESTIONS"]
+__all__ = ["RequestSettings", "Limits", "LimitError", "JudgeRequests", "ScoringContext", "distinct_claims",
+           "DEFAULT_N_QUESTIONS"]
 
 #: Questions ``generate_questions`` writes per answer when no metric of the run asks for more.
 DEFAULT_N_QUESTIONS = 3
+
+
+class LimitError(RecordError):
+    """A record past one of the run's :class:`Limits`: names the record, the field and the limit.
+
+    ``str(err)`` reads ``"sample 'a7': field 'answer': 10,482,113 characters; the limit is 100,000
+    (Limits.max_answer_chars)"``. Every score of the record that reads text carries it as its
+    error (value None): the record is not scored, nor cut short.
+    """
+
+    def __init__(self, location: str | None, field_name: str, name: str, limit: int, actual: int,
+                 what: str = "characters"):
+        self.name, self.limit, self.actual = name, limit, actual
+        super().__init__(location, field_name, f"{actual:,} {what}; the limit is {limit:,} (Limits.{name})")
+
+    def score(self, metric: str) -> Score:
+        """The error Score of ``metric`` on this record (details ``limit``: name, limit, actual)."""
+        return Score(metric, None, error=f"{type(self).__name__}: {self}",
+                     details={"limit": {"name": self.name, "limit": self.limit, "actual": self.actual}})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The largest record a run scores (None: no limit). A record past a limit gets a
+    :class:`LimitError` on every score that reads text (retrieval metrics read only ids and are
+    still scored); nothing is truncated, so a score is never computed on part of a record.
+
+    The defaults sit far above real RAG records (the bundled examples and the SummEdits
+    documents, up to 8,226 characters, are scored exactly as without limits) and keep the worst
+    record within them to seconds with the offline judge and within one judge prompt:
+
+    - ``max_question_chars`` = 20,000: a question with a pasted page or a chat history still fits;
+      ten times a long prompt.
+    - ``max_answer_chars`` = ``max_reference_chars`` = 100,000 (~25,000 tokens): above the longest
+      answer common models write (GPT-4o stops at 16,384 output tokens).
+    - ``max_chunk_chars`` = 100,000: a whole 40-page document as one chunk (text splitters
+      default to 1,000-4,000 characters).
+    - ``max_chunks`` = 200: twice the candidates a re-ranker usually takes (top-k is 3-20).
+    - ``max_context_chars`` = 400,000 (~100,000 tokens): all chunks of a record, as much as one
+      128k-token judge prompt holds next to the instructions and the claims.
+    - ``max_claims`` = 200 distinct claims per answer, and statements (sentences) per reference:
+      each is checked against every chunk, and ``verify_claims`` writes a verdict with a quote per
+      claim (~60 tokens): 200 of them (~12,000 tokens) is near the 16k-token output limit of
+      common judge models. Claims are counted after ``extract_claims``, before ``verify_claims``.
+
+    >>> Limits(max_answer_chars=None).max_answer_chars is None
+    True
+    """
+
+    max_question_chars: int | None = 20_000
+    max_answer_chars: int | None = 100_000
+    max_reference_chars: int | None = 100_000
+    max_chunk_chars: int | None = 100_000
+    max_chunks: int | None = 200
+    max_context_chars: int | None = 400_000
+    max_claims: int | None = 200
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"Limits.{f.name} must be a positive integer or None, got {v!r}")
+
+    @classmethod
+    def unlimited(cls) -> "Limits":
+        """No limit at all (every field None)."""
+        return cls(**{f.name: None for f in dataclasses.fields(cls)})
+
+    def check(self, sample: Sample) -> LimitError | None:
+        """The first limit ``sample`` is past (question, answer, reference, chunks), or None."""
+        where = f"sample {sample.id!r}"
+
+        def over(field_name: str, name: str, actual: int, what: str = "characters") -> LimitError | None:
+            limit = getattr(self, name)
+            return LimitError(where, field_name, name, limit, actual, what) if limit is not None and actual > limit else None
+
+        texts = sample.context_texts
+        return (over("question", "max_question_chars", len(sample.question))
+                or over("answer", "max_answer_chars", len(sample.answer or ""))
+                or over("reference", "max_reference_chars", len(sample.reference or ""))
+                or over("contexts", "max_chunks", len(texts), "chunks")
+                or next((e for i, t in enumerate(texts) if (e := over(f"contexts[{i}]", "max_chunk_chars", len(t)))),
+                        None)
+                or over("contexts", "max_context_chars", sum(map(len, texts)), f"characters in {len(texts)} chunks"))
+
+    def check_claims(self, sample: Sample, field_name: str, n: int, what: str) -> None:
+        """Raise :class:`LimitError` when ``field_name`` has more than ``max_claims`` claims / statements."""
+        if self.max_claims is not None and n > self.max_claims:
+            raise LimitError(f"sample {sample.id!r}", field_name, "max_claims", self.max_claims, n, what)
 
 
 @dataclass(frozen=True)
@@ -52,16 +148,46 @@ class RequestSettings:
 
     ``n_questions``: how many questions ``generate_questions`` writes; :meth:`for_metrics` takes
     the largest ``n_questions`` any metric of the run declares (default 3), so answer relevancy
-    and response completeness share one call.
+    and response completeness share one call. ``limits``: the run's :class:`Limits`.
     """
 
     n_questions: int = DEFAULT_N_QUESTIONS
+    limits: Limits = dataclasses.field(default_factory=Limits)
 
     @classmethod
-    def for_metrics(cls, metrics: Sequence["Metric"]) -> "RequestSettings":
-        """The settings that serve every metric of ``metrics``."""
+    def for_metrics(cls, metrics: Sequence["Metric"], limits: Limits | None = None) -> "RequestSettings":
+        """The settings that serve every metric of ``metrics`` (``limits``: None for the defaults)."""
         wanted = [m.n_questions for m in metrics if getattr(m, "n_questions", None)]
-        return cls(n_questions=max(wanted) if wanted else DEFAULT_N_QUESTIONS)
+        return cls(n_questions=max(wanted) if wanted else DEFAULT_N_QUESTIONS, limits=limits or Limits())
+
+
+_RE_NOT_WORD = re.compile(r"[^\w\s]")
+
+
+def _claim_key(text: str) -> str:
+    """A claim's text with case, whitespace, punctuation and citation markers ignored."""
+    return " ".join(_RE_NOT_WORD.sub(" ", strip_citations(text).casefold()).split())
+
+
+def distinct_claims(claims: Sequence[dict]) -> list[dict]:
+    """``claims`` without repeats: the first of claims with the same text once case, whitespace,
+    punctuation and citation markers are ignored. A kept claim that was repeated lists the units
+    of its repeats under ``repeats``; claims are copied, never changed in place.
+
+    >>> distinct_claims([{"unit": 0, "text": "Paris is in France."}, {"unit": 1, "text": "paris is in France [2]"}])
+    [{'unit': 0, 'text': 'Paris is in France.', 'repeats': [1]}]
+    """
+    kept: dict[str, dict] = {}
+    out: list[dict] = []
+    for c in claims:
+        key = _claim_key(c["text"]) or c["text"]
+        first = kept.get(key)
+        if first is None:
+            kept[key] = dict(c)
+            out.append(kept[key])
+        else:
+            first.setdefault("repeats", []).append(c["unit"])
+    return out
 
 
 def _key(name: str, inputs: Any) -> str:
@@ -90,13 +216,16 @@ class JudgeRequests:
         return self.parsed.text or (self.sample.answer or "").strip()
 
     async def claims(self) -> list[dict]:
-        """The answer's claims ``[{unit, text}]`` (``extract_claims`` on the question and the
-        unit texts). An answer without text has no claims and costs no call."""
+        """The answer's distinct claims ``[{unit, text}]`` (``extract_claims`` on the question and
+        the unit texts, repeats dropped by :func:`distinct_claims`). An answer without text has
+        no claims and costs no call. Raises :class:`LimitError` past ``Limits.max_claims``."""
         if not self.parsed.units:
             return []
         out = (await self.task("extract_claims", {"question": self.sample.question,
                                                   "units": self.parsed.unit_texts})).output
-        return list(out["claims"])
+        claims = distinct_claims(out["claims"])
+        self.settings.limits.check_claims(self.sample, "answer", len(claims), "distinct claims")
+        return claims
 
     async def claim_verdicts(self) -> list[dict]:
         """One ``verify_claims`` verdict per claim of :meth:`claims` against all chunks (no call
@@ -121,6 +250,7 @@ class JudgeRequests:
         attributed to chunks, the reference's entities found in them); None, without a call,
         when the reference has no statements."""
         statements = split_sentences(self.sample.reference or "")
+        self.settings.limits.check_claims(self.sample, "reference", len(statements), "statements")
         if not statements:
             return statements, None
         inputs = {"question": self.sample.question, "statements": statements, "chunks": self.sample.context_texts}
@@ -140,7 +270,8 @@ class JudgeRequests:
 
     async def claim_comparison(self, claims: Sequence[dict], statements: Sequence[str]) -> dict:
         """The ``compare_claims`` answer: which claims the reference states and which reference
-        ``statements`` the answer covers."""
+        ``statements`` the answer covers (at most ``Limits.max_claims`` statements)."""
+        self.settings.limits.check_claims(self.sample, "reference", len(statements), "statements")
         inputs = {"question": self.sample.question, "claims": [c["text"] for c in claims],
                   "statements": list(statements)}
         return (await self.task("compare_claims", inputs)).output
@@ -168,6 +299,11 @@ class ScoringContext(JudgeRequests):
         self.settings = settings if settings is not None else RequestSettings.for_metrics(self.metrics)
         self.usage = Usage()
         self._memo: dict[str, asyncio.Future] = {}
+
+    @cached_property
+    def limit_error(self) -> LimitError | None:
+        """The first of the run's :class:`Limits` the sample is past, or None (checked once)."""
+        return self.settings.limits.check(self.sample)
 
     @cached_property
     def parsed(self) -> ParsedAnswer:

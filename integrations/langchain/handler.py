@@ -1,30 +1,32 @@
 """The LangChain callback handler: LangChain's run events in, one recorded Sample per root run out.
 
-The handler is a ``langchain_core.tracers.BaseTracer``: LangChain assembles the run tree (roots
-whose parent it never saw, interleaved batches, the streaming input placeholder that is filled in
-when the stream ends) and hands it over once per root run;
-:func:`~ragmeter.integrations.langchain.runs.sample_from_run` turns that tree into a
+The handler is a :class:`~ragmeter.integrations.langchain.tracker.RunTracker`: it assembles the
+run tree of each root run from LangChain's callbacks, on the chain's threads, keeping only
+references (no copies), and hands the finished tree to the capture thread, where
+:func:`~ragmeter.integrations.langchain.runs.sample_from_run` turns it into a
 :class:`ragmeter.Sample`. Keeping, counting and scoring the samples is the job of a
 :class:`ragmeter.capture.CaptureRecorder` (scoring on a :class:`ragmeter.inline.BackgroundScorer`
-worker), so the chain's latency and result are unchanged. Callbacks arrive on the chain's
-threads; a failure in ragmeter is swallowed by :mod:`ragmeter.guard`, never raised into the chain.
+worker); the chain's result is unchanged, and its thread pays only for the callbacks (see
+``benchmarks/inline_overhead.py``). A failure in ragmeter is swallowed by :mod:`ragmeter.guard`,
+never raised into the chain.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from contextvars import ContextVar, copy_context
 from typing import Any, Callable, Iterable
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.tracers.base import BaseTracer
 
 from ragmeter.capture import CaptureRecorder
 from ragmeter.data import Sample
 from ragmeter.guard import guarded, never_raise
 from ragmeter.integrations._tracing import TraceLink
-from ragmeter.integrations.langchain.runs import sample_from_run
+from ragmeter.integrations.langchain.runs import has_open_runs, sample_from_run
+from ragmeter.integrations.langchain.tracker import CapturedRun, RunTracker
 from ragmeter.result import EvaluationResult, SampleResult
 
 __all__ = ["RagmeterCallbackHandler", "INSTALLED"]
@@ -60,7 +62,7 @@ class _Installed:
 INSTALLED = _Installed()
 
 
-class RagmeterCallbackHandler(BaseTracer):
+class RagmeterCallbackHandler(RunTracker):
     """Capture every RAG run of a LangChain chain as a :class:`~ragmeter.Sample` and score it.
 
     Pass it in ``config={"callbacks": [handler]}`` of ``invoke`` / ``ainvoke`` / ``batch`` /
@@ -84,11 +86,23 @@ class RagmeterCallbackHandler(BaseTracer):
     :data:`~ragmeter.integrations.langchain.runs.QUESTION_KEYS` /
     :data:`~ragmeter.integrations.langchain.runs.ANSWER_KEYS`; the question falls back to the
     first retriever's query, the answer to the last LLM's output). ``config["metadata"]`` keys
-    ``reference``, ``relevant_ids`` and ``sample_id`` are picked up. ``keep`` bounds how many
+    ``reference``, ``relevant_ids`` and ``sample_id`` are picked up; the other keys go to
+    ``metadata["run_metadata"]`` through :func:`ragmeter.redact.redact_value` (credential-shaped
+    strings and the values of secret-named keys such as ``api_key`` masked). ``keep`` bounds how many
     samples and results are held in memory (None: unbounded). With ``attach_to_trace`` and an
     OpenTelemetry SDK tracer provider (the global one, or ``tracer_provider``), each result is
     written as an evaluation span into the trace whose span was active when the run started (see
     TRACING.md).
+
+    ``capture_content=False`` (default: the ``RAGMETER_CAPTURE_CONTENT`` environment variable,
+    else True) scores each run as captured, in memory, but keeps and writes no content: the
+    samples (:attr:`samples`, :meth:`export_jsonl`, ``result.sample``) are
+    :func:`ragmeter.capture.without_content` copies, and the evaluation spans carry no
+    explanations or quotes (see :mod:`ragmeter.tracing.writer`).
+
+    The chain's thread only hands each finished root run over (ragmeter's hook takes
+    microseconds); the run tree is turned into a Sample on the capture thread, and scored on the
+    scoring worker (see :class:`ragmeter.capture.CaptureRecorder`).
 
     Runs that errored are recorded (``metadata["status"] == "error"``) and not scored; runs the
     caller abandoned (a stream closed early, a cancelled task) are recorded as ``"partial"`` and
@@ -96,16 +110,14 @@ class RagmeterCallbackHandler(BaseTracer):
     """
 
     name = "ragmeter"
-    run_inline = True  # capture is cheap: run it where the event happens, no executor hop
-    raise_error = False
 
     def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, mode: str = "inline",
                  question_key: str | None = None, answer_key: str | None = None, sample_rate: float = 1.0,
                  should_score: Callable[[Sample], bool | None] | None = None,
                  on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
                  concurrency: int = 4, embedder: Any = None, keep: int | None = 10_000,
-                 attach_to_trace: bool = True, tracer_provider: Any = None):
-        super().__init__(_schema_format="original+chat")
+                 attach_to_trace: bool = True, tracer_provider: Any = None, capture_content: bool | None = None):
+        super().__init__()
         self.question_key = question_key
         self.answer_key = answer_key
         self.attach_to_trace = attach_to_trace
@@ -114,7 +126,8 @@ class RagmeterCallbackHandler(BaseTracer):
         self._recorder = CaptureRecorder(
             metrics, self._judge_spec, mode=mode, embedder=embedder, sample_rate=sample_rate,
             should_score=should_score, on_result=on_result, max_queue=max_queue, concurrency=concurrency,
-            keep=keep, write_trace=self._trace.write, counters=_COUNTERS, name="ragmeter-langchain")
+            keep=keep, write_trace=self._trace.write, counters=_COUNTERS, name="ragmeter-langchain",
+            capture_content=capture_content)
         self.mode = mode
         self._lock = threading.Lock()
         self._targets: dict[Any, Any] = {}  # root run id -> the span active when it started
@@ -123,6 +136,12 @@ class RagmeterCallbackHandler(BaseTracer):
         return f"RagmeterCallbackHandler(mode={self.mode!r}, captured={self._recorder.stats['captured']})"
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def capture_content(self) -> bool:
+        """Whether samples keep their content (the ``capture_content`` argument, else
+        ``RAGMETER_CAPTURE_CONTENT``, else True)."""
+        return self._recorder.capture_content
 
     @property
     def samples(self) -> list[Sample]:
@@ -142,10 +161,12 @@ class RagmeterCallbackHandler(BaseTracer):
     def stats(self) -> dict[str, int]:
         """Counters. Capture: ``captured`` (samples recorded), ``ok``, ``errored``, ``partial``,
         ``skipped_no_contexts`` (recorded, not scored), ``skipped_no_retriever`` and
-        ``skipped_no_question`` (root runs that were not RAG runs; not recorded), ``capture_errors``.
-        Scoring: ``submitted``, ``queued``, ``scored``, ``dropped`` (backlog full), ``sampled_out``,
-        ``forced`` (``should_score`` said True), ``rejected_closed``, ``failed``,
-        ``callback_errors``, ``pending``. Traces: ``trace_writes`` (evaluation spans written) and
+        ``skipped_no_question`` (root runs that were not RAG runs; not recorded), ``capture_errors``,
+        ``capture_dropped`` (the capture thread was too far behind). Scoring: ``submitted``,
+        ``queued``, ``scored``, ``dropped`` (backlog full, or given up at a timed-out shutdown),
+        ``sampled_out``, ``forced`` (``should_score`` said True), ``rejected_closed``, ``failed``,
+        ``score_errors`` (samples with a score that could not be computed), ``callback_errors``,
+        ``pending``. Traces: ``trace_writes`` (evaluation spans written) and
         ``trace_errors``."""
         return self._recorder.stats
 
@@ -171,26 +192,35 @@ class RagmeterCallbackHandler(BaseTracer):
         :attr:`results`, and written to the run's trace when one was active."""
         return _outside_capture(self._recorder.evaluate, **kwargs)
 
-    # ------------------------------------------------------------------ BaseTracer hooks
+    # ------------------------------------------------------------------ RunTracker hooks
 
     @guarded(RUN_START)
-    def _on_run_create(self, run: Any) -> None:
-        # Called for every run start, on the thread / in the context where the run starts (the
-        # caller's for invoke and stream, the event loop's for ainvoke/astream): the place to see
-        # the caller's active OpenTelemetry span. Must stay cheap.
-        if run.parent_run_id is not None or not self.attach_to_trace:
+    def _on_root_start(self, run: CapturedRun) -> None:
+        # On the thread / in the context where the root run starts (the caller's for invoke and
+        # stream, the event loop's for ainvoke/astream): the place to see the caller's active
+        # OpenTelemetry span. Must stay cheap.
+        if not self.attach_to_trace:
             return
         target = self._trace.current_target()
         if target is not None:
             with self._lock:
                 self._targets[run.id] = target
 
-    def _persist_run(self, run: Any) -> None:
-        # Called once per root run, with the whole run tree, when the root ends.
+    def _persist_run(self, run: CapturedRun) -> None:
+        # Once per root run, with the whole run tree, when the root ends, on the chain's thread:
+        # hand the tree over and return. A tree with runs still open (an abandoned stream) may
+        # change after this, so it is read now.
         with never_raise(RUN_CAPTURE, on_error=lambda _: self._recorder.count("capture_errors")):
             with self._lock:
                 target = self._targets.pop(run.id, None)
-            self._forget(run)
+            if has_open_runs(run):
+                self._capture(run, target)
+            else:
+                self._recorder.defer(functools.partial(self._capture, run, target))
+
+    def _capture(self, run: Any, target: Any) -> None:
+        # On the capture thread: the run tree -> a Sample -> the recorder.
+        with never_raise(RUN_CAPTURE, on_error=lambda _: self._recorder.count("capture_errors")):
             sample, reason = self._sample_from_run(run, target)
             if sample is None:
                 self._recorder.count(reason)
@@ -202,14 +232,6 @@ class RagmeterCallbackHandler(BaseTracer):
     def _sample_from_run(self, run: Any, target: Any) -> tuple[Sample | None, str]:
         return sample_from_run(run, target, self.question_key, self.answer_key)
 
-    def _forget(self, root: Any) -> None:
-        # BaseTracer never clears order_map (one entry per run, forever): drop this tree's entries
-        # so a long-lived handler does not grow without bound.
-        stack = [root]
-        while stack:
-            run = stack.pop()
-            self.order_map.pop(run.id, None)
-            stack.extend(run.child_runs or ())
 
 
 def _outside_capture(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

@@ -1,10 +1,12 @@
 """LangChain run trees -> :class:`ragmeter.Sample` (the translation, nothing else).
 
-:func:`sample_from_run` turns one finished root run, as ``langchain_core.tracers.BaseTracer``
-hands it over, into a Sample: the question (root input), every retriever run under the root in
-chain order (steps as they ran, ``RunnableParallel`` branches as declared; Document ids, metadata
-and any score kept in metadata), the final answer (root output), and what the run cost (latency,
-token usage, models) in ``metadata``.
+:func:`sample_from_run` turns one finished root run, as the handler's run tracker
+(:mod:`~ragmeter.integrations.langchain.tracker`) hands it over, into a Sample: the question
+(root input), every retriever run under the root in chain order (steps as they ran,
+``RunnableParallel`` branches as declared; Document ids, metadata and any score kept in
+metadata), the final answer (root output), and what the run cost (latency, token usage, models)
+in ``metadata``. Run metadata, document metadata and error texts are redacted of credentials
+(:mod:`ragmeter.redact`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import Any
 from ragmeter.capture import REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY
 from ragmeter.data import Context, RecordError, Sample
 from ragmeter.integrations._tracing import trace_metadata
+from ragmeter.redact import redact, redact_value
 
-__all__ = ["sample_from_run", "QUESTION_KEYS", "ANSWER_KEYS", "SCORE_KEYS", "ID_KEYS"]
+__all__ = ["sample_from_run", "has_open_runs", "QUESTION_KEYS", "ANSWER_KEYS", "SCORE_KEYS", "ID_KEYS"]
 
 log = logging.getLogger("ragmeter")
 
@@ -90,7 +93,7 @@ def sample_from_run(root: Any, target: Any, question_key: str | None = None,
         "retrievers": retrievers,
     }
     if reason:
-        metadata["error" if status == "error" else "partial_reason"] = reason
+        metadata["error" if status == "error" else "partial_reason"] = redact(reason)
     if partial_answer:
         metadata["partial_answer"] = partial_answer
     usage = tree.token_usage()
@@ -106,8 +109,8 @@ def sample_from_run(root: Any, target: Any, question_key: str | None = None,
     if root.tags:
         metadata["tags"] = _jsonable(list(root.tags))
     extra = {k: v for k, v in run_meta.items() if k not in (REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY)}
-    if extra:
-        metadata["run_metadata"] = _jsonable(extra)
+    if extra:  # the application's own keys: kept, without credentials
+        metadata["run_metadata"] = redact_value(_jsonable(extra))
 
     fields = {"reference": reference if reference is None or isinstance(reference, str) else str(reference),
               "relevant_ids": relevant}
@@ -115,14 +118,26 @@ def sample_from_run(root: Any, target: Any, question_key: str | None = None,
         sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id),
                         metadata=metadata, **fields)
     except RecordError as err:  # bad ground truth in config metadata: keep the run, drop the field
-        log.warning("ragmeter: ignoring config metadata for run %s: %s", root.id, err)
-        metadata["capture_warning"] = str(err)
+        log.warning("ragmeter: ignoring config metadata for run %s: %s", root.id, redact(str(err)))
+        metadata["capture_warning"] = redact(str(err))
         sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id),
                         metadata=metadata)
     return sample, "captured"
 
 
 # ---------------------------------------------------------------------- the run tree
+
+
+def has_open_runs(root: Any) -> bool:
+    """Whether a run below ``root`` has not ended (an abandoned stream): those runs may still
+    change after the root ended, so such a tree is read at once rather than later."""
+    stack = list(root.child_runs or ())
+    while stack:
+        run = stack.pop()
+        if run.end_time is None:
+            return True
+        stack.extend(run.child_runs or ())
+    return False
 
 
 class _Tree:
@@ -276,7 +291,7 @@ def _contexts(retrievers: list[Any]) -> tuple[list[Context], list[dict]]:
         if run.start_time is not None and run.end_time is not None:
             entry["latency_s"] = _round((run.end_time - run.start_time).total_seconds())
         if run.error:
-            entry["error"] = _error_head(run.error)
+            entry["error"] = redact(_error_head(run.error))
         info.append(entry)
         for doc in docs:
             ctx = _context(doc)
@@ -314,7 +329,7 @@ def _context(doc: Any) -> Context | None:
         if value is not None and math.isfinite(value):
             score = value
             break
-    return Context(text=text, id=doc_id, score=score, metadata=_jsonable(meta))
+    return Context(text=text, id=doc_id, score=score, metadata=redact_value(_jsonable(meta)))
 
 
 def _question(inputs: Any, key: str | None) -> str | None:

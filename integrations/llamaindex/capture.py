@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Iterable, Optional
 
 from llama_index.core.instrumentation import get_dispatcher
@@ -22,6 +23,7 @@ from ragmeter.integrations._tracing import TraceLink, trace_metadata
 from ragmeter.integrations.llamaindex.nodes import _as_embedder, _as_judge, _dedup_nodes, _node_context
 from ragmeter.integrations.llamaindex.spans import _Capture, _EventSink, _Query, _SpanTracker
 from ragmeter.metrics import Metric
+from ragmeter.redact import redact, redact_value
 from ragmeter.result import EvaluationResult as RagmeterEvaluationRun
 from ragmeter.result import SampleResult
 from ragmeter.runner import resolve_metrics
@@ -65,6 +67,15 @@ class RagmeterInstrumentation:
     With ``attach_to_trace`` and an OpenTelemetry SDK tracer provider (the global one, or
     ``tracer_provider``), each result is written as an evaluation span into the trace whose span
     was active when the query started (see TRACING.md).
+
+    The tags other than the ground truth go to ``metadata["tags"]``, and node metadata to each
+    context, through :func:`ragmeter.redact.redact_value` (credentials masked); error texts are
+    redacted. ``capture_content=False`` (default: ``RAGMETER_CAPTURE_CONTENT``, else True) scores
+    each query as captured, in memory, but keeps and writes no content: the samples
+    (:attr:`samples`, :meth:`export_jsonl`, ``result.sample``) are
+    :func:`ragmeter.capture.without_content` copies, and the evaluation spans carry no
+    explanations or quotes. The query's thread only hands the finished query over; the Sample is
+    built on the capture thread.
     """
 
     def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, mode: str = "inline",
@@ -72,12 +83,14 @@ class RagmeterInstrumentation:
                  should_score: Callable[[Sample], Optional[bool]] | None = None,
                  on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
                  concurrency: int = 4, keep: Optional[int] = 10_000, stream_timeout: float = 600.0,
-                 attach_to_trace: bool = True, tracer_provider: Any = None, dispatcher: Any = None):
+                 attach_to_trace: bool = True, tracer_provider: Any = None, dispatcher: Any = None,
+                 capture_content: Optional[bool] = None):
         self._trace = TraceLink(tracer_provider)
         self._recorder = CaptureRecorder(
             resolve_metrics(metrics), _as_judge(judge), mode=mode, embedder=_as_embedder(embedder),
             sample_rate=sample_rate, should_score=should_score, on_result=on_result, max_queue=max_queue,
-            concurrency=concurrency, keep=keep, write_trace=self._trace.write, name="ragmeter-llamaindex")
+            concurrency=concurrency, keep=keep, write_trace=self._trace.write, name="ragmeter-llamaindex",
+            capture_content=capture_content)
         self.mode = mode
         self.stream_timeout = float(stream_timeout)
         self.max_open = 10_000
@@ -106,6 +119,12 @@ class RagmeterInstrumentation:
     def embedder(self) -> Any:
         """The embedder as given (a LlamaIndex embedding model wrapped in a LlamaIndexEmbedder)."""
         return self._recorder.embedder
+
+    @property
+    def capture_content(self) -> bool:
+        """Whether samples keep their content (the ``capture_content`` argument, else
+        ``RAGMETER_CAPTURE_CONTENT``, else True)."""
+        return self._recorder.capture_content
 
     @property
     def scorer(self) -> BackgroundScorer | None:
@@ -237,14 +256,21 @@ class RagmeterInstrumentation:
         if target is not None:
             md["trace"] = trace_metadata(target)
         extra = {k: v for k, v in q.tags.items() if k not in (REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY)}
-        if extra:
-            md["tags"] = extra
+        if extra:  # the application's own tags: kept, without credentials
+            md["tags"] = redact_value(extra)
         return md
 
     def _record(self, q: _Query, answer: Optional[str], *, error: Optional[str], partial_text: Optional[str],
                 partial_reason: Optional[str]) -> None:
-        """Hand a finished query to the recorder as a Sample; a query that cannot be turned into
-        one is counted in ``capture_errors``."""
+        """Hand a finished query over: it becomes a Sample on the recorder's capture thread (the
+        query is complete and no longer changed, so the request thread returns at once)."""
+        self._recorder.defer(functools.partial(self._record_now, q, answer, error=error, partial_text=partial_text,
+                                               partial_reason=partial_reason))
+
+    def _record_now(self, q: _Query, answer: Optional[str], *, error: Optional[str], partial_text: Optional[str],
+                    partial_reason: Optional[str]) -> None:
+        """Record a finished query as a Sample; a query that cannot be turned into one is counted
+        in ``capture_errors``."""
         sample: Sample | None = None
         with never_raise("LlamaIndex capture: record a query",
                          on_error=lambda err: self._recorder.count("capture_errors")):
@@ -259,17 +285,19 @@ class RagmeterInstrumentation:
                 partial_reason: Optional[str]) -> Sample:
         nodes = q.nodes or q.reranked or _dedup_nodes(q.retrieved)
         contexts = [_node_context(n) for n in nodes or []]
+        for c in contexts:  # node metadata as captured: without credentials
+            c.metadata = redact_value(c.metadata)
         md = self._metadata(q, contexts)
         if partial_reason is not None:
             status = "partial"
-            md["partial_reason"] = partial_reason
+            md["partial_reason"] = redact(partial_reason)
             if error:
-                md["error"] = error
+                md["error"] = redact(error)
             if partial_text:
                 md["partial_answer"] = partial_text
         elif error is not None:
             status = "error"
-            md["error"] = error
+            md["error"] = redact(error)
         else:
             status = "ok"
         md["status"] = status
@@ -285,5 +313,5 @@ class RagmeterInstrumentation:
         except RecordError as err:
             if "question" in str(err.field or ""):
                 raise
-            md["capture_warning"] = str(err)  # bad ground truth in the tags: keep the query
+            md["capture_warning"] = redact(str(err))  # bad ground truth in the tags: keep the query
             return Sample(question, contexts, answer=answer, id=sample_id, metadata=md)

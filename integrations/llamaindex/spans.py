@@ -36,7 +36,7 @@ from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent,
 from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent, SynthesizeStartEvent
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
-from ragmeter.guard import never_raise
+from ragmeter.guard import guarded, never_raise
 from ragmeter.integrations.llamaindex.nodes import _jsonable, _query_text, _response_text, _usage_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -165,9 +165,9 @@ class _Capture:
     def on_span_enter(self, id_: str, parent_id: Optional[str], instance: Any, tags: Any,
                       bound_args: Any = None) -> None:
         """A span opened: a new root query, or a span inside an open query."""
-        with never_raise("LlamaIndex capture: span enter"):
-            self._span_entered(id_, parent_id, instance, tags, bound_args)
+        self._span_entered(id_, parent_id, instance, tags, bound_args)
 
+    @guarded("LlamaIndex capture: span enter")  # a plain try/except: this runs for every span
     def _span_entered(self, id_: str, parent_id: Optional[str], instance: Any, tags: Any, bound_args: Any) -> None:
         root = self.span_root.get(parent_id) if parent_id else None
         if root is None and isinstance(instance, BaseQueryEngine) and _method_of(id_) in ("query", "aquery"):
@@ -229,9 +229,9 @@ class _Capture:
         q = self.open.get(root)
         if q is None:
             return
-        with never_raise("LlamaIndex capture: read an event"):
-            self._apply(q, event, sid)
+        self._apply(q, event, sid)
 
+    @guarded("LlamaIndex capture: read an event")  # a plain try/except: this runs for every event
     def _apply(self, q: _Query, event: Any, sid: Optional[str]) -> None:
         now = time.perf_counter()
         if isinstance(event, QueryStartEvent):

@@ -10,7 +10,8 @@ Point an SDK at it: ``OpenAIJudge(base_url=server.openai_url, api_key="test")``,
 ``AnthropicJudge(base_url=server.url, api_key="test")``.
 
 Replies are scripted, protocol-neutral: queue them with :meth:`FakeLLMServer.push`
-(:func:`answer`, :func:`text`, :func:`truncated`, :func:`error`, :func:`hang`), or give a
+(:func:`answer`, :func:`text`, :func:`truncated`, :func:`error`, :func:`hang`, :func:`trickle`,
+:func:`html`, :func:`echo_key`), or give a
 ``responder(request) -> reply`` that reads the task and its inputs from the request
 (:attr:`Recorded.task`, :attr:`Recorded.inputs`). When the queue is empty the responder answers;
 the default responder, :func:`oracle`, gives a valid answer to every ragmeter task.
@@ -32,6 +33,7 @@ import collections
 import hashlib
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -41,8 +43,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["FakeLLMServer", "Answer", "Fail", "Recorded", "answer", "text", "truncated", "error", "hang",
-           "oracle", "fake_embedding"]
+__all__ = ["FakeLLMServer", "Answer", "Fail", "Raw", "Recorded", "answer", "text", "truncated", "error", "hang",
+           "trickle", "html", "echo_key", "oracle", "fake_embedding"]
 
 
 # --------------------------------------------------------------------------- scripted replies
@@ -53,7 +55,8 @@ class Answer:
     """A model answer. ``output``: the structured answer (OpenAI: JSON message content or tool
     call arguments; Anthropic: ``tool_use`` input); ``text``: raw text instead (OpenAI content,
     Anthropic text block); ``finish``: ``"stop"`` or ``"length"`` (Anthropic ``max_tokens``);
-    ``delay``: seconds the server waits before answering."""
+    ``delay``: seconds the server waits before answering; ``trickle``: seconds between the bytes
+    of the body (a slow gateway: each byte resets a read timeout, only a deadline stops it)."""
 
     output: Any = None
     text: str | None = None
@@ -61,15 +64,29 @@ class Answer:
     prompt_tokens: int = 100
     completion_tokens: int = 20
     delay: float = 0.0
+    trickle: float = 0.0
 
 
 @dataclass
 class Fail:
-    """An HTTP error reply (``status``, ``message``, extra ``headers``), after ``delay`` seconds."""
+    """An HTTP error reply (``status``, ``message``, extra ``headers``), after ``delay`` seconds.
+    ``echo``: the message ends with the credential the request sent (a gateway that echoes it)."""
 
     status: int = 500
     message: str = "internal error"
     headers: dict = field(default_factory=dict)
+    delay: float = 0.0
+    echo: bool = False
+
+
+@dataclass
+class Raw:
+    """A reply sent as given, not in either protocol: ``status``, ``body``, ``content_type``
+    (e.g. a proxy's HTML page)."""
+
+    body: str
+    status: int = 200
+    content_type: str = "text/html; charset=utf-8"
     delay: float = 0.0
 
 
@@ -92,6 +109,24 @@ def error(status: int = 500, *, retry_after: float | None = None, message: str |
     """An HTTP error; ``retry_after`` sets the ``Retry-After`` header (seconds)."""
     headers = {"retry-after": str(retry_after)} if retry_after is not None else {}
     return Fail(status, message or {429: "rate limited", 529: "overloaded"}.get(status, "server error"), headers)
+
+
+def trickle(every: float, then: Any = None) -> Answer:
+    """Send the answer (``then``, default ``{}``) one byte every ``every`` seconds."""
+    a = then if isinstance(then, Answer) else Answer(output=then if then is not None else {})
+    a.trickle = every
+    return a
+
+
+def html(body: str = "<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>",
+         status: int = 200) -> Raw:
+    """A non-JSON page (by default a proxy's HTML error page) with ``status`` (default 200)."""
+    return Raw(body, status)
+
+
+def echo_key(status: int = 401, message: str = "invalid credentials") -> Fail:
+    """An HTTP error whose body repeats the API key the request sent (Authorization / x-api-key)."""
+    return Fail(status, message, echo=True)
 
 
 def hang(seconds: float, then: Any = None) -> Answer:
@@ -289,11 +324,15 @@ def _anthropic_reply(req: Recorded, a: Answer) -> dict:
     }
 
 
-def _error_body(protocol: str, f: Fail) -> dict:
+def _error_body(protocol: str, f: Fail, headers: dict | None = None) -> dict:
+    message = f.message
+    if f.echo and headers:
+        sent = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+        message += f"; you sent {sent}"
     if protocol == "anthropic":
         kind = {429: "rate_limit_error", 529: "overloaded_error", 400: "invalid_request_error"}.get(f.status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": f.message}}
-    return {"error": {"message": f.message, "type": "server_error" if f.status >= 500 else "invalid_request_error",
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": "server_error" if f.status >= 500 else "invalid_request_error",
                       "code": None, "param": None}}
 
 
@@ -327,7 +366,7 @@ class FakeLLMServer:
         class Handler(_Handler):
             server_owner = owner
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
@@ -397,7 +436,8 @@ class FakeLLMServer:
             return None
         return self.responder(req)
 
-    def _handle(self, path: str, body: dict, headers: dict) -> tuple[int, dict, dict, float]:
+    def _handle(self, path: str, body: dict, headers: dict) -> tuple[int, Any, dict, float]:
+        """``(status, payload, headers, trickle)``: payload is a JSON-able dict or a :class:`Raw`."""
         req = Recorded(path, body, headers, time.monotonic())
         with self._lock:
             self.requests.append(req)
@@ -411,7 +451,9 @@ class FakeLLMServer:
             if delay:
                 time.sleep(delay)
             if isinstance(reply, Fail):
-                return reply.status, _error_body(req.protocol, reply), reply.headers, 0.0
+                return reply.status, _error_body(req.protocol, reply, headers), reply.headers, 0.0
+            if isinstance(reply, Raw):
+                return reply.status, reply, {}, 0.0
             if req.protocol == "embeddings":
                 inputs = body.get("input")
                 inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
@@ -423,11 +465,18 @@ class FakeLLMServer:
             if not isinstance(reply, Answer):
                 return 500, _error_body(req.protocol, Fail(500, f"fake server: bad scripted reply {reply!r}")), {}, 0.0
             make = _anthropic_reply if req.protocol == "anthropic" else _openai_reply
-            return 200, make(req, reply), {}, 0.0
+            return 200, make(req, reply), {}, reply.trickle
         finally:
             with self._lock:
                 self._in_flight -= 1
                 req.finished = time.monotonic()
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (e.g. at its deadline, mid-trickle) is normal here: stay quiet."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -450,19 +499,30 @@ class _Handler(BaseHTTPRequestHandler):
         if not (path.endswith("/chat/completions") or path.endswith("/messages") or path.endswith("/embeddings")):
             self._send(404, {"error": {"message": f"no route {path}"}}, {})
             return
-        status, payload, headers, _ = self.server_owner._handle(path, body, {k.lower(): v for k, v in self.headers.items()})
-        self._send(status, payload, headers)
+        status, payload, headers, every = self.server_owner._handle(
+            path, body, {k.lower(): v for k, v in self.headers.items()})
+        self._send(status, payload, headers, every)
 
-    def _send(self, status: int, payload: dict, headers: dict) -> None:
-        data = json.dumps(payload).encode()
+    def _send(self, status: int, payload: Any, headers: dict, every: float = 0.0) -> None:
+        if isinstance(payload, Raw):
+            data, kind = payload.body.encode(), payload.content_type
+        else:
+            data, kind = json.dumps(payload).encode(), "application/json"
         try:
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", kind)
             self.send_header("content-length", str(len(data)))
             for k, v in headers.items():
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(data)
+            if every:
+                self.wfile.flush()
+                for i in range(len(data)):  # one byte at a time until done or the client hangs up
+                    time.sleep(every)
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+            else:
+                self.wfile.write(data)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True

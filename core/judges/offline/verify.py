@@ -47,28 +47,27 @@ def lexical_support(claim: Text, chunk: Chunk, i: int, settings: OfflineSettings
     present = [s for s in stems if s in chunk.stems]
     missing = [s for s in stems if s not in chunk.stems]
     doc_cov = len(present) / len(stems)
-    # Best passage: the run of up to `window` sentences covering most claim words.
+    # Best passage: the run of up to `window` sentences covering most claim words (the first
+    # such run, shortest first). Only sentences holding a claim word can score, so only runs
+    # touching one are looked at: the work grows with the hits, not with the chunk's length.
     n = len(chunk.sentences)
-    weights = dict.fromkeys(present, 1.0)
-    scores = [0.0] * n
     hits: dict[int, set] = {}
     for s in present:
-        wt = weights[s]
         for j in chunk.index[s]:
-            scores[j] += wt
             hits.setdefault(j, set()).add(s)
-    best_score, best_span = -1.0, (0, 1)
-    for j in range(n):
-        if scores[j] > best_score + 1e-12:
-            best_score, best_span = scores[j], (j, j + 1)
+    best_score, best_span = 0.0, (0, 1)
+    rows = sorted(hits)
+    for j in rows:
+        if len(hits[j]) > best_score + 1e-12:
+            best_score, best_span = float(len(hits[j])), (j, j + 1)
     for w in range(2, min(settings.window, n) + 1):
-        for j in range(n - w + 1):
-            if sum(scores[j:j + w]) <= best_score + 1e-12:
+        starts = sorted({j for h in rows for j in range(max(0, h - w + 1), min(h, n - w) + 1)})
+        for j in starts:
+            if sum(len(hits.get(x, ())) for x in range(j, j + w)) <= best_score + 1e-12:
                 continue
-            covered = set().union(*(hits.get(x, ()) for x in range(j, j + w)))
-            sc = sum(weights[s] for s in covered)
+            sc = len(set().union(*(hits.get(x, ()) for x in range(j, j + w))))
             if sc > best_score + 1e-12:
-                best_score, best_span = sc, (j, j + w)
+                best_score, best_span = float(sc), (j, j + w)
     best = len(set().union(*(hits.get(x, ()) for x in range(*best_span)))) if present else 0
     win_cov = max(best, 0) / len(stems)
     lexical = settings.doc_weight * doc_cov + (1 - settings.doc_weight) * win_cov

@@ -1,0 +1,28 @@
+"""The dashboard of a history store: the last runs' trends, the newest run's summary and its
+worst samples, and the inline samples' daily means (``ragmeter dashboard``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragmeter.dashboard.model import RunEntry, Verdicts
+from ragmeter.dashboard.page import render
+
+__all__ = ["render_store"]
+
+
+def render_store(store: Any, *, runs: int = 30, samples: int = 500, title: str = "ragmeter dashboard",
+                 verdicts: Verdicts | None = None) -> str:
+    """The page of ``store`` (a :class:`ragmeter.store.Store`): the last ``runs`` runs draw the
+    trends, the newest one gives the summary and distributions, and its ``samples`` worst
+    samples are listed with their evidence. Raises ValueError when the store holds no run."""
+    infos = list(reversed(store.runs(limit=runs)))
+    if not infos:
+        raise ValueError(f"no run is recorded in {store.where}; record one with 'ragmeter evaluate ... --db'")
+    entries = [RunEntry.from_result(store.run(i.id), i.id, verdicts=verdicts, created_at=i.created_at, kind=i.kind,
+                                    dataset=i.dataset, app_version=i.app_version, git_commit=i.git_commit)
+               for i in infos]
+    latest = infos[-1]
+    listed = store.samples(run_id=latest.id, limit=samples)
+    daily = {m: [tuple(p) for p in store.metric_trend(m, by="day", kind="inline")] for m in latest.metrics}
+    return render(entries, listed, title=title, verdicts=verdicts, daily={m: p for m, p in daily.items() if p})

@@ -1,0 +1,41 @@
+"""Run and sample history: every evaluation run and every inline-scored sample, kept.
+
+>>> from ragmeter.store import Store
+>>> store = Store()                                  # $RAGMETER_DB, else ./ragmeter.db  # doctest: +SKIP
+>>> run_id = store.record_run(rm.evaluate("examples/rag_samples.jsonl"), dataset="rag_samples")  # doctest: +SKIP
+>>> store.metric_trend("faithfulness")               # [(run id, mean, count, errors), ...]  # doctest: +SKIP
+
+A file path is a SQLite database (WAL mode, busy timeout, writes retried while another process
+holds the lock, so several processes can share one file); a ``postgresql://`` URL is PostgreSQL
+through psycopg 3 (``pip install 'ragmeter[postgres]'``). Both use one SQLAlchemy Core schema:
+
+``runs``
+    ``id``, ``created_at`` (UTC), ``kind`` (``"evaluate"`` for :meth:`Store.record_run`,
+    ``"inline"`` for :meth:`Store.record_samples`), ``dataset``, ``source`` and ``process``
+    (inline: the capture and ``host:pid:token``), ``app_version`` and ``git_commit`` (from
+    ``RAGMETER_APP_VERSION`` / ``GIT_COMMIT``, ``GITHUB_SHA``, ``CI_COMMIT_SHA``, ...), ``judge``,
+    ``settings`` (JSON: metric names and their pass / warn thresholds), ``usage`` (JSON: judge
+    calls, tokens, cost), ``duration_s``, ``tags`` (JSON list), ``invalid`` (JSON: the input
+    records that could not be loaded).
+``samples``
+    one row per scored sample: ``run_id``, ``sample_id``, ``created_at`` (the run's time, or an
+    inline sample's ``metadata["started_at"]``), ``question``, ``answer``, ``contexts`` (JSON:
+    text, id, retriever score, metadata per chunk, in retrieval order), ``reference``,
+    ``relevant_ids`` (JSON), ``metadata`` (JSON), ``usage`` (JSON), ``scoring_s`` (time spent
+    scoring), ``latency_s`` (the app's response time, when the capture measured it), ``tags``.
+``scores``
+    one row per (sample, metric): ``sample_row_id``, ``run_id``, ``metric``, ``value`` (NULL when
+    it could not be computed or does not apply), ``label``, ``error``, ``explanation``,
+    ``details`` (JSON: the evidence), ``judge``.
+``schema_version``
+    the versions the database went through; see :mod:`ragmeter.store.schema` for migrations.
+
+JSON columns are text (portable, written with ``allow_nan=False``). Inline samples go into one run
+per (source, process), so a deployment's app version and commit are stored once with its samples;
+:meth:`Store.metric_trend` ``by="day"`` is the time series over all of them.
+"""
+
+from ragmeter.store.schema import SCHEMA_VERSION, StoreVersionError
+from ragmeter.store.store import RunInfo, Store, StoredSample, TrendPoint
+
+__all__ = ["Store", "RunInfo", "StoredSample", "TrendPoint", "StoreVersionError", "SCHEMA_VERSION"]

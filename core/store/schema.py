@@ -1,0 +1,168 @@
+"""The store's tables (one SQLAlchemy Core definition for SQLite and PostgreSQL) and their
+migrations.
+
+``schema_version`` has one row per version the database went through (``version``,
+``applied_at``); the highest is the database's version. Opening a database:
+
+- without tables: every table is created at :data:`SCHEMA_VERSION`;
+- at an older version: each later step of :data:`MIGRATIONS` runs, in order, in one transaction;
+- at a newer version (written by a newer ragmeter): :class:`StoreVersionError`.
+
+Migrations run under the write lock (SQLite ``BEGIN IMMEDIATE``, a PostgreSQL advisory lock),
+so processes opening one database at once create or upgrade it exactly once. A migration step
+is a function of a Connection that uses only portable DDL (SQLAlchemy ``Index.create``,
+``ALTER TABLE ... ADD COLUMN`` with the type compiled for the dialect) and Python for data.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+__all__ = ["metadata", "runs", "samples", "scores", "schema_version", "SCHEMA_VERSION", "MIGRATIONS",
+           "StoreVersionError", "current_version", "migrate", "latency_of"]
+
+metadata = sa.MetaData()
+_JSON = sa.Text  # JSON is stored as text (json.dumps, allow_nan=False): same on every database
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("created_at", sa.DateTime, nullable=False),           # UTC, naive
+    sa.Column("kind", sa.String(16), nullable=False),                # "evaluate" | "inline"
+    sa.Column("dataset", sa.String(512)),
+    sa.Column("source", sa.String(64)),                              # inline: langchain / llamaindex / otel
+    sa.Column("process", sa.String(256)),                            # inline: "host:pid:token"
+    sa.Column("app_version", sa.String(128)),
+    sa.Column("git_commit", sa.String(64)),
+    sa.Column("judge", sa.String(256)),
+    sa.Column("settings", _JSON, nullable=False),                    # {"metrics": [...], "thresholds": {m: [t, w]}}
+    sa.Column("usage", _JSON, nullable=False),                       # Usage.to_dict()
+    sa.Column("duration_s", sa.Double, nullable=False, default=0.0),
+    sa.Column("tags", _JSON, nullable=False),                        # ["tag", ...]
+    sa.Column("invalid", _JSON, nullable=False),                     # [RecordError.to_dict(), ...]
+)
+
+samples = sa.Table(
+    "samples", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("sample_id", sa.String(256), nullable=False, index=True),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("question", sa.Text, nullable=False),
+    sa.Column("answer", sa.Text),
+    sa.Column("contexts", _JSON, nullable=False),                    # [{"text", "id", "score", "metadata"}, ...]
+    sa.Column("reference", sa.Text),
+    sa.Column("relevant_ids", _JSON),
+    sa.Column("metadata", _JSON, nullable=False),
+    sa.Column("usage", _JSON, nullable=False),
+    sa.Column("scoring_s", sa.Double, nullable=False, default=0.0),  # SampleResult.duration_s
+    sa.Column("tags", _JSON, nullable=False),
+    sa.Column("latency_s", sa.Double),                               # v2: the app's response time
+)
+
+scores = sa.Table(
+    "scores", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("sample_row_id", sa.Integer, sa.ForeignKey("samples.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("metric", sa.String(128), nullable=False),
+    sa.Column("value", sa.Double),
+    sa.Column("label", sa.String(8)),
+    sa.Column("error", sa.Text),
+    sa.Column("explanation", sa.Text, nullable=False),
+    sa.Column("details", _JSON, nullable=False),
+    sa.Column("judge", sa.String(256)),
+)
+
+schema_version = sa.Table(
+    "schema_version", metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("applied_at", sa.DateTime, nullable=False),
+)
+
+# v2 query indexes: trends read scores by (metric, run); day trends and "newest" read samples by time.
+_V2_INDEXES = (sa.Index("ix_scores_metric_run", scores.c.metric, scores.c.run_id),
+               sa.Index("ix_samples_created_at", samples.c.created_at))
+
+
+class StoreVersionError(RuntimeError):
+    """The database was written by a newer ragmeter (its schema version is above ours)."""
+
+
+def latency_of(metadata: dict) -> float | None:
+    """The app's response time in seconds recorded in a sample's metadata by the captures
+    (``latency.total_s``), or a plain ``latency_s`` / ``latency`` number; None when absent."""
+    value = metadata.get("latency")
+    if isinstance(value, dict):
+        value = value.get("total_s")
+    if value is None:
+        value = metadata.get("latency_s")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _v2_latency_and_indexes(conn: Connection) -> None:
+    """v1 -> v2: ``samples.latency_s`` (backfilled from each sample's metadata) and the query indexes."""
+    column_type = sa.Double().compile(dialect=conn.dialect)
+    conn.exec_driver_sql(f"ALTER TABLE samples ADD COLUMN latency_s {column_type}")
+    rows = conn.execute(sa.select(samples.c.id, samples.c.metadata)).all()
+    updates = [{"row": row_id, "latency": latency_of(json.loads(md))} for row_id, md in rows]
+    updates = [u for u in updates if u["latency"] is not None]
+    if updates:
+        conn.execute(samples.update().where(samples.c.id == sa.bindparam("row"))
+                     .values(latency_s=sa.bindparam("latency")), updates)
+    for index in _V2_INDEXES:
+        index.create(conn)
+
+
+#: ``MIGRATIONS[i]`` upgrades a database from version ``i + 1`` to ``i + 2``.
+MIGRATIONS: list[Callable[[Connection], None]] = [_v2_latency_and_indexes]
+SCHEMA_VERSION = len(MIGRATIONS) + 1
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _version(conn: Connection) -> int | None:
+    if not sa.inspect(conn).has_table("schema_version"):
+        return None
+    return conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar()
+
+
+def _check_not_newer(version: int | None, where: str) -> None:
+    if version is not None and version > SCHEMA_VERSION:
+        raise StoreVersionError(f"{where} has schema version {version}, newer than this ragmeter reads "
+                                f"({SCHEMA_VERSION}): upgrade ragmeter (pip install -U ragmeter)")
+
+
+def current_version(conn: Connection, where: str) -> int | None:
+    """The database's schema version (None when it has no ragmeter tables yet); raises
+    :class:`StoreVersionError` when it is newer than this ragmeter."""
+    version = _version(conn)
+    _check_not_newer(version, where)
+    return version
+
+
+def migrate(conn: Connection, where: str) -> int:
+    """Create or upgrade the schema in ``conn``'s (write) transaction; returns the version now.
+    ``where`` names the database in error messages."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(7140214)"))  # serialises concurrent openers
+    version = current_version(conn, where)
+    if version is None:
+        if sa.inspect(conn).has_table("runs"):
+            raise RuntimeError(f"{where} has a 'runs' table but no ragmeter schema_version: not a ragmeter store")
+        metadata.create_all(conn)
+        conn.execute(schema_version.insert().values(version=SCHEMA_VERSION, applied_at=_utcnow()))
+        return SCHEMA_VERSION
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        MIGRATIONS[target - 2](conn)
+        conn.execute(schema_version.insert().values(version=target, applied_at=_utcnow()))
+    return SCHEMA_VERSION

@@ -1,0 +1,266 @@
+"""Per-sample verdicts: one composite score and letter grade, a diagnosis that says whether
+retrieval or generation failed, and the app's response time as a metric.
+
+Pure functions over a sample's Scores (``SampleResult.scores``, a dict metric -> Score); no
+judge call, no state.
+
+>>> from ragmeter.data import Score
+>>> scores = {"faithfulness": Score("faithfulness", 0.9, label="pass"),
+...           "answer_relevancy": Score("answer_relevancy", 0.6, label="warn"),
+...           "context_recall": Score("context_recall", 0.2, label="fail"),
+...           "context_relevance": Score("context_relevance", 0.7, label="pass")}
+>>> value = composite_score(scores); round(value, 4), grade(value)
+(0.4345, 'F')
+>>> diagnose(scores).kind
+'retrieval'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ragmeter.aggregate import GRADE_THRESHOLDS, grade
+from ragmeter.data import Score
+from ragmeter.metrics import REGISTRY
+
+__all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "diagnose", "Diagnosis",
+           "DIAGNOSIS_RULE", "RETRIEVAL_SIGNALS", "GENERATION_SIGNALS", "response_time_score", "latency_seconds",
+           "RESPONSE_TIME"]
+
+_METHODS = ("harmonic", "weighted")
+
+#: The metrics whose low values mean the retriever failed (the chunks miss or bury what is needed).
+RETRIEVAL_SIGNALS = ("context_recall", "context_relevance")
+#: The metrics whose low values mean the generator failed (the answer strays from the chunks or the question).
+GENERATION_SIGNALS = ("faithfulness", "answer_relevancy")
+
+#: The diagnosis rule, as the reports state it.
+DIAGNOSIS_RULE = (
+    "A metric is low when it is labelled fail (its value is below the metric's warn level). "
+    "Retrieval failure: context_recall or context_relevance is low. "
+    "Generation failure: faithfulness or answer_relevancy is low while neither context metric is. "
+    "Both: a context metric and an answer metric are low. "
+    "Fine: none of the four is low. Unknown: none of the four has a value."
+)
+
+#: The metric name of :func:`response_time_score`.
+RESPONSE_TIME = "response_time"
+
+
+# --------------------------------------------------------------------------- composite score
+
+
+def composite_inputs(scores: Mapping[str, Score], weights: Mapping[str, float] | None = None
+                     ) -> tuple[dict[str, float], dict[str, str]]:
+    """What :func:`composite_score` combines: ``(used, excluded)``.
+
+    The metrics are the keys of ``weights``, or without weights every judged metric present in
+    ``scores`` (the names in :data:`ragmeter.metrics.REGISTRY`: retrieval metrics such as
+    ``ndcg@10`` and ``response_time`` are left out). ``used`` maps each metric with a value to
+    it; ``excluded`` maps each other metric to the reason: ``"not scored"``, ``"weight 0"``,
+    ``"not applicable"`` or ``"error: <the error>"`` (an error is never turned into a number).
+
+    >>> used, excluded = composite_inputs({"faithfulness": Score("faithfulness", 0.5),
+    ...                                    "mrr": Score("mrr", 1.0),
+    ...                                    "context_recall": Score("context_recall", None, error="timeout")})
+    >>> used, excluded
+    ({'faithfulness': 0.5}, {'context_recall': 'error: timeout'})
+    """
+    if weights is None:
+        names = [m for m in scores if m in REGISTRY]
+    else:
+        names = list(weights)
+        for name, w in weights.items():
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+                raise ValueError(f"weight of {name!r} must be a finite number >= 0, got {w!r}")
+    used: dict[str, float] = {}
+    excluded: dict[str, str] = {}
+    for name in names:
+        s = scores.get(name)
+        if s is None:
+            excluded[name] = "not scored"
+        elif weights is not None and weights[name] == 0:
+            excluded[name] = "weight 0"
+        elif s.value is None:
+            excluded[name] = f"error: {s.error}" if s.error else "not applicable"
+        else:
+            used[name] = s.value
+    return used, excluded
+
+
+def composite_score(scores: Mapping[str, Score], weights: Mapping[str, float] | None = None,
+                    method: str = "harmonic") -> float | None:
+    """One number in [0, 1] for a sample: the mean of its metrics' values.
+
+    ``method="harmonic"`` (default): the weighted harmonic mean ``sum_i w_i / sum_i (w_i / s_i)``
+    (0.0 when a used value is 0): one weak metric pulls the sample down, as a user would judge
+    an answer that is fluent but unfaithful. ``method="weighted"``: the weighted arithmetic mean
+    ``sum_i w_i * s_i / sum_i w_i``. ``weights`` (metric -> weight >= 0, need not sum to 1) choose
+    the metrics; without them every judged metric present weighs 1 (see :func:`composite_inputs`).
+    Scores that errored or do not apply are left out, never counted as 0; :func:`composite_inputs`
+    lists them with the reason. None when no chosen metric has a value.
+
+    Example: faithfulness 0.9, answer_relevancy 0.6, context_recall 1.0, context_relevance
+    errored (left out): harmonic 3 / (1/0.9 + 1/0.6 + 1/1.0) = 0.7941 (grade C); weighted
+    (0.9 + 0.6 + 1.0) / 3 = 0.8333 (grade B); with weights faithfulness 2, answer_relevancy 1:
+    harmonic 3 / (2/0.9 + 1/0.6) = 0.7714.
+
+    >>> s = {"faithfulness": Score("faithfulness", 0.9), "answer_relevancy": Score("answer_relevancy", 0.6),
+    ...      "context_recall": Score("context_recall", 1.0), "context_relevance": Score("context_relevance", None, error="x")}
+    >>> [round(composite_score(s, method=m), 4) for m in ("harmonic", "weighted")]
+    [0.7941, 0.8333]
+    >>> round(composite_score(s, {"faithfulness": 2, "answer_relevancy": 1}), 4)
+    0.7714
+    """
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    used, _ = composite_inputs(scores, weights)
+    if not used:
+        return None
+    w = {name: (1.0 if weights is None else float(weights[name])) for name in used}
+    total = math.fsum(w.values())
+    if method == "weighted":
+        return math.fsum(w[n] * v for n, v in used.items()) / total
+    if any(v == 0.0 for v in used.values()):
+        return 0.0
+    return total / math.fsum(w[n] / v for n, v in used.items())
+
+
+# --------------------------------------------------------------------------- diagnosis
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What to fix for one sample: ``kind`` is ``"retrieval"``, ``"generation"``, ``"both"``,
+    ``"fine"`` or ``"unknown"``; ``rule`` the rule that decided it (:data:`DIAGNOSIS_RULE`);
+    ``reasons`` one line per signal metric (its value and label, or why it has none)."""
+
+    kind: str
+    rule: str = DIAGNOSIS_RULE
+    reasons: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form."""
+        return {"kind": self.kind, "rule": self.rule, "reasons": list(self.reasons)}
+
+
+def _signal(name: str, s: Score | None, low_labels: tuple[str, ...]) -> tuple[bool | None, str]:
+    """(is low, reason) of one signal metric; None when it gives no verdict."""
+    if s is None:
+        return None, f"{name}: not scored"
+    if s.value is None:
+        return None, f"{name}: {'error: ' + s.error if s.error else 'not applicable'}"
+    if s.label is None:
+        return None, f"{name}: {s.value:.2f} without a pass / warn / fail label"
+    levels = s.details.get("warn"), s.details.get("threshold")
+    low = s.label in low_labels
+    if low and isinstance(levels[0], (int, float)) and s.label == "fail":
+        where = f"below its warn level {levels[0]:g}"
+    elif s.label == "pass" and isinstance(levels[1], (int, float)):
+        where = f"at or above its pass level {levels[1]:g}"
+    else:
+        where = f"labelled {s.label}"
+    return low, f"{name} {s.value:.2f} {where} ({'low' if low else 'not low'})"
+
+
+def diagnose(scores: Mapping[str, Score], *, low_labels: tuple[str, ...] = ("fail",)) -> Diagnosis:
+    """Tell a retrieval failure from a generation failure, from the metric triad.
+
+    A signal metric is *low* when its label is in ``low_labels`` (default: ``fail``, i.e. the
+    value is below the metric's warn level; pass ``("warn", "fail")`` to call anything short of
+    pass low). Retrieval signals: :data:`RETRIEVAL_SIGNALS` (context recall, context relevance);
+    generation signals: :data:`GENERATION_SIGNALS` (faithfulness, answer relevancy). Then, as
+    :data:`DIAGNOSIS_RULE` states: a low retrieval signal and a low generation signal ->
+    ``"both"``; only retrieval -> ``"retrieval"``; only generation -> ``"generation"`` (good
+    context, bad answer); none low -> ``"fine"``; no signal with a label -> ``"unknown"``. A signal
+    that errored or was not scored gives no verdict and is named in the reasons.
+
+    Example: context_recall 0.2 (fail: below warn 0.6), context_relevance 0.7 (pass),
+    faithfulness 0.9 (pass), answer_relevancy 0.6 (warn) -> ``"retrieval"``: the chunks lack
+    what the reference needs, while the answer is faithful to what they say.
+
+    >>> fail = {"warn": 0.6, "threshold": 0.8}
+    >>> d = diagnose({"context_recall": Score("context_recall", 0.2, details=fail, label="fail"),
+    ...               "faithfulness": Score("faithfulness", 0.95, label="pass")})
+    >>> d.kind, d.reasons[0]
+    ('retrieval', 'context_recall 0.20 below its warn level 0.6 (low)')
+    """
+    reasons: list[str] = []
+    verdicts: dict[str, list[bool]] = {"retrieval": [], "generation": []}
+    for side, names in (("retrieval", RETRIEVAL_SIGNALS), ("generation", GENERATION_SIGNALS)):
+        for name in names:
+            low, reason = _signal(name, scores.get(name), tuple(low_labels))
+            reasons.append(reason)
+            if low is not None:
+                verdicts[side].append(low)
+    retrieval, generation = any(verdicts["retrieval"]), any(verdicts["generation"])
+    if retrieval and generation:
+        kind = "both"
+    elif retrieval:
+        kind = "retrieval"
+    elif generation:
+        kind = "generation"
+    elif verdicts["retrieval"] or verdicts["generation"]:
+        kind = "fine"
+    else:
+        kind = "unknown"
+    return Diagnosis(kind, DIAGNOSIS_RULE, reasons)
+
+
+# --------------------------------------------------------------------------- response time
+
+
+def latency_seconds(metadata: Mapping[str, Any]) -> float | None:
+    """The app's response time in seconds recorded in a sample's metadata by the captures:
+    ``metadata["latency"]["total_s"]`` (LangChain handler, LlamaIndex instrumentation), or a
+    plain number in ``metadata["latency"]`` / ``metadata["latency_s"]``; None when absent or not
+    a finite number >= 0.
+
+    >>> latency_seconds({"latency": {"retrieval_s": 0.4, "generation_s": 1.9, "total_s": 2.4}})
+    2.4
+    """
+    value = metadata.get("latency")
+    if isinstance(value, Mapping):
+        value = value.get("total_s")
+    if value is None:
+        value = metadata.get("latency_s")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def response_time_score(latency_s: float, pass_under: float = 3.0, warn_under: float = 5.0) -> Score:
+    """The app's response time as a Score (metric ``"response_time"``), next to the judged metrics.
+
+    Label: pass when ``latency_s <= pass_under``, warn when ``<= warn_under``, else fail.
+    Value, piecewise linear in the latency t (p = pass_under, w = warn_under): 1.0 for t <= p;
+    from 1.0 down to 0.5 between p and w (``1 - 0.5 (t - p) / (w - p)``); from 0.5 down to 0.0
+    between w and 2w (``0.5 (2w - t) / w``); 0.0 from 2w on. So the value's own levels are
+    pass 1.0 / warn 0.5 (stored in the details as ``threshold`` / ``warn``), consistent with
+    the label, and a mean over samples still tells 6 s from 60 s.
+
+    Example (defaults 3 s / 5 s): 2.4 s -> 1.0 pass; 4.0 s -> 1 - 0.5 * 1/2 = 0.75 warn;
+    7.5 s -> 0.5 * 2.5/5 = 0.25 fail; 12 s -> 0.0 fail.
+
+    >>> [(s.value, s.label) for s in map(response_time_score, (2.4, 4.0, 7.5, 12.0))]
+    [(1.0, 'pass'), (0.75, 'warn'), (0.25, 'fail'), (0.0, 'fail')]
+    """
+    for name, v in (("latency_s", latency_s), ("pass_under", pass_under), ("warn_under", warn_under)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+    if not 0 < pass_under <= warn_under:
+        raise ValueError(f"need 0 < pass_under ({pass_under}) <= warn_under ({warn_under})")
+    t, p, w = float(latency_s), float(pass_under), float(warn_under)
+    if t <= p:
+        value, label = 1.0, "pass"
+    elif t <= w:
+        value, label = 1.0 - 0.5 * (t - p) / (w - p), "warn"
+    else:
+        value, label = max(0.0, 0.5 * (2 * w - t) / w), "fail"
+    level = {"pass": f"at most {p:g} s (pass)", "warn": f"over {p:g} s, at most {w:g} s (warn)",
+             "fail": f"over {w:g} s (fail)"}[label]
+    return Score(RESPONSE_TIME, value, explanation=f"response time {t:.2f} s: {level}",
+                 details={"latency_s": t, "pass_under": p, "warn_under": w, "threshold": 1.0, "warn": 0.5},
+                 judge="code", label=label)
