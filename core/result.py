@@ -94,7 +94,10 @@ class EvaluationResult:
         return self.results[i]
 
     def __repr__(self) -> str:
-        return f"EvaluationResult({len(self.results)} samples, metrics={self.metrics}, judge={self.judge!r}, invalid={len(self.invalid)})"
+        """The per-metric means first (None when a metric has no value), then the run's size:
+        ``EvaluationResult({'faithfulness': 0.8888, 'mrr': 1.0}, 20 samples, judge='offline', invalid=0)``."""
+        means = {m: None if s["mean"] is None else round(s["mean"], 4) for m, s in self.summary().items()}
+        return f"EvaluationResult({means}, {len(self.results)} samples, judge={self.judge!r}, invalid={len(self.invalid)})"
 
     @property
     def usage(self) -> Usage:

@@ -190,3 +190,13 @@ def test_exports_round_trip(tmp_path):
     assert (tmp_path / "r.csv").read_text().splitlines()[0].startswith("sample_id,question,answer,mrr")
     with pytest.raises(ValueError, match="unknown report type"):
         result.save(tmp_path / "r.txt")
+
+
+def test_printing_a_result_shows_the_metric_means():
+    """print(result) shows each metric's mean (as RAGAS users expect), then the run's size."""
+    result = rm.evaluate([{"question": "q", "contexts": [{"id": "a", "text": "t"}, {"id": "b", "text": "u"}],
+                           "relevant_ids": ["b"]},
+                          {"question": "r", "contexts": [{"id": "a", "text": "t"}], "relevant_ids": ["a"]}],
+                         metrics=["mrr", "precision@1"], progress=False)
+    # mrr: (1/2 + 1/1) / 2 = 0.75; precision@1: (0 + 1) / 2 = 0.5
+    assert str(result) == "EvaluationResult({'mrr': 0.75, 'precision@1': 0.5}, 2 samples, judge='code', invalid=0)"
