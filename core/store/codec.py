@@ -21,7 +21,7 @@ from ragmeter.data import Sample, Score
 from ragmeter.fileio import json_text
 from ragmeter.judges.base import Usage
 from ragmeter.result import SampleResult
-from ragmeter.store.schema import latency_of
+from ragmeter.verdicts import latency_seconds
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _SURROGATES_AND_NUL = re.compile("[\ud800-\udfff\x00]")
@@ -98,7 +98,7 @@ def sample_row(result: SampleResult, run_id: int, created_at: datetime, tags: li
             "answer": text(s.answer), "contexts": dumps(contexts), "reference": text(s.reference),
             "relevant_ids": None if s.relevant_ids is None else dumps(s.relevant_ids),
             "metadata": dumps(s.metadata), "usage": dumps(result.usage.to_dict()),
-            "scoring_s": float(result.duration_s), "tags": dumps(tags), "latency_s": latency_of(s.metadata)}
+            "scoring_s": float(result.duration_s), "tags": dumps(tags), "latency_s": latency_seconds(s.metadata)}
 
 
 def score_rows(result: SampleResult, sample_row_id: int, run_id: int, text: TextCleaner) -> list[dict]:

@@ -23,8 +23,10 @@ from typing import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ragmeter.verdicts import latency_seconds
+
 __all__ = ["metadata", "runs", "samples", "scores", "schema_version", "SCHEMA_VERSION", "MIGRATIONS",
-           "StoreVersionError", "current_version", "migrate", "latency_of"]
+           "StoreVersionError", "current_version", "migrate"]
 
 metadata = sa.MetaData()
 _JSON = sa.Text  # JSON is stored as text (json.dumps, allow_nan=False): same on every database
@@ -94,25 +96,12 @@ class StoreVersionError(RuntimeError):
     """The database was written by a newer ragmeter (its schema version is above ours)."""
 
 
-def latency_of(metadata: dict) -> float | None:
-    """The app's response time in seconds recorded in a sample's metadata by the captures
-    (``latency.total_s``), or a plain ``latency_s`` / ``latency`` number; None when absent."""
-    value = metadata.get("latency")
-    if isinstance(value, dict):
-        value = value.get("total_s")
-    if value is None:
-        value = metadata.get("latency_s")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
 def _v2_latency_and_indexes(conn: Connection) -> None:
     """v1 -> v2: ``samples.latency_s`` (backfilled from each sample's metadata) and the query indexes."""
     column_type = sa.Double().compile(dialect=conn.dialect)
     conn.exec_driver_sql(f"ALTER TABLE samples ADD COLUMN latency_s {column_type}")
     rows = conn.execute(sa.select(samples.c.id, samples.c.metadata)).all()
-    updates = [{"row": row_id, "latency": latency_of(json.loads(md))} for row_id, md in rows]
+    updates = [{"row": row_id, "latency": latency_seconds(json.loads(md))} for row_id, md in rows]
     updates = [u for u in updates if u["latency"] is not None]
     if updates:
         conn.execute(samples.update().where(samples.c.id == sa.bindparam("row"))
