@@ -3,8 +3,11 @@
 Each SummEdits item is a (document, summary, label) triple; label 1 = the summary is consistent
 with the document. We score every item with the offline judge exactly as the Faithfulness metric
 would: ``extract_claims`` on ``{"question": "", "units": split_sentences(summary)}``, then
-``verify_claims`` on ``{"claims": [...], "chunks": [document]}``; the score is
-supported claims / claims (1.0 when the summary yields no claim).
+``verify_claims`` on ``{"claims": [...], "chunks": [document]}``; the score is the mean graded
+support of the claims (``support`` on each verdict; a judge without it: supported claims /
+claims), 1.0 when the summary yields no claim. Since issue 15 the offline judge grades support
+(see ``benchmarks/JUDGE_RESULTS.md``, which also holds the numbers of that version; the table
+below is of the pass/fail version before it).
 
 Protocol (fixed before looking at results, and the only one reported):
 
@@ -192,7 +195,8 @@ async def score_items(judge, items: list[dict], docs: dict[str, dict], concurren
             out = await judge.run("verify_claims", {"claims": [c["text"] for c in claims],
                                                     "chunks": [docs[it["doc_id"]]["doc"]]})
             verdicts = out.output["verdicts"]
-            return sum(v["verdict"] == "supported" for v in verdicts) / len(verdicts)
+            # the mean graded support when the judge gives one (the offline judge), else the supported share
+            return sum(v.get("support", float(v["verdict"] == "supported")) for v in verdicts) / len(verdicts)
 
     return list(await asyncio.gather(*(one(it) for it in items)))
 

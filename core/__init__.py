@@ -8,14 +8,17 @@ The core imports no framework: LangChain, LlamaIndex and OpenTelemetry are loade
 ``ragmeter.integrations.*`` and ``ragmeter.tracing``.
 """
 
+from ragmeter.comparison import compare, compare_variants
 from ragmeter.data import Context, Dataset, RecordError, Sample, Score, load_samples, samples_from_records, save_samples
 from ragmeter.metrics.requests import Limits
+from ragmeter.monitor import Monitor
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.runner import aevaluate, evaluate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "compare", "compare_variants",
     "Context", "Sample", "Score", "Dataset", "RecordError", "EvaluationResult", "SampleResult",
-    "evaluate", "aevaluate", "Limits", "load_samples", "save_samples", "samples_from_records", "__version__",
+    "evaluate", "aevaluate", "Limits", "load_samples", "save_samples", "samples_from_records", "Monitor", "__version__",
 ]

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable
 
 from ragmeter.data import Context, Sample, save_samples
 from ragmeter.guard import never_raise
-from ragmeter.inline import BackgroundScorer, register_exit_hook, weak_hook
+from ragmeter.inline import BackgroundScorer, register_exit_hook, store_writer, weak_hook
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.runner import evaluate, resolve_metrics
 
@@ -144,6 +144,12 @@ class CaptureRecorder:
     ``counters`` names integration-specific counters (bumped with :meth:`count`) that
     :attr:`stats` reports after the capture counters even while they are 0.
 
+    ``store`` (a :class:`~ragmeter.store.Store`, a SQLite path or a ``postgresql://`` URL; None,
+    the default: off) records every result (inline: as the scorer reports it; offline: each
+    :meth:`evaluate`) as an inline sample of ``store_source``, written off the request path by a
+    :class:`~ragmeter.store.writer.StoreWriter`; :attr:`stats` has its ``store_*`` counts, and
+    :meth:`flush` / :meth:`shutdown` wait for its writes.
+
     ``capture_content=False`` (default: ``RAGMETER_CAPTURE_CONTENT``, else True) keeps no content:
     samples are scored as captured, in memory, but what is kept (:attr:`samples`,
     :meth:`export_jsonl`) and what results carry (``result.sample``, so also the trace writes) is
@@ -160,7 +166,8 @@ class CaptureRecorder:
                  should_score: Callable[[Sample], bool | None] | None = None,
                  on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
                  concurrency: int = 4, keep: int | None = 10_000, write_trace: TraceWriter | None = None,
-                 counters: Iterable[str] = (), name: str = "ragmeter-capture", capture_content: bool | None = None):
+                 counters: Iterable[str] = (), name: str = "ragmeter-capture", capture_content: bool | None = None,
+                 store: Any = None, store_source: str = "inline"):
         if mode not in MODES:
             raise ValueError(f"mode must be 'inline' or 'offline', got {mode!r}")
         if keep is not None and keep < 1:
@@ -182,13 +189,18 @@ class CaptureRecorder:
         self._evaluated_upto = 0
         self._metric_objects: list[Any] = []
         self.scorer: BackgroundScorer | None = None
+        self._store_writer: Any = None  # offline mode's (inline: the scorer's)
         if mode == "inline":
             self.scorer = BackgroundScorer(
                 self.metrics, judge, embedder=embedder, max_queue=max_queue, concurrency=concurrency,
                 sample_rate=sample_rate, should_score=should_score, on_result=on_result,
-                keep_results=keep or 10**9, name=name)
-        elif self.metrics is not None:
-            self._metric_objects = resolve_metrics(self.metrics)  # fail fast on unknown metric names
+                keep_results=keep or 10**9, name=name, store=store, store_source=store_source)
+        else:
+            if self.metrics is not None:
+                self._metric_objects = resolve_metrics(self.metrics)  # fail fast on unknown metric names
+            if store is not None:
+                self._store_writer = store_writer(store, store_source, max_queue=max_queue, thresholds={
+                    m.name: (m.threshold, m.warn) for m in self._metric_objects} or None)
         self._deferred = _Deferred(f"{name}-build", self._deferred_dropped, self.scorer)
         register_exit_hook(weak_hook(self._deferred, "at_exit"))  # runs before the scorer's (LIFO)
 
@@ -266,26 +278,32 @@ class CaptureRecorder:
             out = {k: self._counts.get(k, 0) for k in self._stats_keys}
             evaluated = self._counts.get("evaluated", 0)
         out.update(self.scorer.stats if self.scorer is not None else dict.fromkeys(BackgroundScorer.STATS_KEYS, 0))
+        if self._store_writer is not None:
+            out.update(self._store_writer.stats)
         out["scored"] += evaluated
         return out
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued sample is scored; False if ``timeout`` seconds passed first.
-        Offline mode has no scoring pending and returns True once what was deferred is recorded."""
+        """Wait until every queued sample is scored (and written to the ``store``); False if
+        ``timeout`` seconds passed first. Offline mode has no scoring pending and returns True once
+        what was deferred is recorded (and what :meth:`evaluate` scored is in the store)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._deferred.drain(timeout):
             return False
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
         if self.scorer is None:
-            return True
-        return self.scorer.flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            return True if self._store_writer is None else self._store_writer.flush(left)
+        return self.scorer.flush(left)
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Stop accepting samples for scoring, wait for pending ones (up to ``timeout``) and stop
-        the worker. Recording continues."""
+        the worker (and the ``store`` writer). Recording continues."""
         deadline = None if timeout is None else time.monotonic() + timeout
         drained = self._deferred.drain(timeout)
         if self.scorer is None:
-            return drained
+            if self._store_writer is None:
+                return drained
+            return self._store_writer.close(None if deadline is None else max(0.0, deadline - time.monotonic())) and drained
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         done = self.scorer.shutdown(left)
         self._deferred.kick()  # runs captured during the shutdown: recorded (not scored)
@@ -328,6 +346,8 @@ class CaptureRecorder:
             self._evaluated.append(r)
             if target is not None:
                 self._write(r, target)
+            if self._store_writer is not None:
+                self._store_writer.add(r)
         with self._lock:
             self._counts["evaluated"] += len(result)
         return result

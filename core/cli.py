@@ -3,15 +3,19 @@
 Commands of other layers (``evaluate-traces`` from :mod:`ragmeter.tracing`) register through the
 ``ragmeter.cli`` entry-point group, so the core never imports them.
 
-Exit status: 0 when the run completed (bad records are reported, not fatal), 1 when a
-``--fail-under`` threshold is not met (or ``compare --fail-on-regression`` finds one), 2 for
+Exit status: 0 when the run completed (bad records are reported, not fatal; some scores that
+errored are counted in the summary), 1 when a ``--fail-under`` threshold is not met (or the
+``compare`` gate fails) or when every score of a run errored (unless ``--allow-errors``), 2 for
 unusable input: a missing or unreadable file, no valid record, an unknown metric or judge, a
 malformed results file; 2 as well when a report could not be written (the others still are).
+A closed stdout (``ragmeter evaluate ... | head -1``) is a normal end: reports are written before
+anything is printed, and the exit status is the one the run would have had.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import textwrap
@@ -32,7 +36,7 @@ Score retrieval-augmented generation.
   ragmeter evaluate data.jsonl -m faithfulness,ndcg@10 --judge openai:gpt-4o-mini --out report.html
   ragmeter evaluate-traces otel-export.json         score RAG traces exported by an OTel collector
   ragmeter report results.jsonl --out report.html   render a saved run
-  ragmeter compare before.jsonl after.jsonl         what changed between two runs
+  ragmeter compare before.jsonl after.jsonl         regression gate: what changed, and is it real
 
 Input records (JSONL / JSON / CSV) need a question and contexts; RAGAS and DeepEval field names
 are accepted (user_input, retrieved_contexts, response, reference, input, retrieval_context,
@@ -96,21 +100,38 @@ def _check_thresholds(summary: dict[str, dict[str, Any]], thresholds: dict[str, 
     return failures
 
 
+def score_errors(result: Any) -> tuple[int, int, str | None]:
+    """``(errored, total, first)``: how many scores of ``result`` errored, of how many, and the
+    first error as ``sample <id>, <metric>: <message>`` (None when none errored)."""
+    errored, total, first = 0, 0, None
+    for r in result.results:
+        for name, score in r.scores.items():
+            total += 1
+            if score.error:
+                errored += 1
+                if first is None:
+                    first = f"sample {r.sample.id}, {name}: {score.error}"
+    return errored, total, first
+
+
 def _print_result(result: Any, out: Any) -> None:
     from ragmeter.report import _HEADER, _usage_line, summary_rows, text_table
 
-    print(f"ragmeter: {len(result)} samples scored, {len(result.invalid)} invalid, judge: {result.judge}", file=out)
+    errored = score_errors(result)[0]
+    print(f"ragmeter: {len(result)} samples scored, {len(result.invalid)} invalid, judge: {result.judge}"
+          + (f", {errored} scores errored" if errored else ""), file=out)
     print(text_table(_HEADER, summary_rows(result)), file=out)
     print(_usage_line(result), file=out)
     for err in result.invalid:
         print(f"invalid record: {err}", file=sys.stderr)
 
 
-def finish(result: Any, args: argparse.Namespace) -> int:
-    """Print the summary, write the reports (one that cannot be written does not stop the
-    others) and check the thresholds; returns the exit status."""
-    _print_result(result, sys.stdout)
-    unwritten = 0
+def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = ()) -> int:
+    """Write the reports and the history store first (one that cannot be written does not stop
+    the others), then print ``preface`` lines, the summary and what was written, and check the
+    thresholds; returns the exit status. When every score errored the status is 1 (unless
+    ``args.allow_errors``); when only some did, the run still passes and the summary counts them."""
+    wrote, unwritten = [], 0
     for path in args.out or []:
         try:
             result.save(path)
@@ -118,20 +139,30 @@ def finish(result: Any, args: argparse.Namespace) -> int:
             print(f"ragmeter: error: could not write {path}: {err}", file=sys.stderr)
             unwritten += 1
             continue
-        print(f"wrote {path}")
+        wrote.append(f"wrote {path}")
     db = getattr(args, "db", None) or (os.environ.get("RAGMETER_DB") if hasattr(args, "db") else None)
     if db:
         from ragmeter.store import Store
 
         with Store(db) as store:
             run_id = store.record_run(result, dataset=getattr(args, "dataset", None))
-        print(f"recorded run {run_id} in {store.where}")
+        wrote.append(f"recorded run {run_id} in {store.where}")
     failures = _check_thresholds(result.summary(), parse_fail_under(getattr(args, "fail_under", None)))
+    errored, total, first = score_errors(result)
+    all_errored = hasattr(args, "allow_errors") and not args.allow_errors and total and errored == total
+    for line in preface:
+        print(line)
+    _print_result(result, sys.stdout)
+    for line in wrote:
+        print(line)
     for f in failures:
         print(f"FAIL {f}", file=sys.stderr)
+    if all_errored:
+        print(f"ragmeter: error: all {errored} of {total} scores errored; the first: {first} "
+              "(--allow-errors to exit 0 anyway)", file=sys.stderr)
     if unwritten:
         return EXIT_INPUT
-    return EXIT_THRESHOLD if failures else EXIT_OK
+    return EXIT_THRESHOLD if failures or all_errored else EXIT_OK
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -148,37 +179,54 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     metrics = resolve_metrics(metric_list(args.metrics), dataset)
     result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency, progress=not args.no_progress)
+    if args.judge is None:
+        from ragmeter.judges.spec import default_judge_notice
+
+        notice = default_judge_notice(result.judge)
+        if notice:
+            print(f"ragmeter: {notice}", file=sys.stderr)
     return finish(result, args)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    check_run_options(args)
     from ragmeter.result import EvaluationResult
 
-    check_run_options(args)
-    result = EvaluationResult.from_jsonl(args.results)
-    return finish(result, args)
+    return finish(EvaluationResult.load(args.results), args)
 
 
-def _num(v: float | None, signed: bool = False) -> str:
-    if v is None:
-        return "-"
-    return f"{v:+.4f}" if signed else f"{v:.4f}"
+def parse_tolerance(values: Sequence[str] | None) -> float | dict[str, float]:
+    """``None`` -> 0.05; ``["0.02"]`` -> 0.02; ``["faithfulness=0.03", "0.1"]`` -> {"faithfulness": 0.03, "*": 0.1}."""
+    out: dict[str, float] = {}
+    for v in values or []:
+        name, sep, num = v.rpartition("=")
+        try:
+            out[name.strip() if sep else "*"] = float(num)
+        except ValueError:
+            raise ValueError(f"--tolerance {v!r}: expected a number or METRIC=NUMBER") from None
+    if not out:
+        return 0.05
+    return out["*"] if list(out) == ["*"] else {"*": 0.05, **out}
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from ragmeter.report import compare_results, text_table
-    from ragmeter.result import EvaluationResult
+    from ragmeter.comparison import compare
 
-    before, after = EvaluationResult.from_jsonl(args.before), EvaluationResult.from_jsonl(args.after)
-    cmp = compare_results(before, after, tolerance=args.tolerance)
-    rows = [[m, _num(r["before"]), _num(r["after"]), _num(r["delta"], signed=True)] for m, r in cmp["metrics"].items()]
-    print(f"{cmp['shared_samples']} shared samples ({cmp['only_before']} only before, {cmp['only_after']} only after)")
-    print(text_table(["metric", "before", "after", "delta"], rows))
-    print(f"{len(cmp['regressions'])} regressions, {len(cmp['improvements'])} improvements (tolerance {args.tolerance})")
-    for r in cmp["regressions"][:20]:
-        after_v = "error" if r["after"] is None else f"{r['after']:.4f}"
-        print(f"  regression {r['sample_id']} {r['metric']}: {r['before']:.4f} -> {after_v}")
-    return EXIT_THRESHOLD if (args.fail_on_regression and cmp["regressions"]) else EXIT_OK
+    floors = parse_fail_under(args.fail_under)
+    for path in args.out or []:
+        if Path(path).suffix.lower() not in (".md", ".markdown", ".json", ".txt"):
+            raise ValueError(f"--out {path}: unknown comparison report type (use .md, .json or .txt)")
+    db = args.db or os.environ.get("RAGMETER_DB")
+    cmp = compare(args.baseline, args.current, tolerance=parse_tolerance(args.tolerance), n_boot=args.n_boot,
+                  seed=args.seed, paired=args.paired, min_detectable=args.min_detectable, db=db)
+    print(cmp.to_text(max_rows=args.max_rows), end="")
+    for path in args.out or []:
+        cmp.save(path, max_rows=args.max_rows)
+        print(f"wrote {path}")
+    failures = cmp.gate(floors, fail_on_sample_regression=args.fail_on_sample_regression)
+    for f in failures:
+        print(f"FAIL {f}", file=sys.stderr)
+    return EXIT_THRESHOLD if failures else EXIT_OK
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
@@ -204,6 +252,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "'ragmeter report' and 'compare'), .csv. Repeatable")
     p.add_argument("--fail-under", action="append", metavar="[METRIC=]X",
                    help="exit 1 when a metric's mean is below X (all metrics, or METRIC=X for one; repeatable)")
+    p.add_argument("--allow-errors", action="store_true",
+                   help="exit 0 even when every score errored (e.g. an unreachable judge); without it that is "
+                        "exit 1. When only some scores errored the run passes and the summary counts them")
     p.add_argument("--concurrency", type=int, default=8, help="samples scored at once (default 8)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--db", metavar="PATH|URL",
@@ -238,9 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_plugin_commands(sub)
 
-    p = sub.add_parser("report", help="render a saved results file (.jsonl from 'evaluate --out')",
-                       description="Print the summary of a results JSONL file and write it as .md / .html / .json / .csv.")
-    p.add_argument("results", metavar="RESULTS", help="results .jsonl written by 'ragmeter evaluate --out x.jsonl'")
+    p = sub.add_parser("report", help="render a saved results file (.jsonl / .json from 'evaluate --out')",
+                       description="Print the summary of a results file (.jsonl or .json) and write it as .md / .html / .json / .csv.")
+    p.add_argument("results", metavar="RESULTS", help="results .jsonl or .json written by 'ragmeter evaluate --out x.jsonl'")
     p.add_argument("-o", "--out", action="append", metavar="PATH", help="report path (.md, .html, .json, .jsonl, .csv)")
     p.add_argument("--fail-under", action="append", metavar="[METRIC=]X", help="exit 1 when a metric's mean is below X")
     p.set_defaults(func=_cmd_report)
@@ -255,11 +306,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=500, help="how many of the newest run's worst samples to list (default 500)")
     p.set_defaults(func=_cmd_dashboard)
 
-    p = sub.add_parser("compare", help="compare two saved runs", description="Per-metric means and per-sample regressions between two results files.")
-    p.add_argument("before", metavar="BEFORE", help="results .jsonl of the baseline run")
-    p.add_argument("after", metavar="AFTER", help="results .jsonl of the new run")
-    p.add_argument("--tolerance", type=float, default=0.05, help="a sample regresses when a value falls by more than this (default 0.05)")
-    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any sample regressed")
+    p = sub.add_parser("compare", help="compare two runs: statistics, verdicts, a regression gate",
+                       description="Per metric: both means, the difference with a bootstrap 95% CI, p-values (paired t and "
+                                   "Wilcoxon, or Welch and Mann-Whitney when samples do not match), effect size and a verdict; "
+                                   "per sample: values that fell by more than the tolerance, became n/a or an error. Exit 1 "
+                                   "when a metric regressed (mean fell by more than its tolerance, CI excluding zero), a floor "
+                                   "is broken, or (opt-in) any sample regressed.")
+    p.add_argument("baseline", metavar="BASELINE", help="results .jsonl / .json, or a run id or tag in the history store (--db)")
+    p.add_argument("current", metavar="CURRENT", help="the run to check, same forms as BASELINE")
+    p.add_argument("--tolerance", action="append", metavar="[METRIC=]X",
+                   help="largest fall of a mean (and of a sample's value) that is not a regression; all metrics, or "
+                        "METRIC=X for one (repeatable; default 0.05)")
+    p.add_argument("--fail-under", action="append", metavar="[METRIC=]X", help="exit 1 when the current mean of a metric is below X")
+    p.add_argument("--fail-on-sample-regression", action="store_true", help="exit 1 when any sample regressed")
+    p.add_argument("--db", metavar="PATH|URL", help="history store for run ids and tags (default $RAGMETER_DB, else ragmeter.db)")
+    p.add_argument("-o", "--out", action="append", metavar="PATH", help="write the comparison: .md, .json or .txt (repeatable)")
+    p.add_argument("--max-rows", type=int, default=20, help="sample regressions listed (default 20)")
+    pairing = p.add_mutually_exclusive_group()
+    pairing.add_argument("--paired", dest="paired", action="store_true", default=None, help="match samples by id (default: when the ids match)")
+    pairing.add_argument("--unpaired", dest="paired", action="store_false", help="independent samples (A/B traffic)")
+    p.add_argument("--min-detectable", type=float, default=None, metavar="X",
+                   help="difference the required sample size is computed for (default: the tolerance)")
+    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.set_defaults(func=_cmd_compare)
     return parser
 
@@ -271,12 +340,72 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_INPUT
+    real = sys.stdout
+    sys.stdout = out = _ClosedPipeSafe(real)
     try:
-        return args.func(args)
-    except (OSError, ValueError, KeyError, ImportError) as err:
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"ragmeter: error: {msg}", file=sys.stderr)
-        return EXIT_INPUT
+        try:
+            return args.func(args)
+        except (OSError, ValueError, KeyError, ImportError) as err:
+            msg = err.args[0] if isinstance(err, KeyError) and err.args else err
+            print(f"ragmeter: error: {msg}", file=sys.stderr)
+            return EXIT_INPUT
+    finally:
+        out.flush()  # here, not at interpreter exit, where a closed pipe prints "Exception ignored"
+        sys.stdout = real
+
+
+def _closed_pipe(exc: BaseException) -> bool:
+    return isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE)
+
+
+class _ClosedPipeSafe:
+    """A stdout wrapper for which a reader that went away (``| head -1``) is a normal end: the
+    first write or flush that fails with a broken pipe points the file descriptor at
+    ``os.devnull`` (so nothing fails again, not even the flush at interpreter exit) and the
+    rest of the output is dropped; the command carries on to its real exit status."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+        self.closed_by_reader = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def _gone(self) -> None:
+        self.closed_by_reader = True
+        try:
+            fd = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+
+    def write(self, text: str) -> int:
+        """Write ``text``; dropped once the reader has gone."""
+        if not self.closed_by_reader:
+            try:
+                return self._stream.write(text)
+            except OSError as exc:
+                if not _closed_pipe(exc):
+                    raise
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush; a reader that has gone is not an error."""
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            if not _closed_pipe(exc):
+                raise
+            self._gone()
+            try:
+                self._stream.flush()  # the buffered rest goes to devnull now
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,7 +5,8 @@ samples to a :class:`BackgroundScorer`. ``submit`` never blocks and never raises
 drops the sample and counts it. Scoring runs on one daemon thread with its own event loop;
 ``flush(timeout)`` waits for what is pending, and so does interpreter exit (up to
 ``exit_timeout``). A ``shutdown(timeout)`` (or exit) that times out gives the rest up: cancelled,
-counted in ``dropped``, said once in a warning; exit then proceeds.
+counted in ``dropped``, said once in a warning; exit then proceeds. With ``store=``, each result is
+also recorded in a :class:`ragmeter.store.Store` by a :class:`ragmeter.store.writer.StoreWriter`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ragmeter.result import SampleResult
 from ragmeter.runner import resolve_metrics
 from ragmeter.suppression import instrumentation_suppressed
 
-__all__ = ["BackgroundScorer", "sampled", "register_exit_hook", "weak_hook", "CANCEL_GRACE"]
+__all__ = ["BackgroundScorer", "sampled", "register_exit_hook", "weak_hook", "store_writer", "CANCEL_GRACE"]
 
 log = logging.getLogger("ragmeter")
 
@@ -145,17 +146,26 @@ class BackgroundScorer:
     that could not be computed are counted in ``score_errors``; the first is logged, the rest
     summarised in one line at shutdown or exit. A ``shutdown`` (or exit, after ``exit_timeout``)
     that times out cancels what is still being scored and counts it in ``dropped``.
+
+    ``store`` (a :class:`~ragmeter.store.Store`, a SQLite path or a ``postgresql://`` URL; None:
+    off) records every result, as it is reported (``report_as``), in the store as an inline sample
+    of ``store_source``, off the worker's loop through a :class:`~ragmeter.store.writer.StoreWriter`
+    (its counts ``store_written``, ``store_dropped``, ``store_errors`` are in :attr:`stats`);
+    :meth:`flush` and :meth:`shutdown` wait for its writes too. ``RAGMETER_DB`` is not read here:
+    recording is opt-in.
     """
 
     #: The keys of :attr:`stats`.
     STATS_KEYS = ("submitted", "queued", "scored", "forced", "dropped", "sampled_out", "rejected_closed",
-                  "failed", "score_errors", "callback_errors", "pending")
+                  "failed", "score_errors", "callback_errors", "pending", "store_written", "store_dropped",
+                  "store_errors")
 
     def __init__(self, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
                  embedder: Embedder | None = None, max_queue: int = 1000, concurrency: int = 4,
                  sample_rate: float = 1.0, should_score: Callable[[Sample], bool | None] | None = None,
                  on_result: Callable[[SampleResult], None] | None = None, keep_results: int = 10_000,
-                 exit_timeout: float = 30.0, name: str = "ragmeter-scorer"):
+                 exit_timeout: float = 30.0, name: str = "ragmeter-scorer", store: Any = None,
+                 store_source: str = "inline"):
         if not 0.0 <= sample_rate <= 1.0:
             raise ValueError("sample_rate must be between 0 and 1")
         if max_queue < 1 or concurrency < 1:
@@ -191,6 +201,10 @@ class BackgroundScorer:
         self._abandoned = 0  # samples dropped because shutdown gave up on them
         self._tasks: set[asyncio.Future] = set()  # scoring in flight (touched on the worker only)
         self._errors = _ScoreErrors()
+        # made before our exit hook is registered, so that its own hook runs after ours (LIFO)
+        self.store_writer = None if store is None else store_writer(
+            store, store_source, judge=getattr(self._judge, "name", None), thresholds=self._thresholds(),
+            max_queue=max_queue, exit_timeout=exit_timeout)
         register_exit_hook(weak_hook(self, "_at_exit"))
 
     # ------------------------------------------------------------------ public
@@ -200,11 +214,14 @@ class BackgroundScorer:
         """Counters: submitted, queued, scored, forced (by ``should_score``), dropped (backlog
         full, or given up by a shutdown that timed out), sampled_out, rejected_closed, failed (scoring
         raised), score_errors (scored samples with a score that could not be computed),
-        callback_errors, pending now."""
+        callback_errors, pending now; with a ``store``, store_written, store_dropped and
+        store_errors (see :class:`~ragmeter.store.writer.StoreWriter`; 0 without)."""
         with self._lock:
             out = {k: self._stats.get(k, 0) for k in self.STATS_KEYS}
             out["pending"] = self._pending
         out["score_errors"] = self._errors.samples
+        if self.store_writer is not None:
+            out.update(self.store_writer.stats)
         return out
 
     def submit(self, sample: Sample, *, key: str | None = None,
@@ -218,26 +235,38 @@ class BackgroundScorer:
         return queued
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued sample is scored; False if ``timeout`` seconds passed first."""
+        """Wait until every queued sample is scored (and recorded in the ``store``); False if
+        ``timeout`` seconds passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
+            if not self._idle.wait_for(lambda: self._pending == 0, timeout=timeout):
+                return False
+        if self.store_writer is None:
+            return True
+        return self.store_writer.flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Stop accepting samples, wait for pending ones (up to ``timeout``), stop the worker.
 
         When ``timeout`` passes first, the samples still being scored are given up: their tasks
         are cancelled (within :data:`CANCEL_GRACE` seconds), they are counted in ``dropped``, one
-        warning says how many, and nothing is left for interpreter exit to wait for. Returns True
-        when everything pending was scored."""
+        warning says how many, and nothing is left for interpreter exit to wait for. The ``store``
+        writer is then closed with what is left of ``timeout``. Returns True when everything
+        pending was scored (and recorded)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             self._closed = True
-        done = self.flush(timeout)
+        with self._idle:
+            done = self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
         loop, thread = self._loop, self._thread
         if not done:
             self._give_up(loop, thread, timeout)
         if loop is not None and thread is not None and thread.is_alive():
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=5)
+        if self.store_writer is not None:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done = self.store_writer.close(left) and done
         self._errors.summarise(self.stats["scored"])
         return done
 
@@ -265,6 +294,9 @@ class BackgroundScorer:
         return self._judge
 
     # ------------------------------------------------------------------ internals
+
+    def _thresholds(self) -> dict[str, tuple[float, float]]:
+        return {m.name: (m.threshold, m.warn) for m in self._with_retrieval or self.metrics}
 
     def _queue(self, sample: Sample, key: str | None, on_done: Callable[[SampleResult], None] | None,
                report_as: Sample | None) -> bool:
@@ -351,6 +383,8 @@ class BackgroundScorer:
                 self.results.append(result)
                 self._count("scored")
                 self._errors.add(result)
+                if self.store_writer is not None:
+                    self.store_writer.add(result)
                 for cb in (self.on_result, on_done):
                     if cb is not None:
                         with never_raise("inline: on_result callback",
@@ -394,6 +428,14 @@ class BackgroundScorer:
             self.shutdown(self.exit_timeout)
         else:
             self._errors.summarise(self.stats["scored"])
+
+
+def store_writer(store: Any, source: str, **options: Any) -> Any:
+    """A :class:`ragmeter.store.writer.StoreWriter` recording in ``store`` (a Store, a path or a
+    URL) as ``source``; ``options`` go to it. SQLAlchemy is imported only when a store is used."""
+    from ragmeter.store.writer import StoreWriter
+
+    return StoreWriter(store, source, **options)
 
 
 async def _cancel_all(grace: float) -> None:

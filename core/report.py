@@ -1,5 +1,5 @@
-"""Reports: summary tables in plain text and Markdown, and comparisons of two runs (the HTML
-page is :mod:`ragmeter.dashboard`).
+"""Reports: summary tables in plain text and Markdown (the HTML page is :mod:`ragmeter.dashboard`,
+comparisons of two runs :mod:`ragmeter.comparison`).
 
 Functions take an :class:`~ragmeter.result.EvaluationResult` (anything with its ``summary()``,
 ``results``, ``usage`` ...); this module does not import it, so results and reports depend one
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["summary_rows", "text_table", "markdown_report", "compare_results"]
+__all__ = ["summary_rows", "text_table", "markdown_report"]
 
 _HEADER = ["metric", "mean", "median", "min", "max", "pass", "warn", "fail", "errors", "n/a"]
 
@@ -78,42 +78,3 @@ def markdown_report(result: Any, max_problems: int = 50) -> str:
         lines += ["", f"## Invalid records ({len(result.invalid)})", ""]
         lines += [f"- {_md_cell(str(e))}" for e in result.invalid]
     return "\n".join(lines) + "\n"
-
-
-def compare_results(before: Any, after: Any, tolerance: float = 0.05) -> dict[str, Any]:
-    """Compare two runs over the metrics and sample ids they share.
-
-    Per metric: the two means and their difference; per sample: ``regressions`` (value fell by
-    more than ``tolerance``, or a value became an error) and ``improvements``.
-    """
-    metrics = [m for m in before.metrics if m in after.metrics]
-    b_by_id = {r.sample.id: r for r in before}
-    a_by_id = {r.sample.id: r for r in after}
-    shared = [sid for sid in b_by_id if sid in a_by_id]
-    per_metric = {}
-    regressions, improvements = [], []
-    for m in metrics:
-        bv, av = [], []
-        for sid in shared:
-            sb, sa = b_by_id[sid].scores.get(m), a_by_id[sid].scores.get(m)
-            if sb is None or sa is None:
-                continue
-            if sb.value is not None:
-                bv.append(sb.value)
-            if sa.value is not None:
-                av.append(sa.value)
-            if sb.value is not None and sa.value is None and sa.status == "error":
-                regressions.append({"sample_id": sid, "metric": m, "before": sb.value, "after": None, "error": sa.error})
-            elif sb.value is not None and sa.value is not None:
-                delta = sa.value - sb.value
-                row = {"sample_id": sid, "metric": m, "before": sb.value, "after": sa.value, "delta": delta}
-                if delta < -tolerance:
-                    regressions.append(row)
-                elif delta > tolerance:
-                    improvements.append(row)
-        mb = sum(bv) / len(bv) if bv else None
-        ma = sum(av) / len(av) if av else None
-        per_metric[m] = {"before": mb, "after": ma, "delta": (ma - mb) if mb is not None and ma is not None else None}
-    regressions.sort(key=lambda r: r.get("delta", -1.0))
-    return {"metrics": per_metric, "shared_samples": len(shared), "only_before": len(b_by_id) - len(shared),
-            "only_after": len(a_by_id) - len(shared), "regressions": regressions, "improvements": improvements}

@@ -285,6 +285,28 @@ class EvaluationResult:
                    invalid=invalid, duration_s=duration, thresholds=thresholds)
 
 
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "EvaluationResult":
+        """Read a results file written by ``evaluate --out``: ``.jsonl`` (:meth:`from_jsonl`) or
+        the ``.json`` document (:meth:`to_json`), with its thresholds, invalid records and
+        duration. Raises ValueError naming the file and what is wrong."""
+        if Path(path).suffix.lower() != ".json":
+            return cls.from_jsonl(path)
+        try:
+            data = parse_json(read_text(path))
+        except JSON_ERRORS as exc:
+            raise ValueError(f"{path}: {json_problem(exc)}") from None
+        if not isinstance(data, Mapping) or not isinstance(data.get("samples"), list):
+            raise ValueError(f"{path}: not a ragmeter results file (no 'samples' list; write it with 'evaluate --out x.json')")
+        try:
+            metrics, thresholds, invalid, duration = _header_fields(data)
+            results = [SampleResult.from_dict(d) for d in data["samples"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: {_problem(exc)}") from None
+        return cls(results, metrics or sorted({m for r in results for m in r.scores}), judge=str(data.get("judge", "code")),
+                   invalid=invalid, duration_s=duration, thresholds=thresholds)
+
+
 def _problem(exc: BaseException) -> str:
     if isinstance(exc, (json.JSONDecodeError, RecursionError)):
         return json_problem(exc)

@@ -20,6 +20,7 @@ from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, Metric,
 from ragmeter.metrics.requests import Limits
 from ragmeter.metrics.scoring import score_sample
 from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.verdicts import RESPONSE_TIME, RESPONSE_TIME_LEVELS, add_response_time
 
 __all__ = ["evaluate", "aevaluate", "resolve_metrics", "Executor", "AsyncioExecutor", "run_sync"]
 
@@ -91,7 +92,8 @@ def _as_dataset(samples: Any) -> Dataset:
 
 async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
                     embedder: Embedder | None = None, concurrency: int = 8, progress: bool = True,
-                    executor: Executor | None = None, limits: Limits | None = None) -> EvaluationResult:
+                    executor: Executor | None = None, limits: Limits | None = None,
+                    response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS) -> EvaluationResult:
     """Score ``samples`` (Samples, dicts, a Dataset, a DataFrame or a file path) with ``metrics``.
 
     ``judge`` is a Judge, a spec such as ``"openai:gpt-4o-mini"`` / ``"offline"``, or None for
@@ -101,6 +103,12 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     ``limits`` (:class:`~ragmeter.metrics.requests.Limits`; None: the defaults) bounds the size of
     a record: one past a limit gets a ``LimitError`` on each score that reads text, the others
     are scored as usual.
+
+    When samples carry the app's captured latency (``metadata["latency"]["total_s"]``, as the
+    LangChain / LlamaIndex captures record it), a ``response_time`` score is added next to the
+    metrics, without a judge call: pass at most ``response_time[0]`` seconds (3), warn at most
+    ``response_time[1]`` (5), fail beyond (see :func:`ragmeter.verdicts.response_time_score`);
+    samples without a latency get a not-applicable one. ``response_time=None`` adds none.
     """
     dataset = _as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
@@ -124,19 +132,26 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     finally:
         if bar is not None:
             bar.close()
+    done_results = [r for r in results if r is not None]
+    names = [m.name for m in metric_list]
+    thresholds = {m.name: (m.threshold, m.warn) for m in metric_list}
+    if response_time is not None and add_response_time(done_results, *response_time):
+        names.append(RESPONSE_TIME)
+        thresholds[RESPONSE_TIME] = (1.0, 0.5)  # the value's levels, as response_time_score defines them
     return EvaluationResult(
-        results=[r for r in results if r is not None],
-        metrics=[m.name for m in metric_list],
+        results=done_results,
+        metrics=names,
         judge=getattr(judge_obj, "name", None) or "code",
         invalid=list(dataset.errors),
         duration_s=time.perf_counter() - start,
-        thresholds={m.name: (m.threshold, m.warn) for m in metric_list},
+        thresholds=thresholds,
     )
 
 
 def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
              embedder: Embedder | None = None, concurrency: int = 8, progress: bool = True,
-             executor: Executor | None = None, limits: Limits | None = None) -> EvaluationResult:
+             executor: Executor | None = None, limits: Limits | None = None,
+             response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS) -> EvaluationResult:
     """Synchronous :func:`aevaluate`; also works inside a running event loop (Jupyter).
 
     >>> import ragmeter as rm
@@ -146,4 +161,4 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
     1.0
     """
     return run_sync(aevaluate(samples, metrics, judge, embedder=embedder, concurrency=concurrency,
-                              progress=progress, executor=executor, limits=limits))
+                              progress=progress, executor=executor, limits=limits, response_time=response_time))

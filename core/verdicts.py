@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ragmeter.aggregate import GRADE_THRESHOLDS, grade
 from ragmeter.data import Score
 from ragmeter.metrics import REGISTRY
+from ragmeter.result import SampleResult
 
 __all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "diagnose", "Diagnosis",
            "DIAGNOSIS_RULE", "RETRIEVAL_SIGNALS", "GENERATION_SIGNALS", "response_time_score", "latency_seconds",
-           "RESPONSE_TIME"]
+           "RESPONSE_TIME", "RESPONSE_TIME_LEVELS", "add_response_time"]
 
 _METHODS = ("harmonic", "weighted")
 
@@ -47,6 +48,8 @@ DIAGNOSIS_RULE = (
 
 #: The metric name of :func:`response_time_score`.
 RESPONSE_TIME = "response_time"
+#: The default response time levels in seconds: (pass at most, warn at most).
+RESPONSE_TIME_LEVELS = (3.0, 5.0)
 
 
 # --------------------------------------------------------------------------- composite score
@@ -231,7 +234,8 @@ def latency_seconds(metadata: Mapping[str, Any]) -> float | None:
     return float(value)
 
 
-def response_time_score(latency_s: float, pass_under: float = 3.0, warn_under: float = 5.0) -> Score:
+def response_time_score(latency_s: float, pass_under: float = RESPONSE_TIME_LEVELS[0],
+                        warn_under: float = RESPONSE_TIME_LEVELS[1]) -> Score:
     """The app's response time as a Score (metric ``"response_time"``), next to the judged metrics.
 
     Label: pass when ``latency_s <= pass_under``, warn when ``<= warn_under``, else fail.
@@ -264,3 +268,27 @@ def response_time_score(latency_s: float, pass_under: float = 3.0, warn_under: f
     return Score(RESPONSE_TIME, value, explanation=f"response time {t:.2f} s: {level}",
                  details={"latency_s": t, "pass_under": p, "warn_under": w, "threshold": 1.0, "warn": 0.5},
                  judge="code", label=label)
+
+
+def add_response_time(results: Iterable[SampleResult], pass_under: float = RESPONSE_TIME_LEVELS[0],
+                      warn_under: float = RESPONSE_TIME_LEVELS[1]) -> bool:
+    """Add a ``response_time`` Score (:func:`response_time_score`) to each result whose sample
+    carries a captured latency (:func:`latency_seconds`), and a not-applicable one (value None,
+    the reason in the explanation) to the others; nothing at all when no sample has a latency.
+    Returns whether any was added. No judge call.
+
+    >>> from ragmeter.data import Sample
+    >>> rs = [SampleResult(Sample("q", ["c"], metadata={"latency": {"total_s": 4.0}}), {}),
+    ...       SampleResult(Sample("q", ["c"]), {})]
+    >>> add_response_time(rs), [(r.scores["response_time"].value, r.scores["response_time"].label) for r in rs]
+    (True, [(0.75, 'warn'), (None, None)])
+    """
+    results = list(results)
+    latencies = [latency_seconds(r.sample.metadata) for r in results]
+    if all(t is None for t in latencies):
+        return False
+    for r, t in zip(results, latencies):
+        r.scores[RESPONSE_TIME] = (response_time_score(t, pass_under, warn_under) if t is not None else
+                                   Score(RESPONSE_TIME, None, "no response time was captured for this sample",
+                                         judge="code"))
+    return True

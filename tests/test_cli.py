@@ -81,9 +81,13 @@ def test_report_and_compare(tmp_path, capsys):
     assert run(["evaluate", worse, *RETRIEVAL, "--no-progress", "-o", after], capsys)[0] == 0
     code, out, _ = run(["report", before, "-o", tmp_path / "r.html"], capsys)
     assert code == 0 and "mrr" in out and (tmp_path / "r.html").exists()
-    code, out, _ = run(["compare", before, after], capsys)
-    assert code == 0 and "regression" in out and "20 shared samples" in out
-    code, _, _ = run(["compare", before, after, "--fail-on-regression"], capsys)
+    code, out, err = run(["compare", before, after], capsys)  # mrr and ndcg@10 fell: the gate fails
+    assert code == 1 and "regression" in out and "20 shared samples" in out and "FAIL mrr: mean fell by 0.4125" in err
+    code, _, _ = run(["compare", before, before, "--fail-on-sample-regression"], capsys)
+    assert code == 0
+    code, _, _ = run(["compare", before, after, "--tolerance", "1", "--fail-on-sample-regression"], capsys)
+    assert code == 0  # nothing falls by more than 1
+    code, _, _ = run(["compare", before, after, "--tolerance", "0.5", "--fail-on-sample-regression"], capsys)
     assert code == 1
     code, _, err = run(["report", EXAMPLE], capsys)
     assert code == 2 and "not a ragmeter results file" in err
@@ -135,3 +139,61 @@ def test_dashboard_of_the_history_store(tmp_path, capsys):
     assert html.count("<details") >= 20  # a drill-down per sample of the newest run
     code, out, err = run(["dashboard", "--db", tmp_path / "empty.db", "--out", tmp_path / "x.html"], capsys)
     assert code == 2 and "no run is recorded" in err and not (tmp_path / "x.html").exists()
+
+
+def _two_records(tmp_path) -> Path:
+    path = tmp_path / "two.jsonl"
+    path.write_text("\n".join(EXAMPLE.read_text().splitlines()[:2]) + "\n")
+    return path
+
+
+@pytest.mark.slow
+def test_every_score_errored_is_exit_1_unless_allow_errors(tmp_path, capsys, monkeypatch):
+    """An unreachable judge (here: one that rejects the key) errors every score: exit 1 naming
+    how many errored and the first; --allow-errors exits 0. Some errors: exit 0, counted."""
+    from helpers.servers import FakeLLMServer, error, oracle
+
+    data = _two_records(tmp_path)
+    first_q = json.loads(data.read_text().splitlines()[0])["question"]
+    judged = ["-m", "faithfulness", "-j", "openai:gpt-4o-mini", "--no-progress", "--out", tmp_path / "r.jsonl"]
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("RAGMETER_CACHE_DIR", str(tmp_path / "cache"))
+    with FakeLLMServer(lambda req: error(401)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
+        code, out, err = run(["evaluate", data, *judged], capsys)
+        assert code == 1
+        assert "2 samples scored, 0 invalid, judge: openai:gpt-4o-mini, 2 scores errored" in out
+        assert "ragmeter: error: all 2 of 2 scores errored; the first: sample py-gil, faithfulness: JudgeError:" in err
+        assert "401" in err and "--allow-errors" in err
+        assert (tmp_path / "r.jsonl").exists()  # the report is still written
+        code, _, err = run(["evaluate", data, *judged, "--allow-errors"], capsys)
+        assert code == 0 and "scores errored" not in err
+    with FakeLLMServer(lambda req: error(401) if first_q in req.user_text else oracle(req)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_url)
+        code, out, err = run(["evaluate", data, *judged], capsys)
+        assert code == 0, err
+        assert "judge: openai:gpt-4o-mini, 1 scores errored" in out and "error" not in err
+    code, out, _ = run(["evaluate", data, *RETRIEVAL, "--no-progress"], capsys)
+    assert code == 0 and "errored" not in out
+
+
+def test_report_reads_the_json_that_evaluate_writes(tmp_path, capsys):
+    """evaluate --out r.json and --out r.jsonl; report prints the same summary from either."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(EXAMPLE.read_text().splitlines()[:5] + ["{broken"]) + "\n")
+    code, evaluated, _ = run(["evaluate", data, *RETRIEVAL, "--no-progress", "-o", tmp_path / "r.json",
+                              "-o", tmp_path / "r.jsonl"], capsys)
+    assert code == 0
+    code, from_jsonl, err_jsonl = run(["report", tmp_path / "r.jsonl"], capsys)
+    assert code == 0
+    code, from_json, err_json = run(["report", tmp_path / "r.json", "-o", tmp_path / "again.jsonl"], capsys)
+    assert code == 0
+    assert from_json.replace(f"wrote {tmp_path / 'again.jsonl'}\n", "") == from_jsonl
+    assert err_json == err_jsonl == "invalid record: line 6: invalid JSON: Expecting property name enclosed in double quotes at column 2\n"
+    assert "5 samples scored, 1 invalid" in from_json
+    table = evaluated.split("\n")[1:5]
+    assert from_json.split("\n")[1:5] == table
+    assert (tmp_path / "again.jsonl").read_text().splitlines()[1:] == (tmp_path / "r.jsonl").read_text().splitlines()[1:]
+    (tmp_path / "bad.json").write_text(json.dumps({"judge": "x"}))
+    code, _, err = run(["report", tmp_path / "bad.json"], capsys)
+    assert code == 2 and "not a ragmeter results file (no 'samples' list" in err

@@ -199,7 +199,10 @@ def test_response_time_from_captured_latency():
     result = rm.evaluate(samples, metrics=["mrr"], progress=False)
     run = RunEntry.from_result(result)
     assert run.summary["response_time"]["count"] == 3 and run.summary["response_time"]["fail"] == 1
-    assert run.thresholds["response_time"] == (1.0, 0.5) and "response_time" not in result.summary()
+    assert run.thresholds["response_time"] == (1.0, 0.5)
+    # evaluate() scores it too, next to the judged metrics: 1 s pass (1.0), 4 s warn (0.75), 8 s fail (0.2)
+    assert result.summary()["response_time"]["count"] == 3 and result.summary()["response_time"]["fail"] == 1
+    assert result.summary()["response_time"]["mean"] == pytest.approx((1.0 + 0.75 + 0.2) / 3)
     page = render_result(result)
     assert summary_cells(page)["response_time"]["mean"] == f"{(1.0 + 0.75 + 0.2) / 3:.4f}"
     assert 'data-sort="m:response_time"' in page and "retrieval_s 0.10 s, total_s 8.00 s" in page

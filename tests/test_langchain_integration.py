@@ -591,7 +591,7 @@ def test_on_result_and_judge_metrics(chain):
     assert r is handler.results[0]
     assert r["faithfulness"].value is not None and r["faithfulness"].value > 0  # it quotes its context
     assert r["context_relevance"].value is not None
-    assert r["faithfulness"].judge == "offline"
+    assert r["faithfulness"].judge == "offline-lexical"  # the judge says it used no embeddings
     assert handler.results.summary()["faithfulness"]["count"] == 1
 
 

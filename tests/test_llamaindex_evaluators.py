@@ -62,7 +62,8 @@ def test_aevaluate_strings_and_invalid_inputs_never_raise(judge):
         unsupported = await ev.aevaluate(query="Who wrote Dune?", response="Isaac Asimov wrote Dune.",
                                          contexts=["Frank Herbert wrote Dune."])
         no_contexts = await ev.aevaluate(query="Who wrote Dune?", response="Frank Herbert.", contexts=[])
-        no_query = await ev.aevaluate(query=None, response="x", contexts=["y"])
+        needs_query = RagmeterEvaluator("context_relevance", judge)
+        no_query = await needs_query.aevaluate(query=None, response="x", contexts=["y"])
         bad_context = await ev.aevaluate(query="q", response="a", contexts=[object()])
         return ok, unsupported, no_contexts, no_query, bad_context
 
@@ -73,6 +74,27 @@ def test_aevaluate_strings_and_invalid_inputs_never_raise(judge):
         assert r.invalid_result is True and r.score is None and r.passing is None and r.invalid_reason
     assert "not applicable" in no_contexts.invalid_reason
     assert "question" in no_query.invalid_reason
+
+
+def test_faithfulness_needs_no_query(index, judge):
+    """As LlamaIndex's own FaithfulnessEvaluator: the answer against the contexts, no query."""
+    ev = RagmeterFaithfulnessEvaluator(judge)
+    supported = ev.evaluate(response="Frank Herbert wrote Dune.", contexts=["Frank Herbert wrote Dune in 1965."])
+    assert supported.score == 1.0 and supported.passing is True and supported.invalid_result is False
+    assert supported.query is None and supported.response == "Frank Herbert wrote Dune."
+    unsupported = asyncio.run(ev.aevaluate(query="  ", response="Isaac Asimov wrote Dune.",
+                                           contexts=["Frank Herbert wrote Dune."]))
+    assert unsupported.score == 0.0 and unsupported.label == "fail" and unsupported.query is None
+    assert [i["question"] for i in judge.inputs["extract_claims"]] == ["", ""]  # the judge sees no stand-in
+    response = engine(index).query(question("otter"))  # a query engine's Response, scored without its query
+    from_response = ev.evaluate_response(response=response)
+    assert from_response.score == 1.0 and from_response.details["claims"][0]["chunk_id"] == "doc-otter"
+    specifics = RagmeterEvaluator("hallucinated_specifics", judge).evaluate(
+        response="Dune appeared in 1965.", contexts=["Frank Herbert wrote Dune in 1965."])
+    assert specifics.score == 1.0 and specifics.invalid_result is False
+    for name in ("answer_relevancy", "context_relevance"):  # these read the question: still required
+        res = RagmeterEvaluator(name, judge).evaluate(response="Frank Herbert.", contexts=["Frank Herbert wrote Dune."])
+        assert res.invalid_result is True and "question" in res.invalid_reason
 
 
 def test_retrieval_metric_evaluator_uses_node_ids(index):
@@ -130,7 +152,7 @@ def test_judge_specs_resolve_once_and_offline_judge_works(monkeypatch):
     assert resolved == ["offline"]
     res = evs["faithfulness"].evaluate(query="Who wrote Dune?", response="Frank Herbert wrote Dune.",
                                        contexts=["Dune was written by Frank Herbert."])
-    assert res.judge == "offline" and res.score == 1.0 and not res.invalid_result
+    assert res.judge == "offline-lexical" and res.score == 1.0 and not res.invalid_result
     res = evs["answer_relevancy"].evaluate(query="Who wrote Dune?", response="Frank Herbert wrote Dune.",
                                            contexts=["Dune was written by Frank Herbert."])
     assert res.score is not None and res.details.get("judge_usage") is not None

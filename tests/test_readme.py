@@ -35,6 +35,24 @@ def test_quick_start_output_is_what_the_command_prints(tmp_path):
     assert out.stdout == shown_output("ragmeter evaluate examples/rag_samples.jsonl")
 
 
+EXAMPLES = [b.partition("\n")[0][2:].strip() for b in re.findall(r"```text\n(.*?)```", README, re.S)
+            if b.startswith("$ python examples/")]
+
+
+def test_readme_shows_example_outputs():
+    assert "python examples/monitor_degradation.py" in EXAMPLES
+
+
+@pytest.mark.parametrize("command", EXAMPLES)
+def test_example_output_is_what_the_script_prints(command, tmp_path):
+    """Every ``$ python examples/...`` block in the README is that script's output today."""
+    env = {**os.environ, "RAGMETER_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, *command.split()[1:]], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == shown_output(command)
+
+
 def test_synopsis_lists_every_command():
     """Every subcommand the parser knows (plugins included) appears in the README's synopsis."""
     parser = build_parser()

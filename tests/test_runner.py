@@ -200,3 +200,60 @@ def test_printing_a_result_shows_the_metric_means():
                          metrics=["mrr", "precision@1"], progress=False)
     # mrr: (1/2 + 1/1) / 2 = 0.75; precision@1: (0 + 1) / 2 = 0.5
     assert str(result) == "EvaluationResult({'mrr': 0.75, 'precision@1': 0.5}, 2 samples, judge='code', invalid=0)"
+
+
+# ---------------------------------------------------------------------------- response time
+
+
+def _timed(latencies):
+    return [rm.Sample(f"q{i}?", [{"id": "d1", "text": "Dune is by Frank Herbert."}], answer="Frank Herbert.",
+                      relevant_ids=["d1"], id=f"t{i}",
+                      metadata={} if t is None else {"latency": {"retrieval_s": 0.1, "total_s": t}})
+            for i, t in enumerate(latencies)]
+
+
+def test_response_time_is_scored_where_latency_was_captured():
+    # defaults pass <= 3 s, warn <= 5 s: 2.4 s -> 1.0 pass; 4.0 s -> 1 - 0.5 * (4 - 3) / (5 - 3) = 0.75 warn;
+    # 7.5 s -> 0.5 * (10 - 7.5) / 5 = 0.25 fail; no latency -> n/a (a reason, no value)
+    result = rm.evaluate(_timed([2.4, 4.0, 7.5, None]), metrics=["mrr"], progress=False)
+    assert result.metrics == ["mrr", "response_time"]
+    assert result.thresholds["response_time"] == (1.0, 0.5)
+    got = [(s.value, s.label, s.judge) for s in result.scores("response_time")]
+    assert got == [(1.0, "pass", "code"), (0.75, "warn", "code"), (0.25, "fail", "code"), (None, None, "code")]
+    assert result[3].scores["response_time"].explanation == "no response time was captured for this sample"
+    row = result.summary()["response_time"]
+    assert (row["count"], row["n/a"], row["errors"], row["pass"], row["warn"], row["fail"]) == (3, 1, 0, 1, 1, 1)
+    assert row["mean"] == pytest.approx((1.0 + 0.75 + 0.25) / 3)
+    assert list(result[0].scores) == ["mrr", "response_time"]  # next to the metrics, after them
+    from ragmeter.report import markdown_report
+    assert "response_time" in markdown_report(result)
+
+
+def test_response_time_levels_off_and_absent():
+    strict = rm.evaluate(_timed([2.4]), metrics=["mrr"], progress=False, response_time=(1.0, 2.0))
+    # 2.4 s over warn 2 s: 0.5 * (4 - 2.4) / 2 = 0.4 fail
+    assert (strict[0].scores["response_time"].value, strict[0].scores["response_time"].label) == (pytest.approx(0.4), "fail")
+    off = rm.evaluate(_timed([2.4]), metrics=["mrr"], progress=False, response_time=None)
+    assert off.metrics == ["mrr"] and "response_time" not in off[0].scores
+    none = rm.evaluate(_timed([None, None]), metrics=["mrr"], progress=False)
+    assert none.metrics == ["mrr"] and "response_time" not in none.thresholds
+    assert all("response_time" not in r.scores for r in none)
+
+
+def test_response_time_costs_no_judge_call_and_shows_once_on_the_dashboard():
+    from ragmeter.dashboard.model import RunEntry, Verdicts, sample_views
+
+    def run(latencies):
+        judge = ScriptedJudge({"rate_chunks": lambda inputs: {"chunks": [{"useful": True, "answerable": 5}
+                                                                         for _ in inputs["chunks"]]}})
+        return rm.evaluate(_timed(latencies), metrics=[Useful()], judge=judge, progress=False), judge
+
+    timed, judge_timed = run([1.0, 6.0])
+    plain, judge_plain = run([None, None])
+    assert judge_timed.calls == judge_plain.calls == {"rate_chunks": 2} and timed.usage == plain.usage
+    entry = RunEntry.from_result(timed)
+    assert list(entry.summary) == ["useful", "response_time"] and entry.summary["response_time"]["count"] == 2
+    strict = Verdicts(pass_under=0.5, warn_under=2.0)  # the page's levels replace the default ones
+    views = sample_views([type("E", (), {"result": r})() for r in timed], strict)
+    assert [v.scores["response_time"].label for v in views] == ["warn", "fail"]
+    assert [r.scores["response_time"].label for r in timed] == ["pass", "fail"]  # the result is unchanged

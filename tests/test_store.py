@@ -119,7 +119,7 @@ def test_runs_lists_newest_first_with_their_settings(db_url, evaluated, monkeypa
     info = listed[2]
     assert isinstance(info, RunInfo) and info.kind == "evaluate" and info.dataset == "rag_samples"
     assert (info.app_version, info.git_commit, info.tags) == ("2.4.0", "0123abc", ["nightly", "gpu"])
-    assert info.judge == "offline" and info.samples == len(evaluated) and info.metrics == evaluated.metrics
+    assert info.judge == evaluated.judge == "offline-lexical" and info.samples == len(evaluated) and info.metrics == evaluated.metrics
     assert info.thresholds == evaluated.thresholds and info.usage == evaluated.usage
     assert info.duration_s == evaluated.duration_s
     assert abs(info.created_at - datetime.now(timezone.utc)) < timedelta(minutes=5)

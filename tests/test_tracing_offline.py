@@ -16,7 +16,7 @@ from ragmeter.cli import main
 from ragmeter.result import EvaluationResult
 from ragmeter.tracing import OTLPJsonFileExporter, evaluate_traces, read_otlp_json
 from ragmeter.tracing.offline import TraceEvaluation, encode_otlp_json, export_carriers, samples_from_spans
-from helpers.tracing import ContextCount, memory_provider, oi_rag
+from helpers.tracing import ContextCount, memory_provider, oi_rag, rag_provider
 
 DATA = Path(__file__).parent / "data" / "otlp"
 LC = DATA / "langchain_openinference.jsonl"
@@ -97,7 +97,8 @@ def test_samples_from_a_real_openinference_export():
 
 
 def test_evaluate_traces_scores_each_call_and_reports_skips():
-    result = evaluate_traces(MIXED, metrics=[ContextCount()], progress=False)
+    # MIXED holds a ragmeter carrier for the workflow call: rescore=True scores it again
+    result = evaluate_traces(MIXED, metrics=[ContextCount()], progress=False, rescore=True)
     assert len(result) == 2
     by_q = {r.sample.question: r for r in result}
     assert by_q["How tall is the Eiffel Tower?"].scores["context_count"].value == 0.5
@@ -107,7 +108,7 @@ def test_evaluate_traces_scores_each_call_and_reports_skips():
 
 
 def test_the_trace_evaluation_is_an_evaluation_result_with_declared_fields():
-    result = evaluate_traces(MIXED, metrics=[ContextCount()], progress=False)
+    result = evaluate_traces(MIXED, metrics=[ContextCount()], progress=False, rescore=True)
     assert type(result) is TraceEvaluation and isinstance(result, EvaluationResult)
     assert result.summary()["context_count"]["count"] == 2  # everything an EvaluationResult does
     empty = TraceEvaluation([], ["context_count"])
@@ -141,6 +142,42 @@ def test_skipped_calls_are_listed_as_invalid(tmp_path):
     (err,) = result.invalid
     assert err.field == "answer" and err.location.startswith("trace ")
     assert result.trace_stats["skipped_no_answer"] == 1
+
+
+def test_calls_already_scored_inline_are_skipped_unless_rescore(tmp_path):
+    """An export from an app running RagmeterSpanProcessor holds its evaluation carriers: those
+    calls are skipped and counted, a call without one is scored; rescore=True scores them all."""
+    proc, provider, exporter = rag_provider([ContextCount()])
+    oi_rag(provider)
+    assert provider.force_flush(10_000)
+    proc.shutdown()
+    scored_inline = exporter.get_finished_spans()
+    assert sum(s.name == "ragmeter.evaluation" for s in scored_inline) == 1
+    plain, plain_exporter = memory_provider()
+    oi_rag(plain, question="What is the capital of Spain?")
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(encode_otlp_json(scored_inline)) + "\n"
+                    + json.dumps(encode_otlp_json(plain_exporter.get_finished_spans())) + "\n")
+    result = evaluate_traces(path, metrics=[ContextCount()], progress=False)
+    assert [r.sample.question for r in result] == ["What is the capital of Spain?"]
+    assert result.trace_stats == {"spans": 7, "traces": 2, "invocations": 2, "samples": 1, "skipped_already_scored": 1}
+    again = evaluate_traces(path, metrics=[ContextCount()], progress=False, rescore=True)
+    assert sorted(r.sample.question for r in again) == ["What is the capital of France?", "What is the capital of Spain?"]
+    assert "skipped_already_scored" not in again.trace_stats and again.trace_stats["samples"] == 2
+    only_scored = tmp_path / "scored.jsonl"
+    only_scored.write_text(json.dumps(encode_otlp_json(scored_inline)) + "\n")
+    nothing = evaluate_traces(only_scored, metrics=[ContextCount()], progress=False)  # nothing to do is not an error
+    assert len(nothing) == 0 and nothing.trace_stats["skipped_already_scored"] == 1
+
+
+def test_cli_skips_calls_with_an_evaluation_span(capsys):
+    """MIXED holds a ragmeter carrier linked to the workflow call (no target attribute: the link
+    identifies the judged span)."""
+    code = main(["evaluate-traces", str(MIXED), "-m", "mrr", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "8 spans in 3 traces, 3 RAG calls, 1 scored, skipped: already scored 1, 1 LLM calls without retrieval" in out
+    assert "1 samples scored" in out
 
 
 class _Receiver(http.server.ThreadingHTTPServer):
@@ -219,7 +256,7 @@ def test_cli_evaluate_traces(tmp_path, receiver, capsys):
     code = main(["evaluate-traces", str(LC), "-m", "context_count_unknown_metric_name"])
     assert code == 2
     code = main(["evaluate-traces", str(MIXED), "-m", "mrr", "--no-progress", "--out", str(out),
-                 "--export", "otlp", "--endpoint", receiver.endpoint])
+                 "--export", "otlp", "--endpoint", receiver.endpoint, "--rescore"])
     text = capsys.readouterr().out
     assert code == 0
     assert "8 spans in 3 traces, 3 RAG calls, 2 scored, 1 LLM calls without retrieval" in text

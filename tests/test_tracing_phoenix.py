@@ -1,16 +1,22 @@
-"""PhoenixAnnotationSink with a recording stand-in for the Phoenix client (the real server is
-exercised by test_phoenix_e2e.py)."""
+"""PhoenixAnnotationSink with a recording stand-in for the Phoenix client, and the real Phoenix
+client against a local server speaking Phoenix's annotation REST endpoints (the real Phoenix
+server is exercised by test_phoenix_e2e.py)."""
 
 from __future__ import annotations
 
 import builtins
+import http.server
+import json
+import threading
+from pathlib import Path
 
 import pytest
 
 import ragmeter
+from ragmeter.cli import main
 from ragmeter.data import Sample, Score
 from ragmeter.result import SampleResult
-from ragmeter.tracing import PhoenixAnnotationSink, SpanTarget
+from ragmeter.tracing import PhoenixAnnotationSink, SpanTarget, evaluate_traces
 from ragmeter.tracing.phoenix import document_annotations, span_annotations
 from helpers.tracing import ContextCount, oi_rag, rag_provider
 
@@ -105,3 +111,91 @@ def test_processor_sends_annotations_for_the_judged_span():
     assert [(a["name"], a["span_id"], a["result"]["score"]) for a in anns] == [
         ("context_count", format(chain.get_span_context().span_id, "016x"), 0.5)]
     proc.shutdown()
+
+
+LC = Path(__file__).parent / "data" / "otlp" / "langchain_openinference.jsonl"
+
+
+class FakePhoenix(http.server.ThreadingHTTPServer):
+    """Phoenix's ``POST /v1/span_annotations`` and ``/v1/document_annotations`` on 127.0.0.1:
+    records every request (path with query, JSON body); answers ``status``."""
+
+    def __init__(self, status: int = 200):
+        self.requests: list[tuple[str, dict]] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                server.requests.append((self.path, body))
+                out = json.dumps({"data": [{"id": str(i)} for i, _ in enumerate(body.get("data", []))]}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def annotations(self, kind: str) -> list[dict]:
+        return [a for path, body in self.requests if path.startswith(f"/v1/{kind}_annotations") for a in body["data"]]
+
+
+@pytest.fixture
+def fake_phoenix():
+    servers: list[FakePhoenix] = []
+
+    def start(status: int = 200) -> FakePhoenix:
+        servers.append(FakePhoenix(status))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+def test_evaluate_traces_sends_phoenix_annotations(fake_phoenix, monkeypatch):
+    """phoenix=URL: the real Phoenix client posts one span annotation per metric and call, on the
+    judged span, not waiting for Phoenix to store them (no ?sync=true)."""
+    monkeypatch.delenv("PHOENIX_API_KEY", raising=False)
+    server = fake_phoenix()
+    result = evaluate_traces(LC, metrics=[ContextCount()], progress=False, phoenix=server.url)
+    assert result.phoenix == {"endpoint": server.url, "span_annotations": 2, "document_annotations": 0,
+                              "requests": 2, "failed": 0}
+    assert [p for p, _ in server.requests] == ["/v1/span_annotations"] * 2
+    targets = {r.sample.metadata["otel"]["target_span_id"] for r in result}
+    anns = server.annotations("span")
+    assert {a["span_id"] for a in anns} == targets and len(targets) == 2
+    assert all(a["name"] == "context_count" and a["result"]["score"] == 0.5 and a["annotator_kind"] == "CODE"
+               for a in anns)
+
+
+@pytest.mark.slow
+def test_cli_phoenix_option(fake_phoenix, capsys, monkeypatch):
+    """--phoenix URL with the offline judge: span annotations and, for context_relevance's
+    per-chunk verdicts, document annotations; a Phoenix that fails every request is exit 2."""
+    monkeypatch.delenv("PHOENIX_API_KEY", raising=False)
+    server = fake_phoenix()
+    code = main(["evaluate-traces", str(LC), "-m", "context_relevance", "-j", "offline", "--no-progress",
+                 "--phoenix", server.url])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert f"sent 2 span and 4 document annotations to Phoenix at {server.url}" in out
+    docs = server.annotations("document")
+    assert len(docs) == 4 and all(isinstance(d["document_position"], int) for d in docs)
+    down = fake_phoenix(500)
+    code = main(["evaluate-traces", str(LC), "-m", "context_relevance", "-j", "offline", "--no-progress",
+                 "--phoenix", down.url])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert f"sent 0 span and 0 document annotations to Phoenix at {down.url}" in out
+    assert "ragmeter: error: 4 Phoenix annotation requests failed" in err

@@ -180,3 +180,16 @@ def test_response_time_bad_inputs(args):
 ])
 def test_latency_seconds(metadata, expected):
     assert latency_seconds(metadata) == expected
+
+
+def test_add_response_time_only_where_a_latency_exists():
+    def result(metadata):
+        return rm.SampleResult(rm.Sample("q", ["c"], metadata=metadata), {"f": Score("f", 0.5)})
+
+    rs = [result({"latency": {"total_s": 5.0}}), result({"latency_s": 12.0}), result({"latency": "slow"})]
+    assert verdicts.add_response_time(rs, 2.0, 4.0) is True
+    # 5 s over warn 4 s: 0.5 * (8 - 5) / 4 = 0.375; 12 s >= 2 * 4: 0.0; unreadable latency: n/a
+    assert [(r.scores["response_time"].value, r.scores["response_time"].label) for r in rs] == [
+        (0.375, "fail"), (0.0, "fail"), (None, None)]
+    plain = [result({}), result({"latency": {"retrieval_s": 1.0}})]
+    assert verdicts.add_response_time(plain) is False and all(list(r.scores) == ["f"] for r in plain)

@@ -12,30 +12,38 @@ from ragmeter.cli import EXIT_INPUT, EXIT_OK, add_run_options, check_run_options
 __all__ = ["register"]
 
 
+def _stats_line(stats: dict[str, int]) -> str:
+    skipped = ", ".join(f"{k.removeprefix('skipped_').replace('_', ' ')} {v}" for k, v in stats.items()
+                        if k.startswith("skipped_"))
+    return (f"ragmeter: {stats.get('spans', 0)} spans in {stats.get('traces', 0)} traces, "
+            f"{stats.get('invocations', 0)} RAG calls, {stats.get('samples', 0)} scored"
+            + (f", skipped: {skipped}" if skipped else "")
+            + (f", {stats['unreadable']} unreadable (see invalid records)" if stats.get("unreadable") else "")
+            + (f", {stats['not_rag']} LLM calls without retrieval" if stats.get("not_rag") else ""))
+
+
 def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
     from ragmeter.tracing.offline import evaluate_traces
 
     check_run_options(args)
     result = evaluate_traces(args.file, metrics=metric_list(args.metrics), judge=args.judge,
                              export=args.export, endpoint=args.endpoint, concurrency=args.concurrency,
-                             progress=not args.no_progress)
-    stats = result.trace_stats
-    if stats:
-        skipped = ", ".join(f"{k.replace('skipped_', '')} {v}" for k, v in stats.items() if k.startswith("skipped_"))
-        print(f"ragmeter: {stats.get('spans', 0)} spans in {stats.get('traces', 0)} traces, "
-              f"{stats.get('invocations', 0)} RAG calls, {stats.get('samples', 0)} scored"
-              + (f", skipped: {skipped}" if skipped else "")
-              + (f", {stats['unreadable']} unreadable (see invalid records)" if stats.get("unreadable") else "")
-              + (f", {stats['not_rag']} LLM calls without retrieval" if stats.get("not_rag") else ""))
-    status = finish(result, args)
-    export = result.export
-    if export:
-        print(f"exported {export['spans']} evaluation spans to {export['endpoint']}")
-        if export.get("failed"):
-            print(f"ragmeter: error: {export['failed']} evaluation spans could not be exported to "
-                  f"{export['endpoint']}", file=sys.stderr)
-            return EXIT_INPUT if status == EXIT_OK else status
-    return status
+                             progress=not args.no_progress, rescore=args.rescore, phoenix=args.phoenix)
+    status = finish(result, args, preface=[_stats_line(result.trace_stats)] if result.trace_stats else ())
+    problems = []
+    if result.export:
+        print(f"exported {result.export['spans']} evaluation spans to {result.export['endpoint']}")
+        if result.export.get("failed"):
+            problems.append(f"{result.export['failed']} evaluation spans could not be exported to {result.export['endpoint']}")
+    if result.phoenix:
+        sent = result.phoenix
+        print(f"sent {sent['span_annotations']} span and {sent['document_annotations']} document annotations "
+              f"to Phoenix at {sent['endpoint']}")
+        if sent.get("failed"):
+            problems.append(f"{sent['failed']} Phoenix annotation requests failed (see the log)")
+    for p in problems:
+        print(f"ragmeter: error: {p}", file=sys.stderr)
+    return EXIT_INPUT if problems and status == EXIT_OK else status
 
 
 def register(sub: Any) -> None:
@@ -50,4 +58,9 @@ def register(sub: Any) -> None:
     p.add_argument("--endpoint", metavar="URL",
                    help="OTLP/HTTP traces endpoint for --export (default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "
                         "$OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318/v1/traces)")
+    p.add_argument("--rescore", action="store_true",
+                   help="also score RAG calls that already carry a ragmeter evaluation span (default: skip and count them)")
+    p.add_argument("--phoenix", metavar="URL",
+                   help="also send the scores to Arize Phoenix at URL as span and document annotations "
+                        '(needs pip install "ragmeter[phoenix]")')
     p.set_defaults(func=_cmd_evaluate_traces)

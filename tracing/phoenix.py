@@ -24,7 +24,7 @@ span has arrived (the exporter may still hold it when the score is ready); ``syn
 with 404 for spans Phoenix has not stored yet.
 
 Use it as a sink of :class:`~ragmeter.tracing.RagmeterSpanProcessor` (``sinks=[...]``) or of
-:func:`~ragmeter.tracing.evaluate_traces`, or call :meth:`write` yourself. It never raises:
+:func:`~ragmeter.tracing.evaluate_traces` (``phoenix=URL``, ``ragmeter evaluate-traces --phoenix URL``), or call :meth:`write` yourself. It never raises:
 failures are logged and counted in :attr:`stats`.
 """
 
@@ -145,6 +145,11 @@ class PhoenixAnnotationSink:
         """Counters: span_annotations, document_annotations, requests, failed."""
         with self._lock:
             return dict(self._stats)
+
+    @property
+    def endpoint(self) -> str | None:
+        """The Phoenix base URL given, else None (the client's default)."""
+        return self._endpoint
 
     @property
     def client(self) -> Any:

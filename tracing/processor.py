@@ -43,6 +43,8 @@ used. Durations are in seconds.
 * ``capture_content`` / ``RAGMETER_CAPTURE_CONTENT`` (true): False keeps no content in what the
   processor writes: results carry :func:`ragmeter.capture.without_content` samples, carriers and
   Phoenix annotations no explanations or quotes (the spans it reads are the application's)
+* ``store`` (None: off; no environment variable): a :class:`ragmeter.store.Store`, SQLite path or
+  ``postgresql://`` URL where every result is recorded as an inline sample of source ``"otel"``
 """
 
 from __future__ import annotations
@@ -99,8 +101,11 @@ class RagmeterSpanProcessor(SpanProcessor):
     ``sinks``: more result sinks, e.g. :class:`~ragmeter.tracing.PhoenixAnnotationSink`;
     ``write_spans=False`` writes no carriers.
     ``should_score(sample)`` / ``on_result(result)``: as for
-    :class:`~ragmeter.inline.BackgroundScorer`. ``scorer``: share an existing BackgroundScorer
-    instead (then ``metrics``, ``judge``, ``max_queue`` and ``concurrency`` are ignored). The
+    :class:`~ragmeter.inline.BackgroundScorer`. ``store``: record every result in a store (see
+    :class:`~ragmeter.inline.BackgroundScorer`; source ``"otel"``, counts ``store_*`` in
+    :attr:`stats`). ``scorer``: share an existing BackgroundScorer
+    instead (then ``metrics``, ``judge``, ``max_queue`` and ``concurrency`` are ignored, and
+    ``store`` is refused: give it to the shared scorer). The
     numeric settings (``sample_rate``, ``max_queue``, ``concurrency``, ``grace_period``, ``ttl``,
     ``max_buffered_spans``, ``max_traces``, ``schedule_delay``, ``shutdown_timeout``) default to
     their ``RAGMETER_*`` environment variables (see the module docstring); ValueError when an
@@ -114,7 +119,7 @@ class RagmeterSpanProcessor(SpanProcessor):
                  max_traces: int | None = None, schedule_delay: float | None = None,
                  shutdown_timeout: float | None = None, should_score: Callable[[Any], bool | None] | None = None,
                  on_result: Callable[[Any], None] | None = None, scorer: BackgroundScorer | None = None,
-                 capture_content: bool | None = None):
+                 capture_content: bool | None = None, store: Any = None):
         cfg = resolve_settings(sample_rate=sample_rate, max_queue=max_queue, concurrency=concurrency,
                                grace_period=grace_period, ttl=ttl, max_buffered_spans=max_buffered_spans,
                                max_traces=max_traces, schedule_delay=schedule_delay,
@@ -127,10 +132,13 @@ class RagmeterSpanProcessor(SpanProcessor):
         self.schedule_delay: float = cfg["schedule_delay"]
         self.shutdown_timeout: float = cfg["shutdown_timeout"]
         self.capture_content: bool = capture_content_setting(capture_content)
+        if scorer is not None and store is not None:
+            raise ValueError("store= goes to the shared scorer: BackgroundScorer(..., store=...)")
         self._own_scorer = scorer is None
         self.scorer = scorer if scorer is not None else BackgroundScorer(
             metrics, judge, embedder=embedder, max_queue=cfg["max_queue"], concurrency=cfg["concurrency"],
-            should_score=should_score, on_result=on_result, name="ragmeter-otel-scorer")
+            should_score=should_score, on_result=on_result, name="ragmeter-otel-scorer", store=store,
+            store_source="otel")
         self.writer: EvaluationWriter | None = EvaluationWriter(tracer_provider) if write_spans else None
         self.sinks: list[Any] = ([self.writer] if self.writer is not None else []) + list(sinks)
         self._closed = False

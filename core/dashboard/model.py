@@ -18,11 +18,12 @@ __all__ = ["RunEntry", "SampleEntry", "SampleView", "Verdicts", "with_response_t
 
 def with_response_time(result: SampleResult, latency_s: float | None = None, verdicts: "Verdicts | None" = None
                        ) -> dict[str, Score]:
-    """The sample's Scores plus a ``response_time`` Score when its latency is known
-    (``latency_s``, else ``metadata["latency"]``) and it has none yet."""
+    """The sample's Scores with its ``response_time`` Score at the page's levels when its latency
+    is known (``latency_s``, else ``metadata["latency"]``): added to an inline sample's, recomputed
+    (never doubled) over the one :func:`ragmeter.evaluate` gave, which used the default levels."""
     scores = dict(result.scores)
     latency = latency_s if latency_s is not None else latency_seconds(result.sample.metadata)
-    if latency is not None and RESPONSE_TIME not in scores:
+    if latency is not None:
         v = verdicts or Verdicts()
         scores[RESPONSE_TIME] = response_time_score(latency, v.pass_under, v.warn_under)
     return scores

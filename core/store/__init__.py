@@ -30,6 +30,11 @@ through psycopg 3 (``pip install 'ragmeter[postgres]'``). Both use one SQLAlchem
 ``schema_version``
     the versions the database went through; see :mod:`ragmeter.store.schema` for migrations.
 
+Inline captures record through a :class:`~ragmeter.store.writer.StoreWriter` (``store=`` on the
+LangChain handler, the LlamaIndex instrumentation, the span processor and
+:class:`~ragmeter.inline.BackgroundScorer`): a bounded queue and one background thread, so a
+store that waits for other writers never holds up a request.
+
 JSON columns are text (portable, written with ``allow_nan=False``). Inline samples go into one run
 per (source, process), so a deployment's app version and commit are stored once with its samples;
 :meth:`Store.metric_trend` ``by="day"`` is the time series over all of them.
@@ -37,5 +42,6 @@ per (source, process), so a deployment's app version and commit are stored once 
 
 from ragmeter.store.schema import SCHEMA_VERSION, StoreVersionError
 from ragmeter.store.store import RunInfo, Store, StoredSample, TrendPoint
+from ragmeter.store.writer import StoreWriter
 
-__all__ = ["Store", "RunInfo", "StoredSample", "TrendPoint", "StoreVersionError", "SCHEMA_VERSION"]
+__all__ = ["Store", "StoreWriter", "RunInfo", "StoredSample", "TrendPoint", "StoreVersionError", "SCHEMA_VERSION"]

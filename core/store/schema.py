@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection
 
 from ragmeter.verdicts import latency_seconds
 
-__all__ = ["metadata", "runs", "samples", "scores", "schema_version", "SCHEMA_VERSION", "MIGRATIONS",
+__all__ = ["metadata", "runs", "samples", "scores", "labels", "schema_version", "SCHEMA_VERSION", "MIGRATIONS",
            "StoreVersionError", "current_version", "migrate"]
 
 metadata = sa.MetaData()
@@ -81,6 +81,17 @@ scores = sa.Table(
     sa.Column("judge", sa.String(256)),
 )
 
+labels = sa.Table(                                                   # v3: human labels
+    "labels", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("sample_id", sa.String(256), nullable=False, index=True),  # the samples' sample_id (any run)
+    sa.Column("annotator", sa.String(256), nullable=False),
+    sa.Column("criterion", sa.String(64), nullable=False),
+    sa.Column("value", sa.Integer),                                   # 1-5; NULL: the annotator left it out
+    sa.Column("source", sa.String(512)),                              # the file the label was imported from
+    sa.Column("created_at", sa.DateTime, nullable=False),
+)
+
 schema_version = sa.Table(
     "schema_version", metadata,
     sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
@@ -110,8 +121,13 @@ def _v2_latency_and_indexes(conn: Connection) -> None:
         index.create(conn)
 
 
+def _v3_labels(conn: Connection) -> None:
+    """v2 -> v3: the ``labels`` table (human ratings imported with ``ragmeter labels import``)."""
+    labels.create(conn)
+
+
 #: ``MIGRATIONS[i]`` upgrades a database from version ``i + 1`` to ``i + 2``.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v2_latency_and_indexes]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v2_latency_and_indexes, _v3_labels]
 SCHEMA_VERSION = len(MIGRATIONS) + 1
 
 

@@ -18,6 +18,8 @@ from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.store import codec
 from ragmeter.store.engine import create_engine, database_url, environment_info, read, write
 from ragmeter.store.schema import SCHEMA_VERSION, current_version, migrate, runs, samples, scores
+from ragmeter.store.schema import labels as label_rows
+from ragmeter.labels.io import Label
 from sqlalchemy.engine import Connection
 
 __all__ = ["Store", "RunInfo", "StoredSample", "TrendPoint"]
@@ -323,6 +325,37 @@ class Store:
             by_row[s.sample_row_id].append(s)
         return [StoredSample(row.id, row.run_id, codec.utc(row.created_at), codec.loads(row.tags, []), row.latency_s,
                              codec.sample_result(row, by_row[row.id])) for row in rows]
+
+    # ------------------------------------------------------------------ human labels
+
+    def record_labels(self, labels: Iterable[Label], source: str | None = None) -> int:
+        """Store human labels (:class:`ragmeter.labels.Label`); a label for a (sample, annotator,
+        criterion) already stored replaces it. Returns the number stored."""
+        text = self._text  # PostgreSQL text cannot hold NUL
+        rows = {(text(lb.sample_id), text(lb.annotator), lb.criterion): lb.value for lb in labels}
+        now = codec.naive_utc()
+
+        def tx(conn: Connection) -> int:
+            for sample_id, annotator, criterion in rows:
+                conn.execute(label_rows.delete().where(label_rows.c.sample_id == sample_id,
+                                                       label_rows.c.annotator == annotator,
+                                                       label_rows.c.criterion == criterion))
+            if rows:
+                conn.execute(label_rows.insert(), [{"sample_id": k[0], "annotator": k[1], "criterion": k[2], "value": v,
+                                                     "source": text(source), "created_at": now} for k, v in rows.items()])
+            return len(rows)
+
+        return write(self._engine(), tx)
+
+    def labels(self, sample_id: str | None = None, criterion: str | None = None) -> list[Label]:
+        """The stored human labels (optionally of one sample or one criterion), in import order."""
+        q = sa.select(label_rows).order_by(label_rows.c.id)
+        if sample_id is not None:
+            q = q.where(label_rows.c.sample_id == sample_id)
+        if criterion is not None:
+            q = q.where(label_rows.c.criterion == criterion)
+        rows = read(self._engine(), lambda conn: conn.execute(q).all())
+        return [Label(r.sample_id, r.annotator, r.criterion, r.value) for r in rows]
 
 
 def _run_info(row: Any) -> RunInfo:

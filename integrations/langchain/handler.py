@@ -100,6 +100,12 @@ class RagmeterCallbackHandler(RunTracker):
     :func:`ragmeter.capture.without_content` copies, and the evaluation spans carry no
     explanations or quotes (see :mod:`ragmeter.tracing.writer`).
 
+    ``store`` (a :class:`ragmeter.store.Store`, a SQLite path or a ``postgresql://`` URL; None:
+    off) records every result in the store as an inline sample of source ``"langchain"`` (what
+    the result carries: no content with ``capture_content=False``), written by a background
+    thread, never on the chain's; ``stats`` then count ``store_written``, ``store_dropped`` and
+    ``store_errors``.
+
     The chain's thread only hands each finished root run over (ragmeter's hook takes
     microseconds); the run tree is turned into a Sample on the capture thread, and scored on the
     scoring worker (see :class:`ragmeter.capture.CaptureRecorder`).
@@ -116,7 +122,8 @@ class RagmeterCallbackHandler(RunTracker):
                  should_score: Callable[[Sample], bool | None] | None = None,
                  on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
                  concurrency: int = 4, embedder: Any = None, keep: int | None = 10_000,
-                 attach_to_trace: bool = True, tracer_provider: Any = None, capture_content: bool | None = None):
+                 attach_to_trace: bool = True, tracer_provider: Any = None, capture_content: bool | None = None,
+                 store: Any = None):
         super().__init__()
         self.question_key = question_key
         self.answer_key = answer_key
@@ -127,7 +134,7 @@ class RagmeterCallbackHandler(RunTracker):
             metrics, self._judge_spec, mode=mode, embedder=embedder, sample_rate=sample_rate,
             should_score=should_score, on_result=on_result, max_queue=max_queue, concurrency=concurrency,
             keep=keep, write_trace=self._trace.write, counters=_COUNTERS, name="ragmeter-langchain",
-            capture_content=capture_content)
+            capture_content=capture_content, store=store, store_source="langchain")
         self.mode = mode
         self._lock = threading.Lock()
         self._targets: dict[Any, Any] = {}  # root run id -> the span active when it started
@@ -167,12 +174,13 @@ class RagmeterCallbackHandler(RunTracker):
         ``sampled_out``, ``forced`` (``should_score`` said True), ``rejected_closed``, ``failed``,
         ``score_errors`` (samples with a score that could not be computed), ``callback_errors``,
         ``pending``. Traces: ``trace_writes`` (evaluation spans written) and
-        ``trace_errors``."""
+        ``trace_errors``. Store: ``store_written``, ``store_dropped`` (its queue was full),
+        ``store_errors`` (writes that failed); 0 without a ``store``."""
         return self._recorder.stats
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued sample is scored (inline mode); False if ``timeout`` seconds
-        passed first. Offline mode has nothing pending and returns True."""
+        """Wait until every queued sample is scored (inline mode) and written to the ``store``;
+        False if ``timeout`` seconds passed first."""
         return self._recorder.flush(timeout)
 
     def shutdown(self, timeout: float | None = None) -> bool:

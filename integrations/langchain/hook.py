@@ -30,7 +30,7 @@ def instrument(metrics: Iterable[Any] | None = None, judge: Any = None, **option
     """Capture (and score) every LangChain run from now on, without ``callbacks=[...]``.
 
     Creates ``RagmeterCallbackHandler(metrics, judge, **options)`` (every option of its
-    constructor: ``mode``, ``sample_rate``, ``should_score``, ``on_result``, ...) and returns it:
+    constructor: ``mode``, ``sample_rate``, ``should_score``, ``on_result``, ``store``, ...) and returns it:
     read ``handler.results`` / ``handler.stats``, call ``handler.flush()``. Calling it again
     replaces the handler (runs are captured once, by the newest; the previous one keeps what it
     captured). Passing the returned handler in ``callbacks=[...]`` as well does not capture twice.

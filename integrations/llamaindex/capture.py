@@ -76,6 +76,11 @@ class RagmeterInstrumentation:
     :func:`ragmeter.capture.without_content` copies, and the evaluation spans carry no
     explanations or quotes. The query's thread only hands the finished query over; the Sample is
     built on the capture thread.
+
+    ``store`` (a :class:`ragmeter.store.Store`, a SQLite path or a ``postgresql://`` URL; None:
+    off) records every result in the store as an inline sample of source ``"llamaindex"`` (as the
+    result carries it), written by a background thread; ``stats`` count ``store_written``,
+    ``store_dropped`` and ``store_errors``.
     """
 
     def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, mode: str = "inline",
@@ -84,13 +89,13 @@ class RagmeterInstrumentation:
                  on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
                  concurrency: int = 4, keep: Optional[int] = 10_000, stream_timeout: float = 600.0,
                  attach_to_trace: bool = True, tracer_provider: Any = None, dispatcher: Any = None,
-                 capture_content: Optional[bool] = None):
+                 capture_content: Optional[bool] = None, store: Any = None):
         self._trace = TraceLink(tracer_provider)
         self._recorder = CaptureRecorder(
             resolve_metrics(metrics), _as_judge(judge), mode=mode, embedder=_as_embedder(embedder),
             sample_rate=sample_rate, should_score=should_score, on_result=on_result, max_queue=max_queue,
             concurrency=concurrency, keep=keep, write_trace=self._trace.write, name="ragmeter-llamaindex",
-            capture_content=capture_content)
+            capture_content=capture_content, store=store, store_source="llamaindex")
         self.mode = mode
         self.stream_timeout = float(stream_timeout)
         self.max_open = 10_000
@@ -160,8 +165,8 @@ class RagmeterInstrumentation:
         return self._attached_to is not None
 
     def flush(self, timeout: Optional[float] = None) -> bool:
-        """Wait until every queued sample is scored (inline mode); False if ``timeout`` seconds
-        passed first. Streams unconsumed for ``stream_timeout`` are recorded as partial first."""
+        """Wait until every queued sample is scored (inline mode) and written to the ``store``;
+        False if ``timeout`` seconds passed first. Streams unconsumed for ``stream_timeout`` are recorded as partial first."""
         self._capture.sweep()
         return self._recorder.flush(timeout)
 
@@ -202,7 +207,8 @@ class RagmeterInstrumentation:
         ``skipped_no_contexts`` (recorded, not scored), ``capture_errors``, ``open`` (queries and
         streams in progress). Scoring: ``submitted``, ``queued``, ``scored``, ``dropped`` (backlog
         full), ``sampled_out``, ``forced`` (by ``should_score``), ``rejected_closed``, ``failed``,
-        ``callback_errors``, ``pending``; and ``trace_writes`` / ``trace_errors``."""
+        ``callback_errors``, ``pending``; ``trace_writes`` / ``trace_errors``; ``store_written``,
+        ``store_dropped``, ``store_errors`` (0 without a ``store``)."""
         out = self._recorder.stats
         out["open"] = len(self._capture.open)
         return out

@@ -35,7 +35,7 @@ from ragmeter.result import SampleResult
 from ragmeter.runner import resolve_metrics
 from ragmeter.sharing import share_embedder, share_judge
 
-__all__ = ["RagmeterEvaluator", "RagmeterEvaluationResult", "make_evaluators", "EVALUATOR_CLASSES"]
+__all__ = ["RagmeterEvaluator", "RagmeterEvaluationResult", "make_evaluators", "EVALUATOR_CLASSES", "QUERY_OPTIONAL"]
 
 #: Judges resolved from a spec (``"offline"``, ``"openai:gpt-4o-mini"``; ``"<default>"`` for
 #: None), so that evaluators built separately from the same spec use one judge and share its
@@ -43,6 +43,11 @@ __all__ = ["RagmeterEvaluator", "RagmeterEvaluationResult", "make_evaluators", "
 _SPEC_JUDGES: "collections.OrderedDict[str, Judge | None]" = collections.OrderedDict()
 _MAX_SPECS = 16
 _SPEC_LOCK = threading.Lock()
+
+#: Metrics that judge the answer against the contexts and read the question only as context for
+#: the answer's claims: their evaluators need no query (LlamaIndex's own FaithfulnessEvaluator
+#: takes none), and score without one on an empty question.
+QUERY_OPTIONAL = frozenset({"faithfulness", "hallucinated_specifics"})
 
 
 def _judge_for(judge: Any, metrics: Sequence[Metric]) -> Judge | None:
@@ -99,7 +104,7 @@ def _scored(sample: Sample, score: Score, result: SampleResult) -> RagmeterEvalu
     if score.value is None:
         reason = score.error or score.explanation or "no value"
     return RagmeterEvaluationResult(
-        query=sample.question, response=sample.answer, contexts=sample.context_texts, passing=score.passed,
+        query=sample.question or None, response=sample.answer, contexts=sample.context_texts, passing=score.passed,
         score=score.value, feedback=score.explanation or None, invalid_result=score.value is None,
         invalid_reason=reason, metric=score.metric, label=score.label, judge=score.judge, error=score.error,
         details=score.details, sample_id=sample.id, usage=result.usage.to_dict())
@@ -124,7 +129,8 @@ class RagmeterEvaluator(BaseEvaluator):
     for ragmeter's default judge; ``threshold`` / ``warn`` override the metric's pass / warn levels.
 
     ``aevaluate(query, response, contexts, reference=None, relevant_ids=None, sample_id=None)``
-    takes strings (contexts may also be NodeWithScore / nodes / dicts with ids);
+    takes strings (``query`` may be left out for the metrics of :data:`QUERY_OPTIONAL`, such as
+    faithfulness) (contexts may also be NodeWithScore / nodes / dicts with ids);
     ``aevaluate_response(query, response)`` takes the Response of a query engine and keeps the
     source nodes' ids and scores. Both return a :class:`RagmeterEvaluationResult` and never raise.
 
@@ -173,11 +179,16 @@ class RagmeterEvaluator(BaseEvaluator):
         metrics that need them). Extra LlamaIndex kwargs (``sleep_time_in_seconds`` ...) are ignored."""
         sample: Sample | None = None
         failure: list[BaseException] = []
+        no_query = self.metric.name in QUERY_OPTIONAL and (query is None
+                                                           or (isinstance(query, str) and not query.strip()))
         with never_raise("LlamaIndex evaluator: reading the input", on_error=failure.append):
             try:
-                sample = Sample(question=query if query is not None else "", contexts=_contexts_from(contexts),
-                                answer=response, reference=reference, relevant_ids=relevant_ids, id=sample_id,
+                sample = Sample(question="(no query)" if no_query else query if query is not None else "",
+                                contexts=_contexts_from(contexts), answer=response, reference=reference,
+                                relevant_ids=relevant_ids, id=sample_id,
                                 metadata=dict(metadata or {}, source="llamaindex.evaluator"))
+                if no_query:  # validated with a stand-in; the metric and the judge see no question
+                    sample.question = ""
             except RecordError as err:  # the caller's input: said on the result, not logged
                 failure.append(err)
         if sample is None:
@@ -215,7 +226,7 @@ class RagmeterEvaluator(BaseEvaluator):
             result = await score_sample(sample, [self.metric], self.judge, self.embedder)
             return _scored(sample, result.scores[self.metric.name], result)
         err = failure[0]
-        return _invalid(self.metric.name, f"{type(err).__name__}: {err}", sample.question, sample.answer,
+        return _invalid(self.metric.name, f"{type(err).__name__}: {err}", sample.question or None, sample.answer,
                         sample.context_texts)
 
 

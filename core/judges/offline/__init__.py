@@ -4,6 +4,11 @@
 deterministic signals:
 
 - claims are the answer's sentences split into clauses (:func:`ragmeter.text.split_claims`);
+  meta sentences ("Here is a summary of the passage:", "I hope this helps") are no claims, and
+  openers ("Based on the context, ", "Yes, ") are cut off;
+- text is normalised before any check: figures and dates split by a tokeniser ("3, 000",
+  "31. 8", "December 6 , 1975"), month and weekday names in lower case, and a demonym and its
+  country ("Belgian", "Belgium") read the same;
 - a claim is *supported* by a chunk when enough of its content words (stemmed) appear in the chunk
   and in one passage of it (a run of up to three sentences); with the ``local`` extra installed, the
   cosine similarity of claim and passage from a small sentence-embedding model (all-MiniLM-L6-v2,
@@ -30,11 +35,21 @@ deterministic signals:
   (``generates_questions = False``: ``generate_questions`` is asked with ``n = 0`` and answers
   ``questions: []``), so answer relevancy compares question and answer directly.
 
-Every result carries ``note`` saying which signals were used, and Scores made with this judge
-carry ``judge="offline"`` so nobody mistakes them for an LLM verdict.
+- every verdict also carries a graded ``support`` in [0, 1] (kept through validation, which
+  keeps the task's fields only): the share of the claim's words the best chunk states, lowered
+  by a failed hard check, blended with the verdict (:class:`OfflineSettings`); faithfulness
+  averages it, so one unsupported claim among ten shows as ~0.9. ``compare_claims`` grades its
+  items the same way, and response completeness uses the reference when the sample has one
+  (``completeness_from_reference``).
 
-Thresholds were tuned on one half of the SummEdits documents only (see
-``benchmarks/summedits.py``); :class:`OfflineSettings` holds them. What it cannot do: arithmetic
+Every result carries ``note`` saying which signals were used, and Scores made with this judge
+carry ``judge="offline"`` (lexical + embedding signals) or ``judge="offline-lexical"`` (no
+embedding model) so nobody mistakes them for an LLM verdict or one path for the other.
+
+The verdict thresholds were tuned on one half of the SummEdits documents (see
+``benchmarks/summedits.py``), the graded support on the dev halves of SummEdits, BEGIN and
+RAGChecker together (``benchmarks/judge_dev.py``, ``benchmarks/JUDGE_RESULTS.md``);
+:class:`OfflineSettings` holds them. What it cannot do: arithmetic
 ("net income fell" from two figures), roles the alignment does not line up ("Ann sold Bob the car"
 against "Bob sold Ann the car" when the passage is worded differently), and synonyms, antonyms or
 word swaps outside its word lists ("laptops" for "smartphones"); an LLM judge is the better tool

@@ -16,7 +16,7 @@ from typing import Sequence
 from ragmeter.judges.offline.lexicon import (
     ANTONYMS, NEGATION_STEMS, NEGATIONS, ORDINALS, RESTRICTIVE, STOP_STEMS, closed_clash, stem, unprefixed, valence,
 )
-from ragmeter.judges.offline.text import RE_DIGIT_COMMA, Chunk, negates
+from ragmeter.judges.offline.text import RE_DIGIT_COMMA, Chunk, negates, normalise
 from ragmeter.specifics_extraction import _SCALES, _SHORT_SCALE, _SHORT_SCALES
 
 _RE_TOKEN_CASED = re.compile(r"[A-Za-z0-9]+(?:[.,'][A-Za-z0-9]+)*")
@@ -32,7 +32,7 @@ _RE_PERIOD = re.compile(r"\b([QH])([1-4])\b")
 def align_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...]]:
     """Every word of ``text`` in order, lower-cased (stop words and negations included), its stem,
     and whether it is capitalised without opening the text (a name, most likely)."""
-    t = text.replace("’", "'")
+    t = normalise(text)
     if "'" in t:
         t = re.sub(r"(?i)\bwon't\b", "will not", t)
         t = re.sub(r"(?i)\bcan't\b", "can not", t)

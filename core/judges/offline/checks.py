@@ -7,12 +7,15 @@ words are all in the chunk is still unsupported when one of them fails.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ragmeter.judges.offline.align import aligned_difference
-from ragmeter.judges.offline.lexicon import ANTONYMS, unprefixed
+from ragmeter.judges.offline.lexicon import ANTONYMS, COUNTRY_OF, DEMONYM_OF, unprefixed
 from ragmeter.judges.offline.settings import OfflineSettings
-from ragmeter.judges.offline.text import Chunk, Text, content_words, context_stems, has_negation, split_words
+from ragmeter.judges.offline.text import (
+    Chunk, Text, content_words, context_stems, has_negation, normalise, split_words,
+)
 from ragmeter.specifics import Specific, extract_specifics, find_specific
 from ragmeter.specifics_extraction import _numeric_cached
 
@@ -40,16 +43,17 @@ def check_specifics(claim: Text, chunk: Chunk, window: tuple[int, int], coverage
     st = settings
     if not st.specifics_check or not claim.specifics:
         return None
-    passage = chunk.window_text(window)
+    passage = normalise(chunk.window_text(window))
+    text = normalise(chunk.text)
     passage_specs = None
     for spec in claim.specifics:
         if spec.kind == "name" and not st.name_check:
             continue
-        if find_specific(spec, chunk.text):
+        if find_specific(spec, text) or (spec.kind == "name" and _demonym_found(spec.text, text)):
             if not near or st.specifics_near is None or spec.kind not in st.specifics_near_kinds:
                 continue
             k = st.specifics_near
-            near_text = " ".join(chunk.sentences[max(0, window[0] - k):window[1] + k])
+            near_text = normalise(" ".join(chunk.sentences[max(0, window[0] - k):window[1] + k]))
             if find_specific(spec, near_text):
                 continue
             if st.specifics_context and _placed(claim, spec, chunk, st.specifics_context):
@@ -151,14 +155,24 @@ def check_alignment(claim: Text, chunk: Chunk, window: tuple[int, int], coverage
     return found if found[0] is not None else None
 
 
+def _demonym_found(name: str, text: str) -> bool:
+    """Whether ``text`` states ``name`` with a demonym for a country or the reverse ("Belgian" for
+    "Belgium", "France" for "French"), case-insensitively."""
+    words = name.lower().split()
+    swapped = [COUNTRY_OF.get(w) or DEMONYM_OF.get(w) or w for w in words]
+    if swapped == words:
+        return False
+    return re.search(r"\b" + re.escape(" ".join(swapped)) + r"\b", text.lower()) is not None
+
+
 def _placed(claim: Text, spec: Specific, chunk: Chunk, k: int) -> bool:
     """Whether a figure of the claim that the chunk states away from the best passage stands
     there among the same words: some content word of the ``k`` words either side of it in the
     claim is also next to it in the chunk ("costs $185 per month")."""
-    mine = _side_words(claim.text, spec.start, spec.end, k)
+    mine = _side_words(normalise(claim.text), spec.start, spec.end, k)
     if not mine:
         return False
-    for sentence in chunk.sentences:
+    for sentence in map(normalise, chunk.sentences):
         if not find_specific(spec, sentence):
             continue
         for other in _numeric_cached(sentence):

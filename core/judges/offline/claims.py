@@ -38,6 +38,53 @@ _RE_PLEASANTRY = re.compile(
     r"ok(?:ay)?|glad to help|happy to help)\b[\w\s,']*[.!]*\W*$", re.I)
 
 
+# Meta sentences about the answer itself ("Here is a concise summary of the passage:", "Below
+# are the key points.") state nothing about the world: they are not claims.
+_RE_META = re.compile(
+    r"^\W*(?:sure[!,.]?\s*|certainly[!,.]?\s*|of course[!,.]?\s*)?(?:here\s+(?:is|are|'s)|below\s+(?:is|are)|"
+    r"the\s+following\s+(?:is|are)|this\s+is|i\s+(?:will|'ll|can)\s+(?:summari[sz]e|explain|answer|list|describe)|"
+    r"let\s+me\s+(?:summari[sz]e|explain|answer|list|describe))\b[^.!?]{0,80}?"
+    r"\b(?:summary|summari[sz]e|overview|answer|response|points?|facts?|list|explanation|passage|text|"
+    r"article|document|context|information|details|breakdown)\b[^.!?]{0,40}[:.!]?\s*$|"
+    r"^\W*i\s+hope\s+(?:this|that|it)\s+helps\b.*$", re.I)
+# Openers that frame a claim without adding to it: "Based on the context, X", "According to the
+# passage, X", "In summary, X", and a reply particle opening a dialogue turn ("Yes, X", "No but X",
+# "Sure! X", "Not really, X").
+_RE_OPENER = re.compile(
+    r"^\W*(?:(?:based\s+on|according\s+to|from|given|in\s+light\s+of)\s+(?:the|this|these|my|your)\s+"
+    r"(?:provided\s+|given\s+|retrieved\s+|above\s+)?(?:context|passage|text|document|documents|article|"
+    r"information|sources?|excerpts?|data|search\s+results|conversation)(?:\s+(?:provided|given|above))?\s*,\s*|"
+    r"(?:in\s+summary|to\s+summari[sz]e|in\s+short|in\s+conclusion|overall|in\s+brief)\s*,\s*|"
+    r"(?:yes|yeah|yep|yup|no|nope|not\s+really|sure|absolutely|definitely|of\s+course|certainly|indeed|well|oh|"
+    r"ok|okay|right|true|exactly|actually|wow|haha|lol|hmm+|great|cool|nice|interesting)"
+    r"(?:\s*[,!.:;]+\s*|\s+(?=but\b)))+", re.I)
+
+
+def strip_opener(text: str) -> str:
+    """``text`` without an opener that frames it ("Based on the context, ", "Yes, ", "No but ..."
+    keeps "but ..."); the text itself when nothing would be left.
+
+    >>> strip_opener("Based on the provided context, the tower is 330 metres tall.")
+    'the tower is 330 metres tall.'
+    >>> strip_opener("Yes, he is.")
+    'he is.'
+    """
+    m = _RE_OPENER.match(text)
+    if not m or m.end() >= len(text.rstrip()):
+        return text
+    return text[m.end():]
+
+
+def is_meta(text: str) -> bool:
+    """Whether a sentence speaks about the answer instead of stating something ("Here is a
+    summary of the passage:", "I hope this helps.").
+
+    >>> is_meta("Here is a concise summary of the passage:"), is_meta("Here is the museum.")
+    (True, False)
+    """
+    return bool(_RE_META.match(text.strip()))
+
+
 def is_noncommittal(text: str) -> bool:
     """Whether ``text`` declines to answer or evades ("I don't know", "cannot be determined from
     the context", "the documents do not mention it", "it depends").
@@ -65,12 +112,14 @@ def is_noncommittal(text: str) -> bool:
 
 def extract_claims(units: Sequence[str | None]) -> list[dict]:
     """The claims of an answer's units: ``{"unit": index, "text": clause}`` for every clause with
-    content words, citation markers removed, questions, pleasantries and evasive units left out."""
+    content words, citation markers removed, questions, pleasantries, meta sentences ("Here is a
+    summary:") and evasive units left out, openers ("Based on the context, ", "Yes, ") cut off."""
     claims = []
     for u, unit in enumerate(units):
         text = strip_citations(unit or "")
-        if not text or text.endswith("?") or _RE_PLEASANTRY.match(text) or is_noncommittal(text):
+        if not text or text.endswith("?") or _RE_PLEASANTRY.match(text) or is_meta(text) or is_noncommittal(text):
             continue
+        text = strip_opener(text)
         for piece in split_claims(text):
             piece = piece.strip()
             if piece and content_words(piece):

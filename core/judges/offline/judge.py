@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
@@ -15,8 +17,20 @@ from ragmeter.judges.tasks import TASKS, get_task
 from ragmeter.specifics import extract_specifics, find_specific
 
 
+def _keep_support(raw: dict, output: dict) -> dict:
+    """The validated ``output`` with the graded ``support`` of each item of ``raw`` put back
+    (validation keeps only the task's fields; ``support`` is what the offline judge adds)."""
+    for key, items in raw.items():
+        if isinstance(items, list) and isinstance(output.get(key), list) and len(items) == len(output[key]):
+            for src, dst in zip(items, output[key]):
+                if isinstance(src, dict) and "support" in src and isinstance(dst, dict):
+                    dst["support"] = src["support"]
+    return output
+
+
 class OfflineJudge(Judge):
-    """A judge that needs no LLM, no key and no network (``name = "offline"``, ``kind = "CODE"``).
+    """A judge that needs no LLM, no key and no network (``kind = "CODE"``); its ``name`` is
+    ``"offline"`` with the sentence-embedding model and ``"offline-lexical"`` without it.
 
     ``embeddings``: ``"auto"`` (default) uses the local sentence-embedding model when the
     ``local`` extra is installed and lexical signals otherwise; ``True`` requires the model
@@ -29,12 +43,15 @@ class OfflineJudge(Judge):
     >>> r = asyncio.run(judge.run("verify_claims", {"claims": ["Revenue rose 7% in 2021."],
     ...                                             "chunks": ["In 2021 revenue rose 5%."]}))
     >>> r.output["verdicts"][0]["verdict"], r.judge
-    ('contradicted', 'offline')
+    ('contradicted', 'offline-lexical')
     """
 
     name = "offline"
     kind = "CODE"
     generates_questions = False
+    #: Response completeness is measured against the sample's reference when it has one (how much
+    #: of the reference the answer covers), not only against the parts of the question.
+    completeness_from_reference = True
 
     def __init__(self, embeddings: bool | str = "auto", *, settings: OfflineSettings | None = None,
                  embedder: Embedder | None = None):
@@ -49,9 +66,13 @@ class OfflineJudge(Judge):
 
             self.semantic = LocalEmbedder()
         self.embedder = self.semantic if self.semantic is not None else LexicalEmbedder()
+        # The name says which path scores come from: "offline" (lexical + embedding signals) or
+        # "offline-lexical" (no embedding model); the spec "offline" builds either.
         if self.semantic is not None:
+            self.name = "offline"
             self.note = "offline judge: lexical + embedding signals"
         else:
+            self.name = "offline-lexical"
             self.note = "offline judge: lexical signals only (install ragmeter[local] for embeddings)"
 
     def __repr__(self) -> str:
@@ -68,8 +89,8 @@ class OfflineJudge(Judge):
         if task not in TASKS or handler is None:
             raise JudgeError(f"the offline judge does not know task {task!r}; known: {sorted(TASKS)}", task=task)
         try:
-            output = await handler(inputs)
-            output = get_task(task).validate(inputs, output)
+            raw = await handler(inputs)
+            output = _keep_support(raw, get_task(task).validate(inputs, raw))
         except JudgeError:
             raise
         except Exception as err:  # a bug or malformed inputs: report it like any judge failure
@@ -83,8 +104,11 @@ class OfflineJudge(Judge):
 
     async def _task_verify_claims(self, inputs: dict) -> dict:
         verdicts = await verify(list(inputs["claims"]), list(inputs["chunks"]), self.settings, self.semantic)
+        # The reason says which signals decided: word overlap or the hard check that failed, and
+        # the graded support that faithfulness averages.
         return {"verdicts": [{"claim": v["claim"], "verdict": v["verdict"], "evidence": v["evidence"],
-                              "reason": v["reason"]} for v in verdicts]}
+                              "reason": f"{v['reason']}; graded support {v['support']:.2f}", "support": v["support"]}
+                             for v in verdicts]}
 
     async def _task_rate_chunks(self, inputs: dict) -> dict:
         st = self.settings
@@ -158,11 +182,18 @@ class OfflineJudge(Judge):
         claims = list(inputs["claims"])
         statements = list(inputs["statements"])
         st, semantic = self.settings, self.semantic
-        in_ref = await verify(claims, [" ".join(statements)] if statements else [], st, semantic) if claims else []
-        in_ans = await verify(statements, [" ".join(claims)] if claims else [], st, semantic) if statements else []
+        # Graded support without the verdict's weight: the answer's claims in the reference
+        # (precision) by word coverage lowered by failed checks; the reference's statements in the
+        # answer (recall, completeness) by plain word coverage, only a contradiction lowering it.
+        graded_only = replace(st, verdict_weight=0.0, full_support=st.claim_full_support)
+        cover = replace(st, full_support=1.0, check_weight=1.0, verdict_weight=0.0)
+        in_ref = await verify(claims, [" ".join(statements)] if statements else [], graded_only, semantic) if claims else []
+        in_ans = await verify(statements, [" ".join(claims)] if claims else [], cover, semantic) if statements else []
         return {
-            "claims": [{"claim": v["claim"], "in_reference": v["verdict"] == "supported"} for v in in_ref],
-            "statements": [{"statement": v["claim"], "in_answer": v["verdict"] == "supported"} for v in in_ans],
+            "claims": [{"claim": v["claim"], "in_reference": v["verdict"] == "supported", "support": v["support"]}
+                       for v in in_ref],
+            "statements": [{"statement": v["claim"], "in_answer": v["verdict"] == "supported", "support": v["support"]}
+                           for v in in_ans],
         }
 
     async def _task_generate_questions(self, inputs: dict) -> dict:

@@ -34,6 +34,8 @@ def read_words(name: str) -> list[str]:
 STOP = frozenset(read_words("stop_words.txt"))
 NEGATIONS = frozenset(read_words("negations.txt"))
 QUESTION_WORDS = frozenset(read_words("question_words.txt"))
+#: The few words a claim's graded support leaves out (see ``function_words.txt``).
+FUNCTION_WORDS = frozenset(read_words("function_words.txt"))
 
 
 def _not_negating() -> dict[str, frozenset]:
@@ -47,6 +49,9 @@ def _not_negating() -> dict[str, frozenset]:
 NOT_NEGATING = _not_negating()
 #: Irregular inflection -> base form (WordNet 3.0's exception lists): "rose" -> "rise".
 IRREGULAR = {inflected: base for inflected, base in read_rows("irregular.txt")}
+#: Demonym -> country ("belgian" -> "belgium") and country -> demonym, lower case.
+COUNTRY_OF = {demonym: country for demonym, country in read_rows("demonyms.txt")}
+DEMONYM_OF = {country: demonym for demonym, country in reversed(read_rows("demonyms.txt"))}
 
 # --------------------------------------------------------------------------- stemming
 
@@ -63,6 +68,10 @@ _RE_CLITIC = re.compile(r"'(?:s|m|re|ve|ll|d)$")
 def stem(word: str) -> str:
     """A light suffix-stripping stemmer: increase / increased / increasing / increases -> increas."""
     w = IRREGULAR.get(word, word)
+    if w in COUNTRY_OF:
+        w = COUNTRY_OF[w]  # "belgian" and "belgium" are one word
+    elif w[-1:] == "s" and w[:-1] in COUNTRY_OF:
+        w = COUNTRY_OF[w[:-1]]  # "canadians"
     if "'" in w:
         w = _RE_CLITIC.sub("", w)  # "company's" -> "company", "i'm" -> "i"
         w = IRREGULAR.get(w, w)

@@ -51,6 +51,16 @@ class OfflineSettings:
       several sentences is aligned as a whole and, when that finds nothing, sentence by sentence;
       "$8.2m" / "$8.2 million" and "Q3" / "third quarter" are aligned in one spelling.
 
+    Graded support (``support`` on each verdict, what faithfulness averages): the claim's word
+    coverage ``c`` (the share of its words, all but a few function words, repeats counted, that
+    the best chunk states; :func:`~ragmeter.judges.offline.verify.word_coverage`) scaled so that
+    ``full_support`` counts fully, times ``contradicted_weight`` for a contradicted claim or
+    ``check_weight`` for one a hard check leaves not found, then ``verdict_weight * supported +
+    (1 - verdict_weight) * that``. Answer correctness (``compare_claims``) grades the answer's
+    claims in the reference without the verdict's weight and with ``claim_full_support``, and the
+    reference's statements in the answer by plain word coverage. Chosen on the dev halves of SummEdits, BEGIN and RAGChecker
+    together (``benchmarks/judge_dev.py``, ``benchmarks/JUDGE_RESULTS.md``).
+
     The embedding path needs the same support as the lexical path (``embed_support_threshold`` =
     ``support_threshold``): similarity only adds claims that the lexical signals miss. On this
     data the cosine barely separates paraphrases from meaning-changing edits: on half A's items
@@ -90,6 +100,12 @@ class OfflineSettings:
                           "delete_negation", "insert_restrictive", "polarity")
     align_min_coverage: float = 0.5
     align_max_gap: int = 4
+    full_support: float = 1.0
+    claim_full_support: float = 0.7
+    verdict_weight: float = 0.6
+    verdict_full: float = 0.5
+    contradicted_weight: float = 0.2
+    check_weight: float = 0.5
     relevance_threshold: float = 0.34
     relevance_embed_threshold: float = 0.45
     useful_threshold: float = 0.3

@@ -12,21 +12,58 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from ragmeter.judges.offline.lexicon import NEGATIONS, NOT_NEGATING, STOP, STOP_STEMS, stem
+from ragmeter.judges.offline.lexicon import FUNCTION_WORDS, NEGATIONS, NOT_NEGATING, STOP, STOP_STEMS, stem
 from ragmeter.specifics import Specific, extract_specifics
 from ragmeter.text import split_sentences
 
 _RE_TOKEN = re.compile(r"[a-z0-9]+(?:[.,'][a-z0-9]+)*")
 _RE_NT = re.compile(r"n['’]t\b")
 RE_DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d)")
+# Text split by a tokeniser: "3, 000", "31. 8", "December 6 , 1975", "Falcone 's", "did n't".
+_RE_SPACED_THOUSANDS = re.compile(r"(?<![\d.,])(\d{1,3}), (\d{3})\b")
+_RE_SPACED_DECIMAL = re.compile(r"(?<![\d.,])(\d{1,3})\. (\d+)(?=\s*(?:%|percent\b|per\b|[a-z]|$))")
+_RE_SPACE_BEFORE = re.compile(r" +(?=[,.;:!?%)]|'s\b|'re\b|n't\b|'ll\b|'ve\b|'d\b|'m\b)")
+_RE_SPACE_AFTER = re.compile(r"(?<=[($]) +")
+_RE_TOKENISED = re.compile(r" [,.](?: |$)| 's\b")
+_RE_SPACED_HYPHEN = re.compile(r"(?<=[A-Za-z0-9]) - (?=[A-Za-z0-9])")
+# Month and weekday names written in lower case ("december 6, 1975"); "may" and "march" only
+# before a day or a year.
+_RE_LOWER_CALENDAR = re.compile(
+    r"\b(january|february|april|june|july|august|september|october|november|december|monday|tuesday|"
+    r"wednesday|thursday|friday|saturday|sunday|(?:may|march)(?= \d))\b")
 # Words a negation reaches: the first content word among the next four.
 _NEG_SCOPE = 4
 EMPTY: frozenset = frozenset()
 
 
+@lru_cache(maxsize=32768)
+def normalise(text: str) -> str:
+    """``text`` with what a tokeniser split put back together ("3, 000" -> "3,000", "31. 8" ->
+    "31.8", "December 6 , 1975" -> "December 6, 1975", "Falcone 's" -> "Falcone's") and month and
+    weekday names capitalised ("december" -> "December"), so figures, dates and names read the
+    same in tokenised or lower-cased text as in plain text.
+
+    >>> normalise("about 3, 000 people on december 6 , 1975 ( 31. 8 % )")
+    'about 3,000 people on December 6, 1975 (31.8%)'
+    """
+    t = text.replace("’", "'")
+    tokenised = _RE_TOKENISED.search(t) is not None
+    if " " in t:
+        t = _RE_SPACE_BEFORE.sub("", t)
+        t = _RE_SPACE_AFTER.sub("", t)
+        if tokenised and " - " in t:
+            t = _RE_SPACED_HYPHEN.sub("-", t)
+        if ", " in t:
+            t = _RE_SPACED_THOUSANDS.sub(r"\1,\2", t)
+        if tokenised and ". " in t:
+            t = _RE_SPACED_DECIMAL.sub(r"\1.\2", t)
+    return _RE_LOWER_CALENDAR.sub(lambda m: m.group(1).capitalize(), t)
+
+
 def split_words(text: str) -> list[str]:
-    """Lower-cased word tokens; "don't" -> "do", "not"; "won't" -> "will", "not"."""
-    t = text.lower().replace("’", "'")
+    """Lower-cased word tokens of the :func:`normalised <normalise>` text; "don't" -> "do", "not";
+    "won't" -> "will", "not"."""
+    t = normalise(text).lower()
     if "n't" in t:
         t = t.replace("won't", "will not").replace("can't", "can not").replace("shan't", "shall not")
         t = _RE_NT.sub(" not", t)
@@ -122,6 +159,8 @@ class Text:
     negated: frozenset
     all_stems: frozenset
     specifics: list[Specific]
+    #: Stems of every word but the few function words, repeats kept (graded support).
+    support_stems: tuple = ()
 
 
 _RE_MAYBE_SPECIFIC = re.compile(
@@ -134,8 +173,10 @@ def analyse(text: str) -> Text:
     """The analysis of one claim or statement (its specifics only looked for when it may have some:
     a digit, a quote, a capitalised word inside, a number word)."""
     words = split_words(text)
-    specs = list(extract_specifics(text)) if _RE_MAYBE_SPECIFIC.search(text) else []
-    return Text(text, words, content_words(text), negated_stems(words), all_stems(words), specs)
+    norm = normalise(text)
+    specs = list(extract_specifics(norm)) if _RE_MAYBE_SPECIFIC.search(norm) else []
+    support = tuple(stem(w) for w in words if w not in FUNCTION_WORDS)
+    return Text(text, words, content_words(text), negated_stems(words), all_stems(words), specs, support)
 
 
 # --------------------------------------------------------------------------- chunks
@@ -152,6 +193,14 @@ class Chunk:
     stems: frozenset
     sent_stems: list[frozenset]
     sent_all: list[frozenset]
+
+    @property
+    def every_stem(self) -> frozenset:
+        """Stems of all the chunk's words, stop words included (computed once)."""
+        cached = self.__dict__.get("_every")
+        if cached is None:
+            cached = self.__dict__["_every"] = frozenset().union(*self.sent_all)
+        return cached
 
     def stems_between(self, lo: int, hi: int, every: bool = False) -> set:
         """Content stems (``every``: all word stems) of sentences lo..hi-1, clipped to the chunk."""

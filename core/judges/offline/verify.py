@@ -125,12 +125,13 @@ async def verify(claims: list[str], chunks: list[str], settings: OfflineSettings
                     sup.similarity = float(np.dot(cv, pv))
     verdicts = []
     for k, (claim, row) in enumerate(zip(parsed, supports)):
+        cover = word_coverage(claim, cks)
         for sup in row:
             sup.score = _combine(sup, settings)
         if not row or not claim.stems:
             verdicts.append({"claim": k, "verdict": "not_found", "chunks": [], "evidence": [],
                              "reason": "no chunk to check against" if not row else "the claim has no content words",
-                             "score": 0.0})
+                             "score": 0.0, "support": 0.0})
             continue
         ranked = sorted(row, key=lambda s: (-s.score, s.chunk))
         supporting, contradiction, first_issue = [], None, None
@@ -151,6 +152,7 @@ async def verify(claims: list[str], chunks: list[str], settings: OfflineSettings
             top = supporting[0]
             verdicts.append({"claim": k, "verdict": "supported", "chunks": sorted(s.chunk for s in supporting),
                              "evidence": _evidence(cks, supporting, claim), "score": top.score,
+                             "support": graded(cover, None, settings, True),
                              "reason": _reason(top, "supported", threshold)})
             continue
         if contradiction is None and best.score < threshold:
@@ -160,17 +162,43 @@ async def verify(claims: list[str], chunks: list[str], settings: OfflineSettings
                 contradiction = (best, why)
         combined = _combined_support(claim, cks, row, threshold, settings) if len(cks) > 1 else None
         if combined is not None:
-            verdicts.append(combined | {"claim": k})
+            verdicts.append(combined | {"claim": k, "support": graded(cover, None, settings, True)})
             continue
         if contradiction is not None:
             sup, why = contradiction
             verdicts.append({"claim": k, "verdict": "contradicted", "chunks": [sup.chunk],
-                             "evidence": _evidence(cks, [sup], claim), "score": sup.score, "reason": why})
+                             "evidence": _evidence(cks, [sup], claim), "score": sup.score,
+                             "support": graded(cover, "contradicted", settings), "reason": why})
             continue
         why = first_issue[1] if first_issue else _reason(best, "not_found", threshold)
         verdicts.append({"claim": k, "verdict": "not_found", "chunks": [], "evidence": [], "score": best.score,
+                         "support": graded(cover, "check" if first_issue else None, settings),
                          "reason": why})
     return verdicts
+
+
+def word_coverage(claim: Text, cks: list[Chunk]) -> float:
+    """The share of the claim's words (all but a few function words, repeats counted, stemmed)
+    that the best chunk states anywhere."""
+    words = claim.support_stems or tuple(claim.stems)
+    if not words or not cks:
+        return 0.0
+    return max(sum(w in ck.every_stem for w in words) for ck in cks) / len(words)
+
+
+def graded(score: float, failed: str | None, settings: OfflineSettings, supported: bool = False) -> float:
+    """A claim's graded support in [0, 1]: its :func:`word_coverage` ``score`` scaled so that
+    ``settings.full_support`` and above count fully, lowered by a failed hard check (``failed``:
+    "contradicted", or "check": a specific not found, an added restrictive word ...), blended with
+    the verdict (``supported``) by ``settings.verdict_weight``."""
+    st = settings
+    base = min(1.0, max(0.0, score) / st.full_support)
+    if failed == "contradicted":
+        base *= st.contradicted_weight
+    elif failed == "check":
+        base *= st.check_weight
+    verdict = min(1.0, max(0.0, score) / st.verdict_full) if supported and st.verdict_full else float(supported)
+    return round(st.verdict_weight * verdict + (1 - st.verdict_weight) * base, 4)
 
 
 def _combined_support(claim: Text, cks: list[Chunk], row: list[Support], threshold: float,

@@ -1,0 +1,247 @@
+"""The offline judge against the coverage baseline on three human-labeled development sets.
+
+Sets (``../shared/data/JUDGE-DEV.md`` defines the mapping and the baseline):
+
+- ``begin_dev``: dialogue responses, ``question`` = message (or "Continue the conversation."),
+  ``contexts`` = [knowledge], ``answer`` = response; positive = "Fully attributable" ("Generic"
+  left out); statistic: AUROC of faithfulness.
+- ``ragchecker_dev``: two answers to one query with a reference; each answer scored alone
+  (``question`` = query, ``reference`` = gt_answer, no contexts); statistic: pairwise AUROC of
+  the metric's difference (response2 - response1) against the annotator's preference, over rows
+  with a preference: answer_correctness vs correctness and overall, response_completeness vs
+  completeness.
+- ``summedits``: as ``benchmarks/summedits.py`` (halves A / B by document); faithfulness AUROC,
+  and balanced accuracy on B with the threshold that maximises it on A.
+
+Faithfulness is computed from the judge's tasks as the Faithfulness metric does (claims of the
+answer's sentences, verified against the chunks): the mean claim support when the judge grades
+it (``support`` on each verdict, the offline judge), else supported claims / claims; an answer
+without claims scores 1.0. Correctness and completeness are the real metrics
+(:class:`~ragmeter.metrics.AnswerCorrectness`, :class:`~ragmeter.metrics.ResponseCompleteness`).
+
+Splits for choosing settings: BEGIN by knowledge snippet, RAGChecker by query, each into "dev"
+and "test" halves by a hash of the key (md5, even / odd); SummEdits half A is the dev half, half
+B is held back and only scored with ``--final``.
+
+Baseline (content-word coverage): lower-case ``[a-z0-9]+`` tokens minus :data:`STOP`; share of
+the candidate's tokens found in the evidence (answer vs context; reference vs answer).
+
+Run::
+
+    python benchmarks/judge_dev.py                       # dev and test halves, lexical path
+    python benchmarks/judge_dev.py --paths lexical,embedding
+    python benchmarks/judge_dev.py --final               # also SummEdits half B (once, at the end)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from summedits import auc, balanced_accuracy, best_threshold, split_halves  # noqa: E402
+from summedits import load as load_summedits  # noqa: E402
+
+DEFAULT_DATA = HERE.parent.parent / "shared" / "data"
+
+#: The baseline's stop words: articles, pronouns, auxiliaries, common prepositions and conjunctions.
+STOP = frozenset("""
+a an the i me my we us our you your he him his she her it its they them their this that these those is are was
+were be been being am do does did have has had will would shall should can could may might must of in on at to
+for from by with about as into and or but if so than not no
+""".split())
+_RE_WORD = re.compile(r"[a-z0-9]+")
+HALVES = ("dev", "test", "all")
+#: The value of an answer without claims (not applicable for the metric): the middle of the scale.
+NO_CLAIMS = 0.5
+
+
+def coverage(candidate: str, evidence: str) -> float:
+    """The baseline: share of the candidate's content tokens found anywhere in the evidence."""
+    cand = [w for w in _RE_WORD.findall(candidate.lower()) if w not in STOP]
+    if not cand:
+        return 1.0
+    ev = set(_RE_WORD.findall(evidence.lower()))
+    return sum(w in ev for w in cand) / len(cand)
+
+
+def _half(key: str) -> str:
+    return "dev" if int(hashlib.md5(key.encode("utf-8")).hexdigest(), 16) % 2 == 0 else "test"
+
+
+def _jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_begin(data: Path) -> list[dict]:
+    """Non-generic BEGIN items as {question, context, answer, label, half}."""
+    out = []
+    for r in _jsonl(data / "begin_dev" / "begin_dev.jsonl"):
+        if r["begin_label"] == "Generic":
+            continue
+        out.append({"question": (r["message"] or "").strip() or "Continue the conversation.",
+                    "context": r["knowledge"], "answer": r["response"],
+                    "label": int(r["begin_label"] == "Fully attributable"), "half": _half(r["knowledge"])})
+    return out
+
+
+def load_ragchecker(data: Path) -> list[dict]:
+    """RAGChecker rows with their split half."""
+    rows = _jsonl(data / "ragchecker_dev" / "human_pairwise_dev.jsonl")
+    for r in rows:
+        r["half"] = _half(f"{r['dataset']}:{r['query_id']}")
+    return rows
+
+
+def pairwise_auc(diffs: np.ndarray, prefs: np.ndarray) -> tuple[float, float]:
+    """AUROC of the score difference against the preference (rows with a preference), and the
+    share of tied differences."""
+    m = prefs != 0
+    return auc(diffs[m], (prefs[m] > 0).astype(int)), float(np.mean(np.abs(diffs[m]) < 1e-12))
+
+
+async def faithfulness(judge, question: str, answer: str, chunks: list[str]) -> float:
+    """Faithfulness as the metric computes it (the answer's distinct claims, verified against the
+    chunks): the mean graded support when the judge gives one (``support``), else the supported
+    share; NO_CLAIMS when the answer makes no claim (the metric says "not applicable")."""
+    from ragmeter.data import Sample
+    from ragmeter.metrics.requests import ScoringContext
+
+    ctx = ScoringContext(Sample(question=question, contexts=chunks, answer=answer), judge)
+    if not await ctx.claims():
+        return NO_CLAIMS
+    verdicts = await ctx.claim_verdicts()
+    return float(np.mean([v.get("support", float(v["verdict"] == "supported")) for v in verdicts]))
+
+
+async def _gather(coros, concurrency: int = 8):
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(c):
+        async with sem:
+            return await c
+
+    return await asyncio.gather(*(one(c) for c in coros))
+
+
+async def reference_scores(judge, rows: list[dict]) -> dict[str, np.ndarray]:
+    """answer_correctness and response_completeness of response1 and response2 of every row."""
+    from ragmeter.data import Sample
+    from ragmeter.metrics import AnswerCorrectness, ResponseCompleteness
+    from ragmeter.metrics.scoring import score_sample
+
+    metrics = [AnswerCorrectness(), ResponseCompleteness()]
+    cache: dict[tuple, dict] = {}
+
+    async def one(query: str, answer: str, reference: str) -> dict:
+        key = (query, answer, reference)
+        if key not in cache:
+            res = await score_sample(Sample(question=query, answer=answer, reference=reference), metrics, judge)
+            cache[key] = {k: (s.value if s.value is not None else NO_CLAIMS) for k, s in res.scores.items()}
+        return cache[key]
+
+    jobs = [(r["query"], r[f"response{k}"], r["gt_answer"]) for r in rows for k in (1, 2)]
+    for key in dict.fromkeys(jobs):
+        await one(*key)
+    out = {}
+    for name in ("answer_correctness", "response_completeness"):
+        s1 = np.array([cache[(r["query"], r["response1"], r["gt_answer"])][name] for r in rows])
+        s2 = np.array([cache[(r["query"], r["response2"], r["gt_answer"])][name] for r in rows])
+        out[name] = s2 - s1
+    return out
+
+
+def run_path(path: str, data: Path, final: bool) -> list[dict]:
+    """Every statistic of the judge on one path, with the baseline, per split half."""
+    from ragmeter.judges.offline import OfflineJudge
+
+    judge = OfflineJudge(embeddings=(path == "embedding"))
+    rows: list[dict] = []
+    t0 = time.perf_counter()
+
+    begin = load_begin(data)
+    b_scores = np.array(asyncio.run(_gather(
+        [faithfulness(judge, it["question"], it["answer"], [it["context"]]) for it in begin])))
+    b_base = np.array([coverage(it["answer"], it["context"]) for it in begin])
+    b_lab = np.array([it["label"] for it in begin])
+    b_half = np.array([it["half"] for it in begin])
+    for h in HALVES:
+        m = b_half == h if h != "all" else np.ones(len(b_half), bool)
+        rows.append({"set": "begin", "stat": "faithfulness AUROC", "half": h, "n": int(m.sum()),
+                     "judge": auc(b_scores[m], b_lab[m]), "base": auc(b_base[m], b_lab[m])})
+
+    rag = load_ragchecker(data)
+    diffs = asyncio.run(reference_scores(judge, rag))
+    base_diff = np.array([coverage(r["gt_answer"], r["response2"]) - coverage(r["gt_answer"], r["response1"])
+                          for r in rag])
+    r_half = np.array([r["half"] for r in rag])
+    for metric, label in (("answer_correctness", "correctness_label"), ("answer_correctness", "overall_label"),
+                          ("response_completeness", "completeness_label")):
+        prefs = np.array([r[label] for r in rag])
+        for h in HALVES:
+            m = r_half == h if h != "all" else np.ones(len(r_half), bool)
+            j, ties = pairwise_auc(diffs[metric][m], prefs[m])
+            b, _ = pairwise_auc(base_diff[m], prefs[m])
+            rows.append({"set": "ragchecker", "stat": f"{metric} vs {label.split('_')[0]}", "half": h,
+                         "n": int((prefs[m] != 0).sum()), "judge": j, "base": b, "ties": ties})
+
+    items, docs = load_summedits(data / "summedits")
+    half = split_halves(docs)
+    if not final:
+        items = [it for it in items if half[it["doc_id"]] == "A"]
+    s_scores = np.array(asyncio.run(_gather(
+        [faithfulness(judge, "Summarize the document.", it["summary"], [docs[it["doc_id"]]["doc"]]) for it in items])))
+    s_base = np.array([coverage(it["summary"], docs[it["doc_id"]]["doc"]) for it in items])
+    s_lab = np.array([int(it["label"]) for it in items])
+    s_half = np.array([half[it["doc_id"]] for it in items])
+    a = s_half == "A"
+    t_j, ba_j = best_threshold(s_scores[a], s_lab[a])
+    t_b, ba_b = best_threshold(s_base[a], s_lab[a])
+    rows.append({"set": "summedits", "stat": "faithfulness AUROC", "half": "A", "n": int(a.sum()),
+                 "judge": auc(s_scores[a], s_lab[a]), "base": auc(s_base[a], s_lab[a])})
+    rows.append({"set": "summedits", "stat": "faithfulness bAcc (fit on A)", "half": "A", "n": int(a.sum()),
+                 "judge": ba_j, "base": ba_b})
+    if final:
+        b = s_half == "B"
+        rows.append({"set": "summedits", "stat": "faithfulness AUROC", "half": "B", "n": int(b.sum()),
+                     "judge": auc(s_scores[b], s_lab[b]), "base": auc(s_base[b], s_lab[b])})
+        rows.append({"set": "summedits", "stat": "faithfulness bAcc (t from A)", "half": "B", "n": int(b.sum()),
+                     "judge": balanced_accuracy(s_scores[b], s_lab[b], t_j),
+                     "base": balanced_accuracy(s_base[b], s_lab[b], t_b)})
+    for r in rows:
+        r["path"] = path
+    print(f"[{path}] {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA), help="folder holding the three sets")
+    parser.add_argument("--paths", default="lexical", help="comma-separated: lexical, embedding")
+    parser.add_argument("--final", action="store_true", help="also score SummEdits half B (held back)")
+    args = parser.parse_args(argv)
+    rows = []
+    for path in [p.strip() for p in args.paths.split(",") if p.strip()]:
+        rows.extend(run_path(path, Path(args.data), args.final))
+    print("| path | set | statistic | half | n | judge | baseline | judge - baseline |")
+    print("|---|---|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        ties = f" ({r['ties']:.0%} ties)" if r.get("ties", 0) > 0.2 else ""
+        print(f"| {r['path']} | {r['set']} | {r['stat']} | {r['half']} | {r['n']} | {r['judge']:.3f}{ties} | "
+              f"{r['base']:.3f} | {r['judge'] - r['base']:+.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

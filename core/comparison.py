@@ -1,0 +1,474 @@
+"""Compare two runs: regression gates (paired) and A/B tests (unpaired), with statistics.
+
+>>> cmp = rm.compare("baseline.jsonl", "current.jsonl", tolerance={"faithfulness": 0.03, "*": 0.05})  # doctest: +SKIP
+>>> cmp.passed, cmp.metrics["faithfulness"].verdict, cmp.regressions[:3]   # doctest: +SKIP
+>>> ab = rm.compare_variants(production_run, tag_key="variant", min_detectable=0.02)  # doctest: +SKIP
+
+A run is an :class:`~ragmeter.EvaluationResult`, a results file (``.jsonl`` / ``.json`` from
+``ragmeter evaluate --out``), or a run in the history store (``db``, default ``$RAGMETER_DB``):
+a run id (``"12"``) or a tag (the newest run carrying it).
+
+**Paired** (the same sample ids in both runs; ``paired=None`` decides: paired when at least half
+of the smaller run's ids are in the other run and no id repeats): per metric, over the samples
+with a value in both runs, the two means and the mean difference d = current - baseline, a
+percentile bootstrap 95% interval of d (``n_boot`` resamples of the pairs, ``seed``), the paired
+t-test and Wilcoxon signed-rank p-values (scipy), and Cohen's dz = mean(d) / sd(d) (sd with n - 1).
+
+**Unpaired** (A/B traffic): the two means over all values, the difference of means with a
+bootstrap interval (each group resampled on its own), Welch's t-test and Mann-Whitney U p-values,
+Hedges' g (Cohen's d on the pooled sd, times 1 - 3 / (4 (n_a + n_b) - 9)), and the sample size per
+group needed to detect ``min_detectable`` (default: the metric's tolerance) at the observed
+variance with power 0.8 at alpha 0.05 (two-sided): n = 2 (z_0.975 + z_0.8)^2 s^2 / delta^2 with s^2
+the pooled variance; paired runs give the number of pairs n = (z_0.975 + z_0.8)^2 s_d^2 / delta^2.
+
+**Verdict** per metric, with tolerance t: ``"regressed"`` when the mean fell by more than t
+(d < -t) AND the interval excludes zero (its upper end < 0); ``"improved"`` when d > t and the
+lower end > 0; otherwise ``"no detectable change"`` (a small change, or one the data cannot tell
+from noise). Fewer than two values on a side give no interval, hence no detectable change.
+
+**Per sample** (matched by id): a regression is a value that fell by more than the tolerance,
+became n/a, or became an error; samples present in only one run are listed. Human ratings
+(``metadata`` numbers under a ``human_*`` key, or the keys named by ``ratings=``) are compared
+like metrics: ragmeter has no separate field for human labels.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ragmeter.report import _md_cell, text_table
+from ragmeter.result import EvaluationResult, SampleResult
+
+__all__ = ["compare", "compare_variants", "load_run", "required_sample_size", "Comparison", "MetricComparison",
+           "SampleChange", "REGRESSED", "IMPROVED", "NO_CHANGE"]
+
+REGRESSED, IMPROVED, NO_CHANGE = "regressed", "improved", "no detectable change"
+_ALPHA, _POWER = 0.05, 0.8
+
+
+@dataclass
+class MetricComparison:
+    """One metric: ``mean_a`` (baseline) and ``mean_b`` (current) over the compared values (pairs
+    when paired), ``diff`` = mean_b - mean_a, its bootstrap interval ``ci`` (None below two values
+    a side), ``p_values`` (paired: ``t`` and ``wilcoxon``; unpaired: ``welch`` and
+    ``mann_whitney``; None where undefined, e.g. no variance), ``effect_size`` (``effect`` names it:
+    ``"cohen_dz"`` or ``"hedges_g"``), ``required_n`` (pairs, or samples per group, to detect
+    ``min_detectable``), the ``tolerance`` and the ``verdict``."""
+
+    metric: str
+    paired: bool
+    n_a: int
+    n_b: int
+    mean_a: float | None
+    mean_b: float | None
+    diff: float | None
+    ci: tuple[float, float] | None
+    p_values: dict[str, float | None]
+    effect: str
+    effect_size: float | None
+    tolerance: float
+    min_detectable: float
+    required_n: int | None
+    verdict: str
+
+
+@dataclass
+class SampleChange:
+    """One sample's metric between the runs: ``kind`` is ``"fell"`` / ``"became n/a"`` /
+    ``"became error"`` (regressions) or ``"rose"`` / ``"recovered"`` (improvements)."""
+
+    sample_id: str
+    metric: str
+    kind: str
+    before: float | None
+    after: float | None
+    delta: float | None = None
+    error: str | None = None
+
+    def describe(self) -> str:
+        """``id: 0.9000 -> 0.1000`` or ``id: 0.8570 -> error (timeout)``."""
+        after = {"became n/a": "n/a", "became error": "error"}.get(self.kind, _num(self.after))
+        why = f" ({self.error})" if self.error else ""
+        return f"{self.sample_id}: {_num(self.before)} -> {after}{why}"
+
+
+@dataclass
+class Comparison:
+    """The result of :func:`compare`: ``metrics`` (name -> :class:`MetricComparison`),
+    ``regressions`` and ``improvements`` (:class:`SampleChange`, worst first), ``only_a`` /
+    ``only_b`` (sample ids in one run only), ``shared`` (ids in both), the two runs' names and
+    per-metric means of the current run over all its values (``floors`` check these)."""
+
+    paired: bool
+    metrics: dict[str, MetricComparison]
+    regressions: list[SampleChange]
+    improvements: list[SampleChange]
+    only_a: list[str]
+    only_b: list[str]
+    shared: int
+    names: tuple[str, str] = ("baseline", "current")
+    current_means: dict[str, float | None] = field(default_factory=dict)
+
+    def gate(self, fail_under: Mapping[str, float] | None = None, fail_on_sample_regression: bool = False) -> list[str]:
+        """Why the gate fails (empty when it passes): a metric that regressed (see the module
+        doc), a current mean under its floor (``fail_under``: metric -> floor, ``"*"`` for all),
+        and with ``fail_on_sample_regression`` any per-sample regression."""
+        out = []
+        for m, c in self.metrics.items():
+            if c.verdict == REGRESSED:
+                worst = [r.describe() for r in self.regressions if r.metric == m][:3]
+                out.append(f"{m}: mean fell by {-c.diff:.4f} ({c.mean_a:.4f} -> {c.mean_b:.4f}, 95% CI "
+                           f"{c.ci[0]:+.4f} to {c.ci[1]:+.4f}, tolerance {c.tolerance})"
+                           + (f"; worst samples: {', '.join(worst)}" if worst else ""))
+        for m, floor in (fail_under or {}).items():
+            names = list(self.current_means) if m == "*" else [m]
+            for name in names:
+                if name not in self.current_means:
+                    out.append(f"{name}: no such metric in the current run")
+                    continue
+                mean = self.current_means[name]
+                if mean is None or mean < floor:
+                    out.append(f"{name}: mean {_num(mean)} < {floor} (--fail-under)")
+        if fail_on_sample_regression and self.regressions:
+            out.append(f"{len(self.regressions)} sample regressions; worst: "
+                       + ", ".join(f"{r.metric} {r.describe()}" for r in self.regressions[:3]))
+        return out
+
+    @property
+    def passed(self) -> bool:
+        """True when no metric regressed (the default gate: :meth:`gate` with no options)."""
+        return not self.gate()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as one JSON-serialisable dict."""
+        return {"paired": self.paired, "names": list(self.names), "shared": self.shared, "passed": self.passed,
+                "metrics": {m: {**asdict(c), "ci": list(c.ci) if c.ci else None} for m, c in self.metrics.items()},
+                "regressions": [asdict(r) for r in self.regressions],
+                "improvements": [asdict(r) for r in self.improvements],
+                "only_a": self.only_a, "only_b": self.only_b, "current_means": self.current_means}
+
+    def _rows(self) -> tuple[list[str], list[list[str]]]:
+        tests = ("t", "wilcoxon") if self.paired else ("welch", "mann_whitney")
+        header = ["metric", "n", self.names[0], self.names[1], "diff", "95% CI", *(f"p {t}" for t in tests),
+                  "dz" if self.paired else "g", "n needed", "verdict"]
+        rows = []
+        for m, c in self.metrics.items():
+            n = str(c.n_a) if c.paired else f"{c.n_a}/{c.n_b}"
+            ci = f"[{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]" if c.ci else "-"
+            rows.append([m, n, _num(c.mean_a), _num(c.mean_b), _num(c.diff, True), ci,
+                         *(_p(c.p_values.get(t)) for t in tests), _num(c.effect_size, True),
+                         "-" if c.required_n is None else str(c.required_n), c.verdict])
+        return header, rows
+
+    def _headline(self) -> str:
+        kind = "paired" if self.paired else "unpaired"
+        return (f"{kind} comparison, {self.names[0]} -> {self.names[1]}: {self.shared} shared samples "
+                f"({len(self.only_a)} only in {self.names[0]}, {len(self.only_b)} only in {self.names[1]})")
+
+    def to_text(self, max_rows: int = 20) -> str:
+        """A plain-text report: the metric table, then the worst per-sample regressions (at most
+        ``max_rows``, saying how many were left out) and the samples in one run only."""
+        header, rows = self._rows()
+        lines = [self._headline(), text_table(header, rows), "",
+                 f"{len(self.regressions)} sample regressions, {len(self.improvements)} improvements"]
+        shown = self.regressions[:max_rows]
+        if len(shown) < len(self.regressions):
+            lines.append(f"showing {len(shown)} of {len(self.regressions)} regressions (worst first)")
+        lines += [f"  {r.metric:<20} {r.kind:<12} {r.describe()}" for r in shown]
+        for ids, name in ((self.only_a, self.names[0]), (self.only_b, self.names[1])):
+            if ids:
+                more = f" (+{len(ids) - max_rows} more)" if len(ids) > max_rows else ""
+                lines.append(f"only in {name}: {', '.join(ids[:max_rows])}{more}")
+        return "\n".join(lines) + "\n"
+
+    def to_markdown(self, max_rows: int = 50) -> str:
+        """The same report in Markdown."""
+        header, rows = self._rows()
+        lines = ["# ragmeter comparison", "", f"{self._headline()}. Gate: **{'passed' if self.passed else 'FAILED'}**.", "",
+                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+        if self.regressions:
+            lines += ["", f"## Sample regressions ({len(self.regressions)})", ""]
+            if len(self.regressions) > max_rows:
+                lines += [f"showing {max_rows} of {len(self.regressions)} regressions (worst first)", ""]
+            lines += ["| sample | metric | change | before | after |", "|---|---|---|---|---|"]
+            for r in self.regressions[:max_rows]:
+                after = {"became n/a": "n/a", "became error": f"error ({r.error})"}.get(r.kind, _num(r.after))
+                lines.append(f"| {_md_cell(r.sample_id)} | {r.metric} | {r.kind} | {_num(r.before)} | {_md_cell(after)} |")
+        for ids, name in ((self.only_a, self.names[0]), (self.only_b, self.names[1])):
+            if ids:
+                lines += ["", f"Only in {name} ({len(ids)}): " + ", ".join(_md_cell(i) for i in ids[:max_rows])]
+        return "\n".join(lines) + "\n"
+
+    def save(self, path: str | os.PathLike, max_rows: int = 50) -> Path:
+        """Write the report as ``.md``, ``.json`` or ``.txt`` (from the suffix), atomically."""
+        from ragmeter.fileio import json_text, write_text_atomic
+
+        path = Path(path)
+        suffix = path.suffix.lower()
+        writers = {".md": lambda: self.to_markdown(max_rows), ".markdown": lambda: self.to_markdown(max_rows),
+                   ".json": lambda: json_text(self.to_dict(), indent=1), ".txt": lambda: self.to_text(max_rows)}
+        if suffix not in writers:
+            raise ValueError(f"unknown comparison report type {suffix or '(none)'!r} (use .md, .json or .txt)")
+        write_text_atomic(path, writers[suffix]())
+        return path
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def _num(v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+.4f}" if signed else f"{v:.4f}"
+
+
+def _p(v: float | None) -> str:
+    return "-" if v is None else (f"{v:.4f}" if v >= 1e-4 else f"{v:.1e}")
+
+
+def _finite(x: Any) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _z_sum() -> float:
+    nd = statistics.NormalDist()
+    return nd.inv_cdf(1 - _ALPHA / 2) + nd.inv_cdf(_POWER)
+
+
+def required_sample_size(variance: float, delta: float, paired: bool = False) -> int | None:
+    """Samples per group (unpaired: n = 2 (z_0.975 + z_0.8)^2 variance / delta^2) or pairs
+    (paired, variance of the differences: n = (z_0.975 + z_0.8)^2 variance / delta^2) needed to
+    detect a difference ``delta`` with power 0.8 at two-sided alpha 0.05, rounded up; None when
+    ``delta`` is not positive or there is no variance to estimate from.
+
+    >>> required_sample_size(0.2 ** 2, 0.05)
+    252
+    """
+    if not delta or delta <= 0 or variance <= 0:
+        return None
+    n = (1 if paired else 2) * _z_sum() ** 2 * variance / delta ** 2
+    return max(2, math.ceil(n - 1e-9))
+
+
+def _bootstrap_ci(a: np.ndarray, b: np.ndarray, paired: bool, n_boot: int, seed: int) -> tuple[float, float] | None:
+    if len(a) < 2 or len(b) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    if paired:
+        d = b - a
+        means = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
+    else:
+        means = (b[rng.integers(0, len(b), size=(n_boot, len(b)))].mean(axis=1)
+                 - a[rng.integers(0, len(a), size=(n_boot, len(a)))].mean(axis=1))
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _stats(metric: str, a: np.ndarray, b: np.ndarray, paired: bool, tolerance: float, min_detectable: float,
+           n_boot: int, seed: int) -> MetricComparison:
+    try:
+        from scipy import stats
+    except ImportError:
+        raise ImportError("comparing runs needs scipy: pip install 'ragmeter[stats]'") from None
+
+    mean_a = float(a.mean()) if len(a) else None
+    mean_b = float(b.mean()) if len(b) else None
+    diff = mean_b - mean_a if mean_a is not None and mean_b is not None else None
+    ci = _bootstrap_ci(a, b, paired, n_boot, seed)
+    p: dict[str, float | None] = {}
+    effect = required = None
+    if paired:
+        d = b - a
+        sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+        if sd > 0:
+            p["t"] = _finite(stats.ttest_rel(b, a).pvalue)
+            effect = float(d.mean()) / sd
+        else:
+            p["t"] = None
+        p["wilcoxon"] = _finite(stats.wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else None
+        required = required_sample_size(sd ** 2, min_detectable, paired=True) if len(d) > 1 else None
+    else:
+        var_a = float(a.var(ddof=1)) if len(a) > 1 else None
+        var_b = float(b.var(ddof=1)) if len(b) > 1 else None
+        ok = var_a is not None and var_b is not None
+        p["welch"] = _finite(stats.ttest_ind(b, a, equal_var=False).pvalue) if ok and var_a + var_b > 0 else None
+        p["mann_whitney"] = (_finite(stats.mannwhitneyu(b, a, alternative="two-sided").pvalue)
+                             if len(a) and len(b) and np.ptp(np.concatenate([a, b])) > 0 else None)
+        if ok:
+            pooled = ((len(a) - 1) * var_a + (len(b) - 1) * var_b) / (len(a) + len(b) - 2)
+            if pooled > 0:
+                effect = diff / math.sqrt(pooled) * (1 - 3 / (4 * (len(a) + len(b)) - 9))
+            required = required_sample_size(pooled, min_detectable)
+    if diff is not None and ci is not None and diff < -tolerance and ci[1] < 0:
+        verdict = REGRESSED
+    elif diff is not None and ci is not None and diff > tolerance and ci[0] > 0:
+        verdict = IMPROVED
+    else:
+        verdict = NO_CHANGE
+    return MetricComparison(metric, paired, len(a), len(b), mean_a, mean_b, diff, ci, p,
+                            "cohen_dz" if paired else "hedges_g", effect, tolerance, min_detectable, required, verdict)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_run(ref: Any, db: str | os.PathLike | None = None) -> tuple[EvaluationResult, str]:
+    """``(result, name)`` for an :class:`EvaluationResult`, a results file (``.jsonl`` / ``.json``),
+    or a run in the store at ``db`` (default ``$RAGMETER_DB``, else ``ragmeter.db``): a run id,
+    or a tag (the newest run tagged with it). Raises ValueError / KeyError / OSError naming what
+    was not found."""
+    if isinstance(ref, EvaluationResult):
+        return ref, "run"
+    text = str(ref)
+    path = Path(text)
+    if path.suffix.lower() in (".jsonl", ".json") or path.exists():
+        return EvaluationResult.load(path), path.name
+    from ragmeter.store import Store
+
+    db = db or os.environ.get("RAGMETER_DB")
+    if not db and not Path("ragmeter.db").exists():
+        raise FileNotFoundError(f"{text}: no such results file, and no history store to look it up in "
+                                "(give --db / db=, or set RAGMETER_DB)")
+    with Store(db) as store:
+        if text.isdigit():
+            return store.run(int(text)), f"run {text}"
+        tagged = [r for r in store.runs(limit=None) if text in r.tags]
+        if not tagged:
+            raise KeyError(f"{text!r} is neither a results file nor a run id or tag in {store.where}")
+        return store.run(tagged[0].id), f"run {tagged[0].id} ({text})"
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def _cells(result: EvaluationResult, ratings: Iterable[str]) -> tuple[list[str], list[tuple[str, dict[str, tuple]]]]:
+    """Metric names (human ratings included) and, per sample in order, (id, metric -> (value,
+    status, error))."""
+    names = list(result.metrics)
+    rows = []
+    for r in result:
+        cells = {m: (s.value, s.status, s.error) for m, s in r.scores.items()}
+        for key, v in r.sample.metadata.items():
+            if (key in ratings or key.startswith("human_")) and isinstance(v, (int, float)) and not isinstance(v, bool) \
+                    and math.isfinite(v):
+                cells[key] = (float(v), "ok", None)
+                if key not in names:
+                    names.append(key)
+        rows.append((r.sample.id, cells))
+    return names, rows
+
+
+def _values(rows: list[tuple[str, dict[str, tuple]]], metric: str) -> np.ndarray:
+    return np.array([c[metric][0] for _, c in rows if metric in c and c[metric][0] is not None], dtype=float)
+
+
+def _first(rows: list[tuple[str, dict[str, tuple]]]) -> dict[str, dict[str, tuple]]:
+    """Sample id -> cells, in order; a repeated id keeps its first occurrence."""
+    out: dict[str, dict[str, tuple]] = {}
+    for sid, cells in rows:
+        out.setdefault(sid, cells)
+    return out
+
+
+def _tolerance(tolerance: float | Mapping[str, float], metric: str) -> float:
+    if isinstance(tolerance, Mapping):
+        return float(tolerance.get(metric, tolerance.get("*", 0.05)))
+    return float(tolerance)
+
+
+def _sample_changes(metric: str, sid: str, before: tuple, after: tuple, tol: float) -> SampleChange | None:
+    (bv, bs, _), (av, as_, aerr) = before, after
+    if as_ == "error" and bs != "error":
+        return SampleChange(sid, metric, "became error", bv, None, error=aerr)
+    if bv is not None and as_ == "n/a":
+        return SampleChange(sid, metric, "became n/a", bv, None)
+    if bv is not None and av is not None and abs(av - bv) > tol:
+        return SampleChange(sid, metric, "fell" if av < bv else "rose", bv, av, av - bv)
+    if bv is None and av is not None:
+        return SampleChange(sid, metric, "recovered", None, av)
+    return None
+
+
+def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_boot: int = 2000, seed: int = 0,
+            paired: bool | None = None, min_detectable: float | Mapping[str, float] | None = None,
+            ratings: Sequence[str] = (), db: str | os.PathLike | None = None) -> Comparison:
+    """Compare baseline ``a`` with current ``b`` (see the module doc for the statistics and the
+    verdict). ``a`` / ``b``: EvaluationResults, results files, or store run ids / tags (``db``).
+    ``tolerance``: one number or metric -> number (``"*"`` for the rest). ``paired``: None decides
+    from the sample ids. ``min_detectable``: the difference the required sample size is for
+    (default: the tolerance). ``ratings``: numeric ``metadata`` keys compared like metrics
+    (``human_*`` keys always are)."""
+    (ra, name_a), (rb, name_b) = load_run(a, db), load_run(b, db)
+    if name_a == name_b:
+        name_a, name_b = "baseline", "current"
+    metrics_a, rows_a = _cells(ra, ratings)
+    metrics_b, rows_b = _cells(rb, ratings)
+    cells_a, cells_b = _first(rows_a), _first(rows_b)
+    shared = [sid for sid in cells_a if sid in cells_b]
+    unique = len(cells_a) == len(rows_a) and len(cells_b) == len(rows_b)
+    if paired is None:
+        paired = unique and bool(shared) and len(shared) >= 0.5 * min(len(cells_a), len(cells_b))
+    elif paired and not unique:
+        raise ValueError("paired comparison needs unique sample ids in each run")
+    metrics = [m for m in metrics_a if m in metrics_b]
+    out: dict[str, MetricComparison] = {}
+    regressions: list[SampleChange] = []
+    improvements: list[SampleChange] = []
+    for m in metrics:
+        tol = _tolerance(tolerance, m)
+        delta = tol if min_detectable is None else _tolerance(min_detectable, m)
+        if paired:
+            pairs = [(cells_a[s][m][0], cells_b[s][m][0]) for s in shared if m in cells_a[s] and m in cells_b[s]
+                     and cells_a[s][m][0] is not None and cells_b[s][m][0] is not None]
+            va = np.array([x for x, _ in pairs], dtype=float)
+            vb = np.array([y for _, y in pairs], dtype=float)
+        else:
+            va, vb = _values(rows_a, m), _values(rows_b, m)
+        out[m] = _stats(m, va, vb, paired, tol, delta, n_boot, seed)
+        for sid in shared:
+            if m in cells_a[sid] and m in cells_b[sid]:
+                change = _sample_changes(m, sid, cells_a[sid][m], cells_b[sid][m], tol)
+                if change is not None:
+                    (regressions if change.kind in ("fell", "became n/a", "became error") else improvements).append(change)
+    order = {"became error": 0, "became n/a": 1, "fell": 2}
+    regressions.sort(key=lambda r: (order[r.kind], r.delta if r.delta is not None else -(r.before or 0.0)))
+    improvements.sort(key=lambda r: -(r.delta if r.delta is not None else r.after or 0.0))
+    means = {m: float(v.mean()) if len(v := _values(rows_b, m)) else None for m in metrics_b}
+    return Comparison(paired, out, regressions, improvements, [s for s in cells_a if s not in cells_b],
+                      [s for s in cells_b if s not in cells_a], len(shared), (name_a, name_b), means)
+
+
+def compare_variants(result: Any, tag_key: str = "variant", a: str | None = None, b: str | None = None,
+                     **kw: Any) -> Comparison:
+    """An unpaired A/B comparison of one run whose samples carry ``metadata[tag_key]`` (e.g.
+    ``"A"`` / ``"B"``): baseline variant ``a`` against ``b`` (default: the two variants present,
+    in sorted order; more than two need ``a`` and ``b``). Keyword arguments go to :func:`compare`."""
+    run, _ = load_run(result, kw.pop("db", None))
+    groups: dict[str, list[SampleResult]] = {}
+    for r in run:
+        value = r.sample.metadata.get(tag_key)
+        if value is not None:
+            groups.setdefault(str(value), []).append(r)
+    if a is None or b is None:
+        if len(groups) != 2:
+            raise ValueError(f"metadata[{tag_key!r}] has {len(groups)} variants {sorted(groups)}; name a and b")
+        a, b = sorted(groups)
+    for v in (a, b):
+        if v not in groups:
+            raise ValueError(f"no sample has metadata[{tag_key!r}] == {v!r} (variants: {sorted(groups)})")
+    kw.setdefault("paired", False)
+    cmp = compare(EvaluationResult(groups[a], run.metrics, run.judge), EvaluationResult(groups[b], run.metrics, run.judge), **kw)
+    cmp.names = (f"{tag_key}={a}", f"{tag_key}={b}")
+    return cmp

@@ -1,0 +1,26 @@
+"""Human evaluation: labeling tasks out, labels in, and agreement (between annotators, and
+between the judge and the annotators).
+
+>>> from ragmeter.labels import cohen_kappa, krippendorff_alpha
+>>> cohen_kappa([1, 2, 3], [1, 3, 3], weights="quadratic")
+0.8
+>>> round(krippendorff_alpha([[1, 2, 3, None], [1, 2, 4, 2]], level="interval"), 3)
+0.878
+
+- :func:`export_tasks` writes tasks (.jsonl, .csv, or an offline .html labeling page) in review
+  queue order (:func:`review_queue`), the judge's verdicts hidden unless asked;
+- :func:`import_labels` reads completed labels; :meth:`ragmeter.store.Store.record_labels` keeps them;
+- :func:`agreement_report` gives Krippendorff's alpha and Cohen's kappa with bootstrap intervals
+  per criterion, and judge vs humans per metric (:func:`judge_vs_humans`); :func:`judge_leniency`
+  tracks the judge's pass rate against the humans' run by run (drift towards leniency).
+"""
+
+from ragmeter.labels.agreement import (alpha_with_ci, balanced_accuracy, bootstrap_ci, cohen_kappa, confusion,
+                                       judge_vs_humans, kappa_with_ci, krippendorff_alpha, suggest_threshold)
+from ragmeter.labels.io import Label, import_labels
+from ragmeter.labels.report import agreement_report, format_report, judge_leniency
+from ragmeter.labels.tasks import CRITERIA, CRITERION_METRICS, export_tasks, review_queue, task_records
+
+__all__ = ["cohen_kappa", "krippendorff_alpha", "alpha_with_ci", "kappa_with_ci", "bootstrap_ci", "confusion",
+           "balanced_accuracy", "suggest_threshold", "judge_vs_humans", "Label", "import_labels", "agreement_report",
+           "format_report", "judge_leniency", "CRITERIA", "CRITERION_METRICS", "export_tasks", "review_queue", "task_records"]

@@ -1,0 +1,154 @@
+"""The ragmeter pytest plugin (entry point ``pytest11``; or ``-p ragmeter.pytest_plugin``).
+
+::
+
+    @pytest.mark.ragmeter(dataset="data/rag.jsonl", judge="offline")
+    def test_answers_are_grounded(ragmeter_dataset):
+        for sample in ragmeter_dataset:
+            assert_rag(sample, faithfulness=0.8, context_recall=0.7)
+
+- marker ``ragmeter(dataset=None, judge=None)``: the dataset the ``ragmeter_dataset`` fixture
+  loads (a path relative to the test file, else to the rootdir) and the judge
+  :func:`ragmeter.testing.assert_rag` uses by default in that test (else ``--ragmeter-judge``);
+- fixture ``ragmeter_dataset``: the marker's dataset as a :class:`ragmeter.Dataset` (records that
+  could not be loaded fail the test, naming line and field);
+- a summary table at the end of the run: per metric, the assertions, their mean, the lowest
+  value and how many fell below their floor;
+- with ``--ragmeter-db PATH|URL`` (or ``$RAGMETER_DB``) every scored sample goes to the history
+  store as one run (dataset ``pytest``) tagged ``pytest`` and ``pytest:<session id>``, each sample
+  also tagged ``test:<node id>``, so a CI job's trend shows in ``ragmeter dashboard``.
+
+The plugin does nothing (and imports no more than this module) in a run without assertions.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_MARKER = ("ragmeter(dataset=None, judge=None): the dataset the ragmeter_dataset fixture loads and the judge "
+           "assert_rag uses by default")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--ragmeter-db`` and ``--ragmeter-judge``."""
+    group = parser.getgroup("ragmeter")
+    group.addoption("--ragmeter-db", metavar="PATH|URL", default=None,
+                    help="record assert_rag results in this history store (default $RAGMETER_DB)")
+    group.addoption("--ragmeter-judge", metavar="SPEC", default=None,
+                    help="default judge of assert_rag (default: the ragmeter marker's, else ragmeter's default judge)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker and the session collector."""
+    config.addinivalue_line("markers", _MARKER)
+    config.pluginmanager.register(_Collector(config), "ragmeter-collector")
+
+
+class _Collector:
+    """Collects every assert_rag of the session, prints the summary, records the run."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.records: list[tuple[Any, dict[str, float], list[str], str | None]] = []
+        self.session_id = os.environ.get("GITHUB_RUN_ID") or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+        self.recorded: str | None = None
+
+    def _observe(self, result: Any, floors: dict[str, float], failures: list[str], test: str | None) -> None:
+        self.records.append((result, floors, failures, test))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        """Around a test: assert_rag reports here and defaults to the marker's judge."""
+        from ragmeter import testing
+
+        marker = item.get_closest_marker("ragmeter")
+        judge = (marker.kwargs.get("judge") if marker else None) or self.config.getoption("ragmeter_judge")
+        token = testing._context.set({"judge": judge, "test": item.nodeid, "observe": self._observe})
+        try:
+            yield
+        finally:
+            testing._context.reset(token)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Record the session's samples in the history store, when one is configured."""
+        db = self.config.getoption("ragmeter_db") or os.environ.get("RAGMETER_DB")
+        if not db or not self.records:
+            return
+        import dataclasses
+
+        from ragmeter.result import EvaluationResult, SampleResult
+        from ragmeter.store import Store
+
+        results, metrics = [], []
+        for result, floors, _, test in self.records:
+            meta = dict(result.sample.metadata)
+            own = meta.get("tags") if isinstance(meta.get("tags"), list) else []
+            meta["tags"] = [*own, f"test:{test}"] if test else own
+            results.append(SampleResult(dataclasses.replace(result.sample, metadata=meta), result.scores, result.usage,
+                                        result.duration_s))
+            metrics += [m for m in result.scores if m not in metrics]
+        judges = {s.judge for r in results for s in r.scores.values() if s.judge}
+        run = EvaluationResult(results, metrics, judge=judges.pop() if len(judges) == 1 else "mixed",
+                               duration_s=sum(r.duration_s for r in results))
+        from ragmeter.guard import never_raise
+        from ragmeter.redact import redact
+
+        def failed(err: BaseException) -> None:
+            self.recorded = redact(f"could not record the run in the history store: {type(err).__name__}: {err}")
+
+        with never_raise("pytest_plugin.record_run", on_error=failed), Store(db) as store:
+            run_id = store.record_run(run, dataset="pytest", tags=["pytest", f"pytest:{self.session_id}"])
+            self.recorded = f"recorded run {run_id} in {store.where} (tag pytest:{self.session_id})"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """The summary table: per metric, assertions, mean, lowest value, below floor."""
+        if not self.records:
+            return
+        from ragmeter.report import text_table
+
+        rows: dict[str, list] = {}
+        for result, floors, failures, _ in self.records:
+            for m in floors:
+                row = rows.setdefault(m, [0, [], 0, 0])
+                row[0] += 1
+                value = result.scores[m].value
+                if value is not None:
+                    row[1].append(value)
+                else:
+                    row[3] += 1
+                row[2] += m in failures
+        table = [[m, str(n), f"{sum(v) / len(v):.4f}" if v else "-", f"{min(v):.4f}" if v else "-", str(bad), str(na)]
+                 for m, (n, v, bad, na) in rows.items()]
+        failed = sum(bool(f) for _, _, f, _ in self.records)
+        tr = terminalreporter
+        tr.section("ragmeter")
+        tr.write_line(f"{len(self.records)} samples asserted, {failed} failed")
+        tr.write_line(text_table(["metric", "asserted", "mean", "min", "below floor", "no value"], table))
+        if self.recorded:
+            tr.write_line(self.recorded)
+
+
+@pytest.fixture
+def ragmeter_dataset(request: pytest.FixtureRequest) -> Any:
+    """The dataset named by the test's ``@pytest.mark.ragmeter(dataset=...)``, loaded with
+    :func:`ragmeter.load_samples`; records that could not be loaded fail the test."""
+    from ragmeter.data import load_samples
+
+    marker = request.node.get_closest_marker("ragmeter")
+    name = marker.kwargs.get("dataset") if marker else None
+    if name is None:
+        pytest.fail("ragmeter_dataset needs @pytest.mark.ragmeter(dataset='path/to/data.jsonl')", pytrace=False)
+    path = Path(name)
+    if not path.is_absolute():
+        here = Path(str(request.node.fspath)).parent / path
+        path = here if here.exists() else Path(str(request.config.rootpath)) / path
+    dataset = load_samples(path)
+    if dataset.errors:
+        pytest.fail(f"{path}: {len(dataset.errors)} records could not be loaded: " + "; ".join(map(str, dataset.errors[:5])))
+    return dataset
