@@ -33,8 +33,17 @@ def page(tmp_path_factory):
     runs = [RunEntry.from_result(before, 1, label="baseline"), RunEntry.from_result(after, 2, label="candidate")]
     entries = SampleEntry.from_result(after, 2)
     path = tmp_path_factory.mktemp("dashboard") / "dashboard.html"
-    path.write_text(render(runs, entries, title="ragmeter dashboard test"), encoding="utf-8")
-    return {"path": path, "after": after, "runs": runs, "views": sample_views(entries, Verdicts())}
+    # two annotators' faithfulness ratings: ann follows the judge, bob is one point harsher on every third
+    from ragmeter.labels import Label, agreement_report
+
+    labels = []
+    for i, r in enumerate(after):
+        rating = 1 + round(4 * r["faithfulness"].value)
+        labels += [Label(r.sample.id, "ann", "faithfulness", rating),
+                   Label(r.sample.id, "bob", "faithfulness", max(1, rating - (i % 3 == 0)))]
+    agreement = agreement_report(labels, after, n_boot=100)
+    path.write_text(render(runs, entries, title="ragmeter dashboard test", agreement=agreement), encoding="utf-8")
+    return {"path": path, "after": after, "runs": runs, "views": sample_views(entries, Verdicts()), "agreement": agreement}
 
 
 def _visible_ids(browser) -> list[str]:
@@ -67,6 +76,16 @@ def test_dashboard_in_chromium(browser, page, tmp_path):
             value = row[stat]
             assert text == (f"{value:.4f}" if isinstance(value, float) else str(value)), (metric, stat)
     assert "response_time" in summary and summary["response_time"]["count"] == len(after)
+
+    # human labels: agreement and the judge against the annotators, as agreement_report computed them
+    labels = browser.find_element(By.ID, "labels")
+    row = labels.find_element(By.CSS_SELECTOR, 'tr[data-criterion="faithfulness"]')
+    expected = page["agreement"]["faithfulness"]
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[:3] == ["faithfulness", str(len(after)), "2"] and cells[3].startswith(f'{expected["alpha"]["alpha"]:.3f}')
+    assert f'Spearman {expected["judge"]["spearman"]:.3f}' in cells[5] and labels.is_displayed()
+    browser.execute_script("arguments[0].scrollIntoView()", labels)
+    assert screenshot(browser, "dashboard-labels.png", tmp_path).stat().st_size > 0
 
     # trends: one chart per metric, one point per run
     charts = browser.find_elements(By.CSS_SELECTOR, "#trends svg.trend")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from helpers import wait_for
-from helpers.browser import browser, console_errors  # noqa: F401 (browser: a fixture)
+from helpers.browser import browser, console_errors, screenshot  # noqa: F401 (browser: a fixture)
 from ragmeter.labels import Label, export_tasks, import_labels
 from test_labels_tasks import _result
 
@@ -48,6 +48,7 @@ def test_label_three_tasks_with_the_keyboard_and_download_them(browser, tmp_path
     assert browser.find_element(By.ID, "annotator").get_attribute("value") == "dana"
     active = browser.find_elements(By.CSS_SELECTOR, ".crit button.on")
     assert [b.text for b in active] == ["2", "1"]  # task 3 shown again, its two ratings
+    assert screenshot(browser, "labeling.png", tmp_path).stat().st_size > 0
     browser.find_element(By.ID, "download").click()
     target = downloads / "labels-dana.json"
     assert wait_for(lambda: target.exists() and target.stat().st_size > 0, timeout=10)

@@ -81,6 +81,16 @@ def test_export_label_import_and_agreement(tmp_path, capsys):
     # v1 passes (>= 0.85) s1, s3: 2 of 6; v2 also s6 (0.93): 3 of 6, leniency +1/6
     assert "run 1 " in text and "judge ensemble: 6 items, judge passes 33%, humans 33%, leniency +0.00" in text
     assert "judge ensemble-v2: 6 items, judge passes 50%, humans 33%, leniency +0.17" in text
+    # the dashboard shows the same: agreement against the newest run, and the leniency run by run
+    from ragmeter.cli import main
+
+    assert main(["dashboard", "--db", db, "--out", str(tmp_path / "dash.html")]) == 0
+    capsys.readouterr()
+    page = (tmp_path / "dash.html").read_text(encoding="utf-8")
+    section = page.split('<section id="labels">', 1)[1].split("</section>", 1)[0]
+    assert '<tr data-criterion="faithfulness"><td>faithfulness</td><td>7</td><td>2</td>' in section
+    assert "ann / bob" in section and "faithfulness: Spearman" in section
+    assert "<td>33%</td><td>33%</td><td>+0.00</td>" in section and "<td>50%</td><td>33%</td><td>+0.17</td>" in section
     assert run("labels", "agreement", db, "--json", "--bootstrap", "50") == 0
     report = json.loads(capsys.readouterr().out)["agreement"]
     assert report["faithfulness"]["alpha"]["items"] == 6 and "judge" not in report["faithfulness"]

@@ -1,5 +1,6 @@
 """The dashboard of a history store: the last runs' trends, the newest run's summary and its
-worst samples, and the inline samples' daily means (``ragmeter dashboard``)."""
+worst samples, the inline samples' daily means, and the human labels' agreement with each other
+and with the judge (``ragmeter dashboard``)."""
 
 from __future__ import annotations
 
@@ -25,4 +26,19 @@ def render_store(store: Any, *, runs: int = 30, samples: int = 500, title: str =
     latest = infos[-1]
     listed = store.samples(run_id=latest.id, limit=samples)
     daily = {m: [tuple(p) for p in store.metric_trend(m, by="day", kind="inline")] for m in latest.metrics}
-    return render(entries, listed, title=title, verdicts=verdicts, daily={m: p for m, p in daily.items() if p})
+    agreement, leniency = _human_labels(store, latest.id)
+    return render(entries, listed, title=title, verdicts=verdicts, daily={m: p for m, p in daily.items() if p},
+                  agreement=agreement, leniency=leniency)
+
+
+def _human_labels(store: Any, run_id: int) -> tuple[dict, dict]:
+    """The agreement report against run ``run_id`` and the judge's leniency per criterion, when
+    the store holds human labels ({} and {} otherwise)."""
+    labels = store.labels()
+    if not labels:
+        return {}, {}
+    from ragmeter.labels import agreement_report, judge_leniency
+    from ragmeter.labels.tasks import CRITERION_METRICS
+
+    report = agreement_report(labels, store.run(run_id))
+    return report, {c: judge_leniency(store, c) for c in report if c in CRITERION_METRICS}

@@ -17,6 +17,7 @@ from importlib import resources
 from string import Template
 from typing import Any, Iterable, Mapping, Sequence
 
+from ragmeter.dashboard.agreement import agreement_section
 from ragmeter.dashboard.charts import histogram, status_bar, trend_chart
 from ragmeter.dashboard.drilldown import drilldown, fmt
 from ragmeter.dashboard.model import RunEntry, SampleEntry, SampleView, Verdicts, sample_views
@@ -244,7 +245,8 @@ def _invalid(run: RunEntry) -> str:
 
 
 def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ragmeter dashboard",
-           verdicts: Verdicts | None = None, daily: Mapping[str, Sequence[Sequence[Any]]] | None = None) -> str:
+           verdicts: Verdicts | None = None, daily: Mapping[str, Sequence[Sequence[Any]]] | None = None,
+           agreement: Mapping[str, Any] | None = None, leniency: Mapping[str, Sequence[Any]] | None = None) -> str:
     """The dashboard page as HTML text.
 
     ``runs``: :class:`RunEntry` objects, oldest first; the last one is the summary's and the
@@ -254,6 +256,7 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
     diagnosis' low labels and the response time levels. ``daily``: per metric the points
     (UTC day, mean, count, errors) of the "over time" chart, e.g. ``Store.metric_trend(m,
     by="day")``; without it they are computed from the given samples of inline runs.
+    ``agreement`` / ``leniency``: the "Human labels" section (:mod:`ragmeter.dashboard.agreement`).
     Raises ValueError when ``runs`` is empty.
     """
     runs = list(runs)
@@ -265,7 +268,8 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
     metrics = list(latest.summary) + [m for m in dict.fromkeys(m for v in views for m in v.scores) if m not in latest.summary]
     daily = dict(daily) if daily is not None else _daily_points(runs, views)
     body = "".join([_header(title, runs, views), "<main>", _summary(latest, views), _trends(runs, daily),
-                    _distributions(latest, views), _samples(views, metrics), _invalid(latest), "</main>"])
+                    _distributions(latest, views), _samples(views, metrics), agreement_section(agreement or {}, leniency),
+                    _invalid(latest), "</main>"])
     js = _asset("dashboard.js")
     script_hash = "sha256-" + base64.b64encode(hashlib.sha256(f"\n{js}\n".encode("utf-8")).digest()).decode("ascii")
     page = Template(_asset("page.html"))
