@@ -14,11 +14,12 @@ from ragmeter.metrics.requests import Limits
 from ragmeter.monitor import Monitor
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.runner import aevaluate, evaluate
+from ragmeter.sweep import sweep
 
 __version__ = "0.1.0"
 
 __all__ = [
     "compare", "compare_variants",
     "Context", "Sample", "Score", "Dataset", "RecordError", "EvaluationResult", "SampleResult",
-    "evaluate", "aevaluate", "Limits", "load_samples", "save_samples", "samples_from_records", "Monitor", "__version__",
+    "evaluate", "aevaluate", "sweep", "Limits", "load_samples", "save_samples", "samples_from_records", "Monitor", "__version__",
 ]

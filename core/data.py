@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import math
 import os
 import sys
@@ -25,8 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ragmeter.fileio import (JSON_ERRORS, LongInt, json_problem, json_text, parse_json, read_text, record_slices,
-                             text_problem, write_text_atomic)
+from ragmeter.fileio import (
+    LongInt,
+    json_text,
+    read_text,
+    text_problem,
+    write_text_atomic,
+)
 from ragmeter.redact import redact
 
 __all__ = [
@@ -55,6 +59,9 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 _CONTEXT_TEXT_KEYS = ("text", "page_content", "content")
+
+#: RAGAS's ids of the retrieved contexts, in order: become the contexts' ids.
+CONTEXT_IDS = "retrieved_context_ids"
 
 #: Deepest nesting of lists / objects accepted in ``metadata`` (deeper records are rejected).
 MAX_NESTING = 64
@@ -272,11 +279,17 @@ class Sample:
                 values[ours] = record[present[0]]
         if "question" not in values:
             raise RecordError(location, "question", "missing (accepted names: " + ", ".join(FIELD_ALIASES["question"]) + ")")
+        if not _is_missing(record.get(CONTEXT_IDS)):
+            try:
+                values["contexts"] = _with_ids(values.get("contexts"), record[CONTEXT_IDS])
+            except RecordError as err:
+                raise err.at(location) if location else err from None
         # A reference given as a list of strings (RAGAS ground_truths) is joined into one text.
         ref = values.get("reference")
         if isinstance(ref, list) and all(isinstance(r, str) for r in ref):
             values["reference"] = " ".join(ref)
-        extra = {k: v for k, v in record.items() if not any(k in names for names in FIELD_ALIASES.values())}
+        extra = {k: v for k, v in record.items()
+                 if k != CONTEXT_IDS and not any(k in names for names in FIELD_ALIASES.values())}
         metadata = values.get("metadata") or {}
         if extra and isinstance(metadata, dict):
             metadata = {**extra, **metadata}
@@ -298,6 +311,30 @@ class Sample:
         if self.metadata:
             out["metadata"] = self.metadata
         return out
+
+
+def _with_ids(contexts: Any, ids: Any) -> Any:
+    """RAGAS's ``retrieved_context_ids`` set on the contexts, in order (contexts of empty text when
+    only the ids were given, as for RAGAS's id-based metrics)."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
+        raise RecordError(None, CONTEXT_IDS, f"expected a list of ids, got {_type_name(ids)}")
+    if contexts is None:
+        contexts = [""] * len(ids)
+    if not isinstance(contexts, (list, tuple)):
+        return contexts  # Sample names the contexts field
+    if len(contexts) != len(ids):
+        raise RecordError(None, CONTEXT_IDS, f"{len(ids)} ids for {len(contexts)} retrieved contexts")
+    out = []
+    for i, (context, cid) in enumerate(zip(contexts, ids)):
+        if isinstance(context, Mapping):
+            own = context.get("id")
+            if own is not None and str(own) != str(cid):
+                raise RecordError(None, CONTEXT_IDS, f"id {cid!r} differs from contexts[{i}]'s id {own!r}")
+            context = {**context, "id": cid}
+        elif isinstance(context, str):
+            context = {"text": context, "id": cid}
+        out.append(context)
+    return out
 
 
 def _is_missing(value: Any) -> bool:
@@ -451,82 +488,15 @@ def samples_from_records(records: Iterable[Any], *, on_error: str = "collect") -
     return _collect(list(enumerate(records, start=1)), "record", on_error, None)
 
 
-def _jsonl_records(text: str) -> list[Any]:
-    records: list[Any] = []
-    for n, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 is valid inside a string
-        if not line.strip():
-            continue
-        try:
-            records.append((n, parse_json(line)))
-        except JSON_ERRORS as exc:
-            records.append((n, RecordError(f"line {n}", None, json_problem(exc))))
-    return records
-
-
-_RECORD_LISTS = ("samples", "test_cases", "data")
-
-
-def _json_records(text: str, path: Path) -> list[Any]:
-    try:
-        data = parse_json(text)
-    except JSON_ERRORS as exc:
-        slices = record_slices(text, _RECORD_LISTS)
-        if slices is None:
-            where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
-            raise ValueError(f"{path}: invalid JSON{where}: {json_problem(exc).removeprefix('invalid JSON: ')}") from None
-        records: list[Any] = []
-        for i, (a, b) in enumerate(slices):
-            try:
-                records.append((i, parse_json(text[a:b])))
-            except JSON_ERRORS as err:
-                line = text.count("\n", 0, a) + 1
-                records.append((i, RecordError(f"record {i}", None, f"{json_problem(err)} (item starting on line {line})")))
-        return records
-    if isinstance(data, Mapping):
-        data = data.get("samples", data.get("test_cases", data.get("data")))
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of records (or an object with a 'samples' list)")
-    return list(enumerate(data))
-
-
-def _csv_records(text: str) -> list[Any]:
-    reader = csv.DictReader(io.StringIO(text))
-    records: list[Any] = []
-    n = 1  # row 1 is the header
-    while True:
-        n += 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:  # e.g. a cell over the csv module's field size limit
-            records.append((n, RecordError(f"row {n}", None, f"unreadable CSV row: {exc}")))
-            continue
-        record: dict[str, Any] = {}
-        err = None
-        for key, value in row.items():
-            if key is None:
-                err = RecordError(f"row {n}", None, "more cells than header columns")
-                break
-            if value is None or value == "":
-                continue
-            if key in FIELD_ALIASES["contexts"] or key in FIELD_ALIASES["relevant_ids"] or key == "metadata":
-                try:
-                    value = parse_json(value)
-                except JSON_ERRORS as exc:
-                    err = RecordError(f"row {n}", key, "nested too deeply to read" if isinstance(exc, RecursionError)
-                                      else "expected a JSON list/object in this CSV cell")
-                    break
-            record[key] = value
-        records.append((n, err if err else record))
-    return records
-
-
 def load_samples(source: Any, *, on_error: str = "collect") -> Dataset:
     """Load samples from a ``.jsonl`` / ``.json`` / ``.csv`` file or a pandas DataFrame.
 
-    Field names of RAGAS and DeepEval are accepted (see :data:`FIELD_ALIASES`). In CSV files the
-    ``contexts`` and ``relevant_ids`` cells hold JSON lists. Malformed records are collected in
+    Field names of RAGAS and DeepEval are accepted (see :data:`FIELD_ALIASES`); RAGAS's
+    ``retrieved_context_ids`` become the contexts' ids, ``reference_context_ids`` the relevant ids;
+    a JSON object may hold its records under ``samples``, ``test_cases``, ``goldens`` or ``data``
+    (DeepEval's ``EvaluationDataset`` files are a list of goldens or test cases). In CSV files the
+    list cells (``contexts``, ``relevant_ids``, their aliases, ``metadata``) hold JSON, or Python's
+    repr as RAGAS's ``EvaluationDataset.to_csv()`` writes them (read with ``ast.literal_eval``). Malformed records are collected in
     ``Dataset.errors`` (each naming the line / row and the field) and the rest are returned;
     ``on_error="raise"`` raises instead. A record that cannot be read (bytes that are not UTF-8,
     invalid JSON, nesting too deep, an integer over Python's digit limit) is one such error; a
@@ -540,12 +510,18 @@ def load_samples(source: Any, *, on_error: str = "collect") -> Dataset:
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".ndjson", ".json", ".csv"):
         raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json or .csv)")
+    from ragmeter.readers import (  # it imports this module
+        csv_records,
+        json_records,
+        jsonl_records,
+    )
+
     text = read_text(path)
     if suffix in (".jsonl", ".ndjson"):
-        return _collect(_jsonl_records(text), "line", on_error, str(path))
+        return _collect(jsonl_records(text), "line", on_error, str(path))
     if suffix == ".json":
-        return _collect(_json_records(text, path), "record", on_error, str(path))
-    return _collect(_csv_records(text), "row", on_error, str(path))
+        return _collect(json_records(text, path), "record", on_error, str(path))
+    return _collect(csv_records(text), "row", on_error, str(path))
 
 
 def _collect(numbered: list, location: str, on_error: str, source: str | None) -> Dataset:

@@ -9,6 +9,8 @@ reader of :mod:`ragmeter.tracing`; nothing here knows about samples.
   as a :class:`LongInt` marker instead of failing the whole document.
 * :func:`record_slices`: the items of a JSON document's record list, found by matching brackets
   when the document does not parse as a whole (an item nested too deeply or broken fails alone).
+* :func:`python_literal`: a list or dict cell written in Python's repr (pandas' ``to_csv`` of list
+  columns, e.g. RAGAS's ``EvaluationDataset.to_csv()``), read with ``ast.literal_eval`` (literals only).
 * :func:`json_text`: strict JSON (``allow_nan=False``): NaN and infinities are written as null.
 * :func:`write_text_atomic`: temporary file + rename: a failed write never leaves a truncated or
   empty file.
@@ -16,6 +18,7 @@ reader of :mod:`ragmeter.tracing`; nothing here knows about samples.
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
 import math
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 __all__ = ["JSON_ERRORS", "LongInt", "decode_text", "read_text", "text_problem", "parse_json", "json_problem",
-           "record_slices", "json_text", "write_text_atomic"]
+           "python_literal", "record_slices", "json_text", "write_text_atomic"]
 
 #: What reading one JSON value can raise: syntax errors and nesting past the parser's recursion limit.
 JSON_ERRORS = (ValueError, RecursionError)
@@ -168,6 +171,26 @@ def _json_safe(value: Any, depth: int = 0) -> Any:
     if hasattr(value, "tolist"):  # numpy scalars and arrays
         return _json_safe(value.tolist(), depth + 1)
     return str(value)
+
+
+def python_literal(text: str) -> list | dict | None:
+    """The list or dict that ``text`` writes in Python's repr (``"['a', 'b']"``), or None.
+
+    Only a cell that starts with ``[`` / ``{`` and ends with ``]`` / ``}`` is tried, with
+    ``ast.literal_eval`` (which evaluates literals only, never code); anything else, a value
+    that is not a list or dict, or input too deep or too large to read gives None.
+
+    >>> python_literal("['a', 'b']"), python_literal("{'x': 1}"), python_literal("os.system('x')")
+    (['a', 'b'], {'x': 1}, None)
+    """
+    stripped = text.strip()
+    if (stripped[:1], stripped[-1:]) not in (("[", "]"), ("{", "}")):
+        return None
+    try:
+        value = ast.literal_eval(stripped)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, (list, dict)) else None
 
 
 def json_text(value: Any, indent: int | None = None) -> str:

@@ -497,3 +497,77 @@ def test_llamaindex_difference_examples():
             ndcg_at_k(retrieved, expected), abs=1e-12)
         assert li.AveragePrecision().compute(expected_ids=expected, retrieved_ids=retrieved).score == pytest.approx(
             average_precision(retrieved, expected), abs=1e-12)
+
+
+# ------------------------------------------------------------------ bulk (numpy) path of relevance_matrix
+
+def _per_query(runs, qrels):
+    """The same inputs wrapped so relevance_matrix takes its per-query path (only plain dicts go bulk)."""
+    from types import MappingProxyType
+    return ([MappingProxyType(r) if isinstance(r, dict) else r for r in runs],
+            [MappingProxyType(q) if isinstance(q, dict) else sorted(q) for q in qrels])
+
+
+def _same_matrix(a: RelevanceMatrix, b: RelevanceMatrix) -> None:
+    assert a.query_ids == b.query_ids
+    for field in ("grades", "n_retrieved", "n_relevant", "ideal"):
+        x, y = getattr(a, field), getattr(b, field)
+        assert x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y), field
+        assert not x.flags.writeable
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("depth", [None, 3, 80])
+def test_bulk_path_equals_per_query_path(seed, depth):
+    rng = random.Random(seed)
+    ints = seed % 2 == 1
+    ident = (lambda i: i) if ints else (lambda i: f"d{i}")
+    runs, qrels = [], []
+    for q in range(40):
+        docs = [ident(rng.randrange(60)) for _ in range(rng.randrange(0, 50))]
+        if seed < 3:  # scored runs with many ties (few distinct scores, negative zero too)
+            runs.append({d: rng.choice([-0.0, 0.0, 0.5, 1, 2.5, -3]) for d in docs})
+        else:  # ranked lists with duplicates
+            runs.append(docs)
+        judged = {ident(rng.randrange(60)) for _ in range(rng.randrange(0, 20))}
+        qrels.append(judged if seed % 3 == 0 else {d: rng.choice([-1, 0, 1, 2, 3.5, True]) for d in judged})
+    bulk = relevance.relevance_matrix(runs, qrels, depth=depth)
+    assert relevance._bulk_matrix(bulk.query_ids, runs, qrels, depth) is not None
+    slow_runs, slow_qrels = _per_query(runs, qrels)
+    assert relevance._bulk_matrix(bulk.query_ids, slow_runs, slow_qrels, depth) is None
+    _same_matrix(bulk, relevance.relevance_matrix(slow_runs, slow_qrels, depth=depth))
+
+
+def test_bulk_path_hands_bad_values_to_the_per_query_path():
+    # every invalid value is caught in bulk and named by the per-query path
+    cases = [
+        (({"q": {"a": 1.0, "b": float("nan")}}, {"q": {"a"}}), ValueError, r"scores\['b'\] is nan"),
+        (({"q": {"a": 1.0, "b": True}}, {"q": {"a"}}), TypeError, r"scores\['b'\] must be a number"),
+        (({"q": {"a": "1"}}, {"q": {"a"}}), TypeError, "must be a number"),
+        (({"q": {"a": 10 ** 400}}, {"q": {"a"}}), OverflowError, "too large"),
+        (({"q": ["a"]}, {"q": {"a": float("inf")}}), ValueError, r"qrels\['q'\]\['a'\] is inf"),
+        (({"q": ["a", None]}, {"q": {"a"}}), ValueError, r"runs\['q'\]\[1\] is None"),
+        (({"q": {"a": 1.0, 2: 1.0}}, {"q": {"a"}}), TypeError, "comparable"),
+    ]
+    for (runs, qrels), exc, msg in cases:
+        with pytest.raises(exc, match=msg):
+            relevance_matrix(runs, qrels)
+    with pytest.raises(TypeError, match="unhashable ndarray"):
+        relevance_matrix([["a", np.array([1, 2])]], [{"a"}])
+    # str and int ids that tie in different queries only: fine, each query is sorted alone
+    m = relevance_matrix({"q1": {"a": 1.0, "b": 1.0}, "q2": {1: 1.0, 2: 1.0}}, {"q1": {"a"}, "q2": {1}})
+    assert m.grades.tolist() == [[0.0, 1.0], [0.0, 1.0]]
+
+
+def test_ir_benchmark_collection_matches_pytrec_eval():
+    """benchmarks/ir_speed.py on a small collection: every value equals pytrec_eval's exactly."""
+    pytest.importorskip("pytrec_eval")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("ir_speed", Path(__file__).parents[1] / "benchmarks" / "ir_speed.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    run, qrels = bench.make_collection(300, 100, seed=5)
+    ours = bench.time_ragmeter(run, qrels)[-1]
+    theirs = bench.time_pytrec_eval(run, qrels)[-1]
+    for name in bench.MEASURES:
+        np.testing.assert_allclose(ours[name], theirs[name], rtol=0, atol=1e-12, err_msg=name)

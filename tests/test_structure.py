@@ -154,3 +154,36 @@ def test_any_set_of_metrics_costs_one_call_per_needed_task(sample):
 
     with FakeLLMServer() as server:
         asyncio.run(run_all(server))
+
+
+def test_criteria_cost_one_call_per_sample_whatever_their_number(sample):
+    """Any number of Criteria (with any inputs) on a sample add exactly one ``judge_criteria``
+    request to what the built-in metrics already cost, and change nothing else."""
+    from helpers.servers import answer, oracle
+    from ragmeter.metrics import Criteria
+
+    def responder(req):
+        if req.task != "judge_criteria":
+            return oracle(req)
+        return answer({"results": [{"criterion": c["index"], "applicable": True, "score": 5, "reason": "meets it"}
+                                   for c in req.inputs["criteria"]]})
+
+    criteria = [Criteria("polite", criteria="The answer is polite."),
+                Criteria("sourced", criteria="Every figure has a source.", inputs=["answer", "contexts"]),
+                Criteria("agrees", criteria="The answer agrees with the reference.", inputs=["answer", "reference"])]
+
+    async def run_all(server: FakeLLMServer) -> None:
+        judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=False)
+        for n in (1, 2, 3):
+            for subset in [(), ("faithfulness",), ("answer_relevancy", "context_recall"), tuple(sorted(REGISTRY))]:
+                server.reset()
+                result = await rm.aevaluate([sample], metrics=[*subset, *criteria[:n]], judge=judge, progress=False)
+                errors = {k: s.error for k, s in result[0].scores.items() if s.error}
+                assert errors == {}, (n, subset)
+                assert all(result[0].scores[c.name].value == 1.0 for c in criteria[:n])
+                expected = Counter({task: 1 for name in subset for task in NEEDS[name]}) + Counter(judge_criteria=1)
+                assert Counter(r.task for r in server.chat_requests) == expected, (n, subset)
+                assert len(server.embedding_requests) == int(bool(EMBEDS & set(subset))), (n, subset)
+
+    with FakeLLMServer(responder) as server:
+        asyncio.run(run_all(server))

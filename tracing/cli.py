@@ -1,10 +1,12 @@
-"""The ``ragmeter evaluate-traces`` command, registered with the core CLI through the
-``ragmeter.cli`` entry point (the core never imports :mod:`ragmeter.tracing`)."""
+"""The ``ragmeter evaluate-traces`` and ``ragmeter serve`` commands, registered with the core CLI
+through the ``ragmeter.cli`` entry point (the core never imports :mod:`ragmeter.tracing`)."""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from typing import Any
 
 from ragmeter.cli import EXIT_INPUT, EXIT_OK, add_run_options, check_run_options, finish, metric_list
@@ -46,8 +48,63 @@ def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
     return EXIT_INPUT if problems and status == EXIT_OK else status
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from ragmeter.tracing.serve import EvaluationService
+
+    service = EvaluationService(metric_list(args.metrics), args.judge, host=args.host, port=args.otlp_port,
+                                grpc_port=args.otlp_grpc_port, forward=args.forward, forward_all=args.forward_all,
+                                sample_rate=args.sample_rate, max_queue=args.max_queue, concurrency=args.concurrency,
+                                grace_period=args.grace_period, ttl=args.ttl,
+                                max_buffered_spans=args.max_pending_spans, max_traces=args.max_traces,
+                                shutdown_timeout=args.shutdown_timeout)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    service.start()
+    print(f"ragmeter serve: OTLP/HTTP on {service.url}/v1/traces"
+          + (f", OTLP/gRPC on port {service.grpc_port}" if service.grpc_port else "")
+          + (f", forwarding evaluation spans to {service.forward}" if service.forward else ", not forwarding"),
+          flush=True)
+    while not stop.wait(0.5):
+        pass
+    print("ragmeter serve: draining", flush=True)
+    complete = service.shutdown()
+    s = service.stats()
+    print(f"ragmeter serve: stopped; {s['spans_received']} spans received, {s['samples_scored']} samples scored, "
+          f"{s['samples_dropped']} dropped, {s['carriers_exported']} evaluation spans exported", flush=True)
+    return EXIT_OK if complete else EXIT_INPUT
+
+
+def _add_serve(sub: Any) -> None:
+    p = sub.add_parser("serve", help="run an OTLP/HTTP evaluation service",
+                       description="Receive OTLP/HTTP traces (protobuf or JSON) at /v1/traces, score the RAG calls "
+                                   "in them, and export evaluation spans to the next OTLP endpoint. Endpoints: "
+                                   "/healthz, /readyz, /metrics. SIGTERM drains and stops. Settings left out use "
+                                   "their RAGMETER_* environment variable, else the default shown.")
+    p.add_argument("-m", "--metrics", action="append", metavar="LIST", help="metrics to score (comma-separated)")
+    p.add_argument("-j", "--judge", metavar="SPEC", help="judge spec (see 'ragmeter evaluate --help')")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--otlp-port", type=int, default=4318, help="OTLP/HTTP port (default 4318)")
+    p.add_argument("--otlp-grpc-port", type=int, metavar="PORT",
+                   help="also receive OTLP/gRPC on PORT, e.g. 4317 (default off; needs grpcio). The Collector's "
+                        "loadbalancing exporter speaks gRPC only")
+    p.add_argument("--forward", metavar="URL",
+                   help="OTLP/HTTP endpoint for the evaluation spans, e.g. http://jaeger:4318 (/v1/traces is "
+                        "added to a bare URL); without it scores are only counted")
+    p.add_argument("--forward-all", action="store_true", help="forward the received spans too")
+    p.add_argument("--sample-rate", type=float, help="share of traces scored (default 1.0)")
+    p.add_argument("--max-queue", type=int, help="scoring backlog in samples; requests get 429 from 3/4 of it (default 1000)")
+    p.add_argument("--concurrency", type=int, help="samples scored at once (default 4)")
+    p.add_argument("--grace-period", type=float, help="seconds to wait for late spans of an ended call (default 2)")
+    p.add_argument("--ttl", type=float, help="seconds after which an incomplete trace expires (default 300)")
+    p.add_argument("--max-pending-spans", type=int, help="received spans not yet grouped before 429 (default 100000)")
+    p.add_argument("--max-traces", type=int, help="traces held at once (default 10000)")
+    p.add_argument("--shutdown-timeout", type=float, help="seconds SIGTERM waits for pending work (default 30)")
+    p.set_defaults(func=_cmd_serve)
+
+
 def register(sub: Any) -> None:
-    """Add ``evaluate-traces`` to the ``ragmeter`` command's subparsers."""
+    """Add ``evaluate-traces`` and ``serve`` to the ``ragmeter`` command's subparsers."""
     p = sub.add_parser("evaluate-traces", help="score RAG invocations in an OTLP JSON trace export",
                        description="Read an OTLP JSON export (the OTel collector's file exporter format), group spans "
                                    "into one sample per RAG invocation, score them, and optionally send evaluation "
@@ -64,3 +121,4 @@ def register(sub: Any) -> None:
                    help="also send the scores to Arize Phoenix at URL as span and document annotations "
                         '(needs pip install "ragmeter[phoenix]")')
     p.set_defaults(func=_cmd_evaluate_traces)
+    _add_serve(sub)

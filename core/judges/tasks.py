@@ -27,6 +27,11 @@ compare_claims         question, claims (answer), statements (reference)    clai
                                                                             in_reference}], statements
                                                                             [{statement, in_answer}]
 rate_answer            question, answer                                     score 0..1, reason
+judge_criteria         criteria [{name, criteria, rubric, inputs}], the     results [{criterion,
+                       sample's fields (question, answer, contexts,         applicable, score 1..5,
+                       reference) that any criterion reads                  reason}]
+write_questions        kind (:data:`QUESTION_KINDS`), chunks, n, avoid      items [{question, answer,
+                                                                            chunks}] (test sets)
 =====================  ===================================================  ==========================
 
 ``verify_claims`` judges support chunk by chunk: a 'supported' verdict lists in ``evidence``
@@ -38,6 +43,11 @@ limitation: a claim that no chunk supports alone but two chunks support together
 experimental in 3.13 [1] and became official in 3.14 [2]") has no place in a per-chunk answer;
 depending on the judge it is 'not_found' or 'supported' with each partial chunk listed, and the
 citation metrics then credit each listed chunk as if it supported the whole claim.
+
+``judge_criteria`` scores several user-defined criteria (:class:`ragmeter.metrics.Criteria`) in
+one answer, each on its own 1-5 rubric and from its own inputs only. A judge that cannot judge a
+criterion says so (``applicable`` false, with the reason); the normalised answer then has
+``score: None`` for it, never a number.
 
 ``generate_questions`` convention: a judge that cannot write questions
 (``Judge.generates_questions = False``, e.g. the offline judge) is asked with ``n = 0`` and
@@ -53,7 +63,7 @@ from typing import Any, Callable
 
 from ragmeter.judges.base import InvalidOutput
 
-__all__ = ["TaskSpec", "TASKS", "get_task", "VERDICTS"]
+__all__ = ["TaskSpec", "TASKS", "get_task", "VERDICTS", "QUESTION_KINDS"]
 
 VERDICTS = ("supported", "contradicted", "not_found")
 
@@ -486,8 +496,132 @@ RATE_ANSWER = TaskSpec(
     validate=_validate_rate_answer,
 )
 
+# --------------------------------------------------------------------------- judge_criteria
+
+
+def _render_criteria(inputs: dict) -> str:
+    sample = dict(inputs["sample"])
+    if "contexts" in sample:
+        sample["contexts"] = _numbered(sample["contexts"])
+    criteria = [{"index": i, "name": c["name"], "criteria": c["criteria"],
+                 "rubric": [{"score": int(s), "description": d} for s, d in c["rubric"]],
+                 "inputs": list(c["inputs"])} for i, c in enumerate(inputs["criteria"])]
+    return _dump({"criteria": criteria, "sample": sample})
+
+
+def _validate_criteria(inputs: dict, output: Any) -> dict:
+    """One result per criterion, normalised to ``{criterion, name, applicable, score, reason}``:
+    ``score`` an integer 1..5 when the judge could judge it, None when it says it could not
+    (``applicable`` false); ``reason`` is never empty, so every score and every n/a comes with
+    its explanation. A normalised answer validates to itself (the cache revalidates it)."""
+    out = _need_dict(output, "results")
+    criteria = inputs["criteria"]
+    by_index = _one_per_item(_need_list(out["results"], "results"), "criterion", len(criteria), "criterion")
+    results = []
+    for i, c in enumerate(criteria):
+        e = by_index[i]
+        applicable = _bool(e.get("applicable"), f"criterion {i} ({c['name']}): applicable")
+        score = _int(e.get("score"), f"criterion {i} ({c['name']}): score", 1, 6) if applicable else None
+        reason = _text(e.get("reason"), f"criterion {i} ({c['name']}): reason (one sentence explaining the score)")
+        results.append({"criterion": i, "name": c["name"], "applicable": applicable, "score": score, "reason": reason})
+    return {"results": results}
+
+
+JUDGE_CRITERIA = TaskSpec(
+    name="judge_criteria",
+    version=1,
+    system=(
+        "You grade a sample of a question-answering system against criteria written by the user. "
+        "For each criterion give exactly one result: read only the sample fields listed in that "
+        "criterion's 'inputs', decide how well the sample meets the criterion, and give an integer "
+        "'score' from 1 (worst) to 5 (best) following the criterion's rubric (rubric descriptions "
+        "anchor some scores; interpolate for the others). Give a one-sentence 'reason' that names "
+        "what decided the score. Judge every criterion independently of the others. Set "
+        "'applicable' false only when the criterion cannot be judged from its inputs (then say why "
+        "in 'reason' and set 'score' to 1; it is ignored); otherwise true."
+    ),
+    schema=_obj({"results": {"type": "array", "items": _obj({
+        "criterion": _INT, "applicable": _BOOL, "score": _INT, "reason": _STR})}}),
+    render=_render_criteria,
+    validate=_validate_criteria,
+)
+
+# --------------------------------------------------------------------------- write_questions
+
+#: What each kind of test-set question is, and how many chunks its answer may cite (min, max;
+#: None: no limit). Edge cases: unanswerable, ambiguous, out_of_scope, multi_hop.
+QUESTION_KINDS: dict[str, tuple[str, int, int | None]] = {
+    "simple": ("a factual question answered by one statement of one chunk", 1, None),
+    "reasoning": ("a question whose answer needs a short inference, comparison or calculation over facts "
+                  "of the chunks (not a lookup of one sentence)", 1, None),
+    "multi_context": ("a question that needs facts from at least two of the chunks together", 2, None),
+    "multi_hop": ("a chained question: a fact from one chunk identifies what to look up in another "
+                  "(e.g. 'the release that introduced X: what did it also change?')", 2, None),
+    "unanswerable": ("a plausible question on the chunks' topic that the chunks do NOT answer; the answer "
+                     "says the information is not available; cite no chunk", 0, 0),
+    "ambiguous": ("a question with two or more reasonable readings given the chunks; the answer names the "
+                  "readings and answers each one the chunks support", 0, None),
+    "out_of_scope": ("a question unrelated to the chunks' subject (as a user might wrongly ask this "
+                     "assistant); the answer says it is outside the corpus; cite no chunk", 0, 0),
+}
+
+
+def _render_write_questions(inputs: dict) -> str:
+    data = {"kind": inputs["kind"], "definition": QUESTION_KINDS[inputs["kind"]][0], "n": inputs["n"],
+            "chunks": _numbered(inputs["chunks"])}
+    if inputs.get("avoid"):
+        data["already_asked"] = inputs["avoid"]
+    return _dump(data)
+
+
+def _validate_write_questions(inputs: dict, output: Any) -> dict:
+    """Exactly ``n`` items, distinct questions, non-empty answers, chunk indices in range and as
+    many as the kind allows (:data:`QUESTION_KINDS`)."""
+    out = _need_dict(output, "items")
+    n, n_chunks, kind = inputs["n"], len(inputs["chunks"]), inputs["kind"]
+    _, lo, hi = QUESTION_KINDS[kind]
+    raw = _need_list(out["items"], "items")
+    if len(raw) != n:
+        raise InvalidOutput(f"expected exactly {n} items, got {len(raw)}")
+    items, seen = [], set()
+    for j, e in enumerate(raw):
+        if not isinstance(e, dict):
+            raise InvalidOutput(f"items[{j}] must be an object with 'question', 'answer' and 'chunks'")
+        question = _text(e.get("question"), f"items[{j}].question")
+        if question.lower() in seen:
+            raise InvalidOutput(f"items[{j}] repeats an earlier question; write {n} different questions")
+        if question.lower() in {a.lower() for a in inputs.get("avoid", ())}:
+            raise InvalidOutput(f"items[{j}] is in 'already_asked'; write a different question")
+        seen.add(question.lower())
+        chunks = _indices(e.get("chunks", []), f"items[{j}].chunks", n_chunks)
+        if len(chunks) < lo or (hi is not None and len(chunks) > hi):
+            need = "no chunk" if hi == 0 else f"at least {lo} chunk(s)"
+            raise InvalidOutput(f"items[{j}] is a {kind} question: 'chunks' must list {need} that the answer "
+                                f"comes from, got {chunks}")
+        items.append({"question": question, "answer": _text(e.get("answer"), f"items[{j}].answer"), "chunks": chunks})
+    return {"items": items}
+
+
+WRITE_QUESTIONS = TaskSpec(
+    name="write_questions",
+    version=1,
+    system=(
+        "You write test questions for evaluating a retrieval-augmented assistant over a document "
+        "corpus. Write exactly n different questions of the given kind (its definition is in the "
+        "input) about the given chunks, each with a reference answer that uses only the chunks "
+        "(for unanswerable and out-of-scope questions, an answer saying the corpus does not cover "
+        "it), and list in 'chunks' the indices of the chunks the answer comes from. Questions must "
+        "read like a real user's: self-contained, never mentioning 'the chunk', 'the text' or 'the "
+        "document', and different from every question in 'already_asked' (when given)."
+    ),
+    schema=_obj({"items": {"type": "array", "items": _obj({"question": _STR, "answer": _STR, "chunks": _INTS})}}),
+    render=_render_write_questions,
+    validate=_validate_write_questions,
+)
+
 TASKS: dict[str, TaskSpec] = {t.name: t for t in (
-    EXTRACT_CLAIMS, VERIFY_CLAIMS, RATE_CHUNKS, ATTRIBUTE_STATEMENTS, GENERATE_QUESTIONS, COMPARE_CLAIMS, RATE_ANSWER)}
+    EXTRACT_CLAIMS, VERIFY_CLAIMS, RATE_CHUNKS, ATTRIBUTE_STATEMENTS, GENERATE_QUESTIONS, COMPARE_CLAIMS, RATE_ANSWER,
+    JUDGE_CRITERIA, WRITE_QUESTIONS)}
 
 
 def get_task(name: str) -> TaskSpec:

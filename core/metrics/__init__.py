@@ -30,10 +30,19 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "citation_recall": ("ragmeter.metrics.citation", "CitationRecall"),
 }
 
+#: Deterministic string-overlap metrics of the answer against the reference (no judge; they reward
+#: wording, not truth): name -> (module, class).
+STRING_METRICS: dict[str, tuple[str, str]] = {
+    "exact_match": ("ragmeter.metrics.strings", "ExactMatch"),
+    "token_f1": ("ragmeter.metrics.strings", "TokenF1"),
+    "rouge_l": ("ragmeter.metrics.strings", "RougeL"),
+    "bleu": ("ragmeter.metrics.strings", "Bleu"),
+}
+
 #: Deterministic retrieval metric names; those marked ``@k`` take a cutoff (``precision@5``).
 RETRIEVAL_METRICS = ("precision@k", "recall@k", "hit_rate@k", "mrr", "map", "ndcg@k", "r_precision")
 
-METRIC_NAMES = tuple(REGISTRY) + RETRIEVAL_METRICS
+METRIC_NAMES = tuple(REGISTRY) + tuple(STRING_METRICS) + RETRIEVAL_METRICS
 
 #: What ``evaluate()`` runs when no metrics are given (retrieval metrics are added for samples
 #: that carry ``relevant_ids``).
@@ -42,9 +51,11 @@ DEFAULT_RETRIEVAL_METRICS = ("precision@5", "recall@5", "mrr", "ndcg@10")
 
 _CLASSES = {cls: module for module, cls in REGISTRY.values()}
 _CLASSES["RetrievalMetric"] = "ragmeter.metrics.ir"
+_CLASSES.update({cls: module for module, cls in STRING_METRICS.values()})
+_CLASSES["Criteria"] = _CLASSES["FunctionMetric"] = "ragmeter.metrics.criteria"  # custom metrics (need arguments)
 
-__all__ = ["Metric", "ScoringContext", "get_metric", "metric_class", "metrics_help", "REGISTRY", "METRIC_NAMES",
-           "RETRIEVAL_METRICS", "DEFAULT_METRICS", "DEFAULT_RETRIEVAL_METRICS", "retrieval", *_CLASSES]
+__all__ = ["Metric", "ScoringContext", "get_metric", "metric_class", "metrics_help", "REGISTRY", "STRING_METRICS",
+           "METRIC_NAMES", "RETRIEVAL_METRICS", "DEFAULT_METRICS", "DEFAULT_RETRIEVAL_METRICS", "retrieval", *_CLASSES]
 
 
 def __getattr__(name: str) -> Any:
@@ -56,8 +67,8 @@ def __getattr__(name: str) -> Any:
 
 
 def metric_class(name: str) -> type[Metric]:
-    """The class registered under a judged metric's ``name`` (see :data:`REGISTRY`)."""
-    module, cls = REGISTRY[name]
+    """The class registered under a metric's ``name`` (see :data:`REGISTRY`, :data:`STRING_METRICS`)."""
+    module, cls = REGISTRY[name] if name in REGISTRY else STRING_METRICS[name]
     return getattr(importlib.import_module(module), cls)
 
 
@@ -69,7 +80,7 @@ def get_metric(spec: "str | Metric") -> Metric:
     if not isinstance(spec, str):
         raise TypeError(f"a metric is a Metric instance or a name, got {type(spec).__name__}")
     name = spec.strip().lower().replace("-", "_")
-    if name in REGISTRY:
+    if name in REGISTRY or name in STRING_METRICS:
         return metric_class(name)()
     base, _, k = name.partition("@")
     if base in {m.split("@")[0] for m in RETRIEVAL_METRICS}:
@@ -82,6 +93,7 @@ def get_metric(spec: "str | Metric") -> Metric:
 def metrics_help() -> str:
     """The ``--metrics`` help text, generated from :data:`REGISTRY` and the defaults."""
     return ("comma-separated metric names (repeatable). Judge metrics: " + ", ".join(REGISTRY)
+            + ". String metrics (answer vs reference; reward wording, not truth): " + ", ".join(STRING_METRICS)
             + ". Retrieval metrics (need relevant_ids): "
             + ", ".join(m.replace("@k", "@K") for m in RETRIEVAL_METRICS)
             + ". Default: " + ", ".join(DEFAULT_METRICS) + " (+ " + ", ".join(DEFAULT_RETRIEVAL_METRICS)

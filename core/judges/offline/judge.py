@@ -87,7 +87,11 @@ class OfflineJudge(Judge):
         """Answer ``task`` on ``inputs`` (validated against the task like any judge answer)."""
         handler = getattr(self, "_task_" + task, None)
         if task not in TASKS or handler is None:
-            raise JudgeError(f"the offline judge does not know task {task!r}; known: {sorted(TASKS)}", task=task)
+            known = sorted(t for t in TASKS if hasattr(self, "_task_" + t))
+            if task not in TASKS:
+                raise JudgeError(f"the offline judge does not know task {task!r}; it runs: {known}", task=task)
+            raise JudgeError(f"the offline judge cannot run task {task!r} (it needs an LLM judge); it runs: {known}",
+                             task=task)
         try:
             raw = await handler(inputs)
             output = _keep_support(raw, get_task(task).validate(inputs, raw))
@@ -215,6 +219,13 @@ class OfflineJudge(Judge):
             out = [{"text": question.strip() or "(no question)", "covered": False}]
         # The offline judge cannot write questions: ask for n = 0 (judge.generates_questions is False).
         return {"questions": [], "noncommittal": noncommittal, "parts": out}
+
+    async def _task_judge_criteria(self, inputs: dict) -> dict:
+        # Criteria written in words need a model that reads them: no number is made up for them.
+        return {"results": [{"criterion": i, "applicable": False,
+                             "reason": f"the offline judge cannot judge the criterion {c['name']!r}, written in words; "
+                                       f"score it with an LLM judge (e.g. judge=\"openai:gpt-4o-mini\")"}
+                            for i, c in enumerate(inputs["criteria"])]}
 
     async def _task_rate_answer(self, inputs: dict) -> dict:
         question = inputs.get("question") or ""

@@ -1,0 +1,112 @@
+"""Records read from ``.jsonl``, ``.json`` and ``.csv`` texts, each paired with its line / index / row
+number, or a :class:`~ragmeter.data.RecordError` in its place, for :func:`ragmeter.data.load_samples`.
+
+The files of the tools users come from load as they are: RAGAS's ``EvaluationDataset.to_jsonl()``
+and ``to_csv()`` (whose list cells pandas writes in Python's repr, ``"['a', 'b']"``, read here with
+``ast.literal_eval``: literals only, never code), DeepEval's ``EvaluationDataset`` JSON (a list of
+goldens or test cases, or an object holding one under ``goldens`` / ``test_cases``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ragmeter.data import CONTEXT_IDS, FIELD_ALIASES, RecordError
+from ragmeter.fileio import (
+    JSON_ERRORS,
+    json_problem,
+    parse_json,
+    python_literal,
+    record_slices,
+)
+
+__all__ = ["jsonl_records", "json_records", "csv_records", "RECORD_LISTS", "LIST_COLUMNS", "MAYBE_LIST_COLUMNS"]
+
+#: CSV columns that hold lists or objects (JSON, or Python's repr as RAGAS's ``to_csv()`` writes);
+#: a cell that is neither is an error naming the row and the column.
+LIST_COLUMNS = frozenset(FIELD_ALIASES["contexts"] + FIELD_ALIASES["relevant_ids"] + ("metadata", CONTEXT_IDS))
+#: RAGAS columns read as lists when they hold one, else kept as text.
+MAYBE_LIST_COLUMNS = frozenset(("reference_contexts", "ground_truths", "multi_responses", "rubrics"))
+
+
+def jsonl_records(text: str) -> list[Any]:
+    """(line number, record or RecordError) of each non-blank line of a JSON Lines text."""
+    records: list[Any] = []
+    for n, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 is valid inside a string
+        if not line.strip():
+            continue
+        try:
+            records.append((n, parse_json(line)))
+        except JSON_ERRORS as exc:
+            records.append((n, RecordError(f"line {n}", None, json_problem(exc))))
+    return records
+
+
+RECORD_LISTS = ("samples", "test_cases", "goldens", "data")
+
+
+def json_records(text: str, path: Path) -> list[Any]:
+    """(index, record or RecordError) of a JSON document's record list (see :data:`RECORD_LISTS`)."""
+    try:
+        data = parse_json(text)
+    except JSON_ERRORS as exc:
+        slices = record_slices(text, RECORD_LISTS)
+        if slices is None:
+            where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+            raise ValueError(f"{path}: invalid JSON{where}: {json_problem(exc).removeprefix('invalid JSON: ')}") from None
+        records: list[Any] = []
+        for i, (a, b) in enumerate(slices):
+            try:
+                records.append((i, parse_json(text[a:b])))
+            except JSON_ERRORS as err:
+                line = text.count("\n", 0, a) + 1
+                records.append((i, RecordError(f"record {i}", None, f"{json_problem(err)} (item starting on line {line})")))
+        return records
+    if isinstance(data, Mapping):
+        data = next((data[k] for k in RECORD_LISTS if k in data), None)
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of records (or an object with a 'samples' list)")
+    return list(enumerate(data))
+
+
+def csv_records(text: str) -> list[Any]:
+    """(row number, record or RecordError) of each CSV row; list cells parsed (see :data:`LIST_COLUMNS`)."""
+    reader = csv.DictReader(io.StringIO(text))
+    records: list[Any] = []
+    n = 1  # row 1 is the header
+    while True:
+        n += 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # e.g. a cell over the csv module's field size limit
+            records.append((n, RecordError(f"row {n}", None, f"unreadable CSV row: {exc}")))
+            continue
+        record: dict[str, Any] = {}
+        err = None
+        for key, value in row.items():
+            if key is None:
+                err = RecordError(f"row {n}", None, "more cells than header columns")
+                break
+            if value is None or value == "":
+                continue
+            if key in LIST_COLUMNS or key in MAYBE_LIST_COLUMNS:
+                try:
+                    parsed = parse_json(value)
+                except JSON_ERRORS as exc:
+                    parsed = python_literal(value)  # RAGAS's to_csv() writes lists in Python's repr
+                    if parsed is None and key in LIST_COLUMNS:
+                        err = RecordError(f"row {n}", key, "nested too deeply to read" if isinstance(exc, RecursionError)
+                                          else "expected a JSON list/object (or a Python list) in this CSV cell")
+                        break
+                if key in LIST_COLUMNS or isinstance(parsed, (list, dict)):
+                    value = parsed
+            record[key] = value
+        records.append((n, err if err else record))
+    return records
