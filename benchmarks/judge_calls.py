@@ -7,6 +7,9 @@ server on 127.0.0.1 that answers every judge task validly and records every requ
 20 RAG samples of ``examples/rag_samples.jsonl`` (5 contexts) and, when available, the same
 samples with 10 contexts. It reports, per sample: chat requests, embedding requests, prompt
 characters and an estimate of prompt tokens (characters / 4; the server cannot tokenise).
+Embedding requests depend on timing: the texts of samples in flight share requests, so with the
+default settings a run sends fewer embedding requests than samples (one per sample when run one
+sample at a time, ``--concurrency 1``).
 
 Metric sets: "RAGAS set" = faithfulness, answer relevancy, context precision, context recall and
 context relevance (the set RAGAS and DeepEval were measured on, see ../shared/data/rag_samples);
@@ -42,12 +45,12 @@ def _prompt_chars(req) -> int:
                for m in req.messages)
 
 
-def measure(path: Path, metrics: list[str]) -> dict:
+def measure(path: Path, metrics: list[str], concurrency: int | None = None) -> dict:
     """Run ``metrics`` over the samples at ``path``; return per-sample request counts and sizes."""
     samples = rm.load_samples(path)
     with FakeLLMServer() as server:
         judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="bench", cache=False)
-        result = rm.evaluate(samples, metrics=metrics, judge=judge, progress=False)
+        result = rm.evaluate(samples, metrics=metrics, judge=judge, progress=False, concurrency=concurrency)
         chats, embeds = server.chat_requests, server.embedding_requests
         n = len(samples)
         chars = sum(_prompt_chars(r) for r in chats)
@@ -63,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples5", type=Path, default=ROOT / "examples" / "rag_samples.jsonl")
     p.add_argument("--samples10", type=Path, default=ROOT.parent / "shared" / "data" / "rag_samples" / "samples10.jsonl")
     p.add_argument("--json", action="store_true", help="print the raw numbers as JSON")
+    p.add_argument("--concurrency", type=int, default=None, help="samples in flight (default: evaluate()'s)")
     args = p.parse_args(argv)
     runs = {}
     for contexts, path in ((5, args.samples5), (10, args.samples10)):
@@ -70,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"(skipping {contexts} contexts: {path} not found)")
             continue
         for label, metrics in (("RAGAS set", RAGAS_SET), ("all", list(REGISTRY))):
-            runs[(contexts, label)] = measure(path, metrics)
+            runs[(contexts, label)] = measure(path, metrics, args.concurrency)
     if args.json:
         print(json.dumps({f"{c} contexts / {label}": v for (c, label), v in runs.items()}, indent=1))
     print(f"{'contexts':>8}  {'metrics':<22} {'LLM calls':>9} {'embed calls':>11} {'prompt tokens (est.)':>21}")

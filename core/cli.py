@@ -255,7 +255,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-errors", action="store_true",
                    help="exit 0 even when every score errored (e.g. an unreachable judge); without it that is "
                         "exit 1. When only some scores errored the run passes and the summary counts them")
-    p.add_argument("--concurrency", type=int, default=8, help="samples scored at once (default 8)")
+    p.add_argument("--concurrency", type=int, default=None,
+                   help="samples scored at once (default: the judge's cap on requests in flight, 64 for an LLM judge; else 8)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--db", metavar="PATH|URL",
                    help="record the run in a history store: a SQLite file or a postgresql:// URL "

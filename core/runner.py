@@ -45,15 +45,15 @@ class AsyncioExecutor:
         self.concurrency = concurrency
 
     async def map(self, fn, items, on_done) -> None:
-        """Run ``fn`` on every item, ``concurrency`` at a time."""
-        sem = asyncio.Semaphore(self.concurrency)
+        """Run ``fn`` on every item, ``concurrency`` at a time, in order (``concurrency`` workers
+        take the next item as they finish one: no task exists for an item not yet started)."""
+        queue = iter(enumerate(items))
 
-        async def one(i: int, item: Any) -> None:
-            async with sem:
-                result = await fn(item)
-            on_done(i, result)
+        async def worker() -> None:
+            for i, item in queue:
+                on_done(i, await fn(item))
 
-        await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
+        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(items)))))
 
 
 def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Sample] = ()) -> list[Metric]:
@@ -78,6 +78,19 @@ def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Sample] = (
     return out
 
 
+#: Samples in flight when ``concurrency`` is None and the judge has no request cap to follow.
+DEFAULT_CONCURRENCY = 8
+
+
+def default_concurrency(judge: Judge | None) -> int:
+    """Samples in flight for ``judge`` when the caller sets none: as many as the judge's cap on
+    requests in flight (an LLM judge: ``max_concurrency``, 64 by default; its adaptive limit then
+    decides how many requests really go out), else :data:`DEFAULT_CONCURRENCY` (8)."""
+    slots = getattr(getattr(judge, "dispatcher", None), "slots", None)
+    ceiling = getattr(slots, "ceiling", None) or getattr(slots, "limit", None)
+    return max(DEFAULT_CONCURRENCY, int(ceiling)) if ceiling else DEFAULT_CONCURRENCY
+
+
 def _as_dataset(samples: Any) -> Dataset:
     if isinstance(samples, Dataset):
         return samples
@@ -91,7 +104,7 @@ def _as_dataset(samples: Any) -> Dataset:
 
 
 async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
-                    embedder: Embedder | None = None, concurrency: int = 8, progress: bool = True,
+                    embedder: Embedder | None = None, concurrency: int | None = None, progress: bool = True,
                     executor: Executor | None = None, limits: Limits | None = None,
                     response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS) -> EvaluationResult:
     """Score ``samples`` (Samples, dicts, a Dataset, a DataFrame or a file path) with ``metrics``.
@@ -99,7 +112,8 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     ``judge`` is a Judge, a spec such as ``"openai:gpt-4o-mini"`` / ``"offline"``, or None for
     the default (``RAGMETER_JUDGE``, else OpenAI / Anthropic when their key is set, else the
     offline judge; only resolved when a metric needs a judge). ``concurrency`` caps samples in
-    flight. Invalid records are reported on the result (``result.invalid``), not dropped.
+    flight (None: :func:`default_concurrency`, the judge's own cap on requests in flight, 64 for
+    an LLM judge by default, else 8); the judge's requests are capped by the judge. Invalid records are reported on the result (``result.invalid``), not dropped.
     ``limits`` (:class:`~ragmeter.metrics.requests.Limits`; None: the defaults) bounds the size of
     a record: one past a limit gets a ``LimitError`` on each score that reads text, the others
     are scored as usual.
@@ -113,7 +127,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     dataset = _as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
     judge_obj = resolve_judge(judge, metric_list)
-    executor = executor or AsyncioExecutor(concurrency)
+    executor = executor or AsyncioExecutor(concurrency or default_concurrency(judge_obj))
     results: list[SampleResult | None] = [None] * len(dataset)
     bar = None
     if progress and len(dataset) > 1:
@@ -149,7 +163,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
 
 
 def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
-             embedder: Embedder | None = None, concurrency: int = 8, progress: bool = True,
+             embedder: Embedder | None = None, concurrency: int | None = None, progress: bool = True,
              executor: Executor | None = None, limits: Limits | None = None,
              response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS) -> EvaluationResult:
     """Synchronous :func:`aevaluate`; also works inside a running event loop (Jupyter).

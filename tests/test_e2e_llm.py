@@ -35,16 +35,19 @@ def server():
 
 
 @pytest.mark.parametrize("n_contexts", [3, 10])
-def test_openai_all_metrics_cost_six_calls_and_one_embedding_per_sample(server, tmp_path, n_contexts):
+def test_openai_all_metrics_cost_six_calls_per_sample_and_shared_embedding_requests(server, tmp_path, n_contexts):
     judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=tmp_path / "c.sqlite")
     data = samples(n_contexts)
     result = rm.evaluate(data, metrics=ALL, judge=judge, progress=False)
     assert len(server.chat_requests) == 6 * len(data)
-    assert len(server.embedding_requests) == 1 * len(data)
+    # the embedding texts of the samples in flight share requests: at most one per sample, and
+    # every request is counted once, on the sample it served first
+    assert 1 <= len(server.embedding_requests) <= len(data)
+    assert sum(r.usage.embedding_calls for r in result) == len(server.embedding_requests)
     for r in result:
         assert all(s.status != "error" for s in r.scores.values()), {k: s.error for k, s in r.scores.items()}
         assert r.scores["faithfulness"].value == 1.0  # the server's oracle supports every claim
-        assert r.usage.calls == 6 and r.usage.embedding_calls == 1
+        assert r.usage.calls == 6
         assert r.scores["faithfulness"].judge == "openai:gpt-4o-mini"
     from collections import Counter
 
@@ -68,7 +71,7 @@ def test_anthropic_judge_with_openai_embeddings(server):
     data = samples(5, n=2)
     result = rm.evaluate(data, metrics=ALL, judge=judge, progress=False)
     messages = [r for r in server.requests if r.protocol == "anthropic"]
-    assert len(messages) == 6 * len(data) and len(server.embedding_requests) == len(data)
+    assert len(messages) == 6 * len(data) and 1 <= len(server.embedding_requests) <= len(data)
     assert all(s.status != "error" for r in result for s in r.scores.values())
     assert all(r.scores["faithfulness"].judge == "anthropic:claude-haiku-4-5" for r in result)
 

@@ -182,7 +182,7 @@ def _skip_key(reason: str | None) -> str:
 
 
 def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any = None, *, export: str | None = None,
-                    endpoint: str | None = None, concurrency: int = 8, progress: bool = True,
+                    endpoint: str | None = None, concurrency: int | None = None, progress: bool = True,
                     sinks: Sequence[Any] = (), rescore: bool = False, phoenix: Any = None) -> TraceEvaluation:
     """Score every RAG call in an OTLP JSON trace export.
 

@@ -42,7 +42,12 @@ async def _close(client: Any) -> None:
 
 
 class AnthropicTransport(Transport):
-    """Messages API with a forced tool per task, one ``AsyncAnthropic`` client per event loop."""
+    """Messages API with a forced tool per task, one ``AsyncAnthropic`` client per event loop.
+
+    Requests go through the SDK's own request path (``client.post``) with a body built here: the
+    tool of each task (its JSON schema) is serialised once per task, and the SDK's
+    typed-parameter transform and response models are skipped.
+    """
 
     backend = "anthropic"
 
@@ -62,6 +67,7 @@ class AnthropicTransport(Transport):
             return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, **extra)
 
         self.clients = PerLoop(make, _close)
+        self._per_task: dict[str, tuple[dict, str]] = {}
 
     def check(self) -> None:
         """ValueError when there is no API key (nothing is sent)."""
@@ -95,53 +101,69 @@ class AnthropicTransport(Transport):
                 messages.append({"role": "user", "content": content})
         return messages
 
-    async def send(self, request: ChatRequest) -> Reply:
-        """Send one request; SDK exceptions propagate (the judge classifies and retries them)."""
-        client = self.clients.get()
+    def task_tools(self, task: str, schema: dict) -> str:
+        """The ``tools`` and ``tool_choice`` members of ``task``'s body as JSON text, built once
+        per task (with its schema); a task asked with another schema object gets its own."""
+        cached = self._per_task.get(task)
+        if cached is not None and cached[0] is schema:
+            return cached[1]
+        tools = [{"name": task, "description": f"Record the {task} answer.", "input_schema": schema}]
+        member = (',"tools":' + json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
+                  + ',"tool_choice":' + json.dumps({"type": "tool", "name": task}, separators=(",", ":")))
+        self._per_task[task] = (schema, member)
+        return member
+
+    def body(self, request: ChatRequest, temperature: bool = True) -> bytes:
+        """The JSON body of ``request`` (the per-task tool spliced in as built once)."""
         messages = self._messages(request.turns)
         for m in messages:  # the tool name of replayed calls
             if isinstance(m["content"], list):
                 for block in m["content"]:
                     if block.get("type") == "tool_use":
                         block["name"] = request.task
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "system": request.system,
-            "messages": messages,
-            "max_tokens": request.max_tokens or 4096,
-            "tools": [{"name": request.task, "description": f"Record the {request.task} answer.",
-                       "input_schema": request.schema}],
-            "tool_choice": {"type": "tool", "name": request.task},
-        }
-        if request.temperature is not None and _accepts_temperature(client):
-            kwargs["temperature"] = request.temperature
+        body: dict[str, Any] = {"model": self.model, "system": request.system, "messages": messages,
+                                "max_tokens": request.max_tokens or 4096}
+        if request.temperature is not None and temperature:
+            body["temperature"] = request.temperature
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        return (text[:-1] + self.task_tools(request.task, request.schema) + "}").encode()
+
+    async def send(self, request: ChatRequest) -> Reply:
+        """Send one request through the SDK's request path (its auth, headers and exceptions);
+        only the fields the judge reads are taken from the answer."""
+        client = self.clients.get()
+        options: dict[str, Any] = {"headers": {"Content-Type": "application/json"}}
         if request.timeout is not None:
-            kwargs["timeout"] = request.timeout
+            options["timeout"] = request.timeout
+        max_tokens = request.max_tokens or 4096
+        raw = await client.post("/v1/messages", content=self.body(request, _accepts_temperature(client)),
+                                cast_to=bytes, options=options)
         try:
-            resp = await client.messages.create(**kwargs)
-        except json.JSONDecodeError as err:  # a JSON content type on a non-JSON body
-            raise non_json_reply(err.doc, self.secrets) from None
-        if isinstance(resp, str):  # any other content type: the SDK hands back the text
-            raise non_json_reply(resp, self.secrets)
-        usage = getattr(resp, "usage", None)
-        prompt = int(getattr(usage, "input_tokens", 0) or 0)
-        completion = int(getattr(usage, "output_tokens", 0) or 0)
-        truncated = resp.stop_reason == "max_tokens"
+            resp = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise non_json_reply(raw.decode("utf-8", "replace"), self.secrets) from None
+        if not isinstance(resp, dict):
+            raise non_json_reply(raw.decode("utf-8", "replace"), self.secrets)
+        usage = resp.get("usage") or {}
+        prompt = int(usage.get("input_tokens") or 0)
+        completion = int(usage.get("output_tokens") or 0)
+        truncated = resp.get("stop_reason") == "max_tokens"
         texts = []
-        for block in resp.content or []:
-            if getattr(block, "type", None) == "tool_use" and block.name == request.task:
-                data = block.input
+        for block in resp.get("content") or []:
+            if block.get("type") == "tool_use" and block.get("name") == request.task:
+                data = block.get("input")
                 return Reply(text=json.dumps(data, ensure_ascii=False), data=data, truncated=truncated,
                              prompt_tokens=prompt, completion_tokens=completion,
-                             turn=Turn("assistant", json.dumps(data, ensure_ascii=False), data=data, call_id=block.id),
-                             max_tokens=kwargs["max_tokens"])
-            if getattr(block, "type", None) == "text":
-                texts.append(block.text)
+                             turn=Turn("assistant", json.dumps(data, ensure_ascii=False), data=data,
+                                       call_id=block.get("id")),
+                             max_tokens=max_tokens)
+            if block.get("type") == "text":
+                texts.append(block.get("text") or "")
         text = "".join(texts)
         # No tool call: parse JSON from the text when there is any, else show the judge why.
         return Reply(text=text, truncated=truncated, prompt_tokens=prompt, completion_tokens=completion,
                      error=None if text.strip() else f"no {request.task} tool call in the answer; call the tool",
-                     turn=Turn("assistant", text or "(no answer)"), max_tokens=kwargs["max_tokens"])
+                     turn=Turn("assistant", text or "(no answer)"), max_tokens=max_tokens)
 
     async def aclose(self) -> None:
         """Close the running loop's client."""

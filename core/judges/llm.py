@@ -55,8 +55,12 @@ class LLMJudge(Judge):
     * ``max_attempts``: answers asked for per task before giving up on invalid ones (default 3).
     * ``max_retries``, ``backoff_base``, ``backoff_max``, ``max_retry_after``: retries of
       transient failures per request (:class:`RetryPolicy`).
-    * ``max_concurrency``: requests in flight at once (default 8); ``rpm`` / ``tpm``: requests /
-      tokens per minute (or a ready ``rate_limiter``).
+    * ``max_concurrency``: the most requests in flight at once (default 64; None: no cap). With
+      ``adaptive_concurrency`` (default True) the judge starts at ``initial_concurrency`` (16),
+      grows while the provider answers and halves on 429 / overloaded replies (AIMD,
+      :class:`~ragmeter.judges.ratelimit.AdaptiveLimit`); False: always ``max_concurrency``.
+      ``rpm`` / ``tpm``: requests / tokens per minute (or a ready ``rate_limiter``), the user's
+      ceiling whatever the concurrency.
     * ``max_tokens`` (default: the transport's) and ``max_tokens_cap``: room for the answer;
       doubled up to the cap when an answer is cut off. ``temperature`` (default 0.0; None: the
       backend's default), ``timeout``: total seconds per request (a deadline, however slowly
@@ -73,7 +77,8 @@ class LLMJudge(Judge):
                  cache: JudgeCache | str | os.PathLike | bool | None = None,
                  max_attempts: int = 3, max_retries: int = 4, backoff_base: float = 0.5,
                  backoff_max: float = 30.0, max_retry_after: float = 60.0,
-                 max_concurrency: int | None = 8, rpm: float | None = None, tpm: float | None = None,
+                 max_concurrency: int | None = 64, adaptive_concurrency: bool = True, initial_concurrency: int = 16,
+                 rpm: float | None = None, tpm: float | None = None,
                  rate_limiter: RateLimiter | None = None, max_tokens: int | None | Any = _DEFAULT,
                  max_tokens_cap: int = 16384, temperature: float | None = 0.0, timeout: float | None = 120.0,
                  prices: tuple[float, float] | None = None, name: str | None = None,
@@ -96,7 +101,8 @@ class LLMJudge(Judge):
         self.dispatcher = Dispatcher(
             retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max,
                               max_retry_after=max_retry_after),
-            max_concurrency=max_concurrency, limiter=limiter, sleep=sleep, secrets=transport.secrets)
+            max_concurrency=max_concurrency, limiter=limiter, sleep=sleep, secrets=transport.secrets,
+            adaptive=adaptive_concurrency, initial_concurrency=initial_concurrency)
 
     def check(self) -> None:
         """Raise ValueError naming what is missing when the transport cannot send (no request is made)."""

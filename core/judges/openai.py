@@ -52,17 +52,69 @@ def _sdk() -> Any:
     return openai
 
 
-def _client_factory(api_key: str, base_url: str | None, timeout: float | None, client_kwargs: dict):
+#: Connections per client: httpx scans every connection of its pool for each request, so a cap
+#: of 64 requests in flight is served by 4 clients of 16 connections, taken in turn.
+_SHARD = 16
+
+
+class _Clients:
+    """The ``AsyncOpenAI`` clients of one event loop, handed out in turn (:meth:`next`)."""
+
+    def __init__(self, clients: list):
+        self.clients, self._turn = clients, 0
+
+    def next(self) -> Any:
+        """The next client."""
+        self._turn = (self._turn + 1) % len(self.clients)
+        return self.clients[self._turn]
+
+
+def _client_factory(api_key: str, base_url: str | None, timeout: float | None, client_kwargs: dict,
+                    pool_size: int | None = None):
+    """A maker of the clients of one loop (:class:`_Clients`). With ``pool_size`` (and no
+    ``http_client`` of the caller's) they keep at most ``pool_size`` connections in all (the
+    requests in flight), at most ``_SHARD`` per client."""
     openai = _sdk()  # imported now, not on first use inside a running event loop
 
-    def make():
-        return openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, **client_kwargs)
+    def one(connections: int | None) -> Any:
+        kwargs = dict(client_kwargs)
+        if connections:
+            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=connections,
+                                                            max_keepalive_connections=connections)
+            kwargs["http_client"] = openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout)
+        return openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, **kwargs)
+
+    def make() -> _Clients:
+        if not pool_size or "http_client" in client_kwargs:
+            return _Clients([one(None)])
+        shards = -(-pool_size // _SHARD)
+        return _Clients([one(-(-pool_size // shards)) for _ in range(shards)])
 
     return make
 
 
-async def _close(client: Any) -> None:
-    await client.close()
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _dumps(obj: Any) -> str:
+    """Compact JSON text (the C encoder; non-ASCII text as is)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_body(raw: bytes, secrets: tuple[str, ...]) -> dict:
+    """A response body parsed as JSON; a body that is not a JSON object is a transient error."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise non_json_reply(raw.decode("utf-8", "replace"), secrets) from None
+    if not isinstance(data, dict):
+        raise non_json_reply(raw.decode("utf-8", "replace"), secrets)
+    return data
+
+
+async def _close(clients: _Clients) -> None:
+    for client in clients.clients:
+        await client.close()
 
 
 class OpenAITransport(Transport):
@@ -71,13 +123,21 @@ class OpenAITransport(Transport):
     ``max_tokens_param``: ``"max_completion_tokens"`` on api.openai.com (required by reasoning
     models), ``"max_tokens"`` elsewhere (what most compatible servers understand); override when
     needed. Reasoning models (o-series, gpt-5 and later, except ``*-chat-*``) get no ``temperature``.
+    ``pool_size``: connections kept per client (the judge's cap on requests in flight).
+
+    Each request goes through the SDK's own request path (``client.post``: base URL, auth and
+    headers, timeouts, its exceptions for error statuses) with a body built here, and only the
+    fields the judge reads are taken from the answer. The part of the body that depends only on
+    the task (``response_format`` with its JSON schema, or the schema instructions) is built once
+    per task, not per call; the SDK's typed-parameter transform and response models, which walk
+    the schema and the answer on every call, are skipped.
     """
 
     backend = "openai"
 
     def __init__(self, model: str, *, api_key: str, base_url: str | None = None, structured: str = "json_schema",
                  max_tokens_param: str | None = None, seed: int | None = None, timeout: float | None = 120.0,
-                 client_kwargs: dict | None = None, extra_body: dict | None = None):
+                 client_kwargs: dict | None = None, extra_body: dict | None = None, pool_size: int | None = None):
         if structured not in _STRUCTURED:
             raise ValueError(f"structured must be one of {_STRUCTURED}, got {structured!r}")
         self.model = model
@@ -89,7 +149,8 @@ class OpenAITransport(Transport):
         self.reasoning = bool(_REASONING.match(model))
         self.secrets = key_secrets(api_key)
         self._has_key = bool(api_key)
-        self.clients = PerLoop(_client_factory(api_key, base_url, timeout, dict(client_kwargs or {})), _close)
+        self.clients = PerLoop(_client_factory(api_key, base_url, timeout, dict(client_kwargs or {}), pool_size), _close)
+        self._per_task: dict[str, tuple[dict, str, str]] = {}
 
     def check(self) -> None:
         """ValueError when there is no API key (nothing is sent)."""
@@ -100,56 +161,63 @@ class OpenAITransport(Transport):
         """Endpoint and mode: part of the cache key."""
         return {"base_url": self.base_url, "structured": self.structured, "seed": self.seed}
 
-    def _messages(self, request: ChatRequest) -> list[dict]:
-        system = request.system
-        if self.structured != "json_schema":
-            system = system + "\n\n" + schema_instructions(request.task, request.schema)
-        messages = [{"role": "system", "content": system}]
-        messages += [{"role": t.role, "content": t.text} for t in request.turns]
-        return messages
+    def task_parts(self, task: str, schema: dict) -> tuple[str, str]:
+        """What the body holds for ``task`` whatever the inputs, built once per task: the text
+        appended to the system prompt ("" with ``json_schema``) and the ``response_format`` member
+        as JSON text (``,"response_format":{...}``, with the schema; "" with ``text``). A task
+        asked with another schema object gets its own parts."""
+        cached = self._per_task.get(task)
+        if cached is not None and cached[0] is schema:
+            return cached[1], cached[2]
+        suffix = "" if self.structured == "json_schema" else "\n\n" + schema_instructions(task, schema)
+        fmt = ({"type": "json_schema", "json_schema": {"name": task, "schema": schema, "strict": True}}
+               if self.structured == "json_schema" else {"type": "json_object"} if self.structured == "json_object"
+               else None)
+        member = "" if fmt is None else ',"response_format":' + _dumps(fmt)
+        self._per_task[task] = (schema, suffix, member)
+        return suffix, member
 
-    def _response_format(self, request: ChatRequest) -> dict | None:
-        if self.structured == "json_schema":
-            return {"type": "json_schema",
-                    "json_schema": {"name": request.task, "schema": request.schema, "strict": True}}
-        if self.structured == "json_object":
-            return {"type": "json_object"}
-        return None
+    def body(self, request: ChatRequest) -> bytes:
+        """The JSON body of ``request``: the per-call part serialised now, the per-task part
+        (:meth:`task_parts`) spliced in as built once. ``extra_body`` keys override others."""
+        suffix, member = self.task_parts(request.task, request.schema)
+        messages = [{"role": "system", "content": request.system + suffix}]
+        messages += [{"role": t.role, "content": t.text} for t in request.turns]
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if request.temperature is not None and not self.reasoning:
+            body["temperature"] = request.temperature
+        if request.max_tokens:
+            body[self.max_tokens_param] = request.max_tokens
+        if self.seed is not None:
+            body["seed"] = self.seed
+        if self.extra_body:
+            body.update(self.extra_body)
+            if "response_format" in self.extra_body:
+                member = ""
+        text = _dumps(body)
+        return (text[:-1] + member + "}").encode() if member else text.encode()
 
     async def send(self, request: ChatRequest) -> Reply:
         """Send one request; SDK exceptions propagate (the judge classifies and retries them)."""
-        client = self.clients.get()
-        kwargs: dict[str, Any] = {"model": self.model, "messages": self._messages(request)}
-        fmt = self._response_format(request)
-        if fmt is not None:
-            kwargs["response_format"] = fmt
-        if request.temperature is not None and not self.reasoning:
-            kwargs["temperature"] = request.temperature
-        if request.max_tokens:
-            kwargs[self.max_tokens_param] = request.max_tokens
-        if self.seed is not None:
-            kwargs["seed"] = self.seed
-        if self.extra_body:
-            kwargs["extra_body"] = self.extra_body
+        client = self.clients.get().next()
+        options: dict[str, Any] = {"headers": _JSON_HEADERS}
         if request.timeout is not None:
-            kwargs["timeout"] = request.timeout
-        try:
-            resp = await client.chat.completions.create(**kwargs)
-        except json.JSONDecodeError as err:  # a JSON content type on a non-JSON body
-            raise non_json_reply(err.doc, self.secrets) from None
-        if isinstance(resp, str):  # any other content type: the SDK hands back the text
-            raise non_json_reply(resp, self.secrets)
-        usage = getattr(resp, "usage", None)
-        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion = int(getattr(usage, "completion_tokens", 0) or 0)
-        if not resp.choices:
+            options["timeout"] = request.timeout
+        raw = await client.post("/chat/completions", content=self.body(request), cast_to=bytes, options=options)
+        resp = _json_body(raw, self.secrets)
+        usage = resp.get("usage") or {}
+        prompt = int(usage.get("prompt_tokens") or 0)
+        completion = int(usage.get("completion_tokens") or 0)
+        choices = resp.get("choices")
+        if not choices:
             return Reply(error="the response had no choices", prompt_tokens=prompt, completion_tokens=completion)
-        choice = resp.choices[0]
-        text = choice.message.content or ""
-        refusal = getattr(choice.message, "refusal", None)
+        choice = choices[0] or {}
+        message = choice.get("message") or {}
+        text = message.get("content") or ""
+        refusal = message.get("refusal")
         return Reply(
             text=text,
-            truncated=choice.finish_reason == "length",
+            truncated=choice.get("finish_reason") == "length",
             prompt_tokens=prompt,
             completion_tokens=completion,
             error=f"the model refused to answer ({refusal})" if refusal and not text else None,
@@ -163,8 +231,8 @@ class OpenAITransport(Transport):
 
 
 class OpenAIEmbedder(CachedEmbedder):
-    """OpenAI embeddings (``embeddings.create``, texts batched ``batch_size`` per request),
-    vectors cached per text. Returns ``(array, Usage(embedding_calls=..., prompt_tokens=...))``."""
+    """OpenAI embeddings (``POST /embeddings`` through the SDK's request path, texts batched
+    ``batch_size`` per request, across concurrent calls too), vectors cached per text. Returns ``(array, Usage(embedding_calls=..., prompt_tokens=...))``."""
 
     backend = "openai"
 
@@ -177,7 +245,8 @@ class OpenAIEmbedder(CachedEmbedder):
         self.base_url = base_url
         self.dimensions = dimensions
         self.timeout = timeout
-        self.clients = PerLoop(_client_factory(api_key, base_url, timeout, dict(client_kwargs or {})), _close)
+        self.clients = PerLoop(_client_factory(api_key, base_url, timeout, dict(client_kwargs or {}),
+                                               kwargs.get("max_concurrency", 4)), _close)
         super().__init__(**kwargs)
 
     def cache_params(self) -> dict:
@@ -185,21 +254,16 @@ class OpenAIEmbedder(CachedEmbedder):
         return {"base_url": self.base_url, "dimensions": self.dimensions}
 
     async def _embed_batch(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        client = self.clients.get()
-        kwargs: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        client = self.clients.get().next()
+        body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.dimensions is not None:
-            kwargs["dimensions"] = self.dimensions
-        if self.timeout is not None:
-            kwargs["timeout"] = self.timeout
-        try:
-            resp = await within(client.embeddings.create(**kwargs), self.timeout)
-        except json.JSONDecodeError as err:
-            raise non_json_reply(err.doc, self.secrets) from None
-        if isinstance(resp, str):
-            raise non_json_reply(resp, self.secrets)
-        rows = sorted(resp.data, key=lambda d: d.index)
-        usage = getattr(resp, "usage", None)
-        return np.asarray([r.embedding for r in rows], dtype=np.float64), int(getattr(usage, "prompt_tokens", 0) or 0)
+            body["dimensions"] = self.dimensions
+        options = {"timeout": self.timeout} if self.timeout is not None else {}
+        raw = await within(client.post("/embeddings", body=body, cast_to=bytes, options=options), self.timeout)
+        resp = _json_body(raw, self.secrets)
+        rows = sorted(resp.get("data") or [], key=lambda d: d.get("index", 0))
+        usage = resp.get("usage") or {}
+        return np.asarray([r["embedding"] for r in rows], dtype=np.float64), int(usage.get("prompt_tokens") or 0)
 
     async def aclose(self) -> None:
         """Close the running loop's client."""
@@ -213,22 +277,30 @@ class OpenAIJudge(LLMJudge):
     Key and endpoint default to ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``. ``structured``:
     ``"json_schema"`` (strict structured output, default), ``"json_object"`` or ``"text"``.
     The default ``embedder`` is an :class:`OpenAIEmbedder` (``embedding_model``) on the same key
-    and endpoint; pass ``embedder=None`` for none. Other keyword arguments: see :class:`LLMJudge`.
+    and endpoint, at most ``embedding_concurrency`` (4) requests in flight, each also counted
+    against the judge's ``max_concurrency``; pass ``embedder=None`` for none. Other keyword
+    arguments: see :class:`LLMJudge`.
     """
 
     def __init__(self, model: str = "gpt-4o-mini", *, api_key: str | None = None, base_url: str | None = None,
                  structured: str = "json_schema", embedder: Embedder | None | Any = _DEFAULT,
                  embedding_model: str = "text-embedding-3-small", seed: int | None = None,
                  max_tokens_param: str | None = None, timeout: float | None = 120.0,
-                 client_kwargs: dict | None = None, extra_body: dict | None = None, **kwargs: Any):
+                 client_kwargs: dict | None = None, extra_body: dict | None = None, embedding_concurrency: int = 4,
+                 **kwargs: Any):
         api_key, base_url = _resolve(api_key, base_url, "OpenAIJudge")
         transport = OpenAITransport(model, api_key=api_key, base_url=base_url, structured=structured,
                                     max_tokens_param=max_tokens_param, seed=seed, timeout=timeout,
-                                    client_kwargs=client_kwargs, extra_body=extra_body)
-        if embedder is _DEFAULT:
+                                    client_kwargs=client_kwargs, extra_body=extra_body,
+                                    pool_size=kwargs.get("max_concurrency", 64))
+        default_embedder = embedder is _DEFAULT
+        if default_embedder:
             embedder = OpenAIEmbedder(embedding_model, api_key=api_key, base_url=base_url,
                                       client_kwargs=client_kwargs, cache=kwargs.get("cache"),
                                       max_retries=kwargs.get("max_retries", 4),
-                                      backoff_base=kwargs.get("backoff_base", 0.5))
+                                      backoff_base=kwargs.get("backoff_base", 0.5),
+                                      max_concurrency=embedding_concurrency)
         super().__init__(transport, embedder=embedder, timeout=timeout, **kwargs)
+        if default_embedder:
+            embedder.share_limits(self.dispatcher)
         self.base_url = base_url

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Awaitable, Callable
 
-__all__ = ["TokenBucket", "RateLimiter", "ConcurrencyLimit"]
+__all__ = ["TokenBucket", "RateLimiter", "ConcurrencyLimit", "AdaptiveLimit"]
 
 
 class TokenBucket:
@@ -158,9 +158,9 @@ class ConcurrencyLimit:
             raise
 
     def release(self) -> None:
-        """Give a slot back (to the first waiter, if any)."""
+        """Give a slot back (to the first waiter, if any, unless more are held than the limit)."""
         with self._lock:
-            while self._waiters:
+            while self._waiters and self._in_use <= self.limit:
                 loop, fut = self._waiters.popleft()
                 if loop.is_closed():
                     continue
@@ -183,3 +183,62 @@ class ConcurrencyLimit:
 
     async def __aexit__(self, *exc) -> None:
         self.release()
+
+
+class AdaptiveLimit(ConcurrencyLimit):
+    """A :class:`ConcurrencyLimit` whose limit follows the provider (AIMD, as TCP does).
+
+    It starts at ``initial`` and grows while requests succeed: by one per success until the first
+    sign of overload (slow start: the limit doubles every round of requests), then by one per
+    ``limit`` successes (additive increase), never above ``ceiling`` (the user's cap). A 429 or an
+    overloaded reply (:meth:`overloaded`) halves it, never below ``floor`` (multiplicative
+    decrease); the replies of requests already in flight when it was cut do not cut it again.
+    Holders above a cut limit finish; no new one starts until the count is under the limit.
+
+    >>> lim = AdaptiveLimit(64, initial=8)
+    >>> lim.limit, lim.overloaded(lim.epoch), lim.limit
+    (8, True, 4)
+    """
+
+    def __init__(self, ceiling: int, *, initial: int = 8, floor: int = 1):
+        if ceiling < 1 or floor < 1:
+            raise ValueError(f"ceiling and floor must be >= 1, got {ceiling}, {floor}")
+        super().__init__(max(floor, min(int(initial), int(ceiling))))
+        self.ceiling, self.floor = int(ceiling), int(floor)
+        self.epoch = 0  #: how many times the limit was cut
+        self.slow_start = True
+        self._successes = 0
+
+    def succeeded(self) -> None:
+        """One request succeeded: grow the limit (see the class docstring)."""
+        grants = []
+        with self._lock:
+            if self.limit >= self.ceiling:
+                return
+            self._successes += 1
+            if self.slow_start or self._successes >= self.limit:
+                self._successes = 0
+                self.limit += 1
+                while self._waiters and self._in_use < self.limit:
+                    loop, fut = self._waiters.popleft()
+                    if loop.is_closed():
+                        continue
+                    self._in_use += 1
+                    grants.append((loop, fut))
+        for loop, fut in grants:
+            try:
+                loop.call_soon_threadsafe(self._grant, fut)
+            except RuntimeError:  # loop closed in between
+                self.release()
+
+    def overloaded(self, epoch: int) -> bool:
+        """A request sent while :attr:`epoch` was ``epoch`` got a 429 / overloaded reply: halve
+        the limit, unless it was already cut since that request was sent. True when cut."""
+        with self._lock:
+            if epoch != self.epoch:
+                return False
+            self.epoch += 1
+            self.slow_start = False
+            self._successes = 0
+            self.limit = max(self.floor, self.limit // 2)
+            return True

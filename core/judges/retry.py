@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
 from ragmeter.judges.base import JudgeError, Usage
-from ragmeter.judges.ratelimit import ConcurrencyLimit, RateLimiter
+from ragmeter.judges.ratelimit import AdaptiveLimit, ConcurrencyLimit, RateLimiter
 from ragmeter.redact import redact
 
-__all__ = ["TransientError", "classify_error", "RetryPolicy", "Dispatcher", "within"]
+__all__ = ["TransientError", "classify_error", "is_overload", "RetryPolicy", "Dispatcher", "within"]
 
 log = logging.getLogger("ragmeter.judges")
 T = TypeVar("T")
@@ -117,6 +117,20 @@ def classify_error(exc: BaseException) -> tuple[bool, float | None]:
     return False, None
 
 
+_OVERLOAD_STATUS = {429, 503, 529}
+
+
+def is_overload(exc: BaseException) -> bool:
+    """Whether ``exc`` says the provider is overloaded (HTTP 429 / 503 / 529, a rate-limit or
+    overloaded error, or a :class:`TransientError` carrying a Retry-After): a reason to send less."""
+    if isinstance(exc, TransientError):
+        return exc.status in _OVERLOAD_STATUS or exc.retry_after is not None
+    status = _status(exc)
+    if status is not None:
+        return status in _OVERLOAD_STATUS
+    return any("ratelimit" in c.__name__.lower() or "overloaded" in c.__name__.lower() for c in type(exc).__mro__)
+
+
 @dataclass
 class RetryPolicy:
     """Retries of transient failures: up to ``max_retries`` after the first request, waiting a
@@ -139,15 +153,22 @@ class Dispatcher:
     """Sends requests under the judge's limits: concurrency cap, rate limits, transient retries.
 
     One dispatcher per judge (or embedder); shared by every thread and event loop using it.
+    ``max_concurrency`` caps requests in flight (None: no cap); with ``adaptive`` (default) it is
+    the ceiling of an :class:`~ragmeter.judges.ratelimit.AdaptiveLimit` that starts at
+    ``initial_concurrency``, grows while requests succeed and halves on 429 / overloaded replies.
     ``sleep`` waits between retries (``asyncio.sleep``; a fake clock's in tests); ``secrets``
     (the API key) are redacted from error text along with anything shaped like a credential.
     """
 
     def __init__(self, *, retry: RetryPolicy | None = None, max_concurrency: int | None = 8,
                  limiter: RateLimiter | None = None, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                 secrets: Iterable[str] = ()):
+                 secrets: Iterable[str] = (), adaptive: bool = False, initial_concurrency: int = 8):
         self.retry = retry or RetryPolicy()
-        self.slots = ConcurrencyLimit(max_concurrency) if max_concurrency else None
+        self.slots: ConcurrencyLimit | None = None
+        if max_concurrency and adaptive:
+            self.slots = AdaptiveLimit(max_concurrency, initial=initial_concurrency)
+        elif max_concurrency:
+            self.slots = ConcurrencyLimit(max_concurrency)
         self.limiter = limiter if limiter is not None and limiter.active else None
         self._sleep = sleep
         self.secrets = tuple(secrets)
@@ -181,21 +202,28 @@ class Dispatcher:
             return result
 
     async def _once(self, fn: Callable[[], Awaitable[T]], estimate: int, tokens: Callable[[T], int]) -> T:
-        if self.slots is not None:
-            await self.slots.acquire()
+        slots = self.slots
+        if slots is not None:
+            await slots.acquire()
+        adaptive = slots if isinstance(slots, AdaptiveLimit) else None
+        epoch = adaptive.epoch if adaptive is not None else 0
         try:
             if self.limiter is not None:
                 await self.limiter.acquire(estimate)
             try:
                 result = await fn()
-            except BaseException:
+            except BaseException as exc:
                 if self.limiter is not None:
                     self.limiter.settle(estimate, 0)
+                if adaptive is not None and is_overload(exc) and adaptive.overloaded(epoch):
+                    log.info("concurrency limit cut to %d after %s", adaptive.limit, type(exc).__name__)
                 raise
             if self.limiter is not None:
                 self.limiter.settle(estimate, tokens(result))
+            if adaptive is not None:
+                adaptive.succeeded()
             return result
         finally:
-            if self.slots is not None:
-                self.slots.release()
+            if slots is not None:
+                slots.release()
 

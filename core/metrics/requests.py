@@ -15,7 +15,8 @@ request                     task                   used by
 ``generated_questions()``   generate_questions     answer relevancy, response completeness
 ``claim_comparison()``      compare_claims         answer correctness
 ``answer_rating()``         rate_answer            answer relevancy (``method="rating"``)
-``embeddings()``            (embedder)             one embedding call for every metric's texts
+``embeddings()``            (embedder)             one embed() for every metric's texts (shared
+                                                   requests with the samples in flight)
 ==========================  =====================  ============================================
 
 Run-level settings (:class:`RequestSettings`, e.g. the number of generated questions, and the
@@ -335,7 +336,9 @@ class ScoringContext(JudgeRequests):
         return await self.shared(_key(name, inputs), call)
 
     async def embeddings(self) -> dict[str, np.ndarray]:
-        """Vectors for every text any metric of this sample declared, from one embedding call."""
+        """Vectors for every text any metric of this sample declared, from one ``embed()`` call
+        (an SDK embedder sends the texts of samples in flight together: see
+        :mod:`ragmeter.judges.embedding`)."""
         async def compute() -> dict[str, np.ndarray]:
             if self.embedder is None:
                 raise JudgeError("no embedder: pass embedder=... or use a judge that has one")

@@ -32,6 +32,7 @@ import os
 import pwd
 import shutil
 import socket
+import signal
 import subprocess
 import tempfile
 import time
@@ -39,6 +40,8 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+
+from helpers.process import ServerProcess
 
 __all__ = ["PostgresServer", "PostgresUnavailable", "find_bindir", "require", "REQUIRE", "postgres_server", "make_db", "db_url"]
 
@@ -96,8 +99,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class PostgresServer:
+class PostgresServer(ServerProcess):
     """A running PostgreSQL server on 127.0.0.1 (``port``), superuser ``ragmeter`` with trust auth."""
+
+    LOG, STOP_SIGNAL = "postgres.log", signal.SIGINT  # PostgreSQL's fast shutdown
 
     def __init__(self, bindir: Path, root: Path, port: int, proc: subprocess.Popen, run_as):
         self.bindir, self.root, self.port, self.proc, self._run_as = bindir, root, port, proc, run_as
@@ -193,25 +198,6 @@ class PostgresServer:
         with psycopg.connect(self.url("ragmeter"), autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{name}"')
         return self.url("ragmeter") + f"?options=-csearch_path%3D{name}"
-
-    def log_tail(self, n: int = 4000) -> str:
-        """The end of the server log."""
-        try:
-            return (self.root / "postgres.log").read_bytes()[-n:].decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def stop(self, cleanup: bool = True) -> None:
-        """Fast shutdown (SIGINT) of the server started here, then delete its directory."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(2)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if cleanup:
-            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def require(exc: Exception) -> None:

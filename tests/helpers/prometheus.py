@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import socket
+import signal
 import subprocess
 import tempfile
 import time
@@ -27,6 +28,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from helpers.process import ServerProcess
 
 __all__ = ["PrometheusServer", "PrometheusUnavailable", "find_binary", "free_port", "require", "REQUIRE"]
 
@@ -54,8 +57,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class PrometheusServer:
+class PrometheusServer(ServerProcess):
     """A running Prometheus on 127.0.0.1 (``port``) scraping ``targets`` (job ``ragmeter``)."""
+
+    LOG, STOP_SIGNAL = "prometheus.log", signal.SIGTERM
 
     def __init__(self, root: Path, port: int, proc: subprocess.Popen):
         self.root, self.port, self.proc = root, port, proc
@@ -132,25 +137,6 @@ class PrometheusServer:
         if len(result) > 1:
             raise AssertionError(f"{promql!r} selected {len(result)} series: {result}")
         return float(result[0]["value"][1])
-
-    def log_tail(self, n: int = 4000) -> str:
-        """The end of the server log."""
-        try:
-            return (self.root / "prometheus.log").read_bytes()[-n:].decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def stop(self, cleanup: bool = True) -> None:
-        """Stop the server started here (SIGTERM, then SIGKILL), then delete its directory."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if cleanup:
-            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def require(exc: Exception) -> None:

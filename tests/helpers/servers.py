@@ -343,12 +343,15 @@ class FakeLLMServer:
     """A threaded HTTP server on 127.0.0.1 speaking the OpenAI and Anthropic protocols (see module doc).
 
     ``responder(request) -> Answer | Fail | dict`` answers when the queue is empty (a dict is a
-    structured answer); ``embed_dim`` sets the fake embedding size.
+    structured answer); ``embed_dim`` sets the fake embedding size; ``latency`` adds seconds to
+    every reply (embeddings included), like a remote provider.
     """
 
-    def __init__(self, responder: Callable[[Recorded], Any] | None = None, *, embed_dim: int = 64):
+    def __init__(self, responder: Callable[[Recorded], Any] | None = None, *, embed_dim: int = 64,
+                 latency: float = 0.0):
         self.responder = responder or oracle
         self.embed_dim = embed_dim
+        self.latency = latency  # seconds every request waits before its reply (a remote provider)
         self.requests: list[Recorded] = []
         self.max_concurrent = 0
         self._in_flight = 0
@@ -447,7 +450,7 @@ class FakeLLMServer:
             reply = self._next(req)
             if isinstance(reply, dict):
                 reply = Answer(output=reply)
-            delay = getattr(reply, "delay", 0.0) or 0.0
+            delay = (getattr(reply, "delay", 0.0) or 0.0) + self.latency
             if delay:
                 time.sleep(delay)
             if isinstance(reply, Fail):
@@ -473,6 +476,8 @@ class FakeLLMServer:
 
 
 class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # many clients connecting at once (the throughput benchmark) are not refused
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up (e.g. at its deadline, mid-trickle) is normal here: stay quiet."""
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
