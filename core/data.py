@@ -44,6 +44,7 @@ __all__ = [
     "save_samples",
     "samples_from_records",
     "FIELD_ALIASES",
+    "CONVERSATION_FIELDS",
     "MAX_NESTING",
 ]
 
@@ -56,9 +57,16 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "relevant_ids": ("relevant_ids", "reference_context_ids", "expected_ids"),
     "id": ("id", "sample_id"),
     "metadata": ("metadata",),
+    "conversation_id": ("conversation_id",),
+    "turn": ("turn",),
+    "history": ("history", "chat_history"),
+    "standalone_question": ("standalone_question", "condensed_question"),
 }
 
 _CONTEXT_TEXT_KEYS = ("text", "page_content", "content")
+
+#: The fields of a chat turn (see :mod:`ragmeter.conversations`); written only when set.
+CONVERSATION_FIELDS = ("conversation_id", "turn", "history", "standalone_question")
 
 #: RAGAS's ids of the retrieved contexts, in order: become the contexts' ids.
 CONTEXT_IDS = "retrieved_context_ids"
@@ -206,7 +214,10 @@ class Sample:
 
     ``answer`` is the generated answer; ``reference`` the ground-truth answer; ``relevant_ids``
     the ground-truth chunk ids, a collection (binary relevance) or a dict id -> grade (graded).
-    ``id`` defaults to a stable hash of question, contexts and answer.
+    ``id`` defaults to a stable hash of question, contexts and answer (and conversation id and
+    turn when set). A chat turn carries ``conversation_id``, ``turn`` (1-based), ``history`` (the
+    messages before it, ``[{"role", "content"}]``) and ``standalone_question`` (the condensed
+    question the app retrieved with): see :mod:`ragmeter.conversations`.
     """
 
     question: str
@@ -216,6 +227,10 @@ class Sample:
     relevant_ids: Any = None
     id: str | None = None
     metadata: dict = field(default_factory=dict)
+    conversation_id: str | None = None
+    turn: int | None = None
+    history: list = field(default_factory=list)
+    standalone_question: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.question, str):
@@ -244,12 +259,18 @@ class Sample:
         if not isinstance(self.metadata, dict):
             raise RecordError(None, "metadata", f"expected an object, got {_type_name(self.metadata)}")
         _check_nested(self.metadata, "metadata")
+        from ragmeter.conversations import check_turn  # it imports this module
+
+        check_turn(self)
         if self.id is None:
             self.id = self._stable_id()
 
     def _stable_id(self) -> str:
         h = hashlib.sha1()
-        for part in [self.question, self.answer or ""] + [c.text for c in self.contexts]:
+        parts = [self.question, self.answer or ""] + [c.text for c in self.contexts]
+        if self.conversation_id is not None:  # ids of samples outside conversations stay as they were
+            parts += ["\x01conversation", self.conversation_id, str(self.turn)]
+        for part in parts:
             h.update(part.encode("utf-8"))
             h.update(b"\x00")
         return h.hexdigest()[:12]
@@ -310,6 +331,10 @@ class Sample:
                 out[name] = value
         if self.metadata:
             out["metadata"] = self.metadata
+        for name in CONVERSATION_FIELDS:
+            value = getattr(self, name)
+            if value:
+                out[name] = value
         return out
 
 
@@ -494,7 +519,9 @@ def load_samples(source: Any, *, on_error: str = "collect") -> Dataset:
     Field names of RAGAS and DeepEval are accepted (see :data:`FIELD_ALIASES`); RAGAS's
     ``retrieved_context_ids`` become the contexts' ids, ``reference_context_ids`` the relevant ids;
     a JSON object may hold its records under ``samples``, ``test_cases``, ``goldens`` or ``data``
-    (DeepEval's ``EvaluationDataset`` files are a list of goldens or test cases). In CSV files the
+    (DeepEval's ``EvaluationDataset`` files are a list of goldens or test cases). A conversation
+    (RAGAS ``MultiTurnSample``, DeepEval ``ConversationalTestCase``) gives one sample per retrieval
+    turn (see :func:`ragmeter.conversations.turn_records`). In CSV files the
     list cells (``contexts``, ``relevant_ids``, their aliases, ``metadata``) hold JSON, or Python's
     repr as RAGAS's ``EvaluationDataset.to_csv()`` writes them (read with ``ast.literal_eval``). Malformed records are collected in
     ``Dataset.errors`` (each naming the line / row and the field) and the rest are returned;
@@ -525,6 +552,8 @@ def load_samples(source: Any, *, on_error: str = "collect") -> Dataset:
 
 
 def _collect(numbered: list, location: str, on_error: str, source: str | None) -> Dataset:
+    from ragmeter.conversations import samples_of as _samples_of  # it imports this module
+
     if on_error not in ("collect", "raise"):
         raise ValueError("on_error must be 'collect' or 'raise'")
     out = Dataset(source=source)
@@ -534,11 +563,11 @@ def _collect(numbered: list, location: str, on_error: str, source: str | None) -
         try:
             if isinstance(record, RecordError):
                 raise record
-            sample = record if isinstance(record, Sample) else Sample.from_dict(record, where)
-            if sample.id in seen:
-                raise RecordError(where, "id", f"duplicate id {sample.id!r} (first at {location} {seen[sample.id]})")
-            seen[sample.id] = n
-            out.append(sample)
+            for sample in _samples_of(record, where):  # a conversation gives one per retrieval turn
+                if sample.id in seen:
+                    raise RecordError(where, "id", f"duplicate id {sample.id!r} (first at {location} {seen[sample.id]})")
+                seen[sample.id] = n
+                out.append(sample)
         except RecordError as err:
             err = err if err.location else err.at(where)
             if on_error == "raise":
@@ -557,11 +586,12 @@ def save_samples(samples: Iterable[Sample], path: Any) -> Path:
         text = "".join(json_text(row) + "\n" for row in rows)
     elif suffix == ".csv":
         fields = ["id", "question", "contexts", "answer", "reference", "relevant_ids", "metadata"]
+        fields += [f for f in CONVERSATION_FIELDS if any(f in row for row in rows)]
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=fields)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: (json_text(row[k]) if k in ("contexts", "relevant_ids", "metadata") and k in row else row.get(k, ""))
+            writer.writerow({k: (json_text(row[k]) if k in ("contexts", "relevant_ids", "metadata", "history") and k in row else row.get(k, ""))
                              for k in fields})
         text = buf.getvalue()
     else:

@@ -4,7 +4,11 @@ number, or a :class:`~ragmeter.data.RecordError` in its place, for :func:`ragmet
 The files of the tools users come from load as they are: RAGAS's ``EvaluationDataset.to_jsonl()``
 and ``to_csv()`` (whose list cells pandas writes in Python's repr, ``"['a', 'b']"``, read here with
 ``ast.literal_eval``: literals only, never code), DeepEval's ``EvaluationDataset`` JSON (a list of
-goldens or test cases, or an object holding one under ``goldens`` / ``test_cases``).
+goldens or test cases, or an object holding one under ``goldens`` / ``test_cases``). Multi-turn
+records (RAGAS ``MultiTurnSample``, DeepEval ``ConversationalTestCase``) are read whole here and
+split into turns by :func:`ragmeter.conversations.turn_records`; in CSV files ``history`` holds a
+JSON list of messages, ``turn`` an integer, and a ``user_input`` cell holding a list of message
+objects (RAGAS's ``to_csv()`` of a ``MultiTurnSample``) is a conversation.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ __all__ = ["jsonl_records", "json_records", "csv_records", "RECORD_LISTS", "LIST
 
 #: CSV columns that hold lists or objects (JSON, or Python's repr as RAGAS's ``to_csv()`` writes);
 #: a cell that is neither is an error naming the row and the column.
-LIST_COLUMNS = frozenset(FIELD_ALIASES["contexts"] + FIELD_ALIASES["relevant_ids"] + ("metadata", CONTEXT_IDS))
+LIST_COLUMNS = frozenset(FIELD_ALIASES["contexts"] + FIELD_ALIASES["relevant_ids"] + FIELD_ALIASES["history"]
+                         + ("metadata", CONTEXT_IDS))
 #: RAGAS columns read as lists when they hold one, else kept as text.
 MAYBE_LIST_COLUMNS = frozenset(("reference_contexts", "ground_truths", "multi_responses", "rubrics"))
 
@@ -96,7 +101,11 @@ def csv_records(text: str) -> list[Any]:
                 break
             if value is None or value == "":
                 continue
-            if key in LIST_COLUMNS or key in MAYBE_LIST_COLUMNS:
+            if key == "turn" and value.strip().isdigit():
+                value = int(value)
+            elif key == "user_input" and value.startswith("[{"):  # RAGAS MultiTurnSample messages
+                value = _messages_cell(value)
+            elif key in LIST_COLUMNS or key in MAYBE_LIST_COLUMNS:
                 try:
                     parsed = parse_json(value)
                 except JSON_ERRORS as exc:
@@ -110,3 +119,13 @@ def csv_records(text: str) -> list[Any]:
             record[key] = value
         records.append((n, err if err else record))
     return records
+
+
+def _messages_cell(value: str) -> Any:
+    """A CSV ``user_input`` cell holding a list of message objects (JSON or Python's repr, as
+    RAGAS's ``to_csv()`` writes a ``MultiTurnSample``) as that list; any other text unchanged."""
+    try:
+        parsed = parse_json(value)
+    except JSON_ERRORS:
+        parsed = python_literal(value)
+    return parsed if isinstance(parsed, list) and parsed and all(isinstance(m, Mapping) for m in parsed) else value

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["summary_rows", "text_table", "markdown_report"]
+from ragmeter.conversations import conversation_results
+
+__all__ = ["summary_rows", "conversation_rows", "text_table", "markdown_report"]
 
 _HEADER = ["metric", "mean", "median", "min", "max", "pass", "warn", "fail", "errors", "n/a"]
 
@@ -27,6 +29,27 @@ def summary_rows(result: Any) -> list[list[str]]:
     rows = []
     for metric, s in result.summary().items():
         rows.append([metric] + [_fmt(s[k]) for k in _HEADER[1:]])
+    return rows
+
+
+_CONVERSATION_HEADER = ["conversation", "metric", "turns", "worst turn", "slope/turn", "falling"]
+
+
+def conversation_rows(result: Any) -> list[list[str]]:
+    """One row per conversation and metric (columns as in ``_CONVERSATION_HEADER``): the turn
+    values in turn order (``2: 0.8000``), the worst turn, the slope of the value over the turns and
+    whether it falls (see :func:`ragmeter.conversations.conversation_results`). Empty when no
+    sample has a conversation id."""
+    if not any(r.sample.conversation_id for r in result.results):
+        return []
+    rows = []
+    for metric in result.metrics:
+        for c in conversation_results(result.results, metric):
+            turns = ", ".join(f"{t}: {_fmt(v)}" for t, _, v in c.turns)
+            worst = f"{c.worst[0]} ({_fmt(c.worst[2])})" if c.worst else "-"
+            rows.append([c.conversation_id, metric, turns, worst, _fmt(c.slope), "yes" if c.falling else "no"])
+    order = {c: i for i, c in enumerate(dict.fromkeys(r.sample.conversation_id for r in result.results))}
+    rows.sort(key=lambda row: order[row[0]])  # stable: metrics stay in run order within a conversation
     return rows
 
 
@@ -74,6 +97,11 @@ def markdown_report(result: Any, max_problems: int = 50) -> str:
             lines.append(f"| {_md_cell(p['sample_id'])} | {p['metric']} | {_fmt(p['value'])} | {p['label'] or 'error'} | {_md_cell(why)} |")
         if len(problems) > max_problems:
             lines.append(f"\n… and {len(problems) - max_problems} more.")
+    conversations = conversation_rows(result)
+    if conversations:
+        lines += ["", "## Conversations", "", "| " + " | ".join(_CONVERSATION_HEADER) + " |",
+                  "|" + "---|" * len(_CONVERSATION_HEADER)]
+        lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in conversations]
     if result.invalid:
         lines += ["", f"## Invalid records ({len(result.invalid)})", ""]
         lines += [f"- {_md_cell(str(e))}" for e in result.invalid]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from ragmeter.conversations import ConversationResult, conversation_results
 from ragmeter.data import RecordError, Sample, Score
 from ragmeter.fileio import JSON_ERRORS, json_problem, json_text, parse_json, read_text, write_text_atomic
 from ragmeter.judges.base import Usage
@@ -155,14 +156,28 @@ class EvaluationResult:
         rows.sort(key=lambda row: (row["value"] is not None, row["value"] if row["value"] is not None else 0.0))
         return rows
 
+    def conversations(self, metric: str | None = None, tolerance: float = 0.05) -> list[ConversationResult]:
+        """Per conversation (samples with a ``conversation_id``) the turn values of ``metric``
+        (default: the run's first metric), the worst turn and whether quality falls over the
+        turns: the least-squares slope of value over turn number is below ``-tolerance``. See
+        :func:`ragmeter.conversations.conversation_results` (turns 1, 2, 3 scored 0.9, 0.8, 0.4:
+        slope -0.25 per turn, worst turn 3, falling)."""
+        metric = metric if metric is not None else (self.metrics[0] if self.metrics else "")
+        return conversation_results(self.results, metric, tolerance)
+
     # ------------------------------------------------------------------ exports
 
     def to_records(self) -> list[dict[str, Any]]:
         """One flat dict per sample: id, question, answer, then ``<metric>`` value and
-        ``<metric>_label`` / ``<metric>_error`` columns."""
+        ``<metric>_label`` / ``<metric>_error`` columns; ``conversation_id`` and ``turn`` after the
+        id when any sample belongs to a conversation."""
         rows = []
+        chat = self._has_conversations()
         for r in self.results:
-            row: dict[str, Any] = {"sample_id": r.sample.id, "question": r.sample.question, "answer": r.sample.answer}
+            row: dict[str, Any] = {"sample_id": r.sample.id}
+            if chat:
+                row.update(conversation_id=r.sample.conversation_id, turn=r.sample.turn)
+            row.update(question=r.sample.question, answer=r.sample.answer)
             for m in self.metrics:
                 s = r.scores.get(m)
                 row[m] = s.value if s else None
@@ -179,8 +194,11 @@ class EvaluationResult:
 
         return pd.DataFrame(self.to_records(), columns=self._columns())
 
+    def _has_conversations(self) -> bool:
+        return any(r.sample.conversation_id is not None for r in self.results)
+
     def _columns(self) -> list[str]:
-        cols = ["sample_id", "question", "answer"]
+        cols = ["sample_id"] + (["conversation_id", "turn"] if self._has_conversations() else []) + ["question", "answer"]
         for m in self.metrics:
             cols += [m, f"{m}_label", f"{m}_error"]
         return cols + ["judge_calls", "cost_usd"]

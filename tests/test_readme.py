@@ -40,13 +40,16 @@ EXAMPLES = [b.partition("\n")[0][2:].strip() for b in re.findall(r"```text\n(.*?
 
 
 def test_readme_shows_example_outputs():
-    assert {"python examples/monitor_degradation.py", "python examples/custom_metrics.py"} <= set(EXAMPLES)
+    assert {"python examples/monitor_degradation.py", "python examples/custom_metrics.py",
+            "python examples/conversations.py"} <= set(EXAMPLES)
 
 
-def test_custom_metrics_code_is_the_example_file():
-    """The README's custom-metrics code is examples/custom_metrics.py (whose output it shows)."""
-    block = README.split("## Custom metrics", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    code = (ROOT / "examples" / "custom_metrics.py").read_text(encoding="utf-8")
+@pytest.mark.parametrize("section, example", [("## Custom metrics", "custom_metrics.py"),
+                                              ("## Conversations", "conversations.py")])
+def test_shown_code_is_the_example_file(section, example):
+    """The README's code in ``section`` is examples/``example`` (whose output it shows)."""
+    block = README.split(section, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    code = (ROOT / "examples" / example).read_text(encoding="utf-8")
     assert code.split('"""', 2)[2].lstrip("\n") == block
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ragmeter.judges.base import Embedder
 from ragmeter.judges.llm import LLMJudge
-from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply
+from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply, sdk_post
 from ragmeter.loops import PerLoop
 
 __all__ = ["AnthropicJudge", "AnthropicTransport", "DEFAULT_MODEL"]
@@ -136,8 +136,7 @@ class AnthropicTransport(Transport):
         if request.timeout is not None:
             options["timeout"] = request.timeout
         max_tokens = request.max_tokens or 4096
-        raw = await client.post("/v1/messages", content=self.body(request, _accepts_temperature(client)),
-                                cast_to=bytes, options=options)
+        raw = await sdk_post(client, "/v1/messages", self.body(request, _accepts_temperature(client)), options)
         try:
             resp = json.loads(raw)
         except (ValueError, UnicodeDecodeError):

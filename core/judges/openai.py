@@ -19,7 +19,8 @@ from ragmeter.judges.base import Embedder
 from ragmeter.judges.embedding import CachedEmbedder
 from ragmeter.judges.llm import LLMJudge
 from ragmeter.judges.retry import within
-from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply, schema_instructions
+from ragmeter.judges.transport import (ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply, schema_instructions,
+                                       sdk_post)
 from ragmeter.loops import PerLoop
 
 __all__ = ["OpenAIJudge", "OpenAIEmbedder", "OpenAITransport"]
@@ -203,7 +204,7 @@ class OpenAITransport(Transport):
         options: dict[str, Any] = {"headers": _JSON_HEADERS}
         if request.timeout is not None:
             options["timeout"] = request.timeout
-        raw = await client.post("/chat/completions", content=self.body(request), cast_to=bytes, options=options)
+        raw = await sdk_post(client, "/chat/completions", self.body(request), options)
         resp = _json_body(raw, self.secrets)
         usage = resp.get("usage") or {}
         prompt = int(usage.get("prompt_tokens") or 0)

@@ -12,6 +12,8 @@ and the error for a success status whose body is not JSON (:func:`non_json_reply
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import json
 import re
 from dataclasses import dataclass
@@ -200,3 +202,19 @@ def key_secrets(api_key: str | None) -> tuple[str, ...]:
     """The API key as a secret to redact from errors; none for a placeholder (shorter than 8
     characters, like ``ollama``, or ``not-needed``), which would only blank out ordinary words."""
     return (api_key,) if api_key and len(api_key) >= 8 and api_key != "not-needed" else ()
+
+
+@functools.lru_cache(maxsize=None)
+def _post_takes_content(client_type: type) -> bool:
+    return "content" in inspect.signature(client_type.post).parameters
+
+
+async def sdk_post(client: Any, path: str, body: bytes, options: dict) -> bytes:
+    """POST a request body already serialised as JSON through an OpenAI / Anthropic SDK client's
+    own request path (its base URL, auth, headers and error classes), returning the raw reply.
+    SDKs whose ``post`` takes ``content=`` (openai >= 2.x, recent anthropic) get the bytes as they
+    are; older ones (openai 1.58, anthropic 0.40, which only take a JSON-able ``body=``) get the
+    body parsed back, which costs one ``json.loads`` per call on those versions only."""
+    if _post_takes_content(type(client)):
+        return await client.post(path, content=body, cast_to=bytes, options=options)
+    return await client.post(path, body=json.loads(body), cast_to=bytes, options=options)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 import numpy as np
 
 from ragmeter.citations import ParsedAnswer, parse_citations, strip_citations
+from ragmeter.conversations import judged_question
 from ragmeter.data import RecordError, Sample, Score
 from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
 from ragmeter.text import split_sentences
@@ -212,6 +213,12 @@ class JudgeRequests:
         """The answer parsed into units with their citations (the same for every metric)."""
         return self.parsed
 
+    def question_text(self) -> str:
+        """The question as judges see it (:func:`ragmeter.conversations.judged_question`): the
+        standalone question of a chat turn, else its recent history and the question, else the
+        question unchanged (a sample without history sends the same inputs as ever)."""
+        return judged_question(self.sample)
+
     def answer_text(self) -> str:
         """The answer as judges and embedders see it: citation markers and reference list removed."""
         return self.parsed.text or (self.sample.answer or "").strip()
@@ -222,7 +229,7 @@ class JudgeRequests:
         no claims and costs no call. Raises :class:`LimitError` past ``Limits.max_claims``."""
         if not self.parsed.units:
             return []
-        out = (await self.task("extract_claims", {"question": self.sample.question,
+        out = (await self.task("extract_claims", {"question": self.question_text(),
                                                   "units": self.parsed.unit_texts})).output
         claims = distinct_claims(out["claims"])
         self.settings.limits.check_claims(self.sample, "answer", len(claims), "distinct claims")
@@ -242,7 +249,7 @@ class JudgeRequests:
         """Each chunk split into statements, and the ``rate_chunks`` answer: per chunk the
         relevant statement indices and the ``useful`` verdict, and ``answerable`` (1..5)."""
         statements = [split_sentences(t) for t in self.sample.context_texts]
-        inputs = {"question": self.sample.question, "reference": self.sample.reference or None,
+        inputs = {"question": self.question_text(), "reference": self.sample.reference or None,
                   "chunks": statements}
         return statements, (await self.task("rate_chunks", inputs)).output
 
@@ -254,7 +261,7 @@ class JudgeRequests:
         self.settings.limits.check_claims(self.sample, "reference", len(statements), "statements")
         if not statements:
             return statements, None
-        inputs = {"question": self.sample.question, "statements": statements, "chunks": self.sample.context_texts}
+        inputs = {"question": self.question_text(), "statements": statements, "chunks": self.sample.context_texts}
         return statements, (await self.task("attribute_statements", inputs)).output
 
     def generates_questions(self) -> bool:
@@ -266,20 +273,20 @@ class JudgeRequests:
         would answer (0 for a judge that cannot write them: it still reports ``noncommittal``
         and the question's ``parts``)."""
         n = self.settings.n_questions if self.generates_questions() else 0
-        inputs = {"question": self.sample.question, "answer": self.answer_text(), "n": n}
+        inputs = {"question": self.question_text(), "answer": self.answer_text(), "n": n}
         return (await self.task("generate_questions", inputs)).output
 
     async def claim_comparison(self, claims: Sequence[dict], statements: Sequence[str]) -> dict:
         """The ``compare_claims`` answer: which claims the reference states and which reference
         ``statements`` the answer covers (at most ``Limits.max_claims`` statements)."""
         self.settings.limits.check_claims(self.sample, "reference", len(statements), "statements")
-        inputs = {"question": self.sample.question, "claims": [c["text"] for c in claims],
+        inputs = {"question": self.question_text(), "claims": [c["text"] for c in claims],
                   "statements": list(statements)}
         return (await self.task("compare_claims", inputs)).output
 
     async def answer_rating(self) -> dict:
         """The ``rate_answer`` answer: a 0..1 rating of how well the answer addresses the question."""
-        inputs = {"question": self.sample.question, "answer": self.answer_text()}
+        inputs = {"question": self.question_text(), "answer": self.answer_text()}
         return (await self.task("rate_answer", inputs)).output
 
 

@@ -17,7 +17,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from ragmeter.data import Sample, Score
+from ragmeter.data import CONVERSATION_FIELDS, Sample, Score
 from ragmeter.fileio import json_text
 from ragmeter.judges.base import Usage
 from ragmeter.result import SampleResult
@@ -97,8 +97,18 @@ def sample_row(result: SampleResult, run_id: int, created_at: datetime, tags: li
     return {"run_id": run_id, "sample_id": text(s.id), "created_at": created_at, "question": text(s.question),
             "answer": text(s.answer), "contexts": dumps(contexts), "reference": text(s.reference),
             "relevant_ids": None if s.relevant_ids is None else dumps(s.relevant_ids),
-            "metadata": dumps(s.metadata), "usage": dumps(result.usage.to_dict()),
+            "metadata": dumps(_with_turn(s)), "usage": dumps(result.usage.to_dict()),
             "scoring_s": float(result.duration_s), "tags": dumps(tags), "latency_s": latency_seconds(s.metadata)}
+
+
+#: Key of the ``metadata`` JSON column that holds a chat turn's conversation fields (no column of its own).
+TURN_KEY = "ragmeter:turn"
+
+
+def _with_turn(sample: Sample) -> dict:
+    """The metadata stored for ``sample``: its own, plus its conversation fields under :data:`TURN_KEY`."""
+    turn = {k: getattr(sample, k) for k in CONVERSATION_FIELDS if getattr(sample, k)}
+    return {**sample.metadata, TURN_KEY: turn} if turn else sample.metadata
 
 
 def score_rows(result: SampleResult, sample_row_id: int, run_id: int, text: TextCleaner) -> list[dict]:
@@ -110,9 +120,11 @@ def score_rows(result: SampleResult, sample_row_id: int, run_id: int, text: Text
 
 def sample_result(row: Any, score_rows_: Iterable[Any]) -> SampleResult:
     """A :class:`SampleResult` from a ``samples`` row and its ``scores`` rows (in id order)."""
+    metadata = loads(row.metadata, {})
+    turn = metadata.pop(TURN_KEY, None) or {}
     sample = Sample(question=row.question, contexts=loads(row.contexts, []), answer=row.answer,
                     reference=row.reference, relevant_ids=loads(row.relevant_ids), id=row.sample_id,
-                    metadata=loads(row.metadata, {}))
+                    metadata=metadata, **{k: v for k, v in turn.items() if k in CONVERSATION_FIELDS})
     scores = {r.metric: Score(metric=r.metric, value=r.value, explanation=r.explanation or "",
                               details=loads(r.details, {}), error=r.error, judge=r.judge, label=r.label)
               for r in score_rows_}

@@ -7,6 +7,14 @@
 metadata), the final answer (root output), and what the run cost (latency, token usage, models)
 in ``metadata``. Run metadata, document metadata and error texts are redacted of credentials
 (:mod:`ragmeter.redact`).
+
+A chat turn (a chain fed a chat history under one of :data:`HISTORY_KEYS`, as
+``create_history_aware_retriever`` and ``RunnableWithMessageHistory`` chains are) also gets its
+``history`` (the last :data:`ragmeter.conversations.MAX_HISTORY` user / assistant messages),
+``turn`` (user messages in the history + 1), ``standalone_question`` (the query the first
+retriever ran with, when it differs from the question: the condensed question) and
+``conversation_id`` (config metadata ``conversation_id`` / ``session_id`` / ``thread_id``;
+``configurable`` values reach only LangSmith's tracer, so pass the id in ``metadata`` too).
 """
 
 from __future__ import annotations
@@ -18,11 +26,13 @@ import uuid
 from typing import Any
 
 from ragmeter.capture import REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY
+from ragmeter.conversations import MAX_HISTORY, history_messages
 from ragmeter.data import Context, RecordError, Sample
 from ragmeter.integrations._tracing import trace_metadata
 from ragmeter.redact import redact, redact_value
 
-__all__ = ["sample_from_run", "has_open_runs", "QUESTION_KEYS", "ANSWER_KEYS", "SCORE_KEYS", "ID_KEYS"]
+__all__ = ["sample_from_run", "has_open_runs", "QUESTION_KEYS", "ANSWER_KEYS", "SCORE_KEYS", "ID_KEYS", "HISTORY_KEYS",
+           "CONVERSATION_KEYS"]
 
 log = logging.getLogger("ragmeter")
 
@@ -30,6 +40,10 @@ log = logging.getLogger("ragmeter")
 QUESTION_KEYS = ("question", "input", "query", "user_input", "q")
 #: Root output keys tried (in order) for the answer when ``answer_key`` is not given.
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
+#: Input keys of the root or of any chain under it read as the chat history (first found wins).
+HISTORY_KEYS = ("chat_history", "history")
+#: Config ``metadata`` keys read as the conversation id (first found wins).
+CONVERSATION_KEYS = ("conversation_id", "session_id", "thread_id")
 #: Document metadata keys read as the retriever's score (first numeric one wins).
 SCORE_KEYS = ("score", "relevance_score", "similarity_score", "similarity", "_score")
 #: Document metadata keys read as the chunk id when ``Document.id`` is empty.
@@ -114,15 +128,67 @@ def sample_from_run(root: Any, target: Any, question_key: str | None = None,
 
     fields = {"reference": reference if reference is None or isinstance(reference, str) else str(reference),
               "relevant_ids": relevant}
+    turn = _turn_fields(root, tree, question, run_meta)
     try:
         sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id),
-                        metadata=metadata, **fields)
+                        metadata=metadata, **fields, **turn)
     except RecordError as err:  # bad ground truth in config metadata: keep the run, drop the field
         log.warning("ragmeter: ignoring config metadata for run %s: %s", root.id, redact(str(err)))
         metadata["capture_warning"] = redact(str(err))
         sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id),
-                        metadata=metadata)
+                        metadata=metadata, **turn)
     return sample, "captured"
+
+
+def _turn_fields(root: Any, tree: "_Tree", question: str, run_meta: dict) -> dict:
+    """``conversation_id``, ``turn``, ``history`` and ``standalone_question`` of a chat turn (see
+    the module docstring); only the conversation id (when given) for a run without history."""
+    out: dict[str, Any] = {}
+    conv = next((run_meta[k] for k in CONVERSATION_KEYS if isinstance(run_meta.get(k), (str, int))
+                 and not isinstance(run_meta.get(k), bool)), None)
+    if conv is not None:
+        out["conversation_id"] = str(conv)
+    history = _history(root)
+    if history is None:
+        return out
+    out["turn"] = sum(m["role"] == "user" for m in history) + 1
+    out["history"] = [m for m in history if m["role"] in ("user", "assistant")][-MAX_HISTORY:]
+    query = next((q for q in (_str((r.inputs or {}).get("query")) for r in tree.retrievers) if q), None)
+    if history and query and query != question:
+        out["standalone_question"] = query
+    return out
+
+
+def _history(root: Any) -> list[dict] | None:
+    """The chat history fed to the root or to the first chain under it that has one (None when
+    no run had a history input); messages as ``{"role", "content"}``, unreadable ones skipped."""
+    queue = [root]
+    while queue:
+        run = queue.pop(0)
+        inputs = run.inputs if isinstance(run.inputs, dict) else {}
+        for key in HISTORY_KEYS:
+            value = inputs.get(key)
+            if isinstance(value, (list, tuple)):
+                return [m for m in map(_message, value) if m is not None]
+        if run.run_type not in ("retriever", *_LLM_TYPES):
+            queue.extend(run.child_runs or ())
+    return None
+
+
+def _message(value: Any) -> dict | None:
+    """A chat message (LangChain message, its serialized form, a dict, or a ``(role, text)``
+    tuple) as ``{"role", "content"}``; None when it is none of those."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, str) for v in value):
+        value = {"role": value[0], "content": value[1]}
+    elif isinstance(value, dict) and isinstance(value.get("kwargs"), dict):  # dumpd() form
+        value = value["kwargs"]
+    content = value.get("content") if isinstance(value, dict) else getattr(value, "content", None)
+    role = (value.get("role") or value.get("type")) if isinstance(value, dict) else getattr(value, "type", None)
+    try:
+        [message] = history_messages([{"role": role, "content": _content_text(content)}])
+    except RecordError:
+        return None
+    return message
 
 
 # ---------------------------------------------------------------------- the run tree
