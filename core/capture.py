@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
+from ragmeter.conversations import no_retrieval_turn
 from ragmeter.data import Context, Sample, save_samples
 from ragmeter.guard import never_raise
 from ragmeter.inline import BackgroundScorer, register_exit_hook, store_writer, weak_hook
@@ -111,7 +112,11 @@ def without_content(sample: Sample) -> Sample:
     return Sample(_placeholder(sample.question), contexts,
                   answer=None if sample.answer is None else _placeholder(sample.answer),
                   reference=None if sample.reference is None else _placeholder(sample.reference),
-                  relevant_ids=sample.relevant_ids, id=sample.id, metadata=meta)
+                  relevant_ids=sample.relevant_ids, id=sample.id, metadata=meta,
+                  conversation_id=sample.conversation_id, turn=sample.turn,
+                  history=[dict(m, content=_placeholder(m["content"])) for m in sample.history],
+                  standalone_question=None if sample.standalone_question is None
+                  else _placeholder(sample.standalone_question))
 
 
 def content_captured(sample: Any) -> bool:
@@ -121,8 +126,10 @@ def content_captured(sample: Any) -> bool:
 
 
 def scorable(sample: Sample) -> bool:
-    """Whether a captured sample is scored: status ``"ok"`` and at least one context."""
-    return sample.metadata.get("status") == "ok" and bool(sample.contexts)
+    """Whether a captured sample is scored: status ``"ok"`` and at least one context, or a chat
+    turn that ran no retriever (:func:`ragmeter.conversations.no_retrieval_turn`: the metrics that
+    need contexts say not applicable, and a Monitor fed by ``on_result`` counts it as no retrieval)."""
+    return sample.metadata.get("status") == "ok" and (bool(sample.contexts) or no_retrieval_turn(sample))
 
 
 class CaptureRecorder:
@@ -221,7 +228,7 @@ class CaptureRecorder:
             self._records.append((next(self._seq), kept, target, offline_full))
             self._counts["captured"] += 1
             self._counts["errored" if status == "error" else status] += 1
-            if status == "ok" and not sample.contexts:
+            if status == "ok" and not sample.contexts and not no_retrieval_turn(sample):
                 self._counts["skipped_no_contexts"] += 1
         if self.scorer is not None and scorable(sample):
             self._submit(sample, kept, target, key)

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 from ragmeter import __version__
 from ragmeter.judges.spec import SPEC_HELP
 from ragmeter.metrics import metrics_help
+from ragmeter.profiles import PROFILES
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT = 0, 1, 2
 
@@ -170,6 +171,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ragmeter.runner import evaluate, resolve_metrics
 
     check_run_options(args)  # reject bad thresholds and report types before spending judge calls
+    if args.resume:
+        return _cmd_evaluate_streamed(args)
     dataset = load_samples(args.file)
     args.dataset = Path(args.file).stem
     if not dataset:
@@ -178,14 +181,45 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"ragmeter: {args.file}: no valid records", file=sys.stderr)
         return EXIT_INPUT
     metrics = resolve_metrics(metric_list(args.metrics), dataset)
-    result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency, progress=not args.no_progress)
+    result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency, progress=not args.no_progress,
+                      profile=args.profile, executor=executor_from(args))
     if args.judge is None:
         from ragmeter.judges.spec import default_judge_notice
 
         notice = default_judge_notice(result.judge)
         if notice:
             print(f"ragmeter: {notice}", file=sys.stderr)
-    return finish(result, args)
+    return finish(result, args, [f"ragmeter: profile {result.profile}"] if result.profile else [])
+
+
+def executor_from(args: argparse.Namespace) -> Any:
+    """The executor ``--executor`` names: None (the runner's asyncio default) or a RayExecutor."""
+    if args.executor != "ray":
+        return None
+    from ragmeter.executors import RayExecutor
+
+    per_worker = {"concurrency": args.concurrency} if args.concurrency else {}
+    return RayExecutor(args.ray_address, workers=args.workers, **per_worker)
+
+
+def _cmd_evaluate_streamed(args: argparse.Namespace) -> int:
+    """``evaluate --resume``: samples read a line at a time, results appended to the one .jsonl
+    ``--out`` as they finish, the samples already in it skipped (see :mod:`ragmeter.streaming`)."""
+    from ragmeter.runner import evaluate
+
+    streams = [p for p in args.out or [] if Path(p).suffix.lower() == ".jsonl"]
+    if len(streams) != 1:
+        raise ValueError("--resume needs exactly one .jsonl --out: the results file to write and resume from")
+    args.dataset = Path(args.file).stem
+    result = evaluate(args.file, metric_list(args.metrics), args.judge, concurrency=args.concurrency,
+                      progress=not args.no_progress, profile=args.profile, executor=executor_from(args),
+                      out=streams[0], resume=True)
+    if not result.scored and not result.skipped:
+        for err in result.invalid:
+            print(f"invalid record: {err}", file=sys.stderr)
+        print(f"ragmeter: {args.file}: no valid records", file=sys.stderr)
+        return EXIT_INPUT
+    return finish(result, args, [f"ragmeter: {result.scored} samples scored now, {result.skipped} already in {streams[0]}"])
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -285,7 +319,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="score a dataset file (JSONL / JSON / CSV)",
                        description="Score every record of FILE, print a summary table and write reports.")
     p.add_argument("file", metavar="FILE", help="samples: .jsonl, .json or .csv")
+    p.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                   help="domain profile: its pass / warn levels and extra checks (legal: citations of cases and "
+                        "statutes; medical: dosage advice needs a source and a caveat)")
     add_run_options(p)
+    p.add_argument("--executor", choices=("asyncio", "ray"), default="asyncio",
+                   help="where samples are scored: this process (asyncio, default) or a Ray cluster (ray; "
+                        "pip install 'ragmeter[ray]'); with ray, --concurrency is per worker")
+    p.add_argument("--ray-address", metavar="ADDRESS", default=None,
+                   help="the Ray cluster (ray://head:10001, auto); default $RAY_ADDRESS, else a local Ray runtime")
+    p.add_argument("--workers", type=int, default=None, help="Ray workers (default: one per CPU of the cluster)")
+    p.add_argument("--resume", action="store_true",
+                   help="stream: read FILE a line at a time and append each result to the .jsonl --out as it is "
+                        "scored (memory bounded by --concurrency, not the dataset); samples already in that file are "
+                        "skipped, so a re-run of an interrupted job scores only the rest")
     p.set_defaults(func=_cmd_evaluate)
 
     _add_plugin_commands(sub)

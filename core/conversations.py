@@ -16,13 +16,14 @@ import hashlib
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ragmeter.data import RecordError, Sample
 from ragmeter.fileio import json_text, text_problem
 
-__all__ = ["MAX_HISTORY", "ROLES", "history_messages", "check_turn", "judged_question", "is_multi_turn", "samples_of", "turn_records",
-           "ConversationResult", "conversation_results", "slope"]
+__all__ = ["MAX_HISTORY", "ROLES", "NO_RETRIEVAL_KEY", "history_messages", "check_turn", "judged_question",
+           "no_retrieval_turn", "is_multi_turn", "samples_of", "turn_records", "ConversationResult", "conversation_results",
+           "slope"]
 
 #: Messages of history kept by the loaders and by capture (the most recent ones).
 MAX_HISTORY = 10
@@ -33,6 +34,11 @@ ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assis
 
 #: Characters of one history message the judge reads (longer ones end with "…").
 MESSAGE_CHARS = 1000
+
+#: ``metadata`` key set to True on a captured chat turn that ran no retriever (its sample has no
+#: contexts): it counts in :class:`ragmeter.Monitor`'s no-retrieval rate, and metrics that need
+#: contexts say "not applicable" on it.
+NO_RETRIEVAL_KEY = "no_retrieval"
 
 
 def history_messages(messages: Any, limit: int | None = None, field_name: str = "history") -> list[dict]:
@@ -105,6 +111,17 @@ def judged_question(sample: Any) -> str:
         text = " ".join(m["content"].split())
         lines.append(f"{m['role']}: {text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS - 1] + '…'}")
     return "\n".join(lines + [f"Current question: {sample.question}"])
+
+
+def no_retrieval_turn(sample: Any) -> bool:
+    """Whether ``sample`` is a chat turn recorded without retrieval: no contexts and
+    ``metadata[NO_RETRIEVAL_KEY]`` True.
+
+    >>> from ragmeter.data import Sample
+    >>> no_retrieval_turn(Sample("thanks!", answer="You're welcome.", metadata={NO_RETRIEVAL_KEY: True}))
+    True
+    """
+    return not sample.contexts and sample.metadata.get(NO_RETRIEVAL_KEY) is True
 
 
 def is_multi_turn(record: Mapping) -> bool:
@@ -225,18 +242,25 @@ class ConversationResult:
                 "slope": self.slope, "falling": self.falling}
 
 
-def conversation_results(results: Iterable[Any], metric: str, tolerance: float = 0.05) -> list[ConversationResult]:
+def conversation_results(results: Iterable[Any], metric: str, tolerance: float = 0.05, *,
+                         value: Callable[[Any], float | None] | None = None) -> list[ConversationResult]:
     """Per conversation (samples with a ``conversation_id``, in order of first appearance) the
     turn values of ``metric``, the worst turn and whether quality falls: the least-squares slope of
     value over turn number (:func:`slope`) is below ``-tolerance`` per turn. Samples without a turn
-    number are numbered in the order they appear."""
+    number are numbered in the order they appear. ``value(result)``, when given, is the turn's
+    value instead of the metric's score (e.g. the dashboard's composite score; ``metric`` then
+    only names it)."""
     groups: dict[str, list] = {}
     for r in results:
         conv = r.sample.conversation_id
         if conv is None:
             continue
-        score = r.scores.get(metric)
-        groups.setdefault(conv, []).append((r.sample.turn, r.sample.id, None if score is None else score.value))
+        if value is not None:
+            v = value(r)
+        else:
+            score = r.scores.get(metric)
+            v = None if score is None else score.value
+        groups.setdefault(conv, []).append((r.sample.turn, r.sample.id, v))
     out = []
     for conv, rows in groups.items():
         rows = [(t if t is not None else n, sid, v) for n, (t, sid, v) in enumerate(rows, start=1)]

@@ -16,6 +16,10 @@ medical    faithfulness 0.95 / 0.9, citation_accuracy 0.9 /     ``medical_advice
                                                                 chunk and a safety caveat
 =========  ===================================================  ==================================
 
+Relevance bands (:func:`relevance_band`): excellent >= 0.8, good >= 0.5, else poor; legal and
+medical: excellent >= 0.9, good >= 0.7. ``ragmeter.evaluate(..., profile="legal")`` applies a
+profile in one word and names it on the result.
+
 Legal citations (:func:`parse_citations` with ``profile="legal"``) are found with regular
 expressions for the common U.S. forms: full case citations with an optional case name, pinpoint,
 court and year ("Brown v. Board of Education, 347 U.S. 483, 495 (1954)"), short forms
@@ -39,7 +43,8 @@ from ragmeter.metrics.requests import ScoringContext
 from ragmeter.specifics import extract_specifics, find_specific
 from ragmeter.text import split_sentences
 
-__all__ = ["LegalCitation", "parse_citations", "Profile", "get_profile", "PROFILES", "LegalCitations", "MedicalAdvice"]
+__all__ = ["LegalCitation", "parse_citations", "Profile", "get_profile", "PROFILES", "LegalCitations", "MedicalAdvice",
+           "relevance_band", "RELEVANCE_METRICS"]
 
 # --------------------------------------------------------------------------- legal citations
 
@@ -272,13 +277,15 @@ class MedicalAdvice(Metric):
 
 @dataclass(frozen=True)
 class Profile:
-    """A domain profile: ``levels`` (metric name -> (pass, warn)) and ``checks`` (factories of
-    the deterministic metrics the domain adds)."""
+    """A domain profile: ``levels`` (metric name -> (pass, warn)), ``checks`` (factories of
+    the deterministic metrics the domain adds) and ``bands`` (the lowest "excellent" and "good"
+    relevance values, see :func:`relevance_band`)."""
 
     name: str
     levels: dict[str, tuple[float, float]] = field(default_factory=dict)
     checks: tuple[Callable[[], Metric], ...] = ()
     description: str = ""
+    bands: tuple[float, float] = (0.8, 0.5)
 
     def apply(self, metric: Metric) -> Metric:
         """``metric`` with this profile's levels for its name (itself when the profile sets none)."""
@@ -302,9 +309,10 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("default", description="each metric's own levels, no extra checks"),
     Profile("legal", {"faithfulness": (0.9, 0.8), "citation_accuracy": (0.9, 0.8), "citation_precision": (0.8, 0.6),
                       "citation_recall": (0.8, 0.6), "answer_correctness": (0.8, 0.6)}, (LegalCitations,),
-            "stricter support and citation levels; case and statute citations checked against the chunks"),
+            "stricter support and citation levels; case and statute citations checked against the chunks", (0.9, 0.7)),
     Profile("medical", {"faithfulness": (0.95, 0.9), "citation_accuracy": (0.9, 0.8), "answer_correctness": (0.8, 0.6)},
-            (MedicalAdvice,), "faithfulness above 0.9; dosage / treatment advice needs a source and a safety caveat"),
+            (MedicalAdvice,), "faithfulness above 0.9; dosage / treatment advice needs a source and a safety caveat",
+            (0.9, 0.7)),
 )}
 
 
@@ -317,3 +325,26 @@ def get_profile(name: "str | Profile") -> Profile:
     except (KeyError, TypeError):
         raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}") from None
 
+
+
+#: The metrics whose values :func:`relevance_band` labels in reports.
+RELEVANCE_METRICS = ("answer_relevancy", "context_relevance")
+
+
+def relevance_band(value: float | None, profile: "str | Profile" = "default") -> str | None:
+    """The relevance band of ``value`` under ``profile``: ``"excellent"`` when value >= the
+    profile's first band level, ``"good"`` when >= the second, else ``"poor"``; None for None.
+
+    Levels (``Profile.bands``): default excellent >= 0.8, good >= 0.5; legal and medical
+    excellent >= 0.9, good >= 0.7. Meant for :data:`RELEVANCE_METRICS` (a sample's value or a
+    run's mean); the pass / warn / fail label of a Score stays the metric's own.
+
+    >>> relevance_band(0.8), relevance_band(0.79), relevance_band(0.5), relevance_band(0.49)
+    ('excellent', 'good', 'good', 'poor')
+    >>> relevance_band(0.85, profile="legal")
+    'good'
+    """
+    if value is None:
+        return None
+    excellent, good = get_profile(profile).bands
+    return "excellent" if value >= excellent else "good" if value >= good else "poor"

@@ -9,6 +9,12 @@ records (RAGAS ``MultiTurnSample``, DeepEval ``ConversationalTestCase``) are rea
 split into turns by :func:`ragmeter.conversations.turn_records`; in CSV files ``history`` holds a
 JSON list of messages, ``turn`` an integer, and a ``user_input`` cell holding a list of message
 objects (RAGAS's ``to_csv()`` of a ``MultiTurnSample``) is a conversation.
+
+DeepEval's CSV (``EvaluationDataset.save_as(file_type="csv")``) is recognised by its ``input`` and
+``actual_output`` columns: ``retrieval_context`` (the chunks) and ``context`` (the golden's ideal
+context, kept in metadata) hold texts joined with ``|``, as DeepEval writes and reads them;
+``tools_called``, ``expected_tools``, ``additional_metadata`` and ``custom_column_key_values``
+hold JSON; ``name``, ``comments`` and ``source_file`` are kept in metadata.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from ragmeter.fileio import (
     record_slices,
 )
 
-__all__ = ["jsonl_records", "json_records", "csv_records", "RECORD_LISTS", "LIST_COLUMNS", "MAYBE_LIST_COLUMNS"]
+__all__ = ["jsonl_records", "json_records", "csv_records", "RECORD_LISTS", "LIST_COLUMNS", "MAYBE_LIST_COLUMNS",
+           "DEEPEVAL_SPLIT_COLUMNS", "DEEPEVAL_JSON_COLUMNS"]
 
 #: CSV columns that hold lists or objects (JSON, or Python's repr as RAGAS's ``to_csv()`` writes);
 #: a cell that is neither is an error naming the row and the column.
@@ -37,6 +44,10 @@ LIST_COLUMNS = frozenset(FIELD_ALIASES["contexts"] + FIELD_ALIASES["relevant_ids
                          + ("metadata", CONTEXT_IDS))
 #: RAGAS columns read as lists when they hold one, else kept as text.
 MAYBE_LIST_COLUMNS = frozenset(("reference_contexts", "ground_truths", "multi_responses", "rubrics"))
+#: DeepEval CSV columns holding texts joined with ``|`` (its ``save_as(file_type="csv")``).
+DEEPEVAL_SPLIT_COLUMNS = frozenset(("retrieval_context", "context"))
+#: DeepEval CSV columns holding JSON.
+DEEPEVAL_JSON_COLUMNS = frozenset(("tools_called", "expected_tools", "additional_metadata", "custom_column_key_values"))
 
 
 def jsonl_records(text: str) -> list[Any]:
@@ -82,6 +93,7 @@ def json_records(text: str, path: Path) -> list[Any]:
 def csv_records(text: str) -> list[Any]:
     """(row number, record or RecordError) of each CSV row; list cells parsed (see :data:`LIST_COLUMNS`)."""
     reader = csv.DictReader(io.StringIO(text))
+    deepeval = {"input", "actual_output"} <= set(reader.fieldnames or ())
     records: list[Any] = []
     n = 1  # row 1 is the header
     while True:
@@ -101,7 +113,15 @@ def csv_records(text: str) -> list[Any]:
                 break
             if value is None or value == "":
                 continue
-            if key == "turn" and value.strip().isdigit():
+            if deepeval and key in DEEPEVAL_SPLIT_COLUMNS:
+                value = value.split("|")
+            elif deepeval and key in DEEPEVAL_JSON_COLUMNS:
+                try:
+                    value = parse_json(value)
+                except JSON_ERRORS:
+                    err = RecordError(f"row {n}", key, "expected JSON in this DeepEval CSV cell")
+                    break
+            elif key == "turn" and value.strip().isdigit():
                 value = int(value)
             elif key == "user_input" and value.startswith("[{"):  # RAGAS MultiTurnSample messages
                 value = _messages_cell(value)

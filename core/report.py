@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from ragmeter.conversations import conversation_results
+from ragmeter.profiles import RELEVANCE_METRICS, get_profile, relevance_band
 
-__all__ = ["summary_rows", "conversation_rows", "text_table", "markdown_report"]
+__all__ = ["summary_rows", "conversation_rows", "relevance_lines", "text_table", "markdown_report"]
 
 _HEADER = ["metric", "mean", "median", "min", "max", "pass", "warn", "fail", "errors", "n/a"]
 
@@ -76,6 +77,20 @@ def _usage_line(result: Any) -> str:
             f"{u.completion_tokens} completion, cost: {cost}")
 
 
+def relevance_lines(result: Any) -> list[str]:
+    """The relevance band of each relevance metric's mean (see
+    :func:`ragmeter.profiles.relevance_band`) under the run's profile (``result.profile``, else
+    the default), as one Markdown line with the band levels; empty when the run has none."""
+    profile = get_profile(result.profile or "default")
+    summary = result.summary()
+    means = [(m, summary[m]["mean"]) for m in RELEVANCE_METRICS if m in summary and summary[m]["mean"] is not None]
+    if not means:
+        return []
+    excellent, good = profile.bands
+    cells = "; ".join(f"{m} {v:.4f} **{relevance_band(v, profile)}**" for m, v in means)
+    return [f"Relevance bands ({profile.name}: excellent ≥ {excellent:g}, good ≥ {good:g}, else poor): {cells}"]
+
+
 def _md_cell(text: Any) -> str:
     return str(text if text is not None else "-").replace("|", "\\|").replace("\n", " ")
 
@@ -85,10 +100,15 @@ def markdown_report(result: Any, max_problems: int = 50) -> str:
     lines = ["# ragmeter report", "",
              f"- samples: {len(result)} scored, {len(result.invalid)} invalid records",
              f"- judge: {result.judge}",
+             *([f"- profile: {result.profile} ({get_profile(result.profile).description})"]
+               if result.profile else []),
              f"- {_usage_line(result)}",
              f"- time: {result.duration_s:.2f} s", "", "## Summary", "",
              "| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in summary_rows(result)]
+    bands = relevance_lines(result)
+    if bands:
+        lines += [""] + bands
     problems = result.problems()
     if problems:
         lines += ["", f"## Problems ({len(problems)})", "", "| sample | metric | value | label | why |", "|---|---|---|---|---|"]

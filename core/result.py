@@ -77,13 +77,14 @@ class EvaluationResult:
 
     def __init__(self, results: list[SampleResult], metrics: list[str], judge: str = "code",
                  invalid: list[RecordError] | None = None, duration_s: float = 0.0,
-                 thresholds: dict[str, tuple[float, float]] | None = None):
+                 thresholds: dict[str, tuple[float, float]] | None = None, profile: str | None = None):
         self.results = list(results)
         self.metrics = list(metrics)
         self.judge = judge
         self.invalid = list(invalid or [])
         self.duration_s = duration_s
         self.thresholds = dict(thresholds or {})
+        self.profile = profile  # the domain profile's name (ragmeter.profiles), None without one
 
     def __iter__(self) -> Iterator[SampleResult]:
         return iter(self.results)
@@ -209,6 +210,7 @@ class EvaluationResult:
             "judge": self.judge,
             "metrics": self.metrics,
             "thresholds": {k: list(v) for k, v in self.thresholds.items()},
+            **({"profile": self.profile} if self.profile else {}),
             "summary": self.summary(),
             "usage": self.usage.to_dict(),
             "duration_s": round(self.duration_s, 3),
@@ -229,6 +231,7 @@ class EvaluationResult:
         sample with its Scores. ``ragmeter report`` / ``compare`` read it back."""
         header = {"ragmeter": "results", "judge": self.judge, "metrics": self.metrics,
                   "thresholds": {k: list(v) for k, v in self.thresholds.items()},
+                  **({"profile": self.profile} if self.profile else {}),
                   "invalid_records": [e.to_dict() for e in self.invalid], "duration_s": round(self.duration_s, 3)}
         lines = [json_text(header)] + [json_text(r.to_dict()) for r in self.results]
         text = "\n".join(lines) + "\n"
@@ -300,7 +303,7 @@ class EvaluationResult:
             except (*JSON_ERRORS, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}: line {n}: {_problem(exc)}") from None
         return cls(results, metrics or sorted({m for r in results for m in r.scores}), judge=str(header.get("judge", "code")),
-                   invalid=invalid, duration_s=duration, thresholds=thresholds)
+                   invalid=invalid, duration_s=duration, thresholds=thresholds, profile=_profile(header))
 
 
     @classmethod
@@ -322,7 +325,12 @@ class EvaluationResult:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: {_problem(exc)}") from None
         return cls(results, metrics or sorted({m for r in results for m in r.scores}), judge=str(data.get("judge", "code")),
-                   invalid=invalid, duration_s=duration, thresholds=thresholds)
+                   invalid=invalid, duration_s=duration, thresholds=thresholds, profile=_profile(data))
+
+
+def _profile(header: Mapping) -> str | None:
+    profile = header.get("profile")
+    return profile if isinstance(profile, str) and profile else None
 
 
 def _problem(exc: BaseException) -> str:

@@ -8,53 +8,24 @@ the error.
 
 from __future__ import annotations
 
-import asyncio
+import functools
+import os
 import time
-from typing import Any, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
+from typing import Any, Iterable, Sequence
 
 from ragmeter.loops import run_sync
 from ragmeter.data import Dataset, Sample, load_samples, samples_from_records
+from ragmeter.executors import AsyncioExecutor, Executor
 from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, Metric, get_metric
 from ragmeter.metrics.requests import Limits
 from ragmeter.metrics.scoring import score_sample
 from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.profiles import Profile, get_profile
 from ragmeter.verdicts import RESPONSE_TIME, RESPONSE_TIME_LEVELS, add_response_time
 
 __all__ = ["evaluate", "aevaluate", "resolve_metrics", "Executor", "AsyncioExecutor", "run_sync"]
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-class Executor(Protocol):
-    """Runs ``fn`` over ``items`` and calls ``on_done(index, result)`` as each finishes."""
-
-    async def map(self, fn: Callable[[T], Awaitable[R]], items: Sequence[T],
-                  on_done: Callable[[int, R], None]) -> None:
-        ...
-
-
-class AsyncioExecutor:
-    """The default executor: at most ``concurrency`` items in flight on the running event loop."""
-
-    def __init__(self, concurrency: int = 8):
-        if concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
-        self.concurrency = concurrency
-
-    async def map(self, fn, items, on_done) -> None:
-        """Run ``fn`` on every item, ``concurrency`` at a time, in order (``concurrency`` workers
-        take the next item as they finish one: no task exists for an item not yet started)."""
-        queue = iter(enumerate(items))
-
-        async def worker() -> None:
-            for i, item in queue:
-                on_done(i, await fn(item))
-
-        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(items)))))
-
 
 def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Sample] = ()) -> list[Metric]:
     """Metric instances from instances or names. ``None`` -> the defaults: the judge metrics of
@@ -91,6 +62,14 @@ def default_concurrency(judge: Judge | None) -> int:
     return max(DEFAULT_CONCURRENCY, int(ceiling)) if ceiling else DEFAULT_CONCURRENCY
 
 
+def sample_scorer(metrics: Sequence[Metric], judge: Judge | None, embedder: Embedder | None = None,
+                  limits: Limits | None = None) -> Any:
+    """``fn(sample) -> SampleResult`` for an :class:`Executor`: :func:`score_sample` with the run's
+    metrics, judge, embedder and limits (a picklable ``functools.partial``, for executors that
+    score in other processes)."""
+    return functools.partial(score_sample, metrics=metrics, judge=judge, embedder=embedder, limits=limits)
+
+
 def _as_dataset(samples: Any) -> Dataset:
     if isinstance(samples, Dataset):
         return samples
@@ -106,7 +85,9 @@ def _as_dataset(samples: Any) -> Dataset:
 async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
                     embedder: Embedder | None = None, concurrency: int | None = None, progress: bool = True,
                     executor: Executor | None = None, limits: Limits | None = None,
-                    response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS) -> EvaluationResult:
+                    response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
+                    profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
+                    resume: bool = False) -> EvaluationResult:
     """Score ``samples`` (Samples, dicts, a Dataset, a DataFrame or a file path) with ``metrics``.
 
     ``judge`` is a Judge, a spec such as ``"openai:gpt-4o-mini"`` / ``"offline"``, or None for
@@ -123,9 +104,29 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     metrics, without a judge call: pass at most ``response_time[0]`` seconds (3), warn at most
     ``response_time[1]`` (5), fail beyond (see :func:`ragmeter.verdicts.response_time_score`);
     samples without a latency get a not-applicable one. ``response_time=None`` adds none.
+
+    ``profile`` (``"legal"``, ``"medical"``, ``"default"`` or a :class:`~ragmeter.profiles.Profile`)
+    sets the domain's pass / warn levels on the metrics and adds its checks (see
+    :mod:`ragmeter.profiles`); ``result.profile`` names it (None without one).
+
+    ``out`` (a ``.jsonl`` path) streams the run for datasets larger than memory: a ``.jsonl``
+    input is read a line at a time, each result is appended to ``out`` as it finishes and
+    dropped, so memory is bounded by the samples in flight, not by the dataset; ``resume=True``
+    skips the samples already in ``out`` (a re-run of an interrupted job). It returns a
+    :class:`~ragmeter.streaming.StreamedResult` that reads ``out`` back (see
+    :func:`ragmeter.streaming.stream_evaluate`).
     """
+    if out is not None or resume:
+        from ragmeter.streaming import stream_evaluate  # it imports this module
+
+        return await stream_evaluate(samples, metrics, judge, out=out, resume=resume, embedder=embedder,
+                                     concurrency=concurrency, progress=progress, executor=executor, limits=limits,
+                                     response_time=response_time, profile=profile)
     dataset = _as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
+    profile_obj = get_profile(profile) if profile is not None else None
+    if profile_obj is not None:
+        metric_list = profile_obj.metrics(metric_list)
     judge_obj = resolve_judge(judge, metric_list)
     executor = executor or AsyncioExecutor(concurrency or default_concurrency(judge_obj))
     results: list[SampleResult | None] = [None] * len(dataset)
@@ -142,7 +143,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
 
     start = time.perf_counter()
     try:
-        await executor.map(lambda s: score_sample(s, metric_list, judge_obj, embedder, limits=limits), list(dataset), done)
+        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits), list(dataset), done)
     finally:
         if bar is not None:
             bar.close()
@@ -152,7 +153,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     if response_time is not None and add_response_time(done_results, *response_time):
         names.append(RESPONSE_TIME)
         thresholds[RESPONSE_TIME] = (1.0, 0.5)  # the value's levels, as response_time_score defines them
-    return EvaluationResult(
+    result = EvaluationResult(
         results=done_results,
         metrics=names,
         judge=getattr(judge_obj, "name", None) or "code",
@@ -160,12 +161,16 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
         duration_s=time.perf_counter() - start,
         thresholds=thresholds,
     )
+    result.profile = profile_obj.name if profile_obj is not None else None
+    return result
 
 
 def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
              embedder: Embedder | None = None, concurrency: int | None = None, progress: bool = True,
              executor: Executor | None = None, limits: Limits | None = None,
-             response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS) -> EvaluationResult:
+             response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
+             profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
+             resume: bool = False) -> EvaluationResult:
     """Synchronous :func:`aevaluate`; also works inside a running event loop (Jupyter).
 
     >>> import ragmeter as rm
@@ -175,4 +180,5 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
     1.0
     """
     return run_sync(aevaluate(samples, metrics, judge, embedder=embedder, concurrency=concurrency,
-                              progress=progress, executor=executor, limits=limits, response_time=response_time))
+                              progress=progress, executor=executor, limits=limits, response_time=response_time,
+                              profile=profile, out=out, resume=resume))

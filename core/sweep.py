@@ -17,19 +17,24 @@ contexts)``. Their outputs are read duck-typed (no framework is imported): a pai
 ``source_documents`` / ``documents`` / ``source_nodes``, a LlamaIndex ``Response``
 (``response``, ``source_nodes``), a message (``content``) or a string. Contexts may be strings,
 dicts, LangChain ``Document``s or LlamaIndex nodes; their ids make retrieval metrics work.
+
+Charts: one per metric and parameter, as SVG (:meth:`SweepResult.save_charts`) or PNG
+(``format="png"``, drawn by :mod:`ragmeter.dashboard.png` with numpy and zlib: no plotting
+library, no browser). ``store=`` records every setting, and ``ragmeter dashboard`` shows the
+sweep in its "Sweeps" section (:mod:`ragmeter.dashboard.sweeps`), quality next to cost.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
+import uuid
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ragmeter.dashboard.charts import trend_chart
-from ragmeter.data import Sample
+from ragmeter.dashboard.sweeps import SWEEP_KIND, main_effect, setting_tags, sweep_chart
+from ragmeter.data import RecordError, Sample
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.result import EvaluationResult
 from ragmeter.runner import _as_dataset, evaluate, resolve_metrics
@@ -39,11 +44,6 @@ __all__ = ["sweep", "SweepResult", "run_pipeline"]
 
 _ANSWER_KEYS = ("answer", "result", "output", "response")
 _CONTEXT_KEYS = ("context", "contexts", "source_documents", "documents", "source_nodes")
-#: The dashboard's chart styles, inlined so an SVG file reads on its own.
-_STYLE = ("<style>text{font-family:system-ui,sans-serif}.grid{stroke:#eaeef2}.tick{font-size:10px;fill:#59636e}"
-          ".line{fill:none;stroke:#0969da;stroke-width:2}.pt{stroke:#fff;stroke-width:1.5;fill:#0969da}"
-          ".s-pass{fill:#1a7f37}.s-warn{fill:#e39b2d}.s-fail{fill:#cf222e}.lvl{stroke-dasharray:4 3;stroke-width:1}"
-          ".lvl-pass{stroke:#1a7f37}.lvl-warn{stroke:#e39b2d}.title{font-size:12px;font-weight:600;fill:#1f2328}</style>")
 
 
 def _answer_and_contexts(out: Any) -> tuple[str | None, list]:
@@ -87,13 +87,15 @@ class SweepResult:
     """One row per setting (``rows``: the parameters, each metric's mean, ``samples``,
     ``pipeline_errors``, ``judge_calls``, ``tokens``, ``cost_usd``), the :class:`EvaluationResult`
     of each setting (``results``), the ``params`` and ``metrics`` names, and pipeline failures
-    (``errors``: setting index, question, message)."""
+    (``errors``: setting index, question, message); ``run_ids``: the store's run of each setting
+    when the sweep was recorded (``store=``)."""
 
     rows: list[dict]
     results: list[EvaluationResult]
     params: list[str]
     metrics: list[str]
     errors: list[tuple[int, str, str]] = field(default_factory=list)
+    run_ids: list[int] = field(default_factory=list)
 
     def best(self, metric: str, lowest: bool = False) -> dict:
         """The row with the highest (``lowest=True``: lowest) mean of ``metric``."""
@@ -114,98 +116,129 @@ class SweepResult:
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
+    def _settings(self) -> list[dict]:
+        return [{p: r[p] for p in self.params} for r in self.rows]
+
     def chart(self, metric: str, param: str) -> str:
         """An SVG line of ``metric`` against ``param``: at each value of ``param``, the mean of
         ``metric`` over every sample of the settings with that value (the other parameters
-        averaged over: a main-effect plot), the values evenly spaced in grid order. Stand-alone:
-        styles are inlined."""
-        points = []
-        for value in dict.fromkeys(r[param] for r in self.rows):
-            values, errors = [], 0
-            for r, res in zip(self.rows, self.results):
-                if r[param] == value:
-                    values += [v for v in res.values(metric) if v is not None]
-                    errors += sum(1 for s in res.scores(metric) if s.error)
-            mean = sum(values) / len(values) if values else None
-            points.append((f"{param}={value}", mean, len(values), errors))
+        averaged over: a main-effect plot, see :func:`ragmeter.dashboard.sweeps.main_effect`),
+        the values evenly spaced in grid order. Stand-alone: styles are inlined."""
+        points = main_effect(self._settings(), self.results, metric, param)
         levels = next((res.thresholds.get(metric) for res in self.results if res.thresholds.get(metric)), None)
-        width, height = 360, 170
-        svg = trend_chart(metric, points, levels, width=width, height=height)
-        # the trend chart labels its first and last points: add the values in between, and a title
-        inner = [f'<text class="tick" x="{30 + (width - 40) * i / (len(points) - 1):.1f}" y="{height - 12}" '
-                 f'text-anchor="middle">{escape(str(label.split("=", 1)[1]))}</text>'
-                 for i, (label, *_) in enumerate(points) if 0 < i < len(points) - 1]
-        title = f'<text class="title" x="{width / 2:.0f}" y="{height - 2}" text-anchor="middle">{escape(metric)} vs {escape(param)}</text>'
-        svg = svg.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1)
-        head_end = svg.index(">") + 1
-        return svg[:head_end] + _STYLE + title + "".join(inner) + svg[head_end:]
+        return sweep_chart(metric, param, points, levels, standalone=True)
+
+    def chart_png(self, metric: str, param: str, scale: int = 2) -> bytes:
+        """The PNG of :meth:`chart` (same points, levels and labels), drawn by
+        :func:`ragmeter.dashboard.png.line_chart_png`: no plotting library, no browser."""
+        from ragmeter.dashboard.png import line_chart_png
+
+        points = main_effect(self._settings(), self.results, metric, param)
+        levels = next((res.thresholds.get(metric) for res in self.results if res.thresholds.get(metric)), None)
+        return line_chart_png(f"{metric} vs {param}", points, levels, scale=scale)
 
     def charts(self) -> dict[str, str]:
         """Every chart: ``"<metric>_vs_<param>.svg"`` -> SVG text, one per metric and parameter."""
-        safe = lambda s: "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in s)  # noqa: E731
-        return {f"{safe(m)}_vs_{safe(p)}.svg": self.chart(m, p) for m in self.metrics for p in self.params}
+        return {f"{name}.svg": self.chart(m, p) for name, m, p in self._chart_names()}
 
-    def save_charts(self, folder: str | Path) -> list[Path]:
-        """Write :meth:`charts` into ``folder`` (created when missing); returns the paths."""
+    def _chart_names(self) -> list[tuple[str, str, str]]:
+        safe = lambda s: "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in s)  # noqa: E731
+        return [(f"{safe(m)}_vs_{safe(p)}", m, p) for m in self.metrics for p in self.params]
+
+    def save_charts(self, folder: str | Path, format: str = "svg") -> list[Path]:
+        """Write one chart per metric and parameter into ``folder`` (created when missing) as
+        ``"<metric>_vs_<param>.svg"`` (``format="svg"``) or ``.png`` (``format="png"``, see
+        :meth:`chart_png`); returns the paths."""
+        if format not in ("svg", "png"):
+            raise ValueError(f"format must be 'svg' or 'png', got {format!r}")
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
-        for name, svg in self.charts().items():
-            (folder / name).write_text(svg, encoding="utf-8")
-            paths.append(folder / name)
+        for name, metric, param in self._chart_names():
+            path = folder / f"{name}.{format}"
+            if format == "svg":
+                path.write_text(self.chart(metric, param), encoding="utf-8")
+            else:
+                path.write_bytes(self.chart_png(metric, param))
+            paths.append(path)
         return paths
 
 
-def _questions(questions: Any) -> list[Sample]:
-    if isinstance(questions, (list, tuple)) and all(isinstance(q, str) for q in questions):
-        return [Sample(q) for q in questions]
-    return list(_as_dataset(questions))
+def _recorder(store: Any) -> Any:
+    """``store`` as a Store (opened from a path or URL), or None."""
+    if store is None or hasattr(store, "record_run"):
+        return store
+    from ragmeter.store import Store
+
+    return Store(store)
+
+
+def _questions(questions: Any) -> tuple[list[Sample], list[RecordError]]:
+    """The questions as Samples (a string is a question) and the records that could not be read."""
+    if isinstance(questions, (list, tuple)):
+        questions = [Sample(q) if isinstance(q, str) else q for q in questions]
+    dataset = _as_dataset(questions)
+    return list(dataset), list(dataset.errors)
 
 
 def sweep(build_pipeline: Callable[..., Any], grid: Mapping[str, Iterable[Any]], questions: Any,
           metrics: Iterable[Any] | None = None, judge: Any = None, *, charts: str | Path | None = None,
-          progress: bool = True, concurrency: int = 8) -> SweepResult:
+          progress: bool = True, concurrency: int = 8, store: Any = None) -> SweepResult:
     """Run ``build_pipeline(**setting)`` for every setting of ``grid`` (all combinations, in
     order) on ``questions`` (strings, or Samples / records / a file with ``reference`` and
     ``relevant_ids``), score each run with :func:`ragmeter.evaluate` (same ``metrics``, same
     ``judge``, resolved once so its cache serves every setting) and return a
     :class:`SweepResult`. The pipeline's latency is recorded, so a ``response_time`` column
-    appears. ``charts``: a folder to write one SVG per metric and parameter into.
+    appears. ``charts``: a folder to write one SVG per metric and parameter into (PNG files:
+    :meth:`SweepResult.save_charts` with ``format="png"``).
+
+    ``store`` (a :class:`ragmeter.store.Store`, or a SQLite path / ``postgresql://`` URL) records
+    each setting as a run of kind ``"sweep"`` (tags ``"<param>=<value>"``, source
+    ``"sweep:<id>"``), so ``ragmeter dashboard`` shows the sweep in its "Sweeps" section; the
+    run ids are in ``SweepResult.run_ids``.
 
     A question the pipeline fails on is left out of that setting's scores and counted in its
-    row's ``pipeline_errors`` (messages in ``errors``); it never becomes a score.
+    row's ``pipeline_errors`` (messages in ``errors``, and in the setting's ``result.invalid``,
+    with the question records that could not be read); it never becomes a score.
     """
     params = list(grid)
     values = [list(v) for v in grid.values()]
     if not params or any(not v for v in values):
         raise ValueError("grid needs at least one parameter, each with at least one value")
-    base = _questions(questions)
+    base, unreadable = _questions(questions)
     metric_list = resolve_metrics(metrics, base)
     judge_obj = resolve_judge(judge, metric_list)
-    rows, results, errors = [], [], []
+    rows, results, errors, run_ids = [], [], [], []
+    recorder, source = _recorder(store), f"sweep:{uuid.uuid4().hex[:8]}"
     for n, combo in enumerate(itertools.product(*values)):
         setting = dict(zip(params, combo))
         pipeline = build_pipeline(**setting)
-        samples = []
-        for s in base:
+        samples, failed = [], []
+        for q, s in enumerate(base, start=1):
             start = time.perf_counter()
             try:
                 answer, contexts = run_pipeline(pipeline, s.question)
             except Exception as err:  # the user's pipeline: any failure is reported, never scored
                 errors.append((n, s.question, f"{type(err).__name__}: {err}"))
+                failed.append(RecordError(f"question {q}", None, f"the pipeline failed: {type(err).__name__}: {err}"))
                 continue
             latency = time.perf_counter() - start
             samples.append(Sample(s.question, contexts=contexts, answer=answer, reference=s.reference,
                                   relevant_ids=s.relevant_ids, id=s.id,
                                   metadata={**s.metadata, "setting": setting, "latency": {"total_s": latency}}))
         result = evaluate(samples, metric_list, judge_obj, progress=progress, concurrency=concurrency)
+        result.invalid += unreadable + failed  # kept with the run (and in the store): the dashboard counts them
         summary, usage = result.summary(), result.usage
         rows.append({**setting, **{m: summary.get(m, {}).get("mean") for m in result.metrics},
                      "samples": len(samples), "pipeline_errors": len(base) - len(samples), "judge_calls": usage.calls,
                      "tokens": usage.prompt_tokens + usage.completion_tokens, "cost_usd": usage.cost_usd})
         results.append(result)
+        if recorder is not None:
+            run_ids.append(recorder.record_run(result, tags=setting_tags(setting), source=source, kind=SWEEP_KIND))
+    if recorder is not None and recorder is not store:
+        recorder.close()
     names = list(dict.fromkeys(m for r in results for m in r.metrics))
-    out = SweepResult(rows, results, params, names, errors)
+    out = SweepResult(rows, results, params, names, errors, run_ids)
     if charts is not None:
         out.save_charts(charts)
     return out

@@ -97,6 +97,15 @@ def test_page_is_self_contained(page):
     assert "default-src 'none'" in csp and f"script-src 'sha256-{digest}'" in csp
 
 
+def test_the_nav_links_every_section_on_the_page_and_nothing_else(page):
+    import re
+
+    nav = re.search(r"<nav>(.*?)</nav>", page).group(1)
+    targets = re.findall(r'href="#([a-z-]+)"', nav)
+    assert targets == ["summary", "trends", "distributions", "samples"]  # no sweeps, conversations or labels here
+    assert all(f'<section id="{t}"' in page for t in targets)
+
+
 def test_every_text_is_escaped():
     evil = "<script>alert(1)</script>"
     records = [{"id": 'x"><b>bold</b>', "question": f"{evil} what?", "reference": "<svg onload=alert(5)>",

@@ -8,7 +8,8 @@ per line; ``to_csv()`` is pandas' ``to_csv`` of ``to_pandas()``, which writes li
 ``str(list)``, Python's repr), DeepEval ``EvaluationDataset.save_as("json")`` (a list of goldens:
 input, actual_output, expected_output, context, source_file) and the test-case JSON that
 ``add_test_cases_from_json_file`` reads (input, actual_output, expected_output, context,
-retrieval_context).
+retrieval_context), and DeepEval's ``save_as(file_type="csv")`` (the same fields, list cells
+joined with ``|``, tools and metadata as JSON).
 """
 
 from __future__ import annotations
@@ -174,6 +175,59 @@ def test_deepeval_test_cases_load_score_and_round_trip(tmp_path, wrap):
     assert token_f1 == pytest.approx(2 * (2 / 4) * (2 / 4) / (2 / 4 + 2 / 4))  # "1887", "1889" of 4 tokens each
     for suffix in (".jsonl", ".csv"):
         _same_samples(load_samples(save_samples(ds, tmp_path / f"ours{suffix}")), ds)
+
+
+# DeepEval's EvaluationDataset.save_as(file_type="csv") header (single-turn goldens): list cells
+# joined with "|", tools and metadata as JSON, empty cells for None
+DEEPEVAL_CSV_HEADER = ["input", "actual_output", "expected_output", "retrieval_context", "context", "name", "comments",
+                       "source_file", "tools_called", "expected_tools", "additional_metadata", "custom_column_key_values"]
+
+
+def test_deepeval_csv_loads_scores_and_round_trips(tmp_path):
+    path = tmp_path / "20250101_120000.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(DEEPEVAL_CSV_HEADER)
+        writer.writerow(["When was the Eiffel Tower built?", "From 1887 to 1889.", "Between 1887 and 1889.",
+                         "Paris is in France.|The tower was built from 1887 to 1889.",
+                         "The tower was built from 1887 to 1889.", "eiffel", "", "eiffel.txt",
+                         '[{"name": "search", "input_parameters": {"q": "eiffel"}}]', "",
+                         '{"topic": "landmarks", "difficulty": 2}', ""])
+        writer.writerow(["Where is it?", "", "Paris.", "", "", "", "", "", "", "", "", ""])  # a golden: no output yet
+    ds = load_samples(path)
+    assert not ds.errors and len(ds) == 2
+    case, golden = ds
+    assert case.context_texts == ["Paris is in France.", "The tower was built from 1887 to 1889."]
+    assert (case.answer, case.reference) == ("From 1887 to 1889.", "Between 1887 and 1889.")
+    assert case.metadata == {"context": ["The tower was built from 1887 to 1889."], "name": "eiffel",
+                             "source_file": "eiffel.txt",
+                             "tools_called": [{"name": "search", "input_parameters": {"q": "eiffel"}}],
+                             "additional_metadata": {"topic": "landmarks", "difficulty": 2}}
+    assert (golden.question, golden.answer, golden.contexts, golden.reference, golden.metadata) == (
+        "Where is it?", None, [], "Paris.", {})
+    token_f1 = rm.evaluate([case], metrics=["token_f1"], progress=False)[0].scores["token_f1"].value
+    assert token_f1 == pytest.approx(0.5)  # "1887", "1889" of 4 tokens each: P = R = 2 / 4
+    for suffix in (".jsonl", ".csv"):
+        _same_samples(load_samples(save_samples(ds, tmp_path / f"ours{suffix}")), ds)
+
+
+def test_deepeval_csv_older_layout_and_bad_json_cell(tmp_path):
+    path = tmp_path / "old.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["input", "actual_output", "expected_output", "context", "source_file"])  # deepeval < 3
+        writer.writerow(["Where is it?", "", "Paris.", "Paris is a city.|It is in France.", "paris.txt"])
+    (golden,) = load_samples(path)
+    assert golden.metadata == {"context": ["Paris is a city.", "It is in France."], "source_file": "paris.txt"}
+    bad = tmp_path / "bad.csv"
+    with open(bad, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["input", "actual_output", "additional_metadata"])
+        writer.writerow(["q1", "a1", "{not json"])
+        writer.writerow(["q2", "a2", ""])
+    ds = load_samples(bad)
+    assert [s.question for s in ds] == ["q2"]
+    assert [(e.location, e.field) for e in ds.errors] == [("row 2", "additional_metadata")]
 
 
 def test_other_ragas_columns_are_lists_only_when_they_hold_one(tmp_path):

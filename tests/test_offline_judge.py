@@ -17,6 +17,7 @@ import pytest
 import ragmeter.judges.local as local_module
 import ragmeter.judges.offline as offline_module
 from ragmeter.judges import Judge, JudgeError, LexicalEmbedder, OfflineJudge
+from ragmeter.judges.base import Embedder, Usage
 from ragmeter.judges.offline import OfflineSettings, content_words, is_noncommittal, local_embeddings_available
 from ragmeter.judges.tasks import TASKS, get_task
 
@@ -330,6 +331,97 @@ def test_rate_chunks_orders_relevance(judge):
     with_ref = dict(inputs, reference="It was completed in 1889.")
     out = run(judge, "rate_chunks", with_ref).output
     assert [c["useful"] for c in out["chunks"]] == [False, True]
+
+
+class TableEmbedder(Embedder):
+    """Vectors given by hand, one per text; records every text it is asked to embed."""
+
+    name = "table"
+
+    def __init__(self, table: dict):
+        self.table = {t: np.asarray(v, dtype=np.float32) for t, v in table.items()}
+        self.asked: list[str] = []
+
+    async def embed(self, texts):
+        self.asked.extend(texts)
+        return np.stack([self.table[t] for t in texts]), Usage()
+
+
+def test_rate_chunks_embeds_only_what_can_change_the_answer():
+    # question (1, 0), reference (0, 1): a statement's similarity is its first (question) or second
+    # (reference) coordinate. Question words: tall, eiffel, tower; a statement holding 0.34 of them
+    # is relevant by its words; a chunk covering 0.3 of them (or of the reference's) is useful by them.
+    q, ref = "How tall is the Eiffel Tower?", "Bananas are yellow fruit."
+    chunks = [["The Eiffel Tower is 330 metres tall.", "It was completed in 1889."],  # words 3/3; sims 0, 0.6
+              ["Paris hosts many visitors.", "The tower attracts tourists."],  # words 0, 1/3 < 0.34; sims 0.5, 0.1
+              ["Bananas are yellow."]]  # sim 0.1; reference words 2/3
+    table = {q: (1, 0), ref: (0, 1), chunks[0][0]: (0, 1), chunks[0][1]: (0.6, -0.8),
+             chunks[1][0]: (0.5, 0.8660254), chunks[1][1]: (0.1, -0.99498744), chunks[2][0]: (0.1, 0.99498744)}
+    embedder = TableEmbedder(table)
+    judge = OfflineJudge(embedder=embedder)
+    out = run(judge, "rate_chunks", {"question": q, "reference": None, "chunks": chunks}).output
+    # relevant: 0 by words, 1 by 0.6 >= 0.45 | 0 by 0.5 | none (0.1); useful: question coverage
+    # 3/3, 1/3 >= 0.3 with a relevant statement | nothing relevant; all three question words covered: 1 + 4.
+    assert out == {"chunks": [{"chunk": 0, "relevant": [0, 1], "useful": True},
+                              {"chunk": 1, "relevant": [0], "useful": True},
+                              {"chunk": 2, "relevant": [], "useful": False}], "answerable": 5}
+    # The statement relevant by its words in a chunk useful by its words is never embedded.
+    assert sorted(embedder.asked) == sorted([q, chunks[0][1], *chunks[1], chunks[2][0]])
+    embedder.asked.clear()
+    out = run(judge, "rate_chunks", {"question": q, "reference": ref, "chunks": chunks}).output
+    # useful against the reference: chunks 0 and 1 hold none of its words, so the best reference
+    # similarity decides (1.0 from the statement relevant by words, 0.866) >= 0.45 + 0.1; chunk 2
+    # holds 2/3 of them; answerable 1 + round(4 * 2/3) = 4.
+    assert out == {"chunks": [{"chunk": 0, "relevant": [0, 1], "useful": True},
+                              {"chunk": 1, "relevant": [0], "useful": True},
+                              {"chunk": 2, "relevant": [], "useful": True}], "answerable": 4}
+    assert sorted(embedder.asked) == sorted(table)
+    embedder.asked.clear()
+    # No question: nothing is embedded (as before: similarity to nothing decides nothing).
+    run(judge, "rate_chunks", {"question": " ", "reference": ref, "chunks": chunks})
+    assert embedder.asked == []
+
+
+def test_batched_embeddings_give_the_one_at_a_time_answers(embedding):
+    # The local model merges the texts of tasks running at once (samples in flight) into one model
+    # call; every verdict and rating must be the one each task gets alone.
+    from ragmeter.judges.local import LocalEmbedder
+    from ragmeter.text import split_statements
+
+    samples = [
+        ("How tall is the Eiffel Tower and when was it completed?",
+         ["The tower is 330 metres tall.", "It opened in 1889."]),
+        ("Who won the 1903 Nobel Prize in Physics?",
+         ["Marie Curie shared the Physics prize in 1903 with Pierre Curie."]),
+        ("Did Occidental raise its dividend?", ["Occidental lifted its quarterly payout to $0.13.", "Net debt fell."]),
+    ]
+    tasks = []
+    for question, claims in samples:
+        tasks.append(("rate_chunks", {"question": question, "reference": None,
+                                      "chunks": [split_statements(c) for c in CHUNKS]}))
+        tasks.append(("rate_chunks", {"question": question, "reference": claims[0],
+                                      "chunks": [split_statements(c) for c in CHUNKS]}))
+        tasks.append(("verify_claims", {"claims": claims, "chunks": CHUNKS}))
+
+    async def together():
+        return await asyncio.gather(*(embedding.run(t, i) for t, i in tasks))
+
+    LocalEmbedder._cache.clear()
+    batched = [r.output for r in asyncio.run(together())]
+    alone = []
+    for t, i in tasks:
+        LocalEmbedder._cache.clear()
+        alone.append(run(embedding, t, i).output)
+    assert batched == alone
+    texts = [q for q, _ in samples] + split_statements(CHUNKS[1])
+    LocalEmbedder._cache.clear()
+    together_vectors = embedding.embedder.encode(texts)
+    one_by_one = []
+    for t in texts:
+        LocalEmbedder._cache.clear()
+        one_by_one.append(embedding.embedder.encode([t])[0])
+    # Padding to a batch's longest text may move the last bits of a vector, no more.
+    assert np.abs(together_vectors - np.stack(one_by_one)).max() < 1e-5
 
 
 def test_attribute_statements(judge):

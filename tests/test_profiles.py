@@ -117,3 +117,100 @@ def test_a_profile_runs_in_evaluate_with_the_offline_judge():
                          progress=False)
     scores = result[0].scores
     assert scores["medical_advice"].value == 0.0 and scores["faithfulness"].details["threshold"] == 0.95
+
+
+# --------------------------------------------------------------------------- profile= in evaluate and the CLI
+
+LEGAL = rm.Sample("What did Brown hold?", [{"id": "brown", "text": "Brown v. Board of Education, 347 U.S. 483 (1954)."},
+                                          {"id": "other", "text": "Unrelated."}],
+                  answer="Segregation is unconstitutional: Brown v. Board of Education, 347 U.S. 483 (1954); "
+                         "suits go under 42 U.S.C. § 1983.", relevant_ids=["brown"], id="s1")
+
+
+def test_evaluate_profile_sets_levels_adds_checks_and_is_named():
+    from ragmeter.report import markdown_report
+
+    result = rm.evaluate([LEGAL], metrics=["mrr", "faithfulness"], judge="offline", profile="legal",
+                         progress=False)
+    assert result.profile == "legal" and result.metrics[:3] == ["mrr", "faithfulness", "legal_citations"]
+    assert result.thresholds["faithfulness"] == (0.9, 0.8) and result.thresholds["legal_citations"] == (0.9, 0.7)
+    # the case is in chunk 0, the statute in no chunk: 1 / 2, below the legal warn level 0.7
+    score = result[0].scores["legal_citations"]
+    assert score.value == 0.5 and score.label == "fail"
+    assert result[0].scores["faithfulness"].details["threshold"] == 0.9
+    assert "- profile: legal (stricter support" in markdown_report(result)
+    plain = rm.evaluate([LEGAL], metrics=["mrr"], progress=False)
+    assert plain.profile is None and plain.metrics == ["mrr"] and "- profile:" not in markdown_report(plain)
+    with pytest.raises(ValueError, match="unknown profile 'tax'; known: default, legal, medical"):
+        rm.evaluate([LEGAL], metrics=["mrr"], profile="tax", progress=False)
+
+
+def test_the_profile_is_kept_in_results_files_and_the_store(tmp_path):
+    from ragmeter.result import EvaluationResult
+    from ragmeter.store import Store
+
+    result = rm.evaluate([LEGAL], metrics=["mrr"], profile="medical", progress=False)
+    for name in ("r.jsonl", "r.json"):
+        path = tmp_path / name
+        (result.to_jsonl if name.endswith("l") else result.to_json)(path)
+        assert EvaluationResult.load(path).profile == "medical"
+    store = Store(tmp_path / "h.db")
+    run_id = store.record_run(result, dataset="legal")
+    assert store.run(run_id).profile == "medical"
+    assert store.run(store.record_run(rm.evaluate([LEGAL], metrics=["mrr"], progress=False))).profile is None
+
+
+def test_cli_evaluate_profile(tmp_path, capsys):
+    import json
+
+    from ragmeter.cli import main
+
+    data = tmp_path / "legal.jsonl"
+    data.write_text(json.dumps(LEGAL.to_dict()) + "\n")
+    code = main(["evaluate", str(data), "-m", "mrr", "--profile", "legal", "--no-progress", "-o", str(tmp_path / "r.md")])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("ragmeter: profile legal\n")
+    row = next(line.split() for line in out.splitlines() if line.startswith("legal_citations"))
+    assert row[1:3] == ["0.5000", "0.5000"]  # mean, median
+    assert "- profile: legal" in (tmp_path / "r.md").read_text()
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(data), "--profile", "tax"])
+    assert "invalid choice: 'tax'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- relevance bands
+
+@pytest.mark.parametrize("value, profile, band", [
+    (1.0, "default", "excellent"), (0.8, "default", "excellent"), (0.7999, "default", "good"),
+    (0.5, "default", "good"), (0.4999, "default", "poor"), (0.0, "default", "poor"),
+    (0.9, "legal", "excellent"), (0.8999, "legal", "good"), (0.7, "medical", "good"), (0.6999, "medical", "poor"),
+    (None, "default", None),
+])
+def test_relevance_bands_at_their_boundaries(value, profile, band):
+    from ragmeter.profiles import relevance_band
+
+    assert relevance_band(value, profile=profile) == band
+
+
+def test_markdown_report_shows_relevance_bands_under_the_runs_profile():
+    from ragmeter.metrics import FunctionMetric
+    from ragmeter.report import markdown_report
+
+    # a stand-in with the relevance metric's name: values 1.0 and 0.6 -> mean 0.8
+    relevancy = FunctionMetric("answer_relevancy", lambda s: s.metadata["v"])
+    samples = [rm.Sample("q1?", ["c"], answer="a", metadata={"v": 1.0}),
+               rm.Sample("q2?", ["c"], answer="a", metadata={"v": 0.6})]
+    report = markdown_report(rm.evaluate(samples, metrics=[relevancy, "exact_match"], progress=False))
+    assert ("Relevance bands (default: excellent ≥ 0.8, good ≥ 0.5, else poor): answer_relevancy 0.8000 "
+            "**excellent**") in report
+    legal = markdown_report(rm.evaluate(samples, metrics=[relevancy], profile="legal", progress=False))
+    assert "Relevance bands (legal: excellent ≥ 0.9, good ≥ 0.7, else poor): answer_relevancy 0.8000 **good**" in legal
+    assert "Relevance bands" not in markdown_report(rm.evaluate(samples, metrics=["exact_match"], progress=False))
+
+
+def test_profile_doc_examples():
+    import doctest
+
+    from ragmeter import profiles
+
+    assert doctest.testmod(profiles).failed == 0

@@ -58,6 +58,7 @@ def test_pipeline_failures_are_counted_not_scored():
     table = rm.sweep(build_failing, {"top_k": [1]}, ["Where is Paris?", "boom?"], metrics=["mrr"], progress=False)
     assert table.rows[0]["samples"] == 1 and table.rows[0]["pipeline_errors"] == 1
     assert table.errors == [(0, "boom?", "RuntimeError: index offline")]
+    assert [str(e) for e in table.results[0].invalid] == ["question 2: the pipeline failed: RuntimeError: index offline"]
     with pytest.raises(ValueError, match="at least one value"):
         rm.sweep(build_failing, {"top_k": []}, ["q"], metrics=["mrr"])
 
@@ -137,3 +138,131 @@ def test_llamaindex_query_engine_pipeline():
             assert all(c.id.startswith("doc-") and c.score is not None for c in r.sample.contexts)
             assert r.sample.answer
     assert table.rows[1]["hit_rate@3"] >= table.rows[0]["hit_rate@3"]
+
+
+# --------------------------------------------------------------------------- PNG charts, the store and the dashboard
+
+
+def decode_png(data: bytes):
+    """An 8-bit RGB, unfiltered PNG (what ragmeter writes) as a (height, width, 3) array, every
+    chunk's CRC checked: a decoder independent of the encoder's code."""
+    import struct
+    import zlib
+
+    import numpy as np
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks = 8, {}
+    while pos < len(data):
+        (length,), tag = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        body, (crc,) = data[pos + 8:pos + 8 + length], struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
+        assert zlib.crc32(tag + body) == crc, tag
+        chunks[tag] = chunks.get(tag, b"") + body
+        pos += 12 + length
+    w, h, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunks[b"IHDR"])
+    assert (depth, color, interlace) == (8, 2, 0) and b"IEND" in chunks
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), dtype=np.uint8).reshape(h, 1 + 3 * w)
+    assert not rows[:, 0].any()  # filter type 0 on every row
+    return rows[:, 1:].reshape(h, w, 3)
+
+
+def test_png_charts_draw_the_same_points(tmp_path):
+    table = rm.sweep(lambda top_k: build(top_k, 256), {"top_k": [1, 2, 3]}, [QUESTION], metrics=["recall@3"],
+                     progress=False)
+    paths = table.save_charts(tmp_path, format="png")
+    assert sorted(p.name for p in paths) == ["recall_3_vs_top_k.png", "response_time_vs_top_k.png"]
+    img = decode_png((tmp_path / "recall_3_vs_top_k.png").read_bytes())
+    assert img.shape == (340, 720, 3)  # 360 x 170 logical pixels at scale 2
+    # plot area x 30..350, y 10..140 (value v at y = 10 + 130 (1 - v)); recall 0.5, 0.5, 1.0 at x = 30, 190, 350;
+    # levels: pass 0.8, warn 0.6 -> points red, red, green; the line blue between them
+    red, green, blue, white = (207, 34, 46), (26, 127, 55), (9, 105, 218), (255, 255, 255)
+    px = lambda x, y: tuple(int(c) for c in img[round(2 * y), round(2 * x)])  # noqa: E731
+    assert px(30, 75) == red and px(190, 75) == red and px(350, 10) == green
+    assert px(110, 75) == blue and px(270, 42.5) == blue  # halfway along each segment
+    assert px(110, 100) == white and px(5, 160) == white
+    # dashed pass / warn levels: 4 on, 3 off from x = 30; x = 110 is 3 into a dash, x = 112 in a gap
+    assert px(110, 10 + 130 * 0.2) == green and px(110, 10 + 130 * 0.4) == (227, 155, 45)
+    assert px(112, 10 + 130 * 0.4) == white
+    with pytest.raises(ValueError, match="'svg' or 'png'"):
+        table.save_charts(tmp_path, format="jpg")
+
+
+def test_sweep_recorded_in_the_store_shows_in_the_dashboard(tmp_path):
+    from ragmeter.dashboard import render_store
+    from ragmeter.dashboard.sweeps import stored_sweeps
+    from ragmeter.store import Store
+
+    with Store(tmp_path / "h.db") as store:
+        store.record_run(rm.evaluate([QUESTION], metrics=["mrr"], progress=False), dataset="nightly")
+        table = rm.sweep(build, {"top_k": [1, 3], "chunk_size": [256, "big"]}, [QUESTION], metrics=["recall@3"],
+                         progress=False, store=store)
+        assert len(table.run_ids) == 4
+        infos = store.runs(kind="sweep")
+        assert [i.tags for i in reversed(infos)] == [["top_k=1", "chunk_size=256"], ["top_k=1", "chunk_size=big"],
+                                                     ["top_k=3", "chunk_size=256"], ["top_k=3", "chunk_size=big"]]
+        assert len({i.source for i in infos}) == 1 and infos[0].source.startswith("sweep:")
+        (sweep,) = stored_sweeps(store)
+        assert sweep.params == ["top_k", "chunk_size"] and sweep.settings[1] == {"top_k": 1, "chunk_size": "big"}
+        assert sweep.metrics == ["recall@3", "response_time"]
+        html = render_store(store)
+    # the sweep settings are not runs of the trends: the one evaluate run is the page's run
+    assert "One run on this page" in html and "Summary <span class=\"muted\">(run 1, 1 samples)" in html
+    section = html[html.index('<section id="sweeps">'):]
+    section = section[:section.index("</section>")]
+    assert section.count("<tr>") == 1 + 4  # header + one row per setting
+    assert section.count('data-chart="') == 2 * 2  # recall@3 and response_time against each parameter
+    # recall@3 against top_k: top_k=1 -> 1/2 over both chunk sizes, top_k=3 -> 2/2
+    assert "<title>top_k=1: mean 0.5000 (2 values)</title>" in section
+    assert "<title>top_k=3: mean 1.0000 (2 values)</title>" in section
+    assert section.count("<td class=\"num\" data-cost>$0.000000</td>") == 4  # no judge: no cost, shown next to quality
+
+
+def test_sweep_store_path_opens_a_store_and_keeps_pipeline_failures(tmp_path):
+    from ragmeter.dashboard import render_store
+    from ragmeter.store import Store
+
+    def build_failing(top_k):
+        def pipeline(q):
+            if "boom" in q:
+                raise RuntimeError("index offline")
+            return build(top_k, 256)(q)
+        return pipeline
+
+    table = rm.sweep(build_failing, {"top_k": [2]}, [QUESTION, rm.Sample("boom?")], metrics=["mrr"], progress=False,
+                     store=tmp_path / "s.db")
+    with Store(tmp_path / "s.db") as store:
+        assert [i.id for i in store.runs(kind="sweep")] == table.run_ids == [1]
+        run = store.run(1)
+        assert run.summary()["mrr"]["mean"] == 1.0
+        assert [str(e) for e in run.invalid] == ["question 2: the pipeline failed: RuntimeError: index offline"]
+        html = render_store(store)  # a store holding only a sweep still has a page
+    row = html[html.index('<table class="sweep-table">'):].split("<tbody>")[1].split("</tr>")[0]
+    assert '<td class="num">1</td><td class="num" title="question 2: the pipeline failed: RuntimeError: index offline">1</td>' in row
+
+
+def test_unreadable_questions_are_reported_with_each_setting():
+    table = rm.sweep(lambda top_k: build(top_k, 256), {"top_k": [1, 2]}, [QUESTION, "Where is Dune?", {"answer": "x"}],
+                     metrics=["mrr"], progress=False)
+    assert [r["samples"] for r in table.rows] == [2, 2]  # a plain string in a list of Samples is a question
+    for res in table.results:
+        assert [str(e) for e in res.invalid] == [
+            "record 3: field 'question': missing (accepted names: question, user_input, input, query)"]
+
+
+@pytest.mark.slow  # writes a store and six PNG files
+def test_sweep_dashboard_example(tmp_path, capsys):
+    import runpy
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "sweep_dashboard.py"
+    argv, sys.argv = sys.argv, [str(example), str(tmp_path)]
+    try:
+        runpy.run_path(str(example), run_name="__main__")
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr().out
+    # mode "long", top_k 1: Q1 finds eiffel-1 first (RR 1); Q2 ties eiffel-1 / eiffel-2 (listed order: RR 0 at k=1);
+    # Q3's long words match no chunk ("Lisa" is 4 letters: RR 0); Q4 finds rome-1 (RR 1) -> MRR 2 / 4
+    assert "| 1 | long | 0.5000 | 0.5000 |" in out and "best recall@3: {'top_k': 3, 'mode': 'any'}" in out
+    assert len(list((tmp_path / "charts").glob("*.png"))) == 6 and (tmp_path / "history.db").exists()

@@ -5,7 +5,9 @@ walking up its parents while they are convention spans (or come from an LLM-fram
 instrumentation scope): the topmost one is the entry. When the walk stops at the leaf itself
 (GenAI or hand-made spans with no framework chain above them), the entry is the leaf's parent (a
 *synthetic* entry, e.g. the application's own ``rag`` or HTTP span), and the calls below it are
-split into retrieve -> generate segments, one sample each.
+split into retrieve -> generate segments, one sample each: a retrieval that follows a retrieval
+and a generation starts the next segment; LLM calls before a segment's first retrieval (a chat
+app condensing the follow-up question) belong to it.
 """
 
 from __future__ import annotations
@@ -105,7 +107,9 @@ def entry_of(node: Node, nodes: Mapping[int, Node]) -> EntryRef:
 class Invocation:
     """One RAG call: its entry (None when virtual), the spans that belong to it, and the span the
     evaluation is about (``target``: the entry, or for a synthetic entry the segment's LLM span).
-    ``parent_id`` is where the evaluation carrier hangs (the entry span id)."""
+    ``parent_id`` is where the evaluation carrier hangs (the entry span id). ``entry_retrieves``:
+    whether any retriever / reranker span below the entry is known (in this segment or another),
+    so an invocation without one is a call that retrieved nothing at all."""
 
     trace_id: int
     entry_id: int
@@ -114,6 +118,7 @@ class Invocation:
     target: Any
     synthetic: bool = False
     segment: int = 0
+    entry_retrieves: bool = False
 
     @property
     def target_id(self) -> int:
@@ -149,28 +154,35 @@ def invocations_for(entry: EntryRef, nodes: Mapping[int, Node], trace_id: int,
                     exclude: set[int] | frozenset = frozenset()) -> list[Invocation]:
     """The invocations of one entry: one for a framework entry, one per retrieve -> generate
     segment for a synthetic one (members in ``exclude`` were already used)."""
-    members = members_of(entry, nodes, cache, exclude)
+    every = members_of(entry, nodes, cache)
+    members = [s for s in every if s.context.span_id not in exclude] if exclude else every
+    retrieves = any(span_role(s) in (ROLE_RETRIEVER, ROLE_RERANKER) for s in every)
     node = nodes.get(entry.span_id)
     entry_span = node.span if node is not None and node.ended else None
     if not entry.synthetic:
-        return [Invocation(trace_id, entry.span_id, entry_span, members, entry_span or (members[-1] if members else None))]
+        return [Invocation(trace_id, entry.span_id, entry_span, members, entry_span or (members[-1] if members else None),
+                           entry_retrieves=retrieves)]
     segments: list[list[Any]] = []
     current: list[Any] = []
-    seen_llm = False
+    retrieved = generated = False  # in the current segment: a retrieval, and a generation after it
     for span in members:
         role = span_role(span)
-        if role in (ROLE_RETRIEVER, ROLE_RERANKER) and seen_llm:
-            segments.append(current)
-            current, seen_llm = [], False
+        if role in (ROLE_RETRIEVER, ROLE_RERANKER):
+            if generated:
+                segments.append(current)
+                current, generated = [], False
+            retrieved = True
+        elif role == ROLE_LLM and retrieved:
+            generated = True
         current.append(span)
-        seen_llm = seen_llm or role == ROLE_LLM
     if current:
         segments.append(current)
     out = []
     for i, seg in enumerate(segments):
         llms = [s for s in seg if span_role(s) == ROLE_LLM]
         target = max(llms, key=lambda s: getattr(s, "end_time", None) or 0) if llms else seg[0]
-        out.append(Invocation(trace_id, entry.span_id, entry_span, seg, target, synthetic=True, segment=i))
+        out.append(Invocation(trace_id, entry.span_id, entry_span, seg, target, synthetic=True, segment=i,
+                              entry_retrieves=retrieves))
     return out
 
 

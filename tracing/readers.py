@@ -28,7 +28,12 @@ from ragmeter.tracing.attributes import REDACTED, parse_json, span_attributes, u
 from ragmeter.tracing.roles import has_doc_markers
 
 __all__ = ["Docs", "documents_of", "question_of", "answer_of", "llm_output_of", "llm_question_of",
-           "template_context_of"]
+           "template_context_of", "chat_history_of", "conversation_id_of", "CONVERSATION_ATTRIBUTES"]
+
+#: Span attributes read as the conversation id, in order: OpenInference ``session.id``, then the
+#: GenAI ``gen_ai.conversation.id`` (OpenInference maps the latter to the former, and an explicit
+#: ``session.id`` wins).
+CONVERSATION_ATTRIBUTES = ("session.id", "gen_ai.conversation.id")
 
 _QUESTION_KEYS = ("question", "query", "query_str", "input", "user_input", "q", "prompt", "text", "message")
 _ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "output_text", "generation")
@@ -45,8 +50,9 @@ def _looks_json(value: Any, mime: Any) -> bool:
     return isinstance(value, str) and value.lstrip()[:1] in ("{", "[")
 
 
-def _pick(obj: Any, keys: Sequence[str], depth: int = 0) -> str | None:
-    """The first text found under ``keys`` in a (nested) JSON value."""
+def _pick(obj: Any, keys: Sequence[str], depth: int = 0, roles: Sequence[str] = ("user", "human")) -> str | None:
+    """The first text found under ``keys`` in a (nested) JSON value; in a message list (a chat
+    state such as LangGraph's ``{"messages": [...]}``), the last message of one of ``roles``."""
     if depth > 4:
         return None
     if isinstance(obj, str):
@@ -54,19 +60,19 @@ def _pick(obj: Any, keys: Sequence[str], depth: int = 0) -> str | None:
     if isinstance(obj, Mapping):
         for k in keys:
             if k in obj:
-                found = _pick(obj[k], keys, depth + 1)
+                found = _pick(obj[k], keys, depth + 1, roles)
                 if found:
                     return found
         for k in ("query_bundle", "inputs", "outputs", "kwargs", "data"):
             if isinstance(obj.get(k), (Mapping, str)):
-                found = _pick(obj[k], keys, depth + 1)
+                found = _pick(obj[k], keys, depth + 1, roles)
                 if found:
                     return found
         msgs = obj.get("messages")
         if isinstance(msgs, list):
-            return _last_message_text(msgs, roles=("user", "human"))
+            return _last_message_text(msgs, roles=roles)
     if isinstance(obj, list) and obj and all(isinstance(m, Mapping) for m in obj):
-        return _last_message_text(obj, roles=("user", "human"))
+        return _last_message_text(obj, roles=roles)
     return None
 
 
@@ -322,13 +328,13 @@ def _io_text(attrs: Any, io: str, keys: Any, roles: tuple) -> str | None:
         if _looks_json(value, attrs.get(f"{io}.mime_type")):
             parsed = parse_json(value)
             if parsed is not None:
-                return _pick(parsed, keys)
+                return _pick(parsed, keys, roles=roles)
         return usable_text(value)
     value = attrs.get(f"traceloop.entity.{io}")
     if value is not None:
         parsed = parse_json(value)
         if parsed is not None:
-            return _pick(parsed, keys)
+            return _pick(parsed, keys, roles=roles)
         return usable_text(value)
     msgs = parse_json(attrs.get(f"gen_ai.{io}.messages"))
     if isinstance(msgs, list):
@@ -406,3 +412,41 @@ def template_context_of(span: Any) -> str | None:
             if t:
                 return t
     return None
+
+
+def conversation_id_of(span: Any) -> str | None:
+    """The conversation a span belongs to (:data:`CONVERSATION_ATTRIBUTES`), or None."""
+    attrs = span_attributes(span)
+    for key in CONVERSATION_ATTRIBUTES:
+        v = attrs.get(key)
+        if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v).strip():
+            return str(v)
+    return None
+
+
+_CHAT_ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant", "model": "assistant"}
+
+
+def chat_history_of(span: Any) -> list[dict] | None:
+    """The chat history an LLM span was given: its input messages (OpenInference
+    ``llm.input_messages``, GenAI ``gen_ai.input.messages``, OpenLLMetry ``gen_ai.prompt``) before
+    the last user message, user and assistant messages with text only, as ``{"role", "content"}``;
+    None when the span has no input messages or no user message."""
+    attrs = span_attributes(span)
+    msgs: list[tuple[str, Any]] = []
+    for prefix, role_key, content_key in (("llm.input_messages", "message.role", "message.content"),
+                                          ("gen_ai.prompt", "role", "content")):
+        items = _indexed(attrs, prefix)
+        if items:
+            msgs = [(str(items[i].get(role_key) or "").lower(), items[i].get(content_key)) for i in sorted(items)]
+            break
+    if not msgs:
+        parsed = parse_json(attrs.get("gen_ai.input.messages"))
+        if isinstance(parsed, list):
+            msgs = [(_role_of_message(m), _message_text(m)) for m in parsed if isinstance(m, Mapping)]
+    roles = [_CHAT_ROLES.get(r) for r, _ in msgs]
+    if "user" not in roles:
+        return None
+    last_user = len(roles) - 1 - roles[::-1].index("user")
+    return [{"role": role, "content": text} for role, (_, text) in zip(roles[:last_user], msgs[:last_user])
+            if role is not None and usable_text(text)]

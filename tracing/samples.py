@@ -1,6 +1,7 @@
 """One :class:`ragmeter.Sample` per RAG call: question, contexts and answer read from its spans,
 or the reason there is none (counted by the processor and ``evaluate_traces``, never scored as
-zero)."""
+zero). Calls of a chat session (``session.id`` / ``gen_ai.conversation.id``) are turns of one
+conversation (see :func:`build_sample` and :func:`build_samples`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from typing import Any, Iterable, Sequence
 
 from ragmeter.tracing.attributes import span_attributes, usable_text
 from ragmeter.tracing.grouping import Invocation, find_invocations
-from ragmeter.tracing.readers import (answer_of, documents_of, llm_output_of, llm_question_of, question_of,
-                                      template_context_of)
+from ragmeter.conversations import MAX_HISTORY, NO_RETRIEVAL_KEY
+from ragmeter.tracing.readers import (answer_of, chat_history_of, conversation_id_of, documents_of, llm_output_of,
+                                      llm_question_of, question_of, template_context_of)
 from ragmeter.tracing.roles import ROLE_LLM, ROLE_RERANKER, ROLE_RETRIEVER, convention_of, span_role
 
-__all__ = ["SKIP_REASONS", "BuildResult", "build_sample", "build_samples"]
+__all__ = ["SKIP_REASONS", "BuildResult", "build_sample", "build_samples", "conversation_of"]
 
 #: Why an invocation gave no sample (the processor and ``evaluate_traces`` count these).
 SKIP_REASONS = ("no_contexts", "no_answer", "no_question", "truncated", "not_rag")
@@ -64,30 +66,47 @@ def _choose_docs(members: Sequence[Any]) -> tuple[list[dict], list[Any], bool, s
 
 
 def build_sample(inv: Invocation) -> BuildResult:
-    """A :class:`ragmeter.Sample` from an invocation, with the trace in ``metadata["otel"]``."""
+    """A :class:`ragmeter.Sample` from an invocation, with the trace in ``metadata["otel"]``.
+
+    A call of a chat session (:func:`conversation_of`) carries ``conversation_id``; the user's
+    message as ``question`` (the entry's input, else what the answering LLM call answered) and the
+    retrieval query as ``standalone_question`` when they differ after the first turn; its
+    ``history`` (the messages before the question in the input of its last LLM call that has
+    input messages, the last :data:`~ragmeter.conversations.MAX_HISTORY` kept) and ``turn`` (user
+    messages in that history + 1: an app that does not send the history to its LLM gets turn 1
+    here, and :func:`build_samples` numbers by start time instead). A session call whose entry
+    ran LLMs but no retriever at all is a no-retrieval turn: a sample without contexts,
+    ``metadata["no_retrieval"]`` True."""
     from ragmeter.data import RecordError, Sample
 
     members = inv.members
     roles = [span_role(s) for s in members]
     has_retrieval = any(r in (ROLE_RETRIEVER, ROLE_RERANKER) for r in roles)
     llms = [s for s, r in zip(members, roles) if r == ROLE_LLM]
-    if not has_retrieval:
+    conversation = conversation_of(inv)
+    no_retrieval = (not has_retrieval and conversation is not None and bool(llms) and not inv.entry_retrieves
+                    and inv.entry is not None)
+    if not has_retrieval and not no_retrieval:
         return BuildResult(inv, reason="not_rag", detail="no retriever span")
-    items, doc_spans, truncated, source = _choose_docs(members)
-    if not items or truncated:
-        ctx_text = next((t for t in (template_context_of(s) for s in reversed(llms)) if t), None)
-        if ctx_text:
-            items, doc_spans, truncated, source = ([{"text": ctx_text, "id": None, "score": None, "metadata": {},
-                                                     "position": None}], [None], False, "prompt_template")
-    if truncated:
-        return BuildResult(inv, reason="truncated",
-                           detail="the retriever span dropped attributes (span limits): its document list is incomplete")
-    if not items:
-        if any(getattr(s, "dropped_attributes", 0) for s, r in zip(members, roles) if r in (ROLE_RETRIEVER, ROLE_RERANKER)):
+    items: list[dict] = []
+    doc_spans: list[Any] = []
+    source = None
+    if has_retrieval:
+        items, doc_spans, truncated, source = _choose_docs(members)
+        if not items or truncated:
+            ctx_text = next((t for t in (template_context_of(s) for s in reversed(llms)) if t), None)
+            if ctx_text:
+                items, doc_spans, truncated, source = ([{"text": ctx_text, "id": None, "score": None, "metadata": {},
+                                                         "position": None}], [None], False, "prompt_template")
+        if truncated:
             return BuildResult(inv, reason="truncated",
-                               detail="the retriever span dropped attributes (span limits): no complete document list")
-        return BuildResult(inv, reason="no_contexts",
-                           detail="no document text on the retriever spans (content capture off?)")
+                               detail="the retriever span dropped attributes (span limits): its document list is incomplete")
+        if not items:
+            if any(getattr(s, "dropped_attributes", 0) for s, r in zip(members, roles) if r in (ROLE_RETRIEVER, ROLE_RERANKER)):
+                return BuildResult(inv, reason="truncated",
+                                   detail="the retriever span dropped attributes (span limits): no complete document list")
+            return BuildResult(inv, reason="no_contexts",
+                               detail="no document text on the retriever spans (content capture off?)")
     entry = inv.entry if not inv.synthetic else None
     answer = answer_of(entry) if entry is not None else None
     if not answer:
@@ -97,14 +116,9 @@ def build_sample(inv: Invocation) -> BuildResult:
         return BuildResult(inv, reason="no_answer", detail="no answer text (streaming placeholder, content capture off "
                                                            "or attributes dropped)")
     question = question_of(entry) if entry is not None else None
-    if not question:
-        for s in members:
-            if span_role(s) in (ROLE_RETRIEVER, ROLE_RERANKER):
-                question = question_of(s)
-                if question:
-                    break
-    if not question:
-        question = next((t for t in (llm_question_of(s) for s in llms) if t), None)
+    query = next((q for q in (question_of(s) for s, r in zip(members, roles) if r in (ROLE_RETRIEVER, ROLE_RERANKER))
+                  if q), None)
+    question = question or query or next((t for t in (llm_question_of(s) for s in llms) if t), None)
     if not question:
         return BuildResult(inv, reason="no_question", detail="no question text on the entry, retriever or LLM spans")
     contexts = []
@@ -132,6 +146,8 @@ def build_sample(inv: Invocation) -> BuildResult:
     if inv.synthetic:
         otel["segment"] = inv.segment
     meta: dict[str, Any] = {"otel": otel}
+    if no_retrieval:
+        meta[NO_RETRIEVAL_KEY] = True
     for s in ([entry] if entry is not None else []) + list(members):
         attrs = span_attributes(s)
         for key, name in (("session.id", "session_id"), ("user.id", "user_id"),
@@ -139,15 +155,55 @@ def build_sample(inv: Invocation) -> BuildResult:
             v = attrs.get(key)
             if isinstance(v, str) and v and name not in meta:
                 meta[name] = v
+    turn: dict[str, Any] = {}
+    if conversation is not None:
+        turn["conversation_id"] = conversation
+        ended = sorted(llms, key=lambda s: getattr(s, "end_time", 0) or 0)
+        answering, history = next(((s, h) for s, h in ((s, chat_history_of(s)) for s in reversed(ended))
+                                   if h is not None), (None, None))
+        if history is not None:  # what the answering (last) LLM call that had input messages was given
+            turn.update(history=history[-MAX_HISTORY:], turn=sum(m["role"] == "user" for m in history) + 1)
+            if entry is None:  # no framework entry: the user's message is the one the LLM answered
+                question = llm_question_of(answering) or question
+            if history and query and query != question:
+                turn["standalone_question"] = query
     sid = f"{trace_hex}-{_hex(inv.target_id, 16)}"
     try:
-        sample = Sample(question=question, contexts=contexts, answer=answer, id=sid, metadata=meta)
+        sample = Sample(question=question, contexts=contexts, answer=answer, id=sid, metadata=meta, **turn)
     except RecordError as err:  # e.g. a non-string id in document metadata, text that is not valid Unicode
         reason = {"question": "no_question", "answer": "no_answer"}.get(err.field or "", "no_contexts")
         return BuildResult(inv, reason=reason, detail=str(err))
     return BuildResult(inv, sample=sample)
 
 
+def conversation_of(inv: Invocation) -> str | None:
+    """The chat session of an invocation: the first ``session.id`` / ``gen_ai.conversation.id``
+    (:data:`~ragmeter.tracing.readers.CONVERSATION_ATTRIBUTES`) on its entry or its spans."""
+    for s in ([inv.entry] if inv.entry is not None else []) + list(inv.members):
+        found = conversation_id_of(s)
+        if found is not None:
+            return found
+    return None
+
+
+def _started(inv: Invocation) -> int:
+    spans = ([inv.entry] if inv.entry is not None and not inv.synthetic else []) + list(inv.members)
+    return min((getattr(s, "start_time", None) or 0 for s in spans), default=0)
+
+
 def build_samples(spans: Iterable[Any]) -> list[BuildResult]:
-    """:func:`find_invocations` + :func:`build_sample` for a complete set of spans."""
-    return [build_sample(inv) for inv in find_invocations(spans)]
+    """:func:`find_invocations` + :func:`build_sample` for a complete set of spans. With the whole
+    session at hand, a session's turns are numbered by the start time of its calls (1-based; calls
+    that gave no sample keep their place)."""
+    builds = [build_sample(inv) for inv in find_invocations(spans)]
+    sessions: dict[str, list[BuildResult]] = {}
+    for b in builds:
+        conv = b.sample.conversation_id if b.sample is not None else conversation_of(b.invocation)
+        if conv is not None:
+            sessions.setdefault(conv, []).append(b)
+    for calls in sessions.values():
+        calls.sort(key=lambda b: _started(b.invocation))
+        for n, b in enumerate(calls, start=1):
+            if b.sample is not None:
+                b.sample.turn = n
+    return builds

@@ -8,6 +8,7 @@ from typing import Any
 
 from ragmeter.dashboard.model import RunEntry, Verdicts
 from ragmeter.dashboard.page import render
+from ragmeter.dashboard.sweeps import SWEEP_KIND, stored_sweeps
 
 __all__ = ["render_store"]
 
@@ -16,8 +17,11 @@ def render_store(store: Any, *, runs: int = 30, samples: int = 500, title: str =
                  verdicts: Verdicts | None = None) -> str:
     """The page of ``store`` (a :class:`ragmeter.store.Store`): the last ``runs`` runs draw the
     trends, the newest one gives the summary and distributions, and its ``samples`` worst
-    samples are listed with their evidence. Raises ValueError when the store holds no run."""
-    infos = list(reversed(store.runs(limit=runs)))
+    samples are listed with their evidence; the last sweeps (:func:`ragmeter.sweep` with
+    ``store=``) get their own section, outside the trends. Raises ValueError when the store holds no run."""
+    sweeps = stored_sweeps(store)
+    every = store.runs(limit=None)  # sweep settings have their own section, not a place in the trends
+    infos = list(reversed([i for i in every if i.kind != SWEEP_KIND][:runs] or every[:runs]))
     if not infos:
         raise ValueError(f"no run is recorded in {store.where}; record one with 'ragmeter evaluate ... --db'")
     entries = [RunEntry.from_result(store.run(i.id), i.id, verdicts=verdicts, created_at=i.created_at, kind=i.kind,
@@ -28,7 +32,7 @@ def render_store(store: Any, *, runs: int = 30, samples: int = 500, title: str =
     daily = {m: [tuple(p) for p in store.metric_trend(m, by="day", kind="inline")] for m in latest.metrics}
     agreement, leniency = _human_labels(store, latest.id)
     return render(entries, listed, title=title, verdicts=verdicts, daily={m: p for m, p in daily.items() if p},
-                  agreement=agreement, leniency=leniency)
+                  agreement=agreement, leniency=leniency, sweeps=sweeps)
 
 
 def _human_labels(store: Any, run_id: int) -> tuple[dict, dict]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from datetime import datetime, timezone
 from html import escape
 from importlib import resources
@@ -19,8 +20,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ragmeter.dashboard.agreement import agreement_section
 from ragmeter.dashboard.charts import histogram, status_bar, trend_chart
+from ragmeter.dashboard.conversations import conversations_section
 from ragmeter.dashboard.drilldown import drilldown, fmt
 from ragmeter.dashboard.model import RunEntry, SampleEntry, SampleView, Verdicts, sample_views
+from ragmeter.dashboard.sweeps import sweeps_section
 from ragmeter.data import label_for
 from ragmeter.judges.base import Usage
 from ragmeter.result import EvaluationResult
@@ -56,7 +59,17 @@ def _usage_text(u: Usage) -> str:
 # --------------------------------------------------------------------------- sections
 
 
-def _header(title: str, runs: Sequence[RunEntry], views: list[SampleView]) -> str:
+_SECTION = re.compile(r'<section id="([a-z-]+)"[^>]*><h2>([^<]+)')
+
+
+def _nav(sections: Iterable[str]) -> str:
+    """Links to the sections the page has, in page order (a section absent from the page has none)."""
+    links = [f'<a href="#{m.group(1)}">{m.group(2).strip()}</a>'
+             for m in (_SECTION.match(s) for s in sections) if m and m.group(1) != "invalid"]
+    return f"<nav>{' '.join(links)}</nav>"
+
+
+def _header(title: str, runs: Sequence[RunEntry], views: list[SampleView], nav: str) -> str:
     latest = runs[-1]
     facts = [f"{len(runs)} run{'s' if len(runs) != 1 else ''}", f"{len(views)} samples shown",
              f"latest: {escape(latest.name)}"]
@@ -74,9 +87,7 @@ def _header(title: str, runs: Sequence[RunEntry], views: list[SampleView]) -> st
         facts.append(f'<a href="#invalid">{len(latest.invalid)} invalid records</a>')
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return (f'<header><h1>{escape(title)}</h1><p class="facts">{" · ".join(facts)}</p>'
-            f'<p class="muted small">generated {generated} by ragmeter</p><nav><a href="#summary">Summary</a> '
-            '<a href="#trends">Trends</a> <a href="#distributions">Distributions</a> <a href="#samples">Samples</a>'
-            '</nav></header>')
+            f'<p class="muted small">generated {generated} by ragmeter</p>{nav}</header>')
 
 
 def _summary(run: RunEntry, views: list[SampleView]) -> str:
@@ -246,7 +257,8 @@ def _invalid(run: RunEntry) -> str:
 
 def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ragmeter dashboard",
            verdicts: Verdicts | None = None, daily: Mapping[str, Sequence[Sequence[Any]]] | None = None,
-           agreement: Mapping[str, Any] | None = None, leniency: Mapping[str, Sequence[Any]] | None = None) -> str:
+           agreement: Mapping[str, Any] | None = None, leniency: Mapping[str, Sequence[Any]] | None = None,
+           sweeps: Sequence[Any] = ()) -> str:
     """The dashboard page as HTML text.
 
     ``runs``: :class:`RunEntry` objects, oldest first; the last one is the summary's and the
@@ -257,6 +269,7 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
     (UTC day, mean, count, errors) of the "over time" chart, e.g. ``Store.metric_trend(m,
     by="day")``; without it they are computed from the given samples of inline runs.
     ``agreement`` / ``leniency``: the "Human labels" section (:mod:`ragmeter.dashboard.agreement`).
+    ``sweeps``: :class:`~ragmeter.dashboard.sweeps.SweepEntry` objects, the "Sweeps" section.
     Raises ValueError when ``runs`` is empty.
     """
     runs = list(runs)
@@ -267,9 +280,10 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
     latest = runs[-1]
     metrics = list(latest.summary) + [m for m in dict.fromkeys(m for v in views for m in v.scores) if m not in latest.summary]
     daily = dict(daily) if daily is not None else _daily_points(runs, views)
-    body = "".join([_header(title, runs, views), "<main>", _summary(latest, views), _trends(runs, daily),
-                    _distributions(latest, views), _samples(views, metrics), agreement_section(agreement or {}, leniency),
-                    _invalid(latest), "</main>"])
+    sections = [_summary(latest, views), _trends(runs, daily), sweeps_section(sweeps), _distributions(latest, views),
+                conversations_section(views, metrics), _samples(views, metrics),
+                agreement_section(agreement or {}, leniency), _invalid(latest)]
+    body = "".join([_header(title, runs, views, _nav(sections)), "<main>", *sections, "</main>"])
     js = _asset("dashboard.js")
     script_hash = "sha256-" + base64.b64encode(hashlib.sha256(f"\n{js}\n".encode("utf-8")).digest()).decode("ascii")
     page = Template(_asset("page.html"))

@@ -41,6 +41,34 @@ async def _close(client: Any) -> None:
     await client.close()
 
 
+def _sdk() -> Any:
+    try:
+        import anthropic
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("the Anthropic judge needs the anthropic package: pip install 'ragmeter[anthropic]'") from err
+    return anthropic
+
+
+class _ClientFactory:
+    """Makes one loop's ``AsyncAnthropic`` client. A class, not a closure, so a judge pickles (to a
+    worker process, which makes its own client); the key is never in its repr."""
+
+    def __init__(self, api_key: str, base_url: str | None, timeout: float | None, client_kwargs: dict):
+        _sdk()  # imported now, not on first use inside a running event loop
+        self.api_key, self.base_url, self.timeout, self.client_kwargs = api_key, base_url, timeout, client_kwargs
+
+    def __repr__(self) -> str:
+        return f"_ClientFactory(base_url={self.base_url!r})"
+
+    def __setstate__(self, state: dict) -> None:
+        _sdk()  # a copy in a worker process imports the SDK now too, not inside its first request
+        self.__dict__.update(state)
+
+    def __call__(self) -> Any:
+        return _sdk().AsyncAnthropic(api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout,
+                                     **self.client_kwargs)
+
+
 class AnthropicTransport(Transport):
     """Messages API with a forced tool per task, one ``AsyncAnthropic`` client per event loop.
 
@@ -57,17 +85,19 @@ class AnthropicTransport(Transport):
         self.base_url = base_url
         self.secrets = key_secrets(api_key)
         self._has_key = bool(api_key)
-        extra = dict(client_kwargs or {})
-        try:
-            import anthropic  # imported now, not on first use inside a running event loop
-        except ImportError as err:  # pragma: no cover - depends on the environment
-            raise ImportError("the Anthropic judge needs the anthropic package: pip install 'ragmeter[anthropic]'") from err
-
-        def make():
-            return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, **extra)
-
-        self.clients = PerLoop(make, _close)
+        self._factory = _ClientFactory(api_key, base_url, timeout, dict(client_kwargs or {}))
+        self.clients = PerLoop(self._factory, _close)
         self._per_task: dict[str, tuple[dict, str]] = {}
+
+    def __getstate__(self) -> dict:
+        """Pickled without its clients (bound to this process's loops); a copy makes its own."""
+        state = self.__dict__.copy()
+        del state["clients"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.clients = PerLoop(self._factory, _close)
 
     def check(self) -> None:
         """ValueError when there is no API key (nothing is sent)."""

@@ -8,7 +8,9 @@ is served as ``Usage(cached=1)``. Re-running the same dataset with the same judg
 Location: ``cache=`` argument of a judge (a path, a :class:`JudgeCache`, or ``False`` for none);
 otherwise ``$RAGMETER_CACHE_DIR/judge-cache.sqlite``; otherwise
 ``~/.cache/ragmeter/judge-cache.sqlite``. One file may be shared by several processes (WAL mode)
-and one :class:`JudgeCache` by several threads.
+and one :class:`JudgeCache` by several threads; a pickled cache is its path, so the worker
+processes of a distributed run (:class:`ragmeter.executors.RayExecutor`) share the file of the
+driver when they run on its machine.
 
 The cache is an optimisation and never stops judging: when its file cannot be created or opened
 (read-only or missing home, not a database) it warns once per file and stays empty; a failed
@@ -291,6 +293,11 @@ class JudgeCache:
 
     def __repr__(self) -> str:
         return f"JudgeCache({str(self.path)!r})"
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its path: a copy (in a worker process) opens the same file, the instance
+        shared by that process for the path (:func:`resolve_cache`)."""
+        return resolve_cache, (str(self.path),)
 
 
 _shared: dict[Path, JudgeCache] = {}

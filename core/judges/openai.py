@@ -70,28 +70,43 @@ class _Clients:
         return self.clients[self._turn]
 
 
-def _client_factory(api_key: str, base_url: str | None, timeout: float | None, client_kwargs: dict,
-                    pool_size: int | None = None):
-    """A maker of the clients of one loop (:class:`_Clients`). With ``pool_size`` (and no
+class _ClientFactory:
+    """Makes the clients of one loop (:class:`_Clients`). With ``pool_size`` (and no
     ``http_client`` of the caller's) they keep at most ``pool_size`` connections in all (the
-    requests in flight), at most ``_SHARD`` per client."""
-    openai = _sdk()  # imported now, not on first use inside a running event loop
+    requests in flight), at most ``_SHARD`` per client.
 
-    def one(connections: int | None) -> Any:
-        kwargs = dict(client_kwargs)
+    A class, not a closure, so a judge pickles (to a worker process, which makes its own
+    clients): the key travels inside the pickle only, never in a repr or a log line."""
+
+    def __init__(self, api_key: str, base_url: str | None, timeout: float | None, client_kwargs: dict,
+                 pool_size: int | None = None):
+        _sdk()  # imported now, not on first use inside a running event loop
+        self.api_key, self.base_url, self.timeout = api_key, base_url, timeout
+        self.client_kwargs, self.pool_size = client_kwargs, pool_size
+
+    def __repr__(self) -> str:
+        return f"_ClientFactory(base_url={self.base_url!r})"
+
+    def __setstate__(self, state: dict) -> None:
+        _sdk()  # a copy in a worker process imports the SDK now too, not inside its first request
+        self.__dict__.update(state)
+
+    def one(self, connections: int | None) -> Any:
+        """One ``AsyncOpenAI`` client keeping at most ``connections`` connections (None: the SDK's pool)."""
+        openai = _sdk()
+        kwargs = dict(self.client_kwargs)
         if connections:
             limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=connections,
                                                             max_keepalive_connections=connections)
-            kwargs["http_client"] = openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout)
-        return openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, **kwargs)
+            kwargs["http_client"] = openai.DefaultAsyncHttpxClient(limits=limits, timeout=self.timeout)
+        return openai.AsyncOpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout,
+                                  **kwargs)
 
-    def make() -> _Clients:
-        if not pool_size or "http_client" in client_kwargs:
-            return _Clients([one(None)])
-        shards = -(-pool_size // _SHARD)
-        return _Clients([one(-(-pool_size // shards)) for _ in range(shards)])
-
-    return make
+    def __call__(self) -> _Clients:
+        if not self.pool_size or "http_client" in self.client_kwargs:
+            return _Clients([self.one(None)])
+        shards = -(-self.pool_size // _SHARD)
+        return _Clients([self.one(-(-self.pool_size // shards)) for _ in range(shards)])
 
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
@@ -150,8 +165,19 @@ class OpenAITransport(Transport):
         self.reasoning = bool(_REASONING.match(model))
         self.secrets = key_secrets(api_key)
         self._has_key = bool(api_key)
-        self.clients = PerLoop(_client_factory(api_key, base_url, timeout, dict(client_kwargs or {}), pool_size), _close)
+        self._factory = _ClientFactory(api_key, base_url, timeout, dict(client_kwargs or {}), pool_size)
+        self.clients = PerLoop(self._factory, _close)
         self._per_task: dict[str, tuple[dict, str, str]] = {}
+
+    def __getstate__(self) -> dict:
+        """Pickled without its clients (bound to this process's loops); a copy makes its own."""
+        state = self.__dict__.copy()
+        del state["clients"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.clients = PerLoop(self._factory, _close)
 
     def check(self) -> None:
         """ValueError when there is no API key (nothing is sent)."""
@@ -246,9 +272,20 @@ class OpenAIEmbedder(CachedEmbedder):
         self.base_url = base_url
         self.dimensions = dimensions
         self.timeout = timeout
-        self.clients = PerLoop(_client_factory(api_key, base_url, timeout, dict(client_kwargs or {}),
-                                               kwargs.get("max_concurrency", 4)), _close)
+        self._factory = _ClientFactory(api_key, base_url, timeout, dict(client_kwargs or {}),
+                                       kwargs.get("max_concurrency", 4))
+        self.clients = PerLoop(self._factory, _close)
         super().__init__(**kwargs)
+
+    def __getstate__(self) -> dict:
+        """Pickled without its clients (see :meth:`OpenAITransport.__getstate__`)."""
+        state = super().__getstate__()
+        del state["clients"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self.clients = PerLoop(self._factory, _close)
 
     def cache_params(self) -> dict:
         """Endpoint and model settings: part of the vector cache key."""

@@ -7,6 +7,10 @@ waiter sleeps on its own loop and is woken thread-safely.
 
 Time is read from an injectable ``clock`` and waited out with an injectable ``sleep``
 (``time.monotonic`` and ``asyncio.sleep`` by default), so tests check exact waits on a fake clock.
+
+A limit pickles (a judge is shipped to worker processes) without its lock, holders or waiters: the
+copy starts fresh in its process. Copies do not share their budget; a distributed run shares one
+through :class:`ragmeter.executors.SharedRateLimiter`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,18 @@ class TokenBucket:
         self._tokens = self.capacity
         self._stamp = clock()
         self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        """Pickled without the lock; a copy starts full on its clock (another process's
+        monotonic clock has another origin)."""
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._tokens, self._stamp = self.capacity, self._clock()
 
     def _refill(self) -> None:
         now = self._clock()
@@ -128,6 +144,18 @@ class ConcurrencyLimit:
         self._lock = threading.Lock()
         self._in_use = 0
         self._waiters: collections.deque = collections.deque()
+
+    def __getstate__(self) -> dict:
+        """Pickled with its limit only: a copy has no holders and no waiters."""
+        state = self.__dict__.copy()
+        del state["_lock"], state["_waiters"]
+        state["_in_use"] = 0
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._waiters = collections.deque()
 
     @property
     def in_use(self) -> int:

@@ -29,7 +29,8 @@ class AnswerRelevancy(Metric):
     score is the mean cosine similarity (``aggregate="max"``: the best one), negative cosines
     clipped to 0. An answer the judge flags as noncommittal ("I don't know", evasive) scores 0.
     With a judge that cannot write questions (the offline judge) the score is the cosine of
-    question and answer, and the explanation says so.
+    question and answer, and the explanation says so. The question embedded is the one judges
+    read (:func:`ragmeter.conversations.judged_question`: a chat turn's standalone question).
 
     ``method="rating"``: one ``rate_answer`` call, the judge's 0..1 rating (no embeddings needed).
 
@@ -63,14 +64,14 @@ class AnswerRelevancy(Metric):
         if self.method != "embeddings" or self.missing_fields(sample):
             return []
         if not ctx.generates_questions():
-            return [sample.question, ctx.answer_text()]
+            return [ctx.question_text(), ctx.answer_text()]
         try:
             out = await ctx.generated_questions()
         except Exception:  # the metric reports the failure itself; other metrics still get vectors
             return []
         if out["noncommittal"]:
             return []
-        return [sample.question, *out["questions"][:self.n]]
+        return [ctx.question_text(), *out["questions"][:self.n]]
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         if self.method == "rating":
@@ -84,7 +85,7 @@ class AnswerRelevancy(Metric):
             return Score(self.name, 0.0, explanation="the answer is noncommittal (evasive, vague or declines to answer): scored 0",
                          details=details)
         vectors = await ctx.embeddings()
-        q = _vector(vectors, sample.question, "question")
+        q = _vector(vectors, ctx.question_text(), "question")
         if not ctx.generates_questions():
             sim = max(0.0, cosine(q, _vector(vectors, ctx.answer_text(), "answer")))
             details["similarity"] = sim

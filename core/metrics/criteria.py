@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+from ragmeter.conversations import judged_question
 from ragmeter.data import Sample, Score
 from ragmeter.metrics import METRIC_NAMES
 from ragmeter.metrics.base import Metric
@@ -92,12 +93,13 @@ class Criteria(Metric):
     @staticmethod
     def request(sample: Sample, criteria: Sequence["Criteria"]) -> dict:
         """The ``judge_criteria`` inputs for ``criteria`` on ``sample``: their definitions (the
-        first of each name) and the sample fields any of them reads."""
+        first of each name) and the sample fields any of them reads; the question is the one judges
+        read (:func:`ragmeter.conversations.judged_question`: a chat turn's standalone question)."""
         seen: dict[str, dict] = {}
         for c in criteria:
             seen.setdefault(c.name, c.definition())
         fields = {f for d in seen.values() for f in d["inputs"]}
-        values = {"question": sample.question, "answer": sample.answer, "contexts": sample.context_texts,
+        values = {"question": judged_question(sample), "answer": sample.answer, "contexts": sample.context_texts,
                   "reference": sample.reference}
         return {"criteria": list(seen.values()), "sample": {f: values[f] for f in CRITERIA_INPUTS if f in fields}}
 

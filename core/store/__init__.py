@@ -11,7 +11,8 @@ through psycopg 3 (``pip install 'ragmeter[postgres]'``). Both use one SQLAlchem
 
 ``runs``
     ``id``, ``created_at`` (UTC), ``kind`` (``"evaluate"`` for :meth:`Store.record_run`,
-    ``"inline"`` for :meth:`Store.record_samples`), ``dataset``, ``source`` and ``process``
+    ``"inline"`` for :meth:`Store.record_samples`, ``"sweep"`` for a setting of :func:`ragmeter.sweep`:
+    ``source`` ``"sweep:<id>"`` groups a sweep's settings, tags ``"<param>=<value>"`` name one), ``dataset``, ``source`` and ``process``
     (inline: the capture and ``host:pid:token``), ``app_version`` and ``git_commit`` (from
     ``RAGMETER_APP_VERSION`` / ``GIT_COMMIT``, ``GITHUB_SHA``, ``CI_COMMIT_SHA``, ...), ``judge``,
     ``settings`` (JSON: metric names and their pass / warn thresholds), ``usage`` (JSON: judge

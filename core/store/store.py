@@ -132,19 +132,23 @@ class Store:
     # ------------------------------------------------------------------ writing
 
     def record_run(self, result: EvaluationResult, dataset: str | None = None, tags: Iterable[str] | None = None, *,
-                   source: str | None = None, app_version: str | None = None, git_commit: str | None = None) -> int:
+                   source: str | None = None, app_version: str | None = None, git_commit: str | None = None,
+                   kind: str = "evaluate") -> int:
         """Store an evaluation run with every sample and Score; returns the run id. The app
         version and git commit default to the environment's (see
-        :func:`ragmeter.store.engine.environment_info`); ``tags`` label the run and each sample."""
+        :func:`ragmeter.store.engine.environment_info`); ``tags`` label the run and each sample.
+        ``kind``: ``"evaluate"``, or ``"sweep"`` for one setting of :func:`ragmeter.sweep` (its
+        ``source`` names the sweep, its tags the setting)."""
         env, now, text = environment_info(), codec.naive_utc(), self._text
         tags = codec.tags_of(tags)
 
         def tx(conn: Connection) -> int:
             run_id = conn.execute(runs.insert(), {
-                "created_at": now, "kind": "evaluate", "dataset": text(dataset), "source": text(source), "process": None,
+                "created_at": now, "kind": kind, "dataset": text(dataset), "source": text(source), "process": None,
                 "app_version": text(app_version or env["app_version"]), "git_commit": text(git_commit or env["git_commit"]),
                 "judge": text(result.judge), "duration_s": float(result.duration_s), "tags": codec.dumps(tags),
-                "settings": codec.dumps({"metrics": result.metrics, "thresholds": result.thresholds}),
+                "settings": codec.dumps({"metrics": result.metrics, "thresholds": result.thresholds,
+                                         **({"profile": result.profile} if result.profile else {})}),
                 "usage": codec.dumps(result.usage.to_dict()),
                 "invalid": codec.dumps([e.to_dict() for e in result.invalid])}).inserted_primary_key[0]
             self._insert(conn, run_id, result.results, tags, now)
@@ -255,7 +259,8 @@ class Store:
         return EvaluationResult([codec.sample_result(row, by_row[row.id]) for row in rows],
                                 settings.get("metrics") or [], judge=run.judge or "code", invalid=invalid,
                                 duration_s=run.duration_s,
-                                thresholds={k: tuple(v) for k, v in (settings.get("thresholds") or {}).items()})
+                                thresholds={k: tuple(v) for k, v in (settings.get("thresholds") or {}).items()},
+                                profile=settings.get("profile"))
 
     def metric_trend(self, metric: str, by: str = "run", *, kind: str | None = None, dataset: str | None = None,
                      source: str | None = None, limit: int | None = None) -> list[TrendPoint]:

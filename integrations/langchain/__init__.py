@@ -17,10 +17,13 @@ or capture every run without passing callbacks (LangChain's configure hook)::
     chain.invoke("Who wrote Dune?")
     rml.uninstrument()
 
-Each root run becomes one :class:`ragmeter.Sample`. The package only translates LangChain events
-(LangChain is imported here and nowhere else): :mod:`~ragmeter.integrations.langchain.runs` turns
-a run tree into a Sample, :mod:`~ragmeter.integrations.langchain.handler` is the callback
-handler, :mod:`~ragmeter.integrations.langchain.hook` installs it through the configure hook.
+Each root run becomes one :class:`ragmeter.Sample`; a LangGraph graph invocation too (one per
+chat turn of a message-state graph, the ``thread_id`` as conversation id). The package only
+translates LangChain events (LangChain is imported here and nowhere else; LangGraph never):
+:mod:`~ragmeter.integrations.langchain.runs` turns a run tree into a Sample,
+:mod:`~ragmeter.integrations.langchain.turns` reads its chat turn,
+:mod:`~ragmeter.integrations.langchain.handler` is the callback handler,
+:mod:`~ragmeter.integrations.langchain.hook` installs it through the configure hook.
 """
 
 from ragmeter.integrations.langchain.handler import RagmeterCallbackHandler

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 from langchain_core.language_models import BaseChatModel
 
 from ragmeter.capture import CaptureRecorder
+from ragmeter.conversations import MAX_HISTORY
 from ragmeter.data import Sample
 from ragmeter.guard import guarded, never_raise
 from ragmeter.integrations._tracing import TraceLink
@@ -112,7 +113,11 @@ class RagmeterCallbackHandler(RunTracker):
 
     Runs that errored are recorded (``metadata["status"] == "error"``) and not scored; runs the
     caller abandoned (a stream closed early, a cancelled task) are recorded as ``"partial"`` and
-    not scored; runs whose retrievers returned nothing are recorded and not scored.
+    not scored; runs whose retrievers returned nothing are recorded and not scored. A chat turn
+    (a chain with a chat history, a LangGraph message-state graph) that ran no retriever is
+    recorded with no contexts and ``metadata["no_retrieval"]`` True (see
+    :mod:`~ragmeter.integrations.langchain.turns`); a chat turn keeps the last ``max_history``
+    (default :data:`ragmeter.conversations.MAX_HISTORY`, 10) messages of its history.
     """
 
     name = "ragmeter"
@@ -123,10 +128,13 @@ class RagmeterCallbackHandler(RunTracker):
                  on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
                  concurrency: int = 4, embedder: Any = None, keep: int | None = 10_000,
                  attach_to_trace: bool = True, tracer_provider: Any = None, capture_content: bool | None = None,
-                 store: Any = None):
+                 store: Any = None, max_history: int = MAX_HISTORY):
         super().__init__()
+        if isinstance(max_history, bool) or not isinstance(max_history, int) or max_history < 0:
+            raise ValueError(f"max_history must be a non-negative integer, got {max_history!r}")
         self.question_key = question_key
         self.answer_key = answer_key
+        self.max_history = max_history
         self.attach_to_trace = attach_to_trace
         self._judge_spec = _wrap_chat_model(judge)
         self._trace = TraceLink(tracer_provider)
@@ -168,7 +176,7 @@ class RagmeterCallbackHandler(RunTracker):
     def stats(self) -> dict[str, int]:
         """Counters. Capture: ``captured`` (samples recorded), ``ok``, ``errored``, ``partial``,
         ``skipped_no_contexts`` (recorded, not scored), ``skipped_no_retriever`` and
-        ``skipped_no_question`` (root runs that were not RAG runs; not recorded), ``capture_errors``,
+        ``skipped_no_question`` (root runs that were neither RAG runs nor chat turns; not recorded), ``capture_errors``,
         ``capture_dropped`` (the capture thread was too far behind). Scoring: ``submitted``,
         ``queued``, ``scored``, ``dropped`` (backlog full, or given up at a timed-out shutdown),
         ``sampled_out``, ``forced`` (``should_score`` said True), ``rejected_closed``, ``failed``,
@@ -238,7 +246,7 @@ class RagmeterCallbackHandler(RunTracker):
     # ------------------------------------------------------------------ internals
 
     def _sample_from_run(self, run: Any, target: Any) -> tuple[Sample | None, str]:
-        return sample_from_run(run, target, self.question_key, self.answer_key)
+        return sample_from_run(run, target, self.question_key, self.answer_key, self.max_history)
 
 
 

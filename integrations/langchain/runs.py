@@ -8,13 +8,8 @@ metadata), the final answer (root output), and what the run cost (latency, token
 in ``metadata``. Run metadata, document metadata and error texts are redacted of credentials
 (:mod:`ragmeter.redact`).
 
-A chat turn (a chain fed a chat history under one of :data:`HISTORY_KEYS`, as
-``create_history_aware_retriever`` and ``RunnableWithMessageHistory`` chains are) also gets its
-``history`` (the last :data:`ragmeter.conversations.MAX_HISTORY` user / assistant messages),
-``turn`` (user messages in the history + 1), ``standalone_question`` (the query the first
-retriever ran with, when it differs from the question: the condensed question) and
-``conversation_id`` (config metadata ``conversation_id`` / ``session_id`` / ``thread_id``;
-``configurable`` values reach only LangSmith's tracer, so pass the id in ``metadata`` too).
+Chat turns (history, turn, standalone question, conversation id; LangGraph message-state graphs;
+turns without retrieval): :mod:`~ragmeter.integrations.langchain.turns`.
 """
 
 from __future__ import annotations
@@ -26,13 +21,13 @@ import uuid
 from typing import Any
 
 from ragmeter.capture import REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY
-from ragmeter.conversations import MAX_HISTORY, history_messages
+from ragmeter.conversations import MAX_HISTORY, NO_RETRIEVAL_KEY
 from ragmeter.data import Context, RecordError, Sample
 from ragmeter.integrations._tracing import trace_metadata
+from ragmeter.integrations.langchain.turns import chat_history, content_text, turn_fields
 from ragmeter.redact import redact, redact_value
 
-__all__ = ["sample_from_run", "has_open_runs", "QUESTION_KEYS", "ANSWER_KEYS", "SCORE_KEYS", "ID_KEYS", "HISTORY_KEYS",
-           "CONVERSATION_KEYS"]
+__all__ = ["sample_from_run", "has_open_runs", "QUESTION_KEYS", "ANSWER_KEYS", "SCORE_KEYS", "ID_KEYS"]
 
 log = logging.getLogger("ragmeter")
 
@@ -40,10 +35,6 @@ log = logging.getLogger("ragmeter")
 QUESTION_KEYS = ("question", "input", "query", "user_input", "q")
 #: Root output keys tried (in order) for the answer when ``answer_key`` is not given.
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
-#: Input keys of the root or of any chain under it read as the chat history (first found wins).
-HISTORY_KEYS = ("chat_history", "history")
-#: Config ``metadata`` keys read as the conversation id (first found wins).
-CONVERSATION_KEYS = ("conversation_id", "session_id", "thread_id")
 #: Document metadata keys read as the retriever's score (first numeric one wins).
 SCORE_KEYS = ("score", "relevance_score", "similarity_score", "similarity", "_score")
 #: Document metadata keys read as the chunk id when ``Document.id`` is empty.
@@ -56,12 +47,13 @@ _LLM_TYPES = ("llm", "chat_model")
 
 
 def sample_from_run(root: Any, target: Any, question_key: str | None = None,
-                    answer_key: str | None = None) -> tuple[Sample | None, str]:
+                    answer_key: str | None = None, max_history: int = MAX_HISTORY) -> tuple[Sample | None, str]:
     """One finished root run as a Sample, or ``(None, reason)`` when it is not a RAG run
     (``"skipped_no_retriever"``: no retriever ran; ``"skipped_no_question"``: no question
     found). ``target`` is the span active when the run started (its ids go to
     ``metadata["trace"]``); ``question_key`` / ``answer_key`` name the root input / output key
-    holding the question / answer (default: try :data:`QUESTION_KEYS` / :data:`ANSWER_KEYS`)."""
+    holding the question / answer (default: try :data:`QUESTION_KEYS` / :data:`ANSWER_KEYS`);
+    a chat turn keeps the last ``max_history`` messages of its history."""
     tree = _Tree(root)
     error = root.error
     status, reason = "ok", None
@@ -73,7 +65,9 @@ def sample_from_run(root: Any, target: Any, question_key: str | None = None,
             status, reason = "error", head
     elif tree.unfinished:
         status, reason = "partial", f"{tree.unfinished} run(s) still open when the root ended"
-    if not tree.retrievers and status == "ok":
+    history = chat_history(root)
+    no_retrieval = not tree.retrievers and status == "ok"
+    if no_retrieval and (history is None or root.run_type != "chain"):
         return None, "skipped_no_retriever"
 
     question = _question(root.inputs, question_key)
@@ -106,6 +100,8 @@ def sample_from_run(root: Any, target: Any, question_key: str | None = None,
         "latency": tree.latency(),
         "retrievers": retrievers,
     }
+    if no_retrieval:
+        metadata[NO_RETRIEVAL_KEY] = True
     if reason:
         metadata["error" if status == "error" else "partial_reason"] = redact(reason)
     if partial_answer:
@@ -128,7 +124,7 @@ def sample_from_run(root: Any, target: Any, question_key: str | None = None,
 
     fields = {"reference": reference if reference is None or isinstance(reference, str) else str(reference),
               "relevant_ids": relevant}
-    turn = _turn_fields(root, tree, question, run_meta)
+    turn = turn_fields(tree.retrievers, question, run_meta, history, max_history)
     try:
         sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id),
                         metadata=metadata, **fields, **turn)
@@ -138,57 +134,6 @@ def sample_from_run(root: Any, target: Any, question_key: str | None = None,
         sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id),
                         metadata=metadata, **turn)
     return sample, "captured"
-
-
-def _turn_fields(root: Any, tree: "_Tree", question: str, run_meta: dict) -> dict:
-    """``conversation_id``, ``turn``, ``history`` and ``standalone_question`` of a chat turn (see
-    the module docstring); only the conversation id (when given) for a run without history."""
-    out: dict[str, Any] = {}
-    conv = next((run_meta[k] for k in CONVERSATION_KEYS if isinstance(run_meta.get(k), (str, int))
-                 and not isinstance(run_meta.get(k), bool)), None)
-    if conv is not None:
-        out["conversation_id"] = str(conv)
-    history = _history(root)
-    if history is None:
-        return out
-    out["turn"] = sum(m["role"] == "user" for m in history) + 1
-    out["history"] = [m for m in history if m["role"] in ("user", "assistant")][-MAX_HISTORY:]
-    query = next((q for q in (_str((r.inputs or {}).get("query")) for r in tree.retrievers) if q), None)
-    if history and query and query != question:
-        out["standalone_question"] = query
-    return out
-
-
-def _history(root: Any) -> list[dict] | None:
-    """The chat history fed to the root or to the first chain under it that has one (None when
-    no run had a history input); messages as ``{"role", "content"}``, unreadable ones skipped."""
-    queue = [root]
-    while queue:
-        run = queue.pop(0)
-        inputs = run.inputs if isinstance(run.inputs, dict) else {}
-        for key in HISTORY_KEYS:
-            value = inputs.get(key)
-            if isinstance(value, (list, tuple)):
-                return [m for m in map(_message, value) if m is not None]
-        if run.run_type not in ("retriever", *_LLM_TYPES):
-            queue.extend(run.child_runs or ())
-    return None
-
-
-def _message(value: Any) -> dict | None:
-    """A chat message (LangChain message, its serialized form, a dict, or a ``(role, text)``
-    tuple) as ``{"role", "content"}``; None when it is none of those."""
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, str) for v in value):
-        value = {"role": value[0], "content": value[1]}
-    elif isinstance(value, dict) and isinstance(value.get("kwargs"), dict):  # dumpd() form
-        value = value["kwargs"]
-    content = value.get("content") if isinstance(value, dict) else getattr(value, "content", None)
-    role = (value.get("role") or value.get("type")) if isinstance(value, dict) else getattr(value, "type", None)
-    try:
-        [message] = history_messages([{"role": role, "content": _content_text(content)}])
-    except RecordError:
-        return None
-    return message
 
 
 # ---------------------------------------------------------------------- the run tree
@@ -426,6 +371,10 @@ def _answer(outputs: Any, key: str | None, depth: int = 0) -> str | None:
         value = next((outputs[k] for k in ANSWER_KEYS if k in outputs and outputs[k] is not None), None)
     if isinstance(value, dict) and depth < 2:
         return _answer(value, key, depth + 1)
+    if isinstance(value, (list, tuple)):  # a message list (a LangGraph state): the last AI message with text
+        ai = [t for t in (content_text(m.content) for m in value if getattr(m, "type", None) == "ai") if _str(t)]
+        if ai:
+            return _str(ai[-1])
     return _str(_text(value))
 
 
@@ -435,33 +384,19 @@ def _text(value: Any) -> str | None:
         return value
     content = getattr(value, "content", None)
     if content is not None and hasattr(value, "type"):  # a BaseMessage
-        return _content_text(content)
+        return content_text(content)
     if isinstance(value, (list, tuple)) and value:
         humans = [m for m in value if getattr(m, "type", None) == "human"]
         if humans:
-            return _content_text(humans[-1].content)
+            return content_text(humans[-1].content)
         if hasattr(value[-1], "content"):
-            return _content_text(value[-1].content)
+            return content_text(value[-1].content)
         return None
     if hasattr(value, "to_messages"):  # a PromptValue
         try:
             return _text(value.to_messages())
         except Exception:
             return None
-    return None
-
-
-def _content_text(content: Any) -> str | None:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type", "text") == "text" and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-        return "".join(parts)
     return None
 
 
@@ -487,7 +422,7 @@ def _streamed_text(run: Any) -> str | None:
         text = getattr(chunk, "text", None) if chunk is not None else None
         if not isinstance(text, str):
             token = kwargs.get("token")
-            text = token if isinstance(token, str) else _content_text(token)
+            text = token if isinstance(token, str) else content_text(token)
         if isinstance(text, str):
             parts.append(text)
     return _str("".join(parts))

@@ -22,8 +22,12 @@ Capture (inline scoring off the request path)::
         query_engine.query("What is the capital of France?")
     meter.results[0].scores["faithfulness"].value
 
+Chat engines (condense-question, context, condense-plus-context) and agents with a query-engine or
+retriever tool are captured turn by turn, with ``conversation_id``, ``turn``, ``history`` and the
+condensed ``standalone_question`` (:mod:`.chat`).
+
 Only this package imports LlamaIndex. It translates LlamaIndex objects and events into ragmeter
-Samples (:mod:`.nodes`, :mod:`.spans`, :mod:`.capture`) and ragmeter Scores into LlamaIndex
+Samples (:mod:`.nodes`, :mod:`.spans`, :mod:`.chat`, :mod:`.capture`) and ragmeter Scores into LlamaIndex
 ``EvaluationResult`` objects (:mod:`.evaluators`); keeping, counting and scoring is done by the
 core (:class:`ragmeter.capture.CaptureRecorder`, :func:`ragmeter.metrics.scoring.score_sample`).
 """

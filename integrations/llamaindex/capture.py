@@ -16,10 +16,12 @@ from typing import Any, Callable, Iterable, Optional
 from llama_index.core.instrumentation import get_dispatcher
 
 from ragmeter.capture import REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY, CaptureRecorder
+from ragmeter.conversations import NO_RETRIEVAL_KEY
 from ragmeter.data import Context, RecordError, Sample
 from ragmeter.guard import never_raise
 from ragmeter.inline import BackgroundScorer
 from ragmeter.integrations._tracing import TraceLink, trace_metadata
+from ragmeter.integrations.llamaindex.chat import turn_fields
 from ragmeter.integrations.llamaindex.nodes import _as_embedder, _as_judge, _dedup_nodes, _node_context
 from ragmeter.integrations.llamaindex.spans import _Capture, _EventSink, _Query, _SpanTracker
 from ragmeter.metrics import Metric
@@ -63,6 +65,16 @@ class RagmeterInstrumentation:
     recorded as ``"partial"`` (text so far in ``metadata["partial_answer"]``) and not scored. A query
     that raises is recorded as ``"error"`` and not scored; one with no retrieved context is
     recorded and not scored (``skipped_no_contexts``).
+
+    Chat engines (condense-question, context, condense-plus-context) and agents with a query-engine
+    or retriever tool are captured turn by turn (see :mod:`ragmeter.integrations.llamaindex.chat`):
+    one Sample per ``chat`` / ``achat`` / ``stream_chat`` / ``astream_chat`` or agent ``run``, with
+    ``conversation_id``, ``turn``, ``history`` and the condensed ``standalone_question``; the query
+    engines and tools called inside a turn are part of it. A streamed turn is recorded when
+    LlamaIndex has consumed its stream, with the full text. A turn in which no retriever ran is
+    recorded with no contexts and ``metadata["no_retrieval"] = True``; inline, ``on_result`` also
+    receives it, unscored (``scores`` empty), so that a :class:`ragmeter.Monitor` counts it in its
+    no-retrieval rate (subject to ``sample_rate``, as scored samples are).
 
     With ``attach_to_trace`` and an OpenTelemetry SDK tracer provider (the global one, or
     ``tracer_provider``), each result is written as an evaluation span into the trace whose span
@@ -258,6 +270,10 @@ class RagmeterInstrumentation:
             md["retrieved_ids"] = retrieved  # before postprocessing / reranking
         if q.reranked is not None:
             md["reranked"] = True
+        if q.kind != "query":
+            md["turn_kind"] = q.kind
+            if q.t_retr0 is None:  # no retriever ran (ragmeter.conversations.no_retrieval_turn)
+                md[NO_RETRIEVAL_KEY] = True
         target = q.target
         if target is not None:
             md["trace"] = trace_metadata(target)
@@ -289,7 +305,10 @@ class RagmeterInstrumentation:
 
     def _sample(self, q: _Query, answer: Optional[str], *, error: Optional[str], partial_text: Optional[str],
                 partial_reason: Optional[str]) -> Sample:
-        nodes = q.nodes or q.reranked or _dedup_nodes(q.retrieved)
+        if q.kind == "query":
+            nodes = q.nodes or q.reranked or _dedup_nodes(q.retrieved)
+        else:  # the chat engine's source nodes, else the query engines' and retrievers' inside the turn
+            nodes = q.nodes or _dedup_nodes(q.query_nodes) or q.reranked or _dedup_nodes(q.retrieved)
         contexts = [_node_context(n) for n in nodes or []]
         for c in contexts:  # node metadata as captured: without credentials
             c.metadata = redact_value(c.metadata)
@@ -314,10 +333,11 @@ class RagmeterInstrumentation:
         if truth["reference"] is not None and not isinstance(truth["reference"], str):
             truth["reference"] = str(truth["reference"])
         answer = answer if status == "ok" else None
+        turn = turn_fields(q) if q.kind != "query" else {}
         try:
-            return Sample(question, contexts, answer=answer, id=sample_id, metadata=md, **truth)
+            return Sample(question, contexts, answer=answer, id=sample_id, metadata=md, **truth, **turn)
         except RecordError as err:
             if "question" in str(err.field or ""):
                 raise
             md["capture_warning"] = redact(str(err))  # bad ground truth in the tags: keep the query
-            return Sample(question, contexts, answer=answer, id=sample_id, metadata=md)
+            return Sample(question, contexts, answer=answer, id=sample_id, metadata=md, **turn)

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
+from llama_index.core.chat_engine.types import BaseChatEngine, StreamingAgentChatResponse
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events.chat_engine import StreamChatDeltaReceivedEvent
 from llama_index.core.instrumentation.events.llm import (
     LLMChatEndEvent,
     LLMChatInProgressEvent,
@@ -37,6 +39,7 @@ from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
 from ragmeter.guard import guarded, never_raise
+from ragmeter.integrations.llamaindex.chat import STREAM_WRITERS, Conversations, run_tags, turn_kind, turn_result
 from ragmeter.integrations.llamaindex.nodes import _jsonable, _query_text, _response_text, _usage_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,11 +56,14 @@ class _Query:
     __slots__ = ("root_id", "engine", "question", "t0", "started_at", "t_end", "t_retr0", "t_retr1", "t_rerank1",
                  "t_synth0", "t_synth1", "t_first_token", "retrieved", "reranked", "nodes", "response",
                  "llm_calls", "prompt_tokens", "completion_tokens", "usage_reported", "span_ids",
-                 "tags", "target", "streaming", "llm_open", "llm_nested", "models")
+                 "tags", "target", "streaming", "llm_open", "llm_nested", "models",
+                 "kind", "conversation_id", "turn", "history", "retrieval_query", "query_nodes", "llm_messages",
+                 "stream_text", "stream_parts", "returned")
 
-    def __init__(self, root_id: str, engine: str):
+    def __init__(self, root_id: str, engine: str, kind: str = "query"):
         self.root_id = root_id
         self.engine = engine
+        self.kind = kind  # "query"; a turn: "chat" (chat engine) or "agent"
         self.question: Optional[str] = None
         self.t0 = time.perf_counter()
         self.started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
@@ -83,6 +89,16 @@ class _Query:
         self.streaming = False
         self.llm_open: set = set()  # spans of LLM chat / completion calls in progress
         self.llm_nested: set[str] = set()  # LLM calls made inside another (CustomLLM.acomplete -> complete)
+        # turns only (see ragmeter.integrations.llamaindex.chat)
+        self.conversation_id: Optional[str] = None
+        self.turn: Optional[int] = None
+        self.history: Optional[list] = None
+        self.retrieval_query: Optional[str] = None  # the query the first retriever ran with
+        self.query_nodes: list = []  # source nodes of the query engines called inside the turn
+        self.llm_messages: Optional[list] = None  # an agent's first LLM call's messages
+        self.stream_text: Optional[str] = None  # a streamed turn's text, once its stream is consumed
+        self.stream_parts: list[str] = []  # a streamed turn's text so far
+        self.returned = False  # a streamed turn's call has returned
 
 
 def _method_of(span_id: str) -> str:
@@ -109,11 +125,11 @@ class _SpanTracker(BaseSpanHandler):
 
     def span_exit(self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any) -> None:
         """Forward to the capture."""
-        self._ragmeter_capture.on_span_exit(id_, result)
+        self._ragmeter_capture.on_span_exit(id_, result, instance)
 
     def span_drop(self, id_: str, bound_args: Any, instance: Any = None, err: Any = None, **kwargs: Any) -> None:
         """Forward to the capture."""
-        self._ragmeter_capture.on_span_drop(id_, err)
+        self._ragmeter_capture.on_span_drop(id_, err, instance)
 
     def new_span(self, *args: Any, **kwargs: Any) -> None:
         """Unused (spans are not stored)."""
@@ -148,9 +164,10 @@ class _EventSink(BaseEventHandler):
 class _Capture:
     """Groups LlamaIndex spans and events into one record per root query (internal).
 
-    A root query is the outermost ``BaseQueryEngine.query`` / ``aquery`` span; every span below it
-    (found through LlamaIndex's parent span ids, which follow asyncio tasks and threads) and every
-    event emitted in those spans belongs to it, so concurrent queries never mix.
+    A root query is the outermost ``BaseQueryEngine.query`` / ``aquery`` span, or a chat turn (see
+    :mod:`ragmeter.integrations.llamaindex.chat`); every span below it (found through LlamaIndex's
+    parent span ids, which follow asyncio tasks and threads) and every event emitted in those spans
+    belongs to it, so concurrent queries and conversations never mix.
     """
 
     def __init__(self, owner: "RagmeterInstrumentation"):
@@ -158,6 +175,7 @@ class _Capture:
         self.lock = threading.RLock()
         self.open: dict[str, _Query] = {}
         self.span_root: dict[str, str] = {}
+        self.conversations = Conversations()
         self._last_sweep = time.monotonic()
 
     # ---------------------------------------------------------------- spans
@@ -170,14 +188,29 @@ class _Capture:
     @guarded("LlamaIndex capture: span enter")  # a plain try/except: this runs for every span
     def _span_entered(self, id_: str, parent_id: Optional[str], instance: Any, tags: Any, bound_args: Any) -> None:
         root = self.span_root.get(parent_id) if parent_id else None
-        if root is None and isinstance(instance, BaseQueryEngine) and _method_of(id_) in ("query", "aquery"):
-            q = _Query(id_, type(instance).__name__)
+        kind = None
+        if root is None:
+            method = _method_of(id_)
+            if isinstance(instance, BaseQueryEngine) and method in ("query", "aquery"):
+                kind = "query"
+            else:
+                kind = turn_kind(instance, method)
+                if kind is None and method == "reset" and isinstance(instance, BaseChatEngine):
+                    self.conversations.reset(instance)
+        if kind is not None:
+            q = _Query(id_, type(instance).__name__, kind)
             arguments = getattr(bound_args, "arguments", None) or {}
-            q.question = _query_text(arguments.get("str_or_query_bundle"))
-            if self.owner.attach_to_trace:  # the caller's OTel span, in the caller's context
-                q.target = self.owner._trace.current_target()
+            if kind == "agent" and not tags:
+                tags = run_tags(arguments)
             if tags:
                 q.tags = _jsonable(dict(tags))
+            if kind == "query":
+                q.question = _query_text(arguments.get("str_or_query_bundle"))
+            else:
+                q.streaming = _method_of(id_) in ("stream_chat", "astream_chat")
+                self.conversations.start(q, instance, arguments, kind)
+            if self.owner.attach_to_trace:  # the caller's OTel span, in the caller's context
+                q.target = self.owner._trace.current_target()
             with self.lock:
                 self.open[id_] = q
                 self.span_root[id_] = id_
@@ -195,17 +228,33 @@ class _Capture:
             self.span_root[id_] = root
             q.span_ids[id_] = parent_id
 
-    def on_span_exit(self, id_: str, result: Any) -> None:
-        """A span returned: when it is a root query, the query (or its stream) is complete."""
+    def on_span_exit(self, id_: str, result: Any, instance: Any = None) -> None:
+        """A span returned: when it is a root query, the query (or its stream) is complete; when it
+        consumed a chat turn's stream, the turn's text is."""
         q = self.open.get(id_)
-        if q is None or q.root_id != id_:
+        if q is None:
+            turn = self._writer_turn(id_, instance)
+            if turn is not None:
+                with never_raise("LlamaIndex capture: chat stream end"):
+                    self._turn_stream_ended(turn, instance)
+            return
+        if q.root_id != id_:
             return
         with never_raise("LlamaIndex capture: span exit"):
-            self._query_returned(q, result if result is not None else q.response)
+            if q.kind == "query":
+                self._query_returned(q, result if result is not None else q.response)
+            else:
+                self._turn_returned(q, result)
 
-    def on_span_drop(self, id_: str, err: Any) -> None:
-        """A span raised: when it is a root query, record it as failed (or interrupted)."""
+    def on_span_drop(self, id_: str, err: Any, instance: Any = None) -> None:
+        """A span raised: when it is a root query, record it as failed (or interrupted); when it
+        consumed a chat turn's stream, record the turn as partial."""
         q = self.open.get(id_)
+        turn = self._writer_turn(id_, instance) if q is None else None
+        if turn is not None:
+            with never_raise("LlamaIndex capture: chat stream error"):
+                self.stream_incomplete(turn, "".join(turn.stream_parts), "the stream raised",
+                                       error=f"{type(err).__name__}: {err}" if err is not None else None)
         if q is None or q.root_id != id_:
             return
         with never_raise("LlamaIndex capture: span drop"):
@@ -242,9 +291,12 @@ class _Capture:
         elif isinstance(event, QueryEndEvent):
             if sid == q.root_id:
                 q.response = event.response
+            elif q.kind != "query":  # a query engine (tool) inside a turn: its final nodes
+                q.query_nodes.extend(getattr(event.response, "source_nodes", None) or [])
         elif isinstance(event, RetrievalStartEvent):
             if q.t_retr0 is None:
                 q.t_retr0 = now
+                q.retrieval_query = _query_text(event.str_or_query_bundle)
         elif isinstance(event, RetrievalEndEvent):
             q.t_retr1 = now
             q.retrieved.extend(event.nodes or [])
@@ -257,6 +309,8 @@ class _Capture:
         elif isinstance(event, SynthesizeEndEvent):
             q.t_synth1 = now
         elif isinstance(event, (LLMChatStartEvent, LLMCompletionStartEvent)):
+            if q.kind == "agent" and q.llm_messages is None and isinstance(event, LLMChatStartEvent):
+                q.llm_messages = list(event.messages or [])
             if sid is not None:
                 # a call made inside another LLM call (CustomLLM.acomplete -> complete) is the same
                 # call; while a stream is consumed the inner span has no parent, so any open call counts
@@ -267,6 +321,8 @@ class _Capture:
             model = md.get("model") or md.get("model_name")
             if model and str(model) not in q.models:
                 q.models.append(str(model))
+        elif isinstance(event, StreamChatDeltaReceivedEvent):
+            q.stream_parts.append(event.delta)
         elif isinstance(event, (LLMChatInProgressEvent, LLMCompletionInProgressEvent)):
             if q.streaming and q.t_first_token is None:
                 q.t_first_token = now
@@ -314,6 +370,37 @@ class _Capture:
             return
         self.finalize(q, _response_text(response))
 
+    def _turn_returned(self, q: _Query, result: Any) -> None:
+        """A chat turn's call returned: complete, or (streaming) complete once its stream is consumed."""
+        q.t_end = time.perf_counter()
+        answer, nodes, stream = turn_result(result)
+        if nodes:
+            q.nodes = nodes
+        if stream is None:
+            self.finalize(q, answer)
+            return
+        q.streaming = True
+        with self.lock:  # the stream may have been consumed already (on LlamaIndex's writer thread)
+            q.returned = True
+            text = q.stream_text
+        if text is not None:
+            self.stream_done(q, text)
+
+    def _writer_turn(self, id_: str, instance: Any) -> Optional[_Query]:
+        """The open turn whose stream the span ``id_`` consumes (LlamaIndex's chat stream writer), or None."""
+        if not isinstance(instance, StreamingAgentChatResponse) or _method_of(id_) not in STREAM_WRITERS:
+            return None
+        root = self.span_root.get(id_)
+        return self.open.get(root) if root else None
+
+    def _turn_stream_ended(self, q: _Query, response: StreamingAgentChatResponse) -> None:
+        """LlamaIndex's writer consumed a chat turn's stream: the turn is complete once its call has returned."""
+        with self.lock:
+            q.stream_text = response.response or ""
+            returned = q.returned
+        if returned:
+            self.stream_done(q, q.stream_text)
+
     def stream_first_token(self, q: _Query) -> None:
         """The stream of ``q`` produced its first chunk."""
         if q.t_first_token is None:
@@ -350,7 +437,7 @@ class _Capture:
             queries = list(self.open.values())
         for q in queries:
             if q.streaming and q.t_end is not None and (force or now - q.t_end > timeout):
-                self.stream_incomplete(q, "", "the stream was not consumed within stream_timeout"
+                self.stream_incomplete(q, "".join(q.stream_parts), "the stream was not consumed within stream_timeout"
                                        if not force else "the stream was still open when capture was closed")
         with self.lock:
             excess = len(self.open) - self.owner.max_open
@@ -366,6 +453,8 @@ class _Capture:
                 return  # already finalized (stream finished after a timeout, finalizer after close ...)
             for sid in q.span_ids:
                 self.span_root.pop(sid, None)
+        if error is None and partial_reason is None:
+            self.conversations.ended(q, answer)
         self.owner._record(q, answer, error=error, partial_text=partial_text, partial_reason=partial_reason)
 
 

@@ -55,8 +55,8 @@ class LexicalEmbedder(Embedder):
 
 
 def local_embeddings_available() -> bool:
-    """Whether the ``local`` extra (ONNX Runtime, tokenizers, the packaged MiniLM model) is
-    installed, checked without importing any of them (:func:`ragmeter.judges.local.available`)."""
+    """Whether the ``local`` extra (the packaged MiniLM model) is installed, checked without
+    importing it (:func:`ragmeter.judges.local.available`)."""
     from ragmeter.judges.local import available
 
     return available()

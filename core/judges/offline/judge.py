@@ -28,6 +28,26 @@ def _keep_support(raw: dict, output: dict) -> dict:
     return output
 
 
+def _similarity_texts(question: str, reference: str, chunks: list[list[str]], by_words: list[list[bool]],
+                      every: list[bool]) -> list[str]:
+    """The texts ``rate_chunks`` embeds: only those whose similarity can change its answer.
+
+    A statement relevant by its words (``by_words[i][j]``: it holds ``relevance_threshold`` of the
+    question's words) is relevant whatever its similarity, so it is embedded only for a chunk whose
+    usefulness the best similarity may decide (``every[i]``: the chunk covers less than
+    ``useful_threshold`` of the question's words, or of the reference's). Nothing is embedded
+    without a question; the reference only when some chunk needs it. The answer is the one that
+    embedding every statement gives: the skipped similarities are never read.
+    """
+    if not question.strip():
+        return []
+    texts = [s for i, statements in enumerate(chunks) for j, s in enumerate(statements)
+             if every[i] or not by_words[i][j]]
+    if not texts:
+        return []
+    return [question, *([reference] if reference and any(every) else []), *texts]
+
+
 class OfflineJudge(Judge):
     """A judge that needs no LLM, no key and no network (``kind = "CODE"``); its ``name`` is
     ``"offline"`` with the sentence-embedding model and ``"offline-lexical"`` without it.
@@ -121,9 +141,19 @@ class OfflineJudge(Judge):
         q_stems = set(content_words(question)) - QUESTION_STEMS
         r_stems = set(content_words(reference)) if reference else set()
         chunks_in: list[list[str]] = [list(c) for c in inputs["chunks"]]
-        flat = [s for c in chunks_in for s in c]
-        texts = [question, *([reference] if reference else []), *flat]
-        vec = await unit_vectors(self.semantic, texts) if question.strip() else {}
+        stems_in = [[set(content_words(s)) for s in c] for c in chunks_in]
+        lexes = [[len(q_stems & stems) / len(q_stems) if q_stems else 0.0 for stems in c] for c in stems_in]
+        by_words = [[bool(q_stems) and lex >= st.relevance_threshold for lex in c] for c in lexes]
+        chunk_stems = [set().union(*c) for c in stems_in]
+        # A chunk's "useful" needs every statement's similarity (the best one decides) only when word
+        # coverage does not already decide it.
+        if reference:
+            ref_cov = [len(r_stems & cs) / len(r_stems) if r_stems else 0.0 for cs in chunk_stems]
+            every = [cov < st.useful_threshold for cov in ref_cov]
+        else:
+            every = [(len(q_stems & cs) / len(q_stems) if q_stems else 0.0) < st.useful_threshold
+                     for cs in chunk_stems]
+        vec = await unit_vectors(self.semantic, _similarity_texts(question, reference, chunks_in, by_words, every))
         qv = vec.get(question)
         rv = vec.get(reference) if reference else None
         out = []
@@ -131,26 +161,20 @@ class OfflineJudge(Judge):
         covered_r: set = set()
         for i, statements in enumerate(chunks_in):
             relevant = []
-            chunk_stems: set = set()
             best_sim = 0.0
             for j, s in enumerate(statements):
-                stems = set(content_words(s))
-                chunk_stems |= stems
-                lex = len(q_stems & stems) / len(q_stems) if q_stems else 0.0
                 sim = float(np.dot(qv, vec[s])) if qv is not None and s in vec else None
                 if sim is not None:
                     best_sim = max(best_sim, sim)
-                if (q_stems and lex >= st.relevance_threshold) or (sim is not None and sim >= st.relevance_embed_threshold):
+                if by_words[i][j] or (sim is not None and sim >= st.relevance_embed_threshold):
                     relevant.append(j)
-            covered_q |= q_stems & chunk_stems
+            covered_q |= q_stems & chunk_stems[i]
             if reference:
-                overlap = r_stems & chunk_stems
-                covered_r |= overlap
-                r_cov = len(overlap) / len(r_stems) if r_stems else 0.0
+                covered_r |= r_stems & chunk_stems[i]
                 ref_sim = max((float(np.dot(rv, vec[s])) for s in statements if s in vec), default=0.0) if rv is not None else 0.0
-                useful = r_cov >= st.useful_threshold or ref_sim >= st.relevance_embed_threshold + 0.1
+                useful = ref_cov[i] >= st.useful_threshold or ref_sim >= st.relevance_embed_threshold + 0.1
             else:
-                q_cov = len(q_stems & chunk_stems) / len(q_stems) if q_stems else 0.0
+                q_cov = len(q_stems & chunk_stems[i]) / len(q_stems) if q_stems else 0.0
                 useful = bool(relevant) and (q_cov >= st.useful_threshold or best_sim >= st.relevance_embed_threshold)
             out.append({"chunk": i, "relevant": relevant, "useful": bool(useful)})
         if reference and r_stems:
