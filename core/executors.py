@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import os
 import pickle
 import uuid
@@ -70,10 +71,16 @@ async def _feed(queue: Iterable[tuple[int, Any]], slots: list[Callable[[Any], Aw
 
 
 def _ray() -> Any:
+    """Ray, imported; ragmeter's loggers are switched back on afterwards, because older Ray
+    releases (2.6 among them) configure logging on import with ``disable_existing_loggers`` and
+    so silence every logger that already exists."""
     try:
         import ray
     except ImportError as err:
         raise ImportError("RayExecutor needs Ray: pip install 'ragmeter[ray]'") from err
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if (name == "ragmeter" or name.startswith("ragmeter.")) and isinstance(logger, logging.Logger):
+            logger.disabled = False
     return ray
 
 

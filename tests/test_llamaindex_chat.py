@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import llama_index.core
 import pytest
 from llama_index.core.instrumentation.dispatcher import instrument_tags
 from llama_index.core.memory import Memory
+from packaging.version import Version
 
 import ragmeter as rm
 from ragmeter.conversations import MAX_HISTORY, judged_question, no_retrieval_turn
@@ -156,6 +158,10 @@ def test_concurrent_conversations_on_threads_never_mix(index, judge):
     check_conversations(meter, {engines[a]._memory.session_id: (a, *follow[a]) for a in openers})
 
 
+# llama-index-core 0.14.23 (our oldest supported) reads a sync chat engine's whole stream inside
+# ``stream_chat``: the caller gets one chunk, and an LLM stream that fails makes ``stream_chat`` raise
+LAZY_SYNC_STREAMS = Version(llama_index.core.__version__) >= Version("0.14.25")
+
 ANIMAL_PAIRS = [("bison", "ibis"), ("koala", "lemur"), ("tapir", "vole"), ("yak", "zebra"), ("puffin", "raven"),
                 ("ocelot", "salmon"), ("alpaca", "beaver"), ("cougar", "dingo")]
 
@@ -207,7 +213,8 @@ def test_stream_chat_is_recorded_with_the_full_text(index, judge, make):
         tokens = list(first.response_gen)
         second = engine.stream_chat("And the yak?")
         text = "".join(second.response_gen)
-    assert "".join(tokens).strip() == fact("otter") and len(tokens) > 3  # it did stream
+    assert "".join(tokens).strip() == fact("otter")
+    assert len(tokens) > 3 if LAZY_SYNC_STREAMS else len(tokens) == 1  # it did stream (see LAZY_SYNC_STREAMS)
     t1, t2 = by_turn(meter.samples)
     assert (t1.answer, t2.answer) == (fact("otter"), text.strip())
     assert t2.standalone_question == "What is the secret code of the yak?"
@@ -348,10 +355,14 @@ def test_a_stream_cut_midway_is_recorded_as_partial_with_its_text_so_far(index, 
     engine = make(index)
     engine._llm.break_after = 3
     with RagmeterInstrumentation(["faithfulness"], judge=judge) as meter:
-        response = engine.stream_chat(question("otter"))
         with pytest.raises(ConnectionError):
+            response = engine.stream_chat(question("otter"))
             "".join(response.response_gen)
     [s] = meter.samples
-    assert s.metadata["status"] == "partial" and s.metadata["partial_reason"] == "the stream raised"
-    assert s.metadata["partial_answer"] == "The secret code" and "ConnectionError: stream cut" in s.metadata["error"]
+    assert "ConnectionError: stream cut" in s.metadata["error"]
+    if LAZY_SYNC_STREAMS:  # the caller read part of the stream: a partial turn with its text so far
+        assert s.metadata["status"] == "partial" and s.metadata["partial_reason"] == "the stream raised"
+        assert s.metadata["partial_answer"] == "The secret code"
+    else:  # stream_chat itself raised: a failed turn
+        assert s.metadata["status"] == "error" and "partial_answer" not in s.metadata
     assert s.answer is None and meter.stats["scored"] == 0 and meter.stats["open"] == 0

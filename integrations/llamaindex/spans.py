@@ -396,7 +396,8 @@ class _Capture:
     def _turn_stream_ended(self, q: _Query, response: StreamingAgentChatResponse) -> None:
         """LlamaIndex's writer consumed a chat turn's stream: the turn is complete once its call has returned."""
         with self.lock:
-            q.stream_text = response.response or ""
+            # llama-index-core before 0.14.25 leaves ``response.response`` empty after a stream: the deltas
+            q.stream_text = response.response or "".join(q.stream_parts).strip()
             returned = q.returned
         if returned:
             self.stream_done(q, q.stream_text)
