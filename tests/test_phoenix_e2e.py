@@ -16,7 +16,6 @@ import atexit
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,6 +26,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from helpers.process import free_port
 
 pytestmark = [pytest.mark.phoenix, pytest.mark.slow]
 
@@ -39,19 +40,13 @@ def _phoenix_bin() -> str | None:
     return path if path and os.access(path, os.X_OK) else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PhoenixServer:
     """A Phoenix server subprocess on 127.0.0.1 with a throwaway working directory."""
 
     def __init__(self, binary: str):
         self.dir = Path(tempfile.mkdtemp(prefix="ragmeter-phoenix-"))
-        self.port = _free_port()
-        self.grpc_port = _free_port()
+        self.port = free_port()
+        self.grpc_port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, PHOENIX_HOST="127.0.0.1", PHOENIX_PORT=str(self.port),
                    PHOENIX_GRPC_PORT=str(self.grpc_port), PHOENIX_WORKING_DIR=str(self.dir),

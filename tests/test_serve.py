@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from helpers import wait_for
+from helpers.process import free_port
 from helpers.tracing import AnswerOverlap, ContextCount, GatedMetric, genai_rag, instrumented, langchain_chain, oi_rag
 from ragmeter.tracing.otlp_json import encode_otlp_json
 from ragmeter.tracing.serve import EvaluationService, decode_request, traces_endpoint
@@ -317,15 +317,9 @@ def test_shutdown_scores_what_is_pending_and_refuses_new_work(make_service, rece
         urllib.request.urlopen(svc.url + "/healthz", timeout=2)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_cli_serve_drains_on_sigterm(receiver):
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "ragmeter.cli", "serve", "--host", "127.0.0.1", "--otlp-port",
                              str(port), "--forward", receiver.url, "-m", "hallucinated_specifics",
                              "--grace-period", "60"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

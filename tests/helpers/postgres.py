@@ -31,7 +31,6 @@ import itertools
 import os
 import pwd
 import shutil
-import socket
 import signal
 import subprocess
 import tempfile
@@ -93,12 +92,6 @@ def _run_as() -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PostgresServer(ServerProcess):
     """A running PostgreSQL server on 127.0.0.1 (``port``), superuser ``ragmeter`` with trust auth."""
 
@@ -124,16 +117,8 @@ class PostgresServer(ServerProcess):
             if run_as:
                 os.chown(root, *run_as)
             cls._initdb(bindir, root, run_as)
-            for attempt in range(5):  # a free port can be taken between the probe and the bind
-                port = _free_port()
-                proc = cls._spawn(bindir, root, port, run_as)
-                server = cls(bindir, root, port, proc, run_as)
-                if server._wait_ready(timeout):
-                    return server
-                server.stop(cleanup=False)
-                if "could not bind" not in server.log_tail():
-                    break
-            raise RuntimeError(f"PostgreSQL did not start:\n{server.log_tail()}")
+            return cls.first_ready(lambda port: cls(bindir, root, port, cls._spawn(bindir, root, port, run_as), run_as),
+                                   timeout, "could not bind", "PostgreSQL")
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise

@@ -5,8 +5,19 @@ from __future__ import annotations
 
 import shutil
 import signal
+import socket
 import subprocess
 from pathlib import Path
+from typing import Callable, TypeVar
+
+S = TypeVar("S", bound="ServerProcess")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class ServerProcess:
@@ -18,6 +29,24 @@ class ServerProcess:
 
     root: Path
     proc: subprocess.Popen
+
+    def _wait_ready(self, timeout: float) -> bool:
+        """Whether the server answers within ``timeout`` seconds (False as soon as it exits)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def first_ready(launch: "Callable[[int], S]", timeout: float, busy: str, name: str) -> "S":
+        """``launch(port)`` on a free port until the server is ready; a port taken between the
+        probe and the bind (the log says ``busy``) is retried, up to 5 times. RuntimeError with
+        the log's tail when it does not come up."""
+        for _ in range(5):
+            server = launch(free_port())
+            if server._wait_ready(timeout):
+                return server
+            server.stop(cleanup=False)
+            if busy not in server.log_tail():
+                break
+        raise RuntimeError(f"{name} did not start:\n{server.log_tail()}")
 
     def log_tail(self, n: int = 4000) -> str:
         """The end of the server log."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import signal
 import subprocess
 import tempfile
@@ -31,7 +30,7 @@ import pytest
 
 from helpers.process import ServerProcess
 
-__all__ = ["PrometheusServer", "PrometheusUnavailable", "find_binary", "free_port", "require", "REQUIRE"]
+__all__ = ["PrometheusServer", "PrometheusUnavailable", "find_binary", "require", "REQUIRE"]
 
 #: CI sets ``RAGMETER_REQUIRE_PROMETHEUS=1``: a missing or broken server fails the test instead of skipping it.
 REQUIRE = os.environ.get("RAGMETER_REQUIRE_PROMETHEUS") == "1"
@@ -48,13 +47,6 @@ def find_binary() -> Path | None:
     else:
         candidates = [c for c in (shutil.which("prometheus"), "/usr/bin/prometheus") if c]
     return next((Path(c) for c in candidates if os.access(c, os.X_OK)), None)
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PrometheusServer(ServerProcess):
@@ -79,24 +71,17 @@ class PrometheusServer(ServerProcess):
                 "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
                            "evaluation_interval": "1s"},
                 "scrape_configs": [{"job_name": "ragmeter", "static_configs": [{"targets": targets}]}]}))
-            for _ in range(5):  # a free port can be taken between the probe and the bind
-                port = free_port()
-                log = open(root / "prometheus.log", "ab")
-                try:
+
+            def launch(port: int) -> "PrometheusServer":
+                with open(root / "prometheus.log", "ab") as log:
                     proc = subprocess.Popen(
                         [str(binary), f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={root / 'data'}",
                          f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root,
                         start_new_session=True)
-                finally:
-                    log.close()
-                server = cls(root, port, proc)
-                if server._wait_ready(timeout):
-                    return server
-                server.stop(cleanup=False)
-                if "address already in use" not in server.log_tail():
-                    break
-            raise RuntimeError(f"Prometheus did not start:\n{server.log_tail()}")
+                return cls(root, port, proc)
+
+            return cls.first_ready(launch, timeout, "address already in use", "Prometheus")
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
