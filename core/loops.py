@@ -61,6 +61,11 @@ class PerLoop(Generic[T]):
         self._items: dict[int, tuple[weakref.ref, T, Any]] = {}
         self._lock = threading.Lock()
 
+    def __reduce__(self) -> tuple:
+        """Pickled as its factory and closer, without the objects made so far: they belong to this
+        process's loops, and a copy (another process, a Ray worker) makes its own on first use."""
+        return (PerLoop, (self._factory, self._close))
+
     def _prune(self) -> None:
         for key, (ref, _, _) in list(self._items.items()):
             loop = ref()

@@ -525,6 +525,24 @@ def test_per_loop_close_runs_on_own_loop():
     assert first is not second and closed == [True, True]
 
 
+def test_a_pickled_per_loop_keeps_its_factory_and_none_of_its_objects():
+    import pickle
+
+    per_loop = PerLoop(dict, None)
+
+    async def use(p):
+        p.get()["made"] = True
+        return p.get()
+
+    async def main():
+        made = await use(per_loop)
+        copy = pickle.loads(pickle.dumps(per_loop))  # while the original holds this loop's object
+        return made, copy.get(), copy
+
+    made, fresh, copy = run(main())
+    assert made == {"made": True} and fresh == {} and copy._factory is dict and copy._close is None
+
+
 # --------------------------------------------------------------------------- embeddings
 
 

@@ -89,16 +89,6 @@ class AnthropicTransport(Transport):
         self.clients = PerLoop(self._factory, _close)
         self._per_task: dict[str, tuple[dict, str]] = {}
 
-    def __getstate__(self) -> dict:
-        """Pickled without its clients (bound to this process's loops); a copy makes its own."""
-        state = self.__dict__.copy()
-        del state["clients"]
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.clients = PerLoop(self._factory, _close)
-
     def check(self) -> None:
         """ValueError when there is no API key (nothing is sent)."""
         if not self._has_key:

@@ -62,16 +62,6 @@ class CachedEmbedder(Embedder):
             secrets=self.secrets)
         self._batchers: PerLoop[_Batcher] = PerLoop(functools.partial(_Batcher, self))
 
-    def __getstate__(self) -> dict:
-        """Pickled without its per-loop batchers (a copy in another process makes its own)."""
-        state = self.__dict__.copy()
-        del state["_batchers"]
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._batchers = PerLoop(functools.partial(_Batcher, self))
-
     def share_limits(self, dispatcher: Dispatcher) -> None:
         """Send every request under ``dispatcher``'s cap on requests in flight too (a judge's: the
         judge's and the embedder's requests then share one concurrency budget)."""

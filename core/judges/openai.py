@@ -169,16 +169,6 @@ class OpenAITransport(Transport):
         self.clients = PerLoop(self._factory, _close)
         self._per_task: dict[str, tuple[dict, str, str]] = {}
 
-    def __getstate__(self) -> dict:
-        """Pickled without its clients (bound to this process's loops); a copy makes its own."""
-        state = self.__dict__.copy()
-        del state["clients"]
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.clients = PerLoop(self._factory, _close)
-
     def check(self) -> None:
         """ValueError when there is no API key (nothing is sent)."""
         if not self._has_key:
@@ -276,16 +266,6 @@ class OpenAIEmbedder(CachedEmbedder):
                                        kwargs.get("max_concurrency", 4))
         self.clients = PerLoop(self._factory, _close)
         super().__init__(**kwargs)
-
-    def __getstate__(self) -> dict:
-        """Pickled without its clients (see :meth:`OpenAITransport.__getstate__`)."""
-        state = super().__getstate__()
-        del state["clients"]
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        super().__setstate__(state)
-        self.clients = PerLoop(self._factory, _close)
 
     def cache_params(self) -> dict:
         """Endpoint and model settings: part of the vector cache key."""
