@@ -13,11 +13,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -25,7 +23,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from helpers import wait_for
 from helpers.process import free_port
-from helpers.tracing import AnswerOverlap, ContextCount, GatedMetric, genai_rag, instrumented, langchain_chain, oi_rag
+from helpers.tracing import (AnswerOverlap, ContextCount, GatedMetric, OTLPReceiver, genai_rag, instrumented, langchain_chain,
+                             oi_rag)
 from ragmeter.tracing.otlp_json import encode_otlp_json
 from ragmeter.tracing.serve import EvaluationService, decode_request, traces_endpoint
 
@@ -35,49 +34,25 @@ def _attr(kv) -> object:
     return getattr(v, v.WhichOneof("value")) if v.WhichOneof("value") else None
 
 
-class Receiver:
-    """A local OTLP/HTTP traces receiver: decodes protobuf requests, keeps the spans as dicts."""
+class Receiver(OTLPReceiver):
+    """A local OTLP/HTTP traces receiver whose spans are read as dicts."""
 
-    def __init__(self):
-        self.spans: list[dict] = []
-        self.requests = 0
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                req = ExportTraceServiceRequest()
-                req.ParseFromString(body)
-                for rs in req.resource_spans:
-                    res = {kv.key: _attr(kv) for kv in rs.resource.attributes}
-                    for ss in rs.scope_spans:
-                        for sp in ss.spans:
-                            outer.spans.append({
-                                "name": sp.name, "trace_id": sp.trace_id.hex(), "span_id": sp.span_id.hex(),
-                                "parent_id": sp.parent_span_id.hex(), "resource": res,
-                                "attributes": {kv.key: _attr(kv) for kv in sp.attributes},
-                                "links": [(ln.trace_id.hex(), ln.span_id.hex()) for ln in sp.links],
-                                "events": [ev.name for ev in sp.events]})
-                outer.requests += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+    @property
+    def spans(self) -> list[dict]:
+        """Every span received, as a dict of its ids, resource, attributes, links and events."""
+        out = []
+        for resource, sp in self.resource_spans():
+            out.append({
+                "name": sp.name, "trace_id": sp.trace_id.hex(), "span_id": sp.span_id.hex(),
+                "parent_id": sp.parent_span_id.hex(), "resource": {kv.key: _attr(kv) for kv in resource.attributes},
+                "attributes": {kv.key: _attr(kv) for kv in sp.attributes},
+                "links": [(ln.trace_id.hex(), ln.span_id.hex()) for ln in sp.links],
+                "events": [ev.name for ev in sp.events]})
+        return out
 
     def carriers(self) -> list[dict]:
         """The evaluation carriers received."""
         return [s for s in self.spans if s["attributes"].get("ragmeter.carrier")]
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

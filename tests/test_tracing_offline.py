@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import base64
 import gzip
-import http.server
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from ragmeter.cli import main
 from ragmeter.result import EvaluationResult
 from ragmeter.tracing import OTLPJsonFileExporter, evaluate_traces, read_otlp_json
 from ragmeter.tracing.offline import TraceEvaluation, encode_otlp_json, export_carriers, samples_from_spans
-from helpers.tracing import ContextCount, memory_provider, oi_rag, rag_provider
+from helpers.tracing import ContextCount, OTLPReceiver, memory_provider, oi_rag, rag_provider
 
 DATA = Path(__file__).parent / "data" / "otlp"
 LC = DATA / "langchain_openinference.jsonl"
@@ -180,60 +178,18 @@ def test_cli_skips_calls_with_an_evaluation_span(capsys):
     assert "1 samples scored" in out
 
 
-class _Receiver(http.server.ThreadingHTTPServer):
-    """A real OTLP/HTTP (protobuf) trace receiver on 127.0.0.1."""
-
-    def __init__(self):
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-
-        self.requests: list = []
-        pb = trace_service_pb2
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                req = pb.ExportTraceServiceRequest()
-                req.ParseFromString(body)
-                server.requests.append((self.path, req))
-                out = pb.ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args):
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1/traces"
-
-    def spans(self) -> list:
-        return [(rs.resource, sp) for _, req in self.requests for rs in req.resource_spans
-                for ss in rs.scope_spans for sp in ss.spans]
-
-
 @pytest.fixture
 def receiver():
-    r = _Receiver()
+    r = OTLPReceiver()
     yield r
-    r.shutdown()
-    r.server_close()
+    r.close()
 
 
 @pytest.mark.slow
 def test_export_carriers_over_otlp_http(receiver):
     result = evaluate_traces(LC, metrics=[ContextCount()], export="otlp", endpoint=receiver.endpoint, progress=False)
     assert result.export == {"endpoint": receiver.endpoint, "spans": 2, "failed": 0}
-    got = receiver.spans()
+    got = receiver.resource_spans()
     assert len(got) == 2 and {p for p, _ in receiver.requests} == {"/v1/traces"}
     samples = {r.sample.metadata["otel"]["entry_span_id"]: r for r in result}
     for resource, sp in got:
@@ -261,7 +217,7 @@ def test_cli_evaluate_traces(tmp_path, receiver, capsys):
     assert code == 0
     assert "8 spans in 3 traces, 3 RAG calls, 2 scored, 1 LLM calls without retrieval" in text
     assert f"exported 2 evaluation spans to {receiver.endpoint}" in text
-    assert out.exists() and len(receiver.spans()) == 2
+    assert out.exists() and len(receiver.resource_spans()) == 2
     empty = tmp_path / "none.jsonl"
     empty.write_text("")
     assert main(["evaluate-traces", str(empty), "-m", "mrr"]) == 2

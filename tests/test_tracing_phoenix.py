@@ -5,9 +5,7 @@ server is exercised by test_phoenix_e2e.py)."""
 from __future__ import annotations
 
 import builtins
-import http.server
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ from ragmeter.data import Sample, Score
 from ragmeter.result import SampleResult
 from ragmeter.tracing import PhoenixAnnotationSink, SpanTarget, evaluate_traces
 from ragmeter.tracing.phoenix import document_annotations, span_annotations
-from helpers.tracing import ContextCount, oi_rag, rag_provider
+from helpers.tracing import ContextCount, RecordingServer, oi_rag, rag_provider
 
 
 class FakeSpans:
@@ -116,34 +114,16 @@ def test_processor_sends_annotations_for_the_judged_span():
 LC = Path(__file__).parent / "data" / "otlp" / "langchain_openinference.jsonl"
 
 
-class FakePhoenix(http.server.ThreadingHTTPServer):
+class FakePhoenix(RecordingServer):
     """Phoenix's ``POST /v1/span_annotations`` and ``/v1/document_annotations`` on 127.0.0.1:
     records every request (path with query, JSON body); answers ``status``."""
 
     def __init__(self, status: int = 200):
-        self.requests: list[tuple[str, dict]] = []
-        server = self
+        def reply(body: dict) -> tuple[int, str, bytes]:
+            out = json.dumps({"data": [{"id": str(i)} for i, _ in enumerate(body.get("data", []))]}).encode()
+            return status, "application/json", out
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                server.requests.append((self.path, body))
-                out = json.dumps({"data": [{"id": str(i)} for i, _ in enumerate(body.get("data", []))]}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args):
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        super().__init__(lambda raw: json.loads(raw or b"{}"), reply)
 
     def annotations(self, kind: str) -> list[dict]:
         return [a for path, body in self.requests if path.startswith(f"/v1/{kind}_annotations") for a in body["data"]]
@@ -159,8 +139,7 @@ def fake_phoenix():
 
     yield start
     for s in servers:
-        s.shutdown()
-        s.server_close()
+        s.close()
 
 
 def test_evaluate_traces_sends_phoenix_annotations(fake_phoenix, monkeypatch):

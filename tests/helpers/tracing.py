@@ -5,9 +5,11 @@ deterministic metrics."""
 from __future__ import annotations
 
 import contextlib
+import gzip
+import http.server
 import json
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -127,6 +129,74 @@ def carriers(exporter: InMemorySpanExporter) -> list:
 def by_name(exporter: InMemorySpanExporter, name: str) -> list:
     """Finished spans called ``name``."""
     return [s for s in exporter.get_finished_spans() if s.name == name]
+
+
+# --------------------------------------------------------------------------- receivers
+
+
+class RecordingServer(http.server.ThreadingHTTPServer):
+    """An HTTP endpoint on 127.0.0.1 that records every POST as ``(path, decode(body))`` (gzip
+    bodies inflated first) in ``requests`` and answers ``reply(decoded)`` =
+    ``(status, content_type, bytes)``. ``close()`` stops it."""
+
+    def __init__(self, decode: Callable[[bytes], Any], reply: Callable[[Any], tuple[int, str, bytes]]):
+        self.requests: list[tuple[str, Any]] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                decoded = decode(body)
+                server.requests.append((self.path, decoded))
+                status, content_type, out = reply(decoded)
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        """The server's base URL."""
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def close(self) -> None:
+        """Stop serving and release the port."""
+        self.shutdown()
+        self.server_close()
+
+
+class OTLPReceiver(RecordingServer):
+    """A real OTLP/HTTP (protobuf) traces receiver: each request decoded with opentelemetry-proto."""
+
+    def __init__(self):
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as pb
+
+        def decode(body: bytes) -> Any:
+            req = pb.ExportTraceServiceRequest()
+            req.ParseFromString(body)
+            return req
+
+        out = pb.ExportTraceServiceResponse().SerializeToString()
+        super().__init__(decode, lambda _req: (200, "application/x-protobuf", out))
+
+    @property
+    def endpoint(self) -> str:
+        """The traces endpoint (``/v1/traces``)."""
+        return self.url + "/v1/traces"
+
+    def resource_spans(self) -> list:
+        """Every received span with its resource: ``[(resource, span)]`` (protobuf messages)."""
+        return [(rs.resource, sp) for _, req in self.requests for rs in req.resource_spans
+                for ss in rs.scope_spans for sp in ss.spans]
 
 
 # --------------------------------------------------------------------------- LangChain
