@@ -106,6 +106,18 @@ def test_record_run_round_trips_every_score(db_url, evaluated):
     store.close()
 
 
+def test_a_run_larger_than_one_score_batch_round_trips(db_url, evaluated, monkeypatch):
+    """Score rows go to the database in batches while the run is written (memory bounded by the
+    batch): 20 samples x 6 metrics = 120 rows in batches of 7 still read back equal."""
+    import ragmeter.store.store as store_module
+
+    monkeypatch.setattr(store_module, "_SCORE_BATCH", 7)
+    store = Store(db_url)
+    assert sum(len(r.scores) for r in evaluated) == 120
+    assert_same(store.run(store.record_run(evaluated)), evaluated)
+    store.close()
+
+
 def test_runs_lists_newest_first_with_their_settings(db_url, evaluated, monkeypatch):
     monkeypatch.setenv("GITHUB_SHA", "0123abc")
     monkeypatch.setenv("RAGMETER_APP_VERSION", "2.4.0")

@@ -25,6 +25,8 @@ from sqlalchemy.engine import Connection
 __all__ = ["Store", "RunInfo", "StoredSample", "TrendPoint"]
 
 _LABELS = ("pass", "warn", "fail")
+#: Score rows sent to the database in one executemany while a run is written.
+_SCORE_BATCH = 1000
 _process: tuple[int, str] | None = None
 
 
@@ -210,6 +212,9 @@ class Store:
             row = codec.sample_row(r, run_id, at, codec.tags_of(tags, r.sample), self._text)
             row_id = conn.execute(samples.insert(), row).inserted_primary_key[0]
             rows += codec.score_rows(r, row_id, run_id, self._text)
+            if len(rows) >= _SCORE_BATCH:  # memory bounded by the batch, not by the run
+                conn.execute(scores.insert(), rows)
+                rows = []
         if rows:
             conn.execute(scores.insert(), rows)
 
