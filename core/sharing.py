@@ -54,8 +54,8 @@ def _task_key(task: str, inputs: Any) -> str:
 class SharedJudge(Judge):
     """A judge whose answers are asked once per task and inputs and shared by every caller.
 
-    Keeps the last ``max_entries`` answers. ``name``, ``kind``, ``generates_questions`` are the
-    inner judge's, ``embedder`` is the inner judge's embedder shared (:func:`share_embedder`);
+    Keeps the last ``max_entries`` answers. ``name``, ``kind``, ``generates_questions`` and
+    ``combines_tasks`` are the inner judge's, ``embedder`` is the inner judge's embedder shared (:func:`share_embedder`);
     any other attribute (``model``, ``cache`` ...) reads through to the inner judge.
     """
 
@@ -64,6 +64,7 @@ class SharedJudge(Judge):
         self.name = inner.name
         self.kind = getattr(inner, "kind", "LLM")
         self.generates_questions = getattr(inner, "generates_questions", True)
+        self.combines_tasks = getattr(inner, "combines_tasks", False)
         self.embedder = share_embedder(getattr(inner, "embedder", None))
         self.max_entries = max_entries
         self._done: "collections.OrderedDict[str, TaskResult]" = collections.OrderedDict()

@@ -1,5 +1,5 @@
 """End to end over the wire: every judge metric through the real OpenAI / Anthropic SDKs against
-a local server on 127.0.0.1. Calls per sample are fixed (6 LLM + 1 embedding), independent of
+a local server on 127.0.0.1. Calls per sample are fixed (5 LLM + 1 embedding), independent of
 the number of chunks; a second run is served from the cache; the CLI drives the same path."""
 
 import json
@@ -35,11 +35,12 @@ def server():
 
 
 @pytest.mark.parametrize("n_contexts", [3, 10])
-def test_openai_all_metrics_cost_six_calls_per_sample_and_shared_embedding_requests(server, tmp_path, n_contexts):
+def test_openai_all_metrics_cost_five_calls_per_sample_and_shared_embedding_requests(server, tmp_path, n_contexts):
     judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=tmp_path / "c.sqlite")
     data = samples(n_contexts)
     result = rm.evaluate(data, metrics=ALL, judge=judge, progress=False)
-    assert len(server.chat_requests) == 6 * len(data)
+    # 5: rate_chunks and attribute_statements are asked in one review_context request (6 before)
+    assert len(server.chat_requests) == 5 * len(data)
     # the embedding texts of the samples in flight share requests: at most one per sample, and
     # every request is counted once, on the sample it served first
     assert 1 <= len(server.embedding_requests) <= len(data)
@@ -47,12 +48,12 @@ def test_openai_all_metrics_cost_six_calls_per_sample_and_shared_embedding_reque
     for r in result:
         assert all(s.status != "error" for s in r.scores.values()), {k: s.error for k, s in r.scores.items()}
         assert r.scores["faithfulness"].value == 1.0  # the server's oracle supports every claim
-        assert r.usage.calls == 6
+        assert r.usage.calls == 5
         assert r.scores["faithfulness"].judge == "openai:gpt-4o-mini"
     from collections import Counter
 
     assert Counter(req.task for req in server.chat_requests) == {
-        t: len(data) for t in ("extract_claims", "verify_claims", "rate_chunks", "attribute_statements",
+        t: len(data) for t in ("extract_claims", "verify_claims", "review_context",
                                "generate_questions", "compare_claims")}
     assert result.usage.cost_usd > 0  # gpt-4o-mini has a known price
 
@@ -61,7 +62,7 @@ def test_openai_all_metrics_cost_six_calls_per_sample_and_shared_embedding_reque
     again = rm.evaluate(data, metrics=ALL, judge=OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test",
                                                                   cache=tmp_path / "c.sqlite"), progress=False)
     assert server.chat_requests == [] and server.embedding_requests == []
-    assert again.usage.calls == 0 and again.usage.cached == (6 + 1) * len(data)  # 6 tasks + 1 embedding batch
+    assert again.usage.calls == 0 and again.usage.cached == (5 + 1) * len(data)  # 5 tasks + 1 embedding batch
     assert [r.scores["faithfulness"].value for r in again] == [r.scores["faithfulness"].value for r in result]
 
 
@@ -71,7 +72,7 @@ def test_anthropic_judge_with_openai_embeddings(server):
     data = samples(5, n=2)
     result = rm.evaluate(data, metrics=ALL, judge=judge, progress=False)
     messages = [r for r in server.requests if r.protocol == "anthropic"]
-    assert len(messages) == 6 * len(data) and 1 <= len(server.embedding_requests) <= len(data)
+    assert len(messages) == 5 * len(data) and 1 <= len(server.embedding_requests) <= len(data)  # 6 before review_context
     assert all(s.status != "error" for r in result for s in r.scores.values())
     assert all(r.scores["faithfulness"].judge == "anthropic:claude-haiku-4-5" for r in result)
 

@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from ragmeter.judges.base import InvalidOutput
-from ragmeter.judges.tasks import TASKS, get_task
+from ragmeter.judges.tasks import COMBINED_TASKS, TASKS, get_task
 
 VERIFY = get_task("verify_claims")
 INPUTS = {"claims": ["Paris is the capital of France.", "Paris has 2.1 million people.", "Paris is old."],
@@ -41,9 +41,9 @@ def _objects(schema):
         yield from _objects(schema["items"])
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(TASKS) + sorted(COMBINED_TASKS))
 def test_schemas_are_strict_json_schema_compatible(name):
-    for obj in _objects(TASKS[name].schema):
+    for obj in _objects(get_task(name).schema):
         assert obj["additionalProperties"] is False
         assert sorted(obj["required"]) == sorted(obj["properties"])
 

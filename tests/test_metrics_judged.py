@@ -560,7 +560,8 @@ def test_all_metrics_at_once_cost_a_fixed_number_of_calls(n_chunks):
     assert len(metrics) == 12
     judge, emb = ScriptedJudge(full_script()), DictEmbedder()
     scores = run_all(metrics, with_chunks(n_chunks), judge, emb)
-    assert sum(judge.calls.values()) <= 6
+    # 5 calls: rate_chunks and attribute_statements are asked together as review_context (6 before)
+    assert sum(judge.calls.values()) == 5 and judge.calls["review_context"] == 1
     assert all(v == 1 for v in judge.calls.values())
     assert "rate_answer" not in judge.calls
     assert emb.calls == 1
@@ -586,9 +587,10 @@ def test_rating_variant_with_everything_else_stays_within_budget():
     metrics = [m for m in all_metrics() if m.name != "answer_relevancy"] + [AnswerRelevancy(method="rating")]
     judge, emb = ScriptedJudge(full_script()), DictEmbedder()
     run_all(metrics, EINSTEIN, judge, emb)
-    # the documented exception to the 6-call budget: the rating variant adds rate_answer while
-    # response completeness still needs generate_questions -> 7 calls, each task once
-    assert sum(judge.calls.values()) == 7 and judge.calls["rate_answer"] == 1
+    # the documented exception to the 5-call budget: the rating variant adds rate_answer while
+    # response completeness still needs generate_questions -> 6 calls, each task once (7 before
+    # rate_chunks and attribute_statements were asked together as review_context)
+    assert sum(judge.calls.values()) == 6 and judge.calls["rate_answer"] == 1
     assert all(v == 1 for v in judge.calls.values())
     assert emb.calls == 1
 

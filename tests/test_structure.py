@@ -117,6 +117,17 @@ NEEDS = {
 EMBEDS = {"answer_relevancy", "answer_correctness"}
 
 
+def expected_requests(subset) -> Counter:
+    """One request per task the metrics of ``subset`` need, except that a set needing both
+    rate_chunks and attribute_statements asks them in ONE review_context request (the sample has
+    a reference with statements and the judge is an LLM judge): 4 calls for the five core
+    metrics, 5 for all twelve."""
+    tasks = {task for name in subset for task in NEEDS[name]}
+    if {"rate_chunks", "attribute_statements"} <= tasks:
+        tasks = tasks - {"rate_chunks", "attribute_statements"} | {"review_context"}
+    return Counter({task: 1 for task in tasks})
+
+
 def metric_subsets() -> list[tuple[str, ...]]:
     """Every single metric, every pair, 25 random larger sets (fixed seed) and all of them."""
     names = sorted(REGISTRY)
@@ -139,7 +150,8 @@ def test_needs_table_covers_the_registry():
 
 def test_any_set_of_metrics_costs_one_call_per_needed_task(sample):
     """Over the wire (the real OpenAI SDK, a local server): a run with any subset of metrics sends
-    exactly one request for each task in the union of what its metrics need, and nothing else."""
+    exactly one request for each task in the union of what its metrics need (rate_chunks and
+    attribute_statements together as one review_context request), and nothing else."""
     async def run_all(server: FakeLLMServer) -> None:
         judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=False)
         for subset in metric_subsets():
@@ -147,7 +159,7 @@ def test_any_set_of_metrics_costs_one_call_per_needed_task(sample):
             result = await rm.aevaluate([sample], metrics=list(subset), judge=judge, progress=False)
             errors = {k: s.error for k, s in result[0].scores.items() if s.error}
             assert errors == {}, subset
-            expected = Counter({task: 1 for name in subset for task in NEEDS[name]})
+            expected = expected_requests(subset)
             assert Counter(r.task for r in server.chat_requests) == expected, subset
             # one embedding batch for all texts of the sample, when a metric embeds at all
             assert len(server.embedding_requests) == int(bool(EMBEDS & set(subset))), subset
@@ -181,7 +193,7 @@ def test_criteria_cost_one_call_per_sample_whatever_their_number(sample):
                 errors = {k: s.error for k, s in result[0].scores.items() if s.error}
                 assert errors == {}, (n, subset)
                 assert all(result[0].scores[c.name].value == 1.0 for c in criteria[:n])
-                expected = Counter({task: 1 for name in subset for task in NEEDS[name]}) + Counter(judge_criteria=1)
+                expected = expected_requests(subset) + Counter(judge_criteria=1)
                 assert Counter(r.task for r in server.chat_requests) == expected, (n, subset)
                 assert len(server.embedding_requests) == int(bool(EMBEDS & set(subset))), (n, subset)
 

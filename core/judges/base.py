@@ -92,13 +92,16 @@ class Judge(abc.ABC):
     ``name`` identifies it in Scores (``"offline"``, ``"openai:gpt-4o-mini"``); ``kind`` is
     ``"LLM"`` or ``"CODE"`` (OpenInference ``annotator_kind``); ``embedder`` embeds texts for the
     metrics that need vectors (None when the judge has none); ``generates_questions`` is False for
-    judges that cannot write text (answer relevancy then compares question and answer directly).
+    judges that cannot write text (answer relevancy then compares question and answer directly);
+    ``combines_tasks`` is True for judges that answer a combined task
+    (:data:`~ragmeter.judges.tasks.COMBINED_TASKS`) in one call, as the LLM judges do.
     """
 
     name: str = "judge"
     kind: str = "LLM"
     embedder: "Embedder | None" = None
     generates_questions: bool = True
+    combines_tasks: bool = False
 
     @abc.abstractmethod
     async def run(self, task: str, inputs: dict) -> TaskResult:

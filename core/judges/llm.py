@@ -72,6 +72,8 @@ class LLMJudge(Judge):
     """
 
     kind = "LLM"
+    #: Answers the combined tasks (:data:`~ragmeter.judges.tasks.COMBINED_TASKS`) from their prompts.
+    combines_tasks = True
 
     def __init__(self, transport: Transport, *, embedder: Embedder | None = None,
                  cache: JudgeCache | str | os.PathLike | bool | None = None,

@@ -34,6 +34,13 @@ write_questions        kind (:data:`QUESTION_KINDS`), chunks, n, avoid      item
                                                                             chunks}] (test sets)
 =====================  ===================================================  ==========================
 
+``review_context`` (in :data:`COMBINED_TASKS`) answers ``rate_chunks`` and ``attribute_statements``
+in one call, for a sample whose metrics need both: its inputs are the two tasks' inputs (keyed by
+task name), its prompt shows the question, the reference statements and the chunks (as numbered
+statements) once, its schema is the union of the two, and each part of its answer is validated by
+that task's own ``validate``. Only judges with ``combines_tasks = True`` (the LLM judges) are asked
+it (:meth:`ragmeter.metrics.requests.JudgeRequests.review_inputs`).
+
 ``verify_claims`` judges support chunk by chunk: a 'supported' verdict lists in ``evidence``
 every chunk that supports the claim *on its own*, each with a verbatim quote of that chunk (a
 'contradicted' verdict, the chunks that contradict it), so every cited chunk can be shown with
@@ -63,7 +70,7 @@ from typing import Any, Callable
 
 from ragmeter.judges.base import InvalidOutput
 
-__all__ = ["TaskSpec", "TASKS", "get_task", "VERDICTS", "QUESTION_KINDS"]
+__all__ = ["TaskSpec", "TASKS", "COMBINED_TASKS", "REVIEW_PARTS", "get_task", "VERDICTS", "QUESTION_KINDS"]
 
 VERDICTS = ("supported", "contradicted", "not_found")
 
@@ -387,6 +394,48 @@ ATTRIBUTE_STATEMENTS = TaskSpec(
     validate=_validate_attribute,
 )
 
+# --------------------------------------------------------------------------- review_context
+
+#: The tasks ``review_context`` answers in one call, each with the keys of its answer.
+REVIEW_PARTS: dict[str, tuple[str, ...]] = {"rate_chunks": ("chunks", "answerable"),
+                                            "attribute_statements": ("statements", "entities")}
+
+
+def _render_review(inputs: dict) -> str:
+    rate, attribute = inputs["rate_chunks"], inputs["attribute_statements"]
+    return _dump({"question": rate["question"], "reference_statements": _numbered(attribute["statements"]),
+                  "chunks": [{"index": i, "statements": _numbered(st)} for i, st in enumerate(rate["chunks"])]})
+
+
+def _validate_review(inputs: dict, output: Any) -> dict:
+    """Each part checked by its own task's ``validate`` on its own inputs, exactly as when it is
+    asked alone; the answer is the union of the two normalised answers."""
+    out = _need_dict(output, *(k for keys in REVIEW_PARTS.values() for k in keys))
+    return {k: v for task, keys in REVIEW_PARTS.items()
+            for k, v in TASKS[task].validate(inputs[task], {key: out[key] for key in keys}).items()}
+
+
+REVIEW_CONTEXT = TaskSpec(
+    name="review_context",
+    version=1,
+    system=(
+        "You review the chunks retrieved for a question against a reference answer. Each chunk is "
+        "given as numbered statements; the reference answer is given as numbered reference "
+        "statements. (1) 'chunks': for each chunk list in 'relevant' the indices of its statements "
+        "(numbered within that chunk) that help answer the question, and set 'useful' true if the "
+        "chunk was useful in arriving at the reference answer. (2) 'answerable': rate from 1 to 5 "
+        "whether the chunks together can fully answer the question (1 = not at all, 3 = partly, "
+        "5 = completely). (3) 'statements': for every reference statement set 'attributed' true when "
+        "the chunks contain the information in it, and list in 'chunks' the indices of those chunks. "
+        "(4) 'entities': list the named entities of the reference statements (people, organisations, "
+        "places, products, dates, numbers with units) and mark each 'found' when the chunks mention it "
+        "(under any name or format)."
+    ),
+    schema=_obj({**RATE_CHUNKS.schema["properties"], **ATTRIBUTE_STATEMENTS.schema["properties"]}),
+    render=_render_review,
+    validate=_validate_review,
+)
+
 # --------------------------------------------------------------------------- generate_questions
 
 
@@ -624,9 +673,15 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in (
     JUDGE_CRITERIA, WRITE_QUESTIONS)}
 
 
+#: Tasks that answer several tasks of :data:`TASKS` in one call. A judge is asked them only when
+#: it says it can (``combines_tasks = True``: the LLM judges); any other judge answers the parts.
+COMBINED_TASKS: dict[str, TaskSpec] = {REVIEW_CONTEXT.name: REVIEW_CONTEXT}
+
+
 def get_task(name: str) -> TaskSpec:
-    """The :class:`TaskSpec` called ``name``; ``KeyError`` naming the known tasks otherwise."""
-    try:
-        return TASKS[name]
-    except KeyError:
-        raise KeyError(f"unknown judge task {name!r}; known: {sorted(TASKS)}") from None
+    """The :class:`TaskSpec` called ``name`` (in :data:`TASKS` or :data:`COMBINED_TASKS`);
+    ``KeyError`` naming the known tasks otherwise."""
+    spec = TASKS.get(name) or COMBINED_TASKS.get(name)
+    if spec is None:
+        raise KeyError(f"unknown judge task {name!r}; known: {sorted(TASKS) + sorted(COMBINED_TASKS)}")
+    return spec

@@ -12,12 +12,23 @@ request                     task                   used by
 ``claim_verdicts()``        verify_claims          faithfulness, citations
 ``chunk_ratings()``         rate_chunks            context relevance / precision, recall estimate
 ``reference_attribution()`` attribute_statements   context recall, entity recall
+(both, one call)            review_context         a run with a metric of each of the two rows
+                                                   above, a reference with statements and an
+                                                   LLM judge (``combines_tasks``)
 ``generated_questions()``   generate_questions     answer relevancy, response completeness
 ``claim_comparison()``      compare_claims         answer correctness
 ``answer_rating()``         rate_answer            answer relevancy (``method="rating"``)
 ``embeddings()``            (embedder)             one embed() for every metric's texts (shared
                                                    requests with the samples in flight)
 ==========================  =====================  ============================================
+
+``review_context`` answers ``rate_chunks`` and ``attribute_statements`` in one call (the chunks
+sent once): :meth:`JudgeRequests.review_inputs` says when; each part of its answer is validated
+as the task alone would be and served to :meth:`~JudgeRequests.chunk_ratings` /
+:meth:`~JudgeRequests.reference_attribution` in the same shape, so every metric computes the same.
+With a reference, the five core metrics (faithfulness, answer relevancy, context precision /
+recall / relevance) thus cost 4 calls per sample instead of 5, all twelve judge metrics 5 instead
+of 6 (without a reference there is no attribution to combine).
 
 Run-level settings (:class:`RequestSettings`, e.g. the number of generated questions, and the
 :class:`Limits` on the size of a record) are decided once per run, never by one metric on its own.
@@ -43,6 +54,7 @@ from ragmeter.citations import ParsedAnswer, parse_citations, strip_citations
 from ragmeter.conversations import judged_question
 from ragmeter.data import RecordError, Sample, Score
 from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
+from ragmeter.judges.tasks import REVIEW_PARTS
 from ragmeter.text import split_sentences
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,6 +65,12 @@ __all__ = ["RequestSettings", "Limits", "LimitError", "JudgeRequests", "ScoringC
 
 #: Questions ``generate_questions`` writes per answer when no metric of the run asks for more.
 DEFAULT_N_QUESTIONS = 3
+
+#: The metrics (by name) whose scores read :meth:`JudgeRequests.chunk_ratings` and those that read
+#: :meth:`JudgeRequests.reference_attribution` (:mod:`ragmeter.metrics.context`): a run with one of
+#: each asks ``review_context`` instead of the two tasks.
+_READS_RATINGS = frozenset({"context_relevance", "context_precision"})
+_READS_ATTRIBUTION = frozenset({"context_recall", "entity_recall"})
 
 
 class LimitError(RecordError):
@@ -151,16 +169,21 @@ class RequestSettings:
     ``n_questions``: how many questions ``generate_questions`` writes; :meth:`for_metrics` takes
     the largest ``n_questions`` any metric of the run declares (default 3), so answer relevancy
     and response completeness share one call. ``limits``: the run's :class:`Limits`.
+    ``review_context``: whether the run's metrics read both chunk ratings and reference
+    attribution (:meth:`for_metrics` decides), so one ``review_context`` call can answer both.
     """
 
     n_questions: int = DEFAULT_N_QUESTIONS
     limits: Limits = dataclasses.field(default_factory=Limits)
+    review_context: bool = False
 
     @classmethod
     def for_metrics(cls, metrics: Sequence["Metric"], limits: Limits | None = None) -> "RequestSettings":
         """The settings that serve every metric of ``metrics`` (``limits``: None for the defaults)."""
         wanted = [m.n_questions for m in metrics if getattr(m, "n_questions", None)]
-        return cls(n_questions=max(wanted) if wanted else DEFAULT_N_QUESTIONS, limits=limits or Limits())
+        names = {m.name for m in metrics}
+        return cls(n_questions=max(wanted) if wanted else DEFAULT_N_QUESTIONS, limits=limits or Limits(),
+                   review_context=bool(names & _READS_RATINGS and names & _READS_ATTRIBUTION))
 
 
 _RE_NOT_WORD = re.compile(r"[^\w\s]")
@@ -245,24 +268,56 @@ class JudgeRequests:
                                                  "chunks": self.sample.context_texts})).output
         return list(out["verdicts"])
 
+    def _rating_inputs(self) -> dict:
+        """The ``rate_chunks`` inputs (each chunk split into statements)."""
+        return {"question": self.question_text(), "reference": self.sample.reference or None,
+                "chunks": [split_sentences(t) for t in self.sample.context_texts]}
+
+    def _attribution_inputs(self) -> dict:
+        """The ``attribute_statements`` inputs; :class:`LimitError` past ``Limits.max_claims``."""
+        statements = split_sentences(self.sample.reference or "")
+        self.settings.limits.check_claims(self.sample, "reference", len(statements), "statements")
+        return {"question": self.question_text(), "statements": statements, "chunks": self.sample.context_texts}
+
+    def review_inputs(self) -> dict | None:
+        """The inputs of the one ``review_context`` call that answers ``rate_chunks`` and
+        ``attribute_statements`` together (each task's inputs under its name), or None when the
+        sample asks them apart: the run's metrics read only one of them
+        (``RequestSettings.review_context``), the judge does not say ``combines_tasks`` (the
+        offline judge, a custom judge), or the reference has no statements (or too many)."""
+        if not (self.settings.review_context and getattr(self.judge, "combines_tasks", False)):
+            return None
+        try:
+            attribution = self._attribution_inputs()
+        except LimitError:
+            return None
+        if not attribution["statements"]:
+            return None
+        return {"rate_chunks": self._rating_inputs(), "attribute_statements": attribution}
+
+    async def _answer(self, task: str, inputs: dict) -> dict:
+        """The answer to ``task`` on ``inputs``: its part of the sample's ``review_context``
+        answer when there is one (see :meth:`review_inputs`), else the task's own."""
+        review = self.review_inputs()
+        if review is None:
+            return (await self.task(task, inputs)).output
+        out = (await self.task("review_context", review)).output
+        return {k: out[k] for k in REVIEW_PARTS[task]}
+
     async def chunk_ratings(self) -> tuple[list[list[str]], dict]:
         """Each chunk split into statements, and the ``rate_chunks`` answer: per chunk the
         relevant statement indices and the ``useful`` verdict, and ``answerable`` (1..5)."""
-        statements = [split_sentences(t) for t in self.sample.context_texts]
-        inputs = {"question": self.question_text(), "reference": self.sample.reference or None,
-                  "chunks": statements}
-        return statements, (await self.task("rate_chunks", inputs)).output
+        inputs = self._rating_inputs()
+        return inputs["chunks"], await self._answer("rate_chunks", inputs)
 
     async def reference_attribution(self) -> tuple[list[str], dict | None]:
         """The reference's statements and the ``attribute_statements`` answer (statements
         attributed to chunks, the reference's entities found in them); None, without a call,
         when the reference has no statements."""
-        statements = split_sentences(self.sample.reference or "")
-        self.settings.limits.check_claims(self.sample, "reference", len(statements), "statements")
-        if not statements:
-            return statements, None
-        inputs = {"question": self.question_text(), "statements": statements, "chunks": self.sample.context_texts}
-        return statements, (await self.task("attribute_statements", inputs)).output
+        inputs = self._attribution_inputs()
+        if not inputs["statements"]:
+            return inputs["statements"], None
+        return inputs["statements"], await self._answer("attribute_statements", inputs)
 
     def generates_questions(self) -> bool:
         """Whether the judge can write questions (the offline judge cannot)."""

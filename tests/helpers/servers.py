@@ -255,13 +255,16 @@ def oracle(req: Recorded) -> Answer:
              "evidence": [{"chunk": 0, "quote": chunks[0]["text"][:30]}] if chunks else [],
              "reason": "stated in chunk 0"}
             for c in data.get("claims", [])]})
-    if task == "rate_chunks":
-        return answer({"chunks": [{"chunk": c["index"], "relevant": [0] if c["statements"] else [], "useful": True}
-                                  for c in data.get("chunks", [])], "answerable": 5})
-    if task == "attribute_statements":
-        has = bool(data.get("chunks"))
-        return answer({"statements": [{"statement": s["index"], "attributed": has, "chunks": [0] if has else []}
-                                      for s in data.get("reference_statements", [])], "entities": []})
+    if task in ("rate_chunks", "attribute_statements", "review_context"):  # review_context: both in one answer
+        out: dict = {}
+        if task != "attribute_statements":
+            out.update(chunks=[{"chunk": c["index"], "relevant": [0] if c["statements"] else [], "useful": True}
+                               for c in data.get("chunks", [])], answerable=5)
+        if task != "rate_chunks":
+            has = bool(data.get("chunks"))
+            out.update(statements=[{"statement": s["index"], "attributed": has, "chunks": [0] if has else []}
+                                   for s in data.get("reference_statements", [])], entities=[])
+        return answer(out)
     if task == "generate_questions":
         q = data.get("question", "q")
         return answer({"questions": [q] * int(data.get("n", 1)), "noncommittal": False,
