@@ -26,11 +26,18 @@ B is held back and only scored with ``--final``.
 Baseline (content-word coverage): lower-case ``[a-z0-9]+`` tokens minus :data:`STOP`; share of
 the candidate's tokens found in the evidence (answer vs context; reference vs answer).
 
+Also measured: the
+calibration of faithfulness and of the judge's ``confidence`` against the binary labels of BEGIN
+and SummEdits (:func:`calibration`: reliability table, expected calibration error, Brier score;
+RAGChecker's labels are preferences, so it has none). ``--fit-calibration`` refits the
+confidence's two constants on the dev halves (:func:`fit_confidence`).
+
 Run::
 
     python benchmarks/judge_dev.py                       # dev and test halves, lexical path
     python benchmarks/judge_dev.py --paths lexical,embedding
     python benchmarks/judge_dev.py --final               # also SummEdits half B (once, at the end)
+    python benchmarks/judge_dev.py --reliability --fit-calibration
 """
 
 from __future__ import annotations
@@ -111,18 +118,62 @@ def pairwise_auc(diffs: np.ndarray, prefs: np.ndarray) -> tuple[float, float]:
     return auc(diffs[m], (prefs[m] > 0).astype(int)), float(np.mean(np.abs(diffs[m]) < 1e-12))
 
 
-async def faithfulness(judge, question: str, answer: str, chunks: list[str]) -> float:
+async def faithfulness(judge, question: str, answer: str, chunks: list[str]) -> tuple[float, list[dict]]:
     """Faithfulness as the metric computes it (the answer's distinct claims, verified against the
     chunks): the mean graded support when the judge gives one (``support``), else the supported
-    share; NO_CLAIMS when the answer makes no claim (the metric says "not applicable")."""
+    share; NO_CLAIMS when the answer makes no claim (the metric says "not applicable"). Also the
+    verdicts (empty without claims)."""
     from ragmeter.data import Sample
     from ragmeter.metrics.requests import ScoringContext
 
     ctx = ScoringContext(Sample(question=question, contexts=chunks, answer=answer), judge)
     if not await ctx.claims():
-        return NO_CLAIMS
+        return NO_CLAIMS, []
     verdicts = await ctx.claim_verdicts()
-    return float(np.mean([v.get("support", float(v["verdict"] == "supported")) for v in verdicts]))
+    return float(np.mean([v.get("support", float(v["verdict"] == "supported")) for v in verdicts])), verdicts
+
+
+def answer_confidence(judge, value: float, verdicts: list[dict]) -> float | None:
+    """An answer's calibrated confidence: the judge's map of its faithfulness ``value``
+    (``judge.confidence``; None when the answer has no claim or the judge has no such map)."""
+    if not verdicts or not callable(getattr(judge, "confidence", None)):
+        return None
+    return float(judge.confidence(value))
+
+
+def calibration(p: np.ndarray, y: np.ndarray, bins: int = 10) -> dict:
+    """Calibration of probabilities ``p`` against 0/1 labels ``y``: the reliability table (equal-width
+    bins: n, mean p, share of positives), the expected calibration error (the n-weighted mean
+    |mean p - share of positives| over the bins) and the Brier score (mean (p - y)^2)."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    idx = np.clip(np.digitize(p, edges[1:-1]), 0, bins - 1)
+    table, ece = [], 0.0
+    for k in range(bins):
+        m = idx == k
+        if m.any():
+            table.append((edges[k], edges[k + 1], int(m.sum()), float(p[m].mean()), float(y[m].mean())))
+            ece += m.sum() / len(p) * abs(p[m].mean() - y[m].mean())
+    return {"table": table, "ece": float(ece), "brier": float(np.mean((p - y) ** 2))}
+
+
+def fit_confidence(sets: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
+    """Platt scaling: (slope, intercept) of the logistic regression of the labels on the
+    faithfulness values, maximum likelihood with each set weighted equally (Newton's method,
+    numpy only). ``sets``: per set, the values of its answers (with claims) and their 0/1 labels."""
+    x = np.concatenate([v for v, _ in sets])
+    y = np.concatenate([lab for _, lab in sets]).astype(float)
+    w = np.concatenate([np.full(len(v), 1.0 / len(v)) for v, _ in sets])
+    design = np.column_stack([x, np.ones_like(x)])
+    theta = np.zeros(2)
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-design @ theta))
+        grad = design.T @ (w * (y - p))
+        hess = design.T @ (design * (w * p * (1 - p))[:, None])
+        step = np.linalg.solve(hess, grad)
+        theta += step
+        if np.abs(step).max() < 1e-10:
+            break
+    return round(float(theta[0]), 2), round(float(theta[1]), 2)
 
 
 async def _gather(coros, concurrency: int = 8):
@@ -162,7 +213,7 @@ async def reference_scores(judge, rows: list[dict]) -> dict[str, np.ndarray]:
     return out
 
 
-def run_path(path: str, data: Path, final: bool) -> list[dict]:
+def run_path(path: str, data: Path, final: bool, fit: bool = False) -> list[dict]:
     """Every statistic of the judge on one path, with the baseline, per split half."""
     from ragmeter.judges.offline import OfflineJudge
 
@@ -171,8 +222,8 @@ def run_path(path: str, data: Path, final: bool) -> list[dict]:
     t0 = time.perf_counter()
 
     begin = load_begin(data)
-    b_scores = np.array(asyncio.run(_gather(
-        [faithfulness(judge, it["question"], it["answer"], [it["context"]]) for it in begin])))
+    b_out = asyncio.run(_gather([faithfulness(judge, it["question"], it["answer"], [it["context"]]) for it in begin]))
+    b_scores = np.array([v for v, _ in b_out])
     b_base = np.array([coverage(it["answer"], it["context"]) for it in begin])
     b_lab = np.array([it["label"] for it in begin])
     b_half = np.array([it["half"] for it in begin])
@@ -200,8 +251,9 @@ def run_path(path: str, data: Path, final: bool) -> list[dict]:
     half = split_halves(docs)
     if not final:
         items = [it for it in items if half[it["doc_id"]] == "A"]
-    s_scores = np.array(asyncio.run(_gather(
-        [faithfulness(judge, "Summarize the document.", it["summary"], [docs[it["doc_id"]]["doc"]]) for it in items])))
+    s_out = asyncio.run(_gather(
+        [faithfulness(judge, "Summarize the document.", it["summary"], [docs[it["doc_id"]]["doc"]]) for it in items]))
+    s_scores = np.array([v for v, _ in s_out])
     s_base = np.array([coverage(it["summary"], docs[it["doc_id"]]["doc"]) for it in items])
     s_lab = np.array([int(it["label"]) for it in items])
     s_half = np.array([half[it["doc_id"]] for it in items])
@@ -219,6 +271,27 @@ def run_path(path: str, data: Path, final: bool) -> list[dict]:
         rows.append({"set": "summedits", "stat": "faithfulness bAcc (t from A)", "half": "B", "n": int(b.sum()),
                      "judge": balanced_accuracy(s_scores[b], s_lab[b], t_j),
                      "base": balanced_accuracy(s_base[b], s_lab[b], t_b)})
+    # Calibration of faithfulness against the binary labels (answers with claims: the metric is
+    # "not applicable" to the others); RAGChecker's labels are preferences between two answers,
+    # so no absolute probability can be checked against them.
+    groups = [("begin", h, b_out, b_lab, b_half == h if h != "all" else np.ones(len(b_half), bool)) for h in HALVES]
+    groups += [("summedits", h, s_out, s_lab, s_half == h) for h in (("A", "B") if final else ("A",))]
+    for name, h, out, lab, m in groups:
+        keep = [i for i in np.flatnonzero(m) if out[i][1]]
+        y = lab[keep].astype(float)
+        score = calibration(np.array([out[i][0] for i in keep]), y)
+        conf = [answer_confidence(judge, out[i][0], out[i][1]) for i in keep]
+        rows.append({"set": name, "stat": "faithfulness calibration", "half": h, "n": len(keep), "calibration": True,
+                     "score": score, "confidence": calibration(np.array(conf), y) if None not in conf else None})
+    if fit:
+        sets = []
+        for name, h, out, lab, m in groups:
+            if (name, h) in (("begin", "dev"), ("summedits", "A")):
+                keep = [i for i in np.flatnonzero(m) if out[i][1]]
+                sets.append((np.array([out[i][0] for i in keep]), lab[keep]))
+        slope, intercept = fit_confidence(sets)
+        print(f"[{path}] confidence fit on the dev halves: confidence_slope={slope}, confidence_intercept={intercept}",
+              file=sys.stderr)
     for r in rows:
         r["path"] = path
     print(f"[{path}] {time.perf_counter() - t0:.0f} s", file=sys.stderr)
@@ -230,16 +303,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA), help="folder holding the three sets")
     parser.add_argument("--paths", default="lexical", help="comma-separated: lexical, embedding")
     parser.add_argument("--final", action="store_true", help="also score SummEdits half B (held back)")
+    parser.add_argument("--fit-calibration", action="store_true",
+                        help="fit the confidence's Platt constants on the dev halves (BEGIN dev, SummEdits A)")
+    parser.add_argument("--reliability", action="store_true", help="print the reliability tables")
     args = parser.parse_args(argv)
     rows = []
     for path in [p.strip() for p in args.paths.split(",") if p.strip()]:
-        rows.extend(run_path(path, Path(args.data), args.final))
+        rows.extend(run_path(path, Path(args.data), args.final, args.fit_calibration))
     print("| path | set | statistic | half | n | judge | baseline | judge - baseline |")
     print("|---|---|---|---|---:|---:|---:|---:|")
     for r in rows:
+        if r.get("calibration"):
+            continue
         ties = f" ({r['ties']:.0%} ties)" if r.get("ties", 0) > 0.2 else ""
         print(f"| {r['path']} | {r['set']} | {r['stat']} | {r['half']} | {r['n']} | {r['judge']:.3f}{ties} | "
               f"{r['base']:.3f} | {r['judge'] - r['base']:+.3f} |")
+    print()
+    print("| path | set | half | n | positives | faithfulness ECE / Brier | confidence ECE / Brier |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        if r.get("calibration"):
+            sc, cf = r["score"], r["confidence"]
+            pos = sum(n * share for _, _, n, _, share in sc["table"]) / max(1, r["n"])
+            conf = f"{cf['ece']:.3f} / {cf['brier']:.3f}" if cf else "-"
+            print(f"| {r['path']} | {r['set']} | {r['half']} | {r['n']} | {pos:.0%} | "
+                  f"{sc['ece']:.3f} / {sc['brier']:.3f} | {conf} |")
+    if args.reliability:
+        for r in rows:
+            if not r.get("calibration"):
+                continue
+            for what in ("score", "confidence"):
+                if r[what] is None:
+                    continue
+                label = "faithfulness" if what == "score" else what
+                print(f"\nReliability, {r['path']} {r['set']} {r['half']}, {label}:\n")
+                print("| bin | n | mean | positives |")
+                print("|---|---:|---:|---:|")
+                for lo, hi, n, mean, share in r[what]["table"]:
+                    print(f"| {lo:.1f}-{hi:.1f} | {n} | {mean:.3f} | {share:.3f} |")
     return 0
 
 

@@ -406,8 +406,8 @@ CORRECT = Sample(
 ANSWER_CLEAN = "Einstein was born in 1879. He was German. He played the violin."
 COMPARE = {
     "extract_claims": one_claim_per_unit,
-    # claims 0 and 1 are in the reference, claim 2 is not -> TP 2, FP 1
-    # reference statements 0 and 1 are in the answer, 2 and 3 are not -> FN 2
+    # claims 0 and 1 are in the reference, claim 2 is not -> precision 2/3
+    # reference statements 0 and 1 are in the answer, 2 and 3 are not -> recall 2/4
     "compare_claims": lambda i: {"claims": [{"claim": k, "in_reference": k < 2} for k in range(len(i["claims"]))],
                                  "statements": [{"statement": k, "in_answer": k < 2} for k in range(len(i["statements"]))]},
 }
@@ -416,14 +416,16 @@ CORRECT_VECTORS = {ANSWER_CLEAN: [1.0, 0.0], CORRECT.reference: [0.6, 0.8]}
 
 
 def test_answer_correctness_f1_blended_with_similarity():
-    # F1 = TP / (TP + 0.5 (FP + FN)) = 2 / (2 + 0.5 * 3) = 2 / 3.5 = 0.571429
+    # F1 = 2PR / (P + R) = 2 * (2/3) * (1/2) / (2/3 + 1/2) = (2/3) / (7/6) = 4/7 = 2 / 3.5 = 0.571429
     # value = 0.75 * 0.571429 + 0.25 * 0.6 = 0.428571 + 0.15 = 0.578571 -> warn
     emb = DictEmbedder(CORRECT_VECTORS)
     judge = ScriptedJudge(COMPARE)
     s = run(AnswerCorrectness(), CORRECT, judge, emb)
     assert s.details["f1"] == pytest.approx(2 / 3.5)
     assert s.details["similarity"] == pytest.approx(0.6)
-    assert (s.details["tp"], s.details["fp"], s.details["fn"]) == (2, 1, 2)
+    assert (s.details["precision"], s.details["recall"]) == (pytest.approx(2 / 3), 0.5)
+    assert s.explanation.startswith("factual F1 0.57 (precision 0.67: 2 of 3 claims in the reference; "
+                                    "recall 0.50: 2 of 4 reference statements covered)")
     assert s.value == pytest.approx(0.75 * 2 / 3.5 + 0.25 * 0.6)
     assert s.label == "warn"
     assert emb.calls == 1 and sorted(emb.texts[0]) == sorted([ANSWER_CLEAN, CORRECT.reference])
@@ -436,6 +438,19 @@ def test_answer_correctness_f1_blended_with_similarity():
     emb = DictEmbedder(CORRECT_VECTORS)
     s = run(AnswerCorrectness(weights=(1, 0)), CORRECT, ScriptedJudge(COMPARE), emb)
     assert s.value == pytest.approx(2 / 3.5) and emb.calls == 0 and "similarity" not in s.details
+
+
+def test_answer_correctness_many_claims_do_not_make_an_answer_complete():
+    """Precision and recall are rates over their own items: 3 claims all in the reference that
+    cover 1 of its 4 statements -> P = 1, R = 1/4, F1 = 2 * 0.25 / 1.25 = 0.4 (a count F1,
+    TP / (TP + (FP + FN) / 2) = 3 / (3 + 1.5) = 0.667, would call it nearly complete)."""
+    script = {"extract_claims": one_claim_per_unit,
+              "compare_claims": lambda i: {"claims": [{"claim": k, "in_reference": True} for k in range(len(i["claims"]))],
+                                           "statements": [{"statement": k, "in_answer": k == 0}
+                                                          for k in range(len(i["statements"]))]}}
+    s = run(AnswerCorrectness(weights=(1, 0)), CORRECT, ScriptedJudge(script), DictEmbedder())
+    assert (s.details["precision"], s.details["recall"]) == (1.0, 0.25)
+    assert s.value == pytest.approx(0.4) and s.label == "fail"
 
 
 def test_missing_reference_is_not_applicable():

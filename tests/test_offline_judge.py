@@ -223,7 +223,7 @@ def test_aligned_differences(judge, claim, chunk, expected, word):
 def test_unrelated_claim_not_found(judge):
     v = verdicts(judge, ["Bananas are rich in potassium and grow in tropical climates."], CHUNKS)[0]
     assert v == {"claim": 0, "verdict": "not_found", "evidence": [], "chunks": [], "quote": "", "reason": v["reason"],
-                 "support": 0.0}
+                 "support": 0.0, "confidence": 0.0038}
 
 
 def test_several_claims_and_no_chunks(judge):
@@ -260,8 +260,8 @@ def test_evidence_quotes_every_supporting_chunk(judge):
     # the raw answer is in the task's schema: exactly its keys, no derived fields
     raw = asyncio.run(judge._task_verify_claims({"claims": ["The Eiffel Tower is 330 metres tall."], "chunks": chunks}))
     props = get_task("verify_claims").schema["properties"]["verdicts"]["items"]["properties"]
-    # ... plus the graded "support" the offline judge adds (kept through validation)
-    assert set(raw["verdicts"][0]) == set(props) | {"support"} and set(raw["verdicts"][0]["evidence"][0]) == {"chunk", "quote"}
+    # ... plus the graded "support" and calibrated "confidence" the offline judge adds (kept through validation)
+    assert set(raw["verdicts"][0]) == set(props) | {"support", "confidence"} and set(raw["verdicts"][0]["evidence"][0]) == {"chunk", "quote"}
 
 
 def test_citation_of_the_second_supporting_chunk_gets_its_quote(lexical):
@@ -496,8 +496,10 @@ def test_every_task_output_validates(judge):
         run(judge, "write_questions", {})
     for task, inputs in samples.items():
         out = run(judge, task, inputs).output
-        # validation keeps the task's fields; the graded "support" the offline judge adds is the only extra
-        plain = {k: [{f: x for f, x in item.items() if f != "support"} if isinstance(item, dict) else item
+        # validation keeps the task's fields; the graded "support" and the "confidence" the offline
+        # judge adds are the only extras
+        plain = {k: [{f: x for f, x in item.items() if f not in ("support", "confidence")}
+                     if isinstance(item, dict) else item
                      for item in v] if isinstance(v, list) else v for k, v in out.items()}
         assert get_task(task).validate(inputs, out) == plain
 

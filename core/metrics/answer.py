@@ -106,17 +106,21 @@ class AnswerCorrectness(Metric):
     """Answer correctness against the reference answer: factual F1 blended with semantic similarity.
 
     The answer's claims (``extract_claims``, shared with faithfulness) and the reference's
-    statements (its sentences) are compared in one call (``compare_claims``): TP = answer claims
-    the reference states, FP = answer claims it does not, FN = reference statements the answer
-    misses. ``F1 = TP / (TP + 0.5 * (FP + FN))`` (0 when TP = 0). Similarity = cosine of the
-    answer and reference embeddings (clipped to [0, 1]; the sample's one embedding call).
+    statements (its sentences) are compared in one call (``compare_claims``): precision P =
+    answer claims the reference states / answer claims, recall R = reference statements the
+    answer covers / reference statements (with a judge that grades support, the offline judge:
+    the mean graded support of the claims and of the statements). ``F1 = 2PR / (P + R)`` (0 when
+    P or R is 0). Precision and recall are each a rate over its own items, so an answer with many
+    claims cannot look complete whatever it covers. Similarity = cosine of the answer and
+    reference embeddings (clipped to [0, 1]; the sample's one embedding call).
 
     Formula: ``(w_f * F1 + w_s * similarity) / (w_f + w_s)`` with ``weights=(w_f, w_s)``,
     default (0.75, 0.25). ``weights=(1, 0)`` needs no embeddings.
 
     Example: 3 answer claims, 2 in the reference; reference of 4 statements, 2 covered:
-    TP 2, FP 1, FN 2 -> F1 = 2 / (2 + 1.5) = 0.5714; similarity 0.9 ->
-    0.75 * 0.5714 + 0.25 * 0.9 = 0.6536 (warn).
+    P = 2/3, R = 2/4 -> F1 = 2 * (2/3) * (1/2) / (2/3 + 1/2) = 0.5714; similarity 0.9 ->
+    0.75 * 0.5714 + 0.25 * 0.9 = 0.6536 (warn). Five claims all in the reference that cover 1
+    of its 4 statements: P = 1, R = 0.25 -> F1 = 0.4.
 
     Not applicable without a reference. Thresholds: pass 0.7, warn 0.5 (an F1 of 0.6 with a
     close paraphrase, 0.9 similarity, passes; missing half the reference warns).
@@ -158,16 +162,16 @@ class AnswerCorrectness(Metric):
                 r["support"] = v["support"]
             for r, v in zip(statement_records, out["statements"]):
                 r["support"] = v["support"]
-            tp = sum(r["support"] for r in claim_records)
-            fp = len(claim_records) - tp
-            fn = sum(1 - r["support"] for r in statement_records)
+            stated = sum(r["support"] for r in claim_records)
+            covered = sum(r["support"] for r in statement_records)
         else:
-            tp = sum(r["in_reference"] for r in claim_records)
-            fp = len(claim_records) - tp
-            fn = sum(not r["in_answer"] for r in statement_records)
-        f1 = tp / (tp + 0.5 * (fp + fn)) if tp else 0.0
+            stated = sum(r["in_reference"] for r in claim_records)
+            covered = sum(r["in_answer"] for r in statement_records)
+        precision = stated / len(claim_records) if claim_records else 0.0
+        recall = covered / len(statement_records)
+        f1 = 2 * precision * recall / (precision + recall) if precision and recall else 0.0
         w_f, w_s = self.weights
-        details: dict = {"weights": [w_f, w_s], "f1": f1, "tp": tp, "fp": fp, "fn": fn,
+        details: dict = {"weights": [w_f, w_s], "f1": f1, "precision": precision, "recall": recall,
                          "claims": claim_records, "statements": statement_records}
         similarity = None
         if w_s > 0:
@@ -176,7 +180,9 @@ class AnswerCorrectness(Metric):
                                          _vector(vectors, reference, "reference")))
             details["similarity"] = similarity
         value = (w_f * f1 + w_s * (similarity or 0.0)) / (w_f + w_s)
-        explanation = f"factual F1 {f1:.2f} (TP {tp:g}, FP {fp:g}, FN {fn:g})"
+        explanation = (f"factual F1 {f1:.2f} (precision {precision:.2f}: {stated:g} of {len(claim_records)} claims "
+                       f"in the reference; recall {recall:.2f}: {covered:g} of {len(statement_records)} reference "
+                       f"statements covered)")
         if similarity is not None:
             explanation += f", similarity {similarity:.2f}, weights {w_f:g}/{w_s:g}"
         if not claims:

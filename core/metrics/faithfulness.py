@@ -54,7 +54,10 @@ class Faithfulness(Metric):
     verbatim in that chunk, ignoring case and whitespace); ``chunk``, ``chunk_id``, ``quote``,
     ``quote_found`` repeat the first evidence entry; reason; ``repeats``: the units that repeat
     the claim, when any), ``unsupported`` (not-found claims), ``contradicted``, counts
-    (``repeated_count``: the repeats left out).
+    (``repeated_count``: the repeats left out); with a judge that calibrates its graded support
+    (the offline judge: :meth:`~ragmeter.judges.offline.OfflineJudge.confidence`), ``confidence``:
+    the probability that a human reader finds the answer fully supported, per claim and for the
+    answer.
 
     Thresholds: pass 0.85, warn 0.7 (common production targets for grounded answers).
     """
@@ -103,7 +106,7 @@ class Faithfulness(Metric):
                 "evidence": evidence, "chunk": first["chunk"] if first else None,
                 "chunk_id": first["chunk_id"] if first else None, "quote": first["quote"] if first else "",
                 "quote_found": first["quote_found"] if first else None, "reason": v["reason"],
-                **({"support": v["support"]} if "support" in v else {}),
+                **{k: v[k] for k in ("support", "confidence") if k in v},
                 **({"repeats": c["repeats"]} if c.get("repeats") else {}),
             })
         n = len(records)
@@ -135,6 +138,9 @@ class Faithfulness(Metric):
         details = {"mode": self.mode, "claims": records, "unsupported": unsupported, "contradicted": contradicted,
                    "supported_count": supported, "contradicted_count": len(contradicted),
                    "not_found_count": len(unsupported), "claim_count": n, "repeated_count": repeated}
+        calibrate = getattr(ctx.judge, "confidence", None)
+        if self.mode == "supported" and graded and callable(calibrate):
+            details["confidence"] = calibrate(value)
         return Score(self.name, value, explanation=explanation, details=details)
 
 

@@ -40,7 +40,12 @@ deterministic signals:
   by a failed hard check, blended with the verdict (:class:`OfflineSettings`); faithfulness
   averages it, so one unsupported claim among ten shows as ~0.9. ``compare_claims`` grades its
   items the same way, and response completeness uses the reference when the sample has one
-  (``completeness_from_reference``).
+  (``completeness_from_reference``);
+- :meth:`OfflineJudge.confidence` maps a faithfulness score (the mean graded support) to a
+  calibrated probability that a human reader finds the answer fully supported (a logistic map fit
+  on human labels, :class:`OfflineSettings`); every ``verify_claims`` verdict carries the map of
+  its own support as ``confidence`` (also in its reason). The graded support is a share of words,
+  not a probability.
 
 Every result carries ``note`` saying which signals were used, and Scores made with this judge
 carry ``judge="offline"`` (lexical + embedding signals) or ``judge="offline-lexical"`` (no

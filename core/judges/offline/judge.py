@@ -12,19 +12,23 @@ from ragmeter.judges.offline.embed import LexicalEmbedder, local_embeddings_avai
 from ragmeter.judges.offline.lexicon import QUESTION_STEMS
 from ragmeter.judges.offline.settings import DEFAULT_SETTINGS, OfflineSettings
 from ragmeter.judges.offline.text import content_words
-from ragmeter.judges.offline.verify import support_threshold, verify
+from ragmeter.judges.offline.verify import confidence, support_threshold, verify
 from ragmeter.judges.tasks import TASKS, get_task
 from ragmeter.specifics import extract_specifics, find_specific
 
 
+#: What the offline judge adds to a task's items: the graded support and the calibrated confidence.
+_EXTRA = ("support", "confidence")
+
+
 def _keep_support(raw: dict, output: dict) -> dict:
-    """The validated ``output`` with the graded ``support`` of each item of ``raw`` put back
-    (validation keeps only the task's fields; ``support`` is what the offline judge adds)."""
+    """The validated ``output`` with the graded ``support`` and the ``confidence`` of each item of
+    ``raw`` put back (validation keeps only the task's fields; these are what the offline judge adds)."""
     for key, items in raw.items():
         if isinstance(items, list) and isinstance(output.get(key), list) and len(items) == len(output[key]):
             for src, dst in zip(items, output[key]):
-                if isinstance(src, dict) and "support" in src and isinstance(dst, dict):
-                    dst["support"] = src["support"]
+                if isinstance(src, dict) and isinstance(dst, dict):
+                    dst.update({k: src[k] for k in _EXTRA if k in src})
     return output
 
 
@@ -98,6 +102,11 @@ class OfflineJudge(Judge):
     def __repr__(self) -> str:
         return f"OfflineJudge(embedder={getattr(self.embedder, 'name', None)!r})"
 
+    def confidence(self, value: float) -> float:
+        """The calibrated probability that a human reader finds an answer of faithfulness ``value``
+        (the mean graded support of its claims) fully supported (:func:`~ragmeter.judges.offline.verify.confidence`)."""
+        return confidence(value, self.settings)
+
     @property
     def threshold(self) -> float:
         """The support a claim needs (the embedding path has its own, tuned separately)."""
@@ -128,11 +137,15 @@ class OfflineJudge(Judge):
 
     async def _task_verify_claims(self, inputs: dict) -> dict:
         verdicts = await verify(list(inputs["claims"]), list(inputs["chunks"]), self.settings, self.semantic)
-        # The reason says which signals decided: word overlap or the hard check that failed, and
-        # the graded support that faithfulness averages.
-        return {"verdicts": [{"claim": v["claim"], "verdict": v["verdict"], "evidence": v["evidence"],
-                              "reason": f"{v['reason']}; graded support {v['support']:.2f}", "support": v["support"]}
-                             for v in verdicts]}
+        # The reason says which signals decided: word overlap or the hard check that failed, the
+        # graded support that faithfulness averages and the calibrated confidence.
+        out = []
+        for v in verdicts:
+            conf = confidence(v["support"], self.settings)
+            out.append({"claim": v["claim"], "verdict": v["verdict"], "evidence": v["evidence"],
+                        "reason": f"{v['reason']}; graded support {v['support']:.2f}, confidence {conf:.2f}",
+                        "support": v["support"], "confidence": conf})
+        return {"verdicts": out}
 
     async def _task_rate_chunks(self, inputs: dict) -> dict:
         st = self.settings

@@ -61,6 +61,18 @@ class OfflineSettings:
     reference's statements in the answer by plain word coverage. Chosen on the dev halves of SummEdits, BEGIN and RAGChecker
     together (``benchmarks/judge_dev.py``, ``benchmarks/JUDGE_RESULTS.md``).
 
+    Calibrated confidence: the probability that a human reader finds an answer of faithfulness
+    ``f`` (the mean graded support of its claims) fully supported, ``1 / (1 + exp(-(confidence_slope
+    * f + confidence_intercept)))`` (Platt scaling; :meth:`OfflineJudge.confidence`). Each
+    ``verify_claims`` verdict carries the same map of its own support as ``confidence`` (and in its
+    reason): the confidence of an answer made of that claim alone. Fit by maximum likelihood on the
+    human labels of the dev halves of BEGIN and SummEdits (half A), the two sets weighted equally
+    (``python benchmarks/judge_dev.py --fit-calibration``, lexical path). The graded support is a
+    share of words, far from a probability: expected calibration error (10 bins) 0.22 on BEGIN's
+    test half and 0.40 on SummEdits A, against 0.11 and 0.07 for the confidence
+    (``benchmarks/JUDGE_RESULTS.md``); a fully supported answer gets 0.67 (on SummEdits, edits
+    that keep the words pass as supported).
+
     The embedding path needs the same support as the lexical path (``embed_support_threshold`` =
     ``support_threshold``): similarity only adds claims that the lexical signals miss. On this
     data the cosine barely separates paraphrases from meaning-changing edits: on half A's items
@@ -106,6 +118,8 @@ class OfflineSettings:
     verdict_full: float = 0.5
     contradicted_weight: float = 0.2
     check_weight: float = 0.5
+    confidence_slope: float = 6.29
+    confidence_intercept: float = -5.58
     relevance_threshold: float = 0.34
     relevance_embed_threshold: float = 0.45
     useful_threshold: float = 0.3
