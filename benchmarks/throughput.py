@@ -8,7 +8,12 @@ process so its CPU and memory are not counted) answers every judge task validly 
 samples, 5 chunks each) repeated with distinct ids to each size, with the five metrics RAGAS
 and DeepEval were compared on, the real OpenAI SDK and the *default* settings (no cache). Each
 run is a fresh process, so its peak RSS is its own. Reports per size: wall seconds, client CPU
-seconds (user + system) and CPU ms per chat request, peak RSS, requests sent, score errors.
+seconds (user + system), CPU ms per chat request and per sample (everything the client does:
+requests, prompts, metrics), peak RSS, requests sent, score errors.
+
+``--calls N`` measures the judge-call path alone instead: ``N`` judge calls (``extract_claims``
+and ``rate_chunks`` in turn, 16 in flight, no metrics, no cache, no embeddings) through the
+OpenAI and the Anthropic judge, and reports the client CPU ms per call.
 
 ``--ragmeter PATH`` runs another copy of the package (a directory holding ``ragmeter/``, e.g.
 an export of an older commit) to compare before / after on the same server.
@@ -74,8 +79,40 @@ def run_one(n: int, url: str) -> dict:
             "ragmeter": rm.__file__}
 
 
-def measure(n: int, latency: float, package: str | None) -> dict:
-    """Start a server, run ``n`` samples in a fresh process against it, return the numbers."""
+def run_calls(n: int, url: str, backend: str) -> dict:
+    """Child process: ``n`` judge calls alone (16 in flight) after 32 to warm up; the client CPU as a dict."""
+    import asyncio
+
+    from ragmeter.judges import AnthropicJudge, OpenAIJudge
+
+    kw: dict = {"api_key": "bench-key-0123456789", "cache": False, "max_concurrency": 16, "adaptive_concurrency": False}
+    make = (lambda: OpenAIJudge("gpt-4o-mini", base_url=url, embedder=None, **kw)) if backend == "openai" else \
+        (lambda: AnthropicJudge("claude-haiku-4-5", base_url=url.rsplit("/v1", 1)[0], **kw))
+    try:
+        judge = make()
+    except TypeError:  # a copy older than adaptive concurrency (--ragmeter)
+        del kw["adaptive_concurrency"]
+        judge = make()
+    data = records(n)
+
+    async def one(i: int, r: dict) -> None:
+        if i % 2:
+            await judge.run("extract_claims", {"question": r["question"], "units": [r["answer"], r["answer"][:50]]})
+        else:
+            await judge.run("rate_chunks", {"question": r["question"], "chunks": [[c["text"]] for c in r["contexts"]]})
+
+    async def calls() -> float:
+        await asyncio.gather(*(one(i, r) for i, r in enumerate(data[:32])))
+        cpu0 = time.process_time()
+        await asyncio.gather(*(one(i, r) for i, r in enumerate(data)))
+        return time.process_time() - cpu0
+
+    return {"backend": backend, "calls": n, "cpu_s": round(asyncio.run(calls()), 3)}
+
+
+def measure(n: int, latency: float, package: str | None, backend: str | None = None) -> dict:
+    """Start a server, run ``n`` samples (or, with ``backend``, ``n`` judge calls alone) in a fresh
+    process against it, return the numbers."""
     server = subprocess.Popen([sys.executable, __file__, "--serve", str(latency)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -83,14 +120,19 @@ def measure(n: int, latency: float, package: str | None) -> dict:
         env = dict(os.environ)
         if package:
             env["PYTHONPATH"] = package + os.pathsep + env.get("PYTHONPATH", "")
-        out = subprocess.run([sys.executable, __file__, "--child", str(n), url], env=env, check=True,
-                             capture_output=True, text=True, cwd="/tmp")
+        child = ["--child-calls", str(n), url, backend] if backend else ["--child", str(n), url]
+        out = subprocess.run([sys.executable, __file__, *child], env=env, check=True, capture_output=True, text=True,
+                             cwd="/tmp")
         result = json.loads(out.stdout.strip().splitlines()[-1])
     finally:
         stats, _ = server.communicate("", timeout=60)
     seen = json.loads(stats.strip().splitlines()[-1])
+    if backend:
+        result["cpu_ms_per_call"] = round(1000 * result["cpu_s"] / n, 3)
+        return result
     result.update(server_chat=seen["chat"], server_embed=seen["embed"], max_in_flight=seen["max_concurrent"])
     result["cpu_ms_per_call"] = round(1000 * result["cpu_s"] / max(1, seen["chat"]), 2)
+    result["cpu_ms_per_sample"] = round(1000 * result["cpu_s"] / max(1, n), 2)
     return result
 
 
@@ -100,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[20, 1000])
     p.add_argument("--latency", type=float, default=0.3, help="seconds per request (default 0.3)")
     p.add_argument("--ragmeter", help="directory holding another ragmeter package to measure instead")
+    p.add_argument("--calls", type=int, help="measure N judge calls alone (client CPU per call), not whole runs")
     p.add_argument("--json", action="store_true")
     p.add_argument("--serve", type=float, help=argparse.SUPPRESS)
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--child-calls", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve is not None:
         serve(args.serve)
@@ -110,13 +154,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(run_one(int(args.child[0]), args.child[1])))
         return 0
-    print(f"{'samples':>8} {'wall s':>8} {'CPU s':>7} {'CPU ms/call':>11} {'peak RSS MB':>11} {'chat':>6} "
+    if args.child_calls:
+        n, url, backend = args.child_calls
+        print(json.dumps(run_calls(int(n), url, backend)))
+        return 0
+    if args.calls:
+        rows = [measure(args.calls, args.latency, args.ragmeter, backend) for backend in ("openai", "anthropic")]
+        for r in rows:
+            print(f"{r['backend']:>9}: {r['calls']} judge calls, client CPU {r['cpu_s']:.2f} s, {r['cpu_ms_per_call']:.3f} ms/call")
+        if args.json:
+            print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'samples':>8} {'wall s':>8} {'CPU s':>7} {'CPU ms/call':>11} {'ms/sample':>9} {'peak RSS MB':>11} {'chat':>6} "
           f"{'embed':>6} {'in flight':>9} {'retries':>7} {'errors':>6}")
     rows = []
     for n in args.sizes:
         r = measure(n, args.latency, args.ragmeter)
         rows.append(r)
-        print(f"{n:>8} {r['wall_s']:>8.2f} {r['cpu_s']:>7.2f} {r['cpu_ms_per_call']:>11.2f} {r['peak_rss_mb']:>11.1f} "
+        print(f"{n:>8} {r['wall_s']:>8.2f} {r['cpu_s']:>7.2f} {r['cpu_ms_per_call']:>11.2f} {r['cpu_ms_per_sample']:>9.2f} "
+              f"{r['peak_rss_mb']:>11.1f} "
               f"{r['server_chat']:>6} {r['server_embed']:>6} {r['max_in_flight']:>9} {r['retries']:>7} {r['errors']:>6}",
               flush=True)
     if args.json:

@@ -16,6 +16,7 @@ import logging
 import os
 import pickle
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,16 @@ def test_a_killed_worker_has_its_samples_scored_again(ray_runtime):
 
 
 @pytest.mark.slow
+def quiet_after_cancel(server: FakeLLMServer, quiet: float = 1.0, limit: float = 30.0) -> None:
+    """Wait until ``server`` has received no request for ``quiet`` seconds: requests a cancelled
+    run already had in flight on the workers must not be counted as the resumed run's."""
+    deadline, seen, since = time.monotonic() + limit, len(server.requests), time.monotonic()
+    while time.monotonic() - since < quiet and time.monotonic() < deadline:
+        time.sleep(0.05)
+        if len(server.requests) != seen:
+            seen, since = len(server.requests), time.monotonic()
+
+
 def test_an_interrupted_streamed_run_resumes_where_it_stopped(ray_runtime, tmp_path):
     src, out = tmp_path / "big.jsonl", tmp_path / "results.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records(16)))
@@ -168,6 +179,7 @@ def test_an_interrupted_streamed_run_resumes_where_it_stopped(ray_runtime, tmp_p
         asyncio.run(interrupted())
         kept = len(out.read_text().splitlines()) - 1
         assert 4 <= kept < 16
+        quiet_after_cancel(server)
         server.reset()
         result = rm.evaluate(str(src), METRICS, judge(server, cache=False), out=out, resume=True, progress=False,
                              executor=RayExecutor(workers=2, concurrency=2))

@@ -15,7 +15,8 @@ from typing import Any
 
 from ragmeter.judges.base import Embedder
 from ragmeter.judges.llm import LLMJudge
-from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply, sdk_post
+from ragmeter.judges.transport import (ChatRequest, Reply, SdkClients, Transport, Turn, close_routes, key_secrets,
+                                       non_json_reply)
 from ragmeter.loops import PerLoop
 
 __all__ = ["AnthropicJudge", "AnthropicTransport", "DEFAULT_MODEL"]
@@ -37,10 +38,6 @@ def _accepts_temperature(client: Any) -> bool:
     return _TEMPERATURE[cls]
 
 
-async def _close(client: Any) -> None:
-    await client.close()
-
-
 def _sdk() -> Any:
     try:
         import anthropic
@@ -49,44 +46,31 @@ def _sdk() -> Any:
     return anthropic
 
 
-class _ClientFactory:
-    """Makes one loop's ``AsyncAnthropic`` client. A class, not a closure, so a judge pickles (to a
-    worker process, which makes its own client); the key is never in its repr."""
-
-    def __init__(self, api_key: str, base_url: str | None, timeout: float | None, client_kwargs: dict):
-        _sdk()  # imported now, not on first use inside a running event loop
-        self.api_key, self.base_url, self.timeout, self.client_kwargs = api_key, base_url, timeout, client_kwargs
-
-    def __repr__(self) -> str:
-        return f"_ClientFactory(base_url={self.base_url!r})"
-
-    def __setstate__(self, state: dict) -> None:
-        _sdk()  # a copy in a worker process imports the SDK now too, not inside its first request
-        self.__dict__.update(state)
-
-    def __call__(self) -> Any:
-        return _sdk().AsyncAnthropic(api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout,
-                                     **self.client_kwargs)
+def _client(anthropic: Any, **kwargs: Any) -> Any:
+    return anthropic.AsyncAnthropic(**kwargs)
 
 
 class AnthropicTransport(Transport):
     """Messages API with a forced tool per task, one ``AsyncAnthropic`` client per event loop.
 
-    Requests go through the SDK's own request path (``client.post``) with a body built here: the
-    tool of each task (its JSON schema) is serialised once per task, and the SDK's
-    typed-parameter transform and response models are skipped.
+    Requests go through the SDK client (:class:`~ragmeter.judges.transport.SdkRoute`: its base
+    URL, auth, headers, connection pool and exceptions) with a body built here: the tool of each
+    task (its JSON schema) is serialised once per task, and the SDK's typed-parameter transform
+    and response models are skipped. ``pool_size``: connections kept (the judge's cap on
+    requests in flight).
     """
 
     backend = "anthropic"
 
     def __init__(self, model: str, *, api_key: str, base_url: str | None = None, timeout: float | None = 120.0,
-                 client_kwargs: dict | None = None):
+                 client_kwargs: dict | None = None, pool_size: int | None = None):
         self.model = model
         self.base_url = base_url
         self.secrets = key_secrets(api_key)
         self._has_key = bool(api_key)
-        self._factory = _ClientFactory(api_key, base_url, timeout, dict(client_kwargs or {}))
-        self.clients = PerLoop(self._factory, _close)
+        self._factory = SdkClients(_sdk, _client, "/v1/messages", api_key=api_key, base_url=base_url, timeout=timeout,
+                                   client_kwargs=dict(client_kwargs or {}), pool_size=pool_size)
+        self.clients = PerLoop(self._factory, close_routes)
         self._per_task: dict[str, tuple[dict, str]] = {}
 
     def check(self) -> None:
@@ -151,12 +135,9 @@ class AnthropicTransport(Transport):
     async def send(self, request: ChatRequest) -> Reply:
         """Send one request through the SDK's request path (its auth, headers and exceptions);
         only the fields the judge reads are taken from the answer."""
-        client = self.clients.get()
-        options: dict[str, Any] = {"headers": {"Content-Type": "application/json"}}
-        if request.timeout is not None:
-            options["timeout"] = request.timeout
+        route = self.clients.get().next()
         max_tokens = request.max_tokens or 4096
-        raw = await sdk_post(client, "/v1/messages", self.body(request, _accepts_temperature(client)), options)
+        raw = await route.post(self.body(request, _accepts_temperature(route.client)), request.timeout)
         try:
             resp = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
@@ -208,6 +189,6 @@ class AnthropicJudge(LLMJudge):
                                  "(or base_url=... for a compatible server that needs none)")
             api_key = "not-needed"
         transport = AnthropicTransport(model, api_key=api_key, base_url=base_url, timeout=timeout,
-                                       client_kwargs=client_kwargs)
+                                       client_kwargs=client_kwargs, pool_size=kwargs.get("max_concurrency", 64))
         super().__init__(transport, embedder=embedder, timeout=timeout, **kwargs)
         self.base_url = base_url

@@ -19,8 +19,8 @@ from ragmeter.judges.base import Embedder
 from ragmeter.judges.embedding import CachedEmbedder
 from ragmeter.judges.llm import LLMJudge
 from ragmeter.judges.retry import within
-from ragmeter.judges.transport import (ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply, schema_instructions,
-                                       sdk_post)
+from ragmeter.judges.transport import (ChatRequest, Reply, SdkClients, Transport, Turn, close_routes, key_secrets,
+                                       non_json_reply, schema_instructions)
 from ragmeter.loops import PerLoop
 
 __all__ = ["OpenAIJudge", "OpenAIEmbedder", "OpenAITransport"]
@@ -53,63 +53,8 @@ def _sdk() -> Any:
     return openai
 
 
-#: Connections per client: httpx scans every connection of its pool for each request, so a cap
-#: of 64 requests in flight is served by 4 clients of 16 connections, taken in turn.
-_SHARD = 16
-
-
-class _Clients:
-    """The ``AsyncOpenAI`` clients of one event loop, handed out in turn (:meth:`next`)."""
-
-    def __init__(self, clients: list):
-        self.clients, self._turn = clients, 0
-
-    def next(self) -> Any:
-        """The next client."""
-        self._turn = (self._turn + 1) % len(self.clients)
-        return self.clients[self._turn]
-
-
-class _ClientFactory:
-    """Makes the clients of one loop (:class:`_Clients`). With ``pool_size`` (and no
-    ``http_client`` of the caller's) they keep at most ``pool_size`` connections in all (the
-    requests in flight), at most ``_SHARD`` per client.
-
-    A class, not a closure, so a judge pickles (to a worker process, which makes its own
-    clients): the key travels inside the pickle only, never in a repr or a log line."""
-
-    def __init__(self, api_key: str, base_url: str | None, timeout: float | None, client_kwargs: dict,
-                 pool_size: int | None = None):
-        _sdk()  # imported now, not on first use inside a running event loop
-        self.api_key, self.base_url, self.timeout = api_key, base_url, timeout
-        self.client_kwargs, self.pool_size = client_kwargs, pool_size
-
-    def __repr__(self) -> str:
-        return f"_ClientFactory(base_url={self.base_url!r})"
-
-    def __setstate__(self, state: dict) -> None:
-        _sdk()  # a copy in a worker process imports the SDK now too, not inside its first request
-        self.__dict__.update(state)
-
-    def one(self, connections: int | None) -> Any:
-        """One ``AsyncOpenAI`` client keeping at most ``connections`` connections (None: the SDK's pool)."""
-        openai = _sdk()
-        kwargs = dict(self.client_kwargs)
-        if connections:
-            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=connections,
-                                                            max_keepalive_connections=connections)
-            kwargs["http_client"] = openai.DefaultAsyncHttpxClient(limits=limits, timeout=self.timeout)
-        return openai.AsyncOpenAI(api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout,
-                                  **kwargs)
-
-    def __call__(self) -> _Clients:
-        if not self.pool_size or "http_client" in self.client_kwargs:
-            return _Clients([self.one(None)])
-        shards = -(-self.pool_size // _SHARD)
-        return _Clients([self.one(-(-self.pool_size // shards)) for _ in range(shards)])
-
-
-_JSON_HEADERS = {"Content-Type": "application/json"}
+def _client(openai: Any, **kwargs: Any) -> Any:
+    return openai.AsyncOpenAI(**kwargs)
 
 
 def _dumps(obj: Any) -> str:
@@ -128,25 +73,22 @@ def _json_body(raw: bytes, secrets: tuple[str, ...]) -> dict:
     return data
 
 
-async def _close(clients: _Clients) -> None:
-    for client in clients.clients:
-        await client.close()
-
-
 class OpenAITransport(Transport):
-    """Chat Completions with structured output, one ``AsyncOpenAI`` client per event loop.
+    """Chat Completions with structured output, on ``AsyncOpenAI`` clients (per event loop).
 
     ``max_tokens_param``: ``"max_completion_tokens"`` on api.openai.com (required by reasoning
     models), ``"max_tokens"`` elsewhere (what most compatible servers understand); override when
     needed. Reasoning models (o-series, gpt-5 and later, except ``*-chat-*``) get no ``temperature``.
-    ``pool_size``: connections kept per client (the judge's cap on requests in flight).
+    ``pool_size``: connections kept in all (the judge's cap on requests in flight), in pools of
+    at most :data:`~ragmeter.judges.transport.SHARD`.
 
-    Each request goes through the SDK's own request path (``client.post``: base URL, auth and
-    headers, timeouts, its exceptions for error statuses) with a body built here, and only the
-    fields the judge reads are taken from the answer. The part of the body that depends only on
-    the task (``response_format`` with its JSON schema, or the schema instructions) is built once
-    per task, not per call; the SDK's typed-parameter transform and response models, which walk
-    the schema and the answer on every call, are skipped.
+    Requests go through the SDK client (:class:`~ragmeter.judges.transport.SdkRoute`: its base
+    URL, auth and headers, timeouts, connection pool and its exceptions for error statuses) with
+    a body built here, and only the fields the judge reads are taken from the answer. The part of
+    the body that depends only on the task (``response_format`` with its JSON schema, or the
+    schema instructions) is built once per task, not per call; the SDK's typed-parameter
+    transform and response models, which walk the schema and the answer on every call, are
+    skipped.
     """
 
     backend = "openai"
@@ -165,8 +107,9 @@ class OpenAITransport(Transport):
         self.reasoning = bool(_REASONING.match(model))
         self.secrets = key_secrets(api_key)
         self._has_key = bool(api_key)
-        self._factory = _ClientFactory(api_key, base_url, timeout, dict(client_kwargs or {}), pool_size)
-        self.clients = PerLoop(self._factory, _close)
+        self._factory = SdkClients(_sdk, _client, "/chat/completions", api_key=api_key, base_url=base_url,
+                                   timeout=timeout, client_kwargs=dict(client_kwargs or {}), pool_size=pool_size)
+        self.clients = PerLoop(self._factory, close_routes)
         self._per_task: dict[str, tuple[dict, str, str]] = {}
 
     def check(self) -> None:
@@ -216,11 +159,7 @@ class OpenAITransport(Transport):
 
     async def send(self, request: ChatRequest) -> Reply:
         """Send one request; SDK exceptions propagate (the judge classifies and retries them)."""
-        client = self.clients.get().next()
-        options: dict[str, Any] = {"headers": _JSON_HEADERS}
-        if request.timeout is not None:
-            options["timeout"] = request.timeout
-        raw = await sdk_post(client, "/chat/completions", self.body(request), options)
+        raw = await self.clients.get().next().post(self.body(request), request.timeout)
         resp = _json_body(raw, self.secrets)
         usage = resp.get("usage") or {}
         prompt = int(usage.get("prompt_tokens") or 0)
@@ -262,9 +201,9 @@ class OpenAIEmbedder(CachedEmbedder):
         self.base_url = base_url
         self.dimensions = dimensions
         self.timeout = timeout
-        self._factory = _ClientFactory(api_key, base_url, timeout, dict(client_kwargs or {}),
-                                       kwargs.get("max_concurrency", 4))
-        self.clients = PerLoop(self._factory, _close)
+        self._factory = SdkClients(_sdk, _client, "/embeddings", api_key=api_key, base_url=base_url, timeout=timeout,
+                                   client_kwargs=dict(client_kwargs or {}), pool_size=kwargs.get("max_concurrency", 4))
+        self.clients = PerLoop(self._factory, close_routes)
         super().__init__(**kwargs)
 
     def cache_params(self) -> dict:
@@ -272,12 +211,10 @@ class OpenAIEmbedder(CachedEmbedder):
         return {"base_url": self.base_url, "dimensions": self.dimensions}
 
     async def _embed_batch(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        client = self.clients.get().next()
         body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
-        options = {"timeout": self.timeout} if self.timeout is not None else {}
-        raw = await within(client.post("/embeddings", body=body, cast_to=bytes, options=options), self.timeout)
+        raw = await within(self.clients.get().next().post(_dumps(body).encode(), self.timeout), self.timeout)
         resp = _json_body(raw, self.secrets)
         rows = sorted(resp.get("data") or [], key=lambda d: d.get("index", 0))
         usage = resp.get("usage") or {}
