@@ -138,13 +138,13 @@ def serve(latency: float, log_dir: str | None) -> None:
     sys.path.insert(0, str(ROOT.parent / "tests"))
     from helpers.servers import FakeLLMServer, answer, oracle
 
-    from ragmeter.judges.tasks import TASKS
+    from ragmeter.judges.tasks import COMBINED_TASKS, TASKS
 
     kinds: dict[str, int] = {}
     logged: set[str] = set()
 
     def responder(req):
-        if req.task in TASKS:
+        if req.task in TASKS or req.task in COMBINED_TASKS:
             return oracle(req)
         kind, schema = request_schema(req.body)
         out = fake_instance(schema) if schema else {"verdict": "yes", "reason": "ok", "statements": ["ok"]}
