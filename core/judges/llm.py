@@ -45,6 +45,19 @@ log = logging.getLogger("ragmeter.judges")
 _DEFAULT = object()
 
 
+#: id(spec) -> (spec, hash of its system prompt and schema): hashed once per task, not per call
+#: (the spec is kept, so its id cannot be reused while the entry exists).
+_PROMPT_HASHES: dict[int, tuple[TaskSpec, str]] = {}
+
+
+def _prompt_hash(spec: TaskSpec) -> str:
+    """``cache_key(spec.system, spec.schema)``, computed once per task spec."""
+    hit = _PROMPT_HASHES.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        hit = _PROMPT_HASHES[id(spec)] = (spec, cache_key(spec.system, spec.schema))
+    return hit[1]
+
+
 class LLMJudge(Judge):
     """A judge answered by an LLM behind ``transport``, with retries, limits, cache and accounting.
 
@@ -114,9 +127,8 @@ class LLMJudge(Judge):
     def cache_key(self, spec: TaskSpec, inputs: dict) -> str:
         """The cache key of ``spec`` on ``inputs`` for this judge."""
         params = {"temperature": self.temperature, **self.transport.cache_params()}
-        prompt_hash = cache_key(spec.system, spec.schema)
         return cache_key("judge/v1", self.transport.backend, self.transport.model, spec.name, spec.version,
-                         prompt_hash, inputs, params)
+                         _prompt_hash(spec), inputs, params)
 
     # ------------------------------------------------------------------ run
     async def run(self, task: str, inputs: dict) -> TaskResult:
