@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from helpers import FakeClock
 from helpers.servers import Answer, FakeLLMServer, answer, error, hang, oracle, text, truncated
 from ragmeter.judges import JudgeError, Usage
 from ragmeter.judges.cache import JudgeCache
@@ -47,23 +48,6 @@ VERIFY_OK = {"verdicts": [
 def _private_cache_dir(tmp_path, monkeypatch):
     """Judges whose cache is on by default write under the test's tmp dir, never ~/.cache."""
     monkeypatch.setenv("RAGMETER_CACHE_DIR", str(tmp_path / "default-cache"))
-
-
-class FakeClock:
-    """Virtual time for rate limits and backoff: ``sleep`` records the wait and moves the clock on
-    at once (then yields to the loop), so a test asserts exact waits without waiting."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
 
 
 @pytest.fixture

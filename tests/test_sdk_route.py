@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from helpers import FakeClock
 from helpers.servers import Fail, FakeLLMServer, echo_key, error, hang
 from ragmeter.judges import JudgeError
 from ragmeter.judges.retry import classify_error
@@ -37,23 +38,8 @@ def server():
         yield s
 
 
-class Clock:
-    """Backoff on a fake clock: records each wait, never waits."""
-
-    def __init__(self) -> None:
-        self.now, self.sleeps = 0.0, []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
-
-
-def make_judge(backend: str, server: FakeLLMServer, clock: Clock | None = None, **kw):
-    clock = clock or Clock()
+def make_judge(backend: str, server: FakeLLMServer, clock: FakeClock | None = None, **kw):
+    clock = clock or FakeClock()
     kw.setdefault("cache", False)
     kw.setdefault("clock", clock)
     kw.setdefault("sleep", clock.sleep)
@@ -121,7 +107,7 @@ def test_error_statuses_are_the_sdk_exceptions(backend, server):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_429_retry_after_is_honoured_on_the_reused_path(backend, server):
-    clock = Clock()
+    clock = FakeClock()
     judge = make_judge(backend, server, clock, backoff_base=0.001)
 
     async def go():

@@ -1,13 +1,15 @@
 """The tests' toolkit, one copy of each: fake LLM servers speaking the OpenAI and Anthropic wire
 protocols (:mod:`helpers.servers`), a scripted judge (:mod:`helpers.scripted`) and
-:func:`wait_for` for background work. Import as ``from helpers import wait_for``."""
+:func:`wait_for` for background work, :class:`FakeClock` for backoff and rate limits. Import as
+``from helpers import wait_for``."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Callable
 
-__all__ = ["wait_for"]
+__all__ = ["wait_for", "FakeClock"]
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> bool:
@@ -18,3 +20,21 @@ def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float 
             return True
         time.sleep(interval)
     return bool(cond())
+
+
+class FakeClock:
+    """Virtual time for rate limits and backoff: ``sleep`` records the wait and moves the clock on
+    at once (then yields to the loop), so a test asserts exact waits without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        """Record the wait and advance the clock by ``seconds``."""
+        self.sleeps.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)
