@@ -160,6 +160,46 @@ def test_a_database_with_other_tables_named_runs_is_left_alone(db_url):
         Store(db_url)
 
 
+def test_wal_switch_waits_for_a_writer_sqlite_would_not_wait_for(tmp_path):
+    """SQLite answers "database is locked" at once, without its busy handler, when a connection
+    switches a file to WAL while another holds a write lock (as when several processes open a new
+    file together). Opening the store waits for the writer instead of failing."""
+    import sqlite3
+    import threading
+    import time
+
+    path = tmp_path / "new.db"
+    plain = sqlite3.connect(path, isolation_level=None)
+    plain.execute("CREATE TABLE other (x)")  # a rollback-journal file, as a first process leaves it
+    plain.close()
+    held, released = threading.Event(), []
+
+    def writer() -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO other VALUES (1)")
+        held.set()
+        time.sleep(0.4)
+        released.append(time.monotonic())
+        conn.execute("COMMIT")
+        conn.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert held.wait(5)
+    raw = sqlite3.connect(path, timeout=5, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):  # what SQLite does on its own
+        raw.execute("PRAGMA journal_mode = WAL")
+    raw.close()
+    store = Store(str(path))
+    opened = time.monotonic()
+    thread.join()
+    assert released and opened >= released[0]
+    with sqlite3.connect(path) as check:
+        assert check.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
+
+
 CHILD = """
 import sys, time
 from pathlib import Path

@@ -82,9 +82,30 @@ def _sqlite_connect(dbapi_conn: Any, record: Any) -> None:
         cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.execute("PRAGMA synchronous = NORMAL")
-        cur.execute("PRAGMA journal_mode = WAL")  # persistent: a no-op once the file is in WAL mode
+        _wal(cur)
     finally:
         cur.close()
+
+
+def _wal(cur: Any) -> None:
+    """Put the file in WAL mode (persistent: nothing to do once it is). Switching needs an
+    exclusive lock, and SQLite answers "database is locked" at once, without its busy handler,
+    when this connection would have to upgrade a read lock while another process writes (as when
+    several processes open a new file together), so the switch is retried here for up to
+    :data:`BUSY_TIMEOUT_S`."""
+    if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    attempt = 0
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except Exception as exc:  # sqlite3.OperationalError (the driver's, not SQLAlchemy's)
+            if not _locked_message(str(exc)) or time.monotonic() >= deadline:
+                raise
+            _backoff(attempt)
+            attempt += 1
 
 
 def _sqlite_begin(conn: Connection) -> None:
