@@ -51,7 +51,7 @@ def _client(anthropic: Any, **kwargs: Any) -> Any:
 
 
 class AnthropicTransport(Transport):
-    """Messages API with a forced tool per task, one ``AsyncAnthropic`` client per event loop.
+    """Messages API with a forced tool per task, on ``AsyncAnthropic`` clients (per event loop).
 
     Requests go through the SDK client (:class:`~ragmeter.judges.transport.SdkRoute`: its base
     URL, auth, headers, connection pool and exceptions) with a body built here: the tool of each
