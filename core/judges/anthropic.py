@@ -46,10 +46,6 @@ def _sdk() -> Any:
     return anthropic
 
 
-def _client(anthropic: Any, **kwargs: Any) -> Any:
-    return anthropic.AsyncAnthropic(**kwargs)
-
-
 class AnthropicTransport(Transport):
     """Messages API with a forced tool per task, on ``AsyncAnthropic`` clients (per event loop).
 
@@ -68,8 +64,8 @@ class AnthropicTransport(Transport):
         self.base_url = base_url
         self.secrets = key_secrets(api_key)
         self._has_key = bool(api_key)
-        self._factory = SdkClients(_sdk, _client, "/v1/messages", api_key=api_key, base_url=base_url, timeout=timeout,
-                                   client_kwargs=dict(client_kwargs or {}), pool_size=pool_size)
+        self._factory = SdkClients(_sdk, "AsyncAnthropic", "/v1/messages", api_key=api_key, base_url=base_url,
+                                   timeout=timeout, client_kwargs=dict(client_kwargs or {}), pool_size=pool_size)
         self.clients = PerLoop(self._factory, close_routes)
         self._per_task: dict[str, tuple[dict, str]] = {}
 

@@ -53,10 +53,6 @@ def _sdk() -> Any:
     return openai
 
 
-def _client(openai: Any, **kwargs: Any) -> Any:
-    return openai.AsyncOpenAI(**kwargs)
-
-
 def _dumps(obj: Any) -> str:
     """Compact JSON text (the C encoder; non-ASCII text as is)."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
@@ -107,7 +103,7 @@ class OpenAITransport(Transport):
         self.reasoning = bool(_REASONING.match(model))
         self.secrets = key_secrets(api_key)
         self._has_key = bool(api_key)
-        self._factory = SdkClients(_sdk, _client, "/chat/completions", api_key=api_key, base_url=base_url,
+        self._factory = SdkClients(_sdk, "AsyncOpenAI", "/chat/completions", api_key=api_key, base_url=base_url,
                                    timeout=timeout, client_kwargs=dict(client_kwargs or {}), pool_size=pool_size)
         self.clients = PerLoop(self._factory, close_routes)
         self._per_task: dict[str, tuple[dict, str, str]] = {}
@@ -201,8 +197,9 @@ class OpenAIEmbedder(CachedEmbedder):
         self.base_url = base_url
         self.dimensions = dimensions
         self.timeout = timeout
-        self._factory = SdkClients(_sdk, _client, "/embeddings", api_key=api_key, base_url=base_url, timeout=timeout,
-                                   client_kwargs=dict(client_kwargs or {}), pool_size=kwargs.get("max_concurrency", 4))
+        self._factory = SdkClients(_sdk, "AsyncOpenAI", "/embeddings", api_key=api_key, base_url=base_url,
+                                   timeout=timeout, client_kwargs=dict(client_kwargs or {}),
+                                   pool_size=kwargs.get("max_concurrency", 4))
         self.clients = PerLoop(self._factory, close_routes)
         super().__init__(**kwargs)
 

@@ -369,8 +369,9 @@ def _ssl_context(httpx: Any) -> Any:
 
 
 class SdkClients:
-    """Makes one event loop's :class:`Routes` to ``path`` from the clients of an SDK (``openai``
-    or ``anthropic``): ``make(sdk, **kwargs)`` builds one client with the SDK retries off. With
+    """Makes one event loop's :class:`Routes` to ``path`` from the clients of an SDK (``sdk()``
+    imports ``openai`` or ``anthropic``), each an instance of its ``client_class``
+    (``"AsyncOpenAI"``, ``"AsyncAnthropic"``) with the SDK retries off. With
     ``pool_size`` (and no ``http_client`` of the caller's) they keep at most ``pool_size``
     connections in all (the judge's cap on requests in flight), at most :data:`SHARD` per client,
     sharing one SSL context (:func:`_ssl_context`).
@@ -378,10 +379,10 @@ class SdkClients:
     A class, not a closure, so a judge pickles (to a worker process, which makes its own
     clients): the key travels inside the pickle only, never in a repr or a log line."""
 
-    def __init__(self, sdk: Callable[[], Any], make: Callable[..., Any], path: str, *, api_key: str,
+    def __init__(self, sdk: Callable[[], Any], client_class: str, path: str, *, api_key: str,
                  base_url: str | None, timeout: float | None, client_kwargs: dict, pool_size: int | None = None):
         sdk()  # imported now, not on first use inside a running event loop
-        self.sdk, self.make, self.path = sdk, make, path
+        self.sdk, self.client_class, self.path = sdk, client_class, path
         self.api_key, self.base_url, self.timeout = api_key, base_url, timeout
         self.client_kwargs, self.pool_size = client_kwargs, pool_size
 
@@ -401,8 +402,8 @@ class SdkClients:
             limits = type(sdk.DEFAULT_CONNECTION_LIMITS)(max_connections=connections,
                                                          max_keepalive_connections=connections)
             kwargs["http_client"] = sdk.DefaultAsyncHttpxClient(limits=limits, timeout=self.timeout, verify=verify)
-        return self.make(sdk, api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout,
-                         **kwargs)
+        return getattr(sdk, self.client_class)(api_key=self.api_key, base_url=self.base_url, max_retries=0,
+                                               timeout=self.timeout, **kwargs)
 
     def __call__(self) -> Routes:
         sdk = self.sdk()
