@@ -55,8 +55,9 @@ class SharedJudge(Judge):
     """A judge whose answers are asked once per task and inputs and shared by every caller.
 
     Keeps the last ``max_entries`` answers. ``name``, ``kind``, ``generates_questions`` and
-    ``combines_tasks`` are the inner judge's, ``embedder`` is the inner judge's embedder shared (:func:`share_embedder`);
-    any other attribute (``model``, ``cache`` ...) reads through to the inner judge.
+    ``combines_tasks`` are the inner judge's, ``embedder`` is the inner judge's embedder shared
+    (:func:`share_embedder`); any other attribute (``model``, ``cache`` ...) reads through to the
+    inner judge.
     """
 
     def __init__(self, inner: Judge, max_entries: int = 4096):

@@ -221,7 +221,7 @@ def _key(name: str, inputs: Any) -> str:
 
 class JudgeRequests:
     """The per-sample judge requests (see the module table). Subclasses provide ``sample``,
-    ``judge``, ``settings``, ``parsed`` and :meth:`task`."""
+    ``judge``, ``settings``, ``parsed``, :meth:`task` and :meth:`once`."""
 
     sample: Sample
     judge: Judge | None
@@ -230,6 +230,10 @@ class JudgeRequests:
 
     async def task(self, name: str, inputs: dict) -> TaskResult:  # pragma: no cover - interface
         """The judge's answer to task ``name`` on ``inputs``."""
+        raise NotImplementedError
+
+    def once(self, key: str, build: Callable[[], Any]) -> Any:  # pragma: no cover - interface
+        """``build()`` computed once per sample for ``key`` (the same object on every call)."""
         raise NotImplementedError
 
     def answer_units(self) -> ParsedAnswer:
@@ -269,15 +273,19 @@ class JudgeRequests:
         return list(out["verdicts"])
 
     def _rating_inputs(self) -> dict:
-        """The ``rate_chunks`` inputs (each chunk split into statements)."""
-        return {"question": self.question_text(), "reference": self.sample.reference or None,
-                "chunks": [split_sentences(t) for t in self.sample.context_texts]}
+        """The ``rate_chunks`` inputs (each chunk split into statements), built once per sample."""
+        return self.once("inputs:rate_chunks", lambda: {
+            "question": self.question_text(), "reference": self.sample.reference or None,
+            "chunks": [split_sentences(t) for t in self.sample.context_texts]})
 
     def _attribution_inputs(self) -> dict:
-        """The ``attribute_statements`` inputs; :class:`LimitError` past ``Limits.max_claims``."""
-        statements = split_sentences(self.sample.reference or "")
-        self.settings.limits.check_claims(self.sample, "reference", len(statements), "statements")
-        return {"question": self.question_text(), "statements": statements, "chunks": self.sample.context_texts}
+        """The ``attribute_statements`` inputs, built once per sample; :class:`LimitError` past
+        ``Limits.max_claims``."""
+        inputs = self.once("inputs:attribute_statements", lambda: {
+            "question": self.question_text(), "statements": split_sentences(self.sample.reference or ""),
+            "chunks": self.sample.context_texts})
+        self.settings.limits.check_claims(self.sample, "reference", len(inputs["statements"]), "statements")
+        return inputs
 
     def review_inputs(self) -> dict | None:
         """The inputs of the one ``review_context`` call that answers ``rate_chunks`` and
@@ -362,6 +370,7 @@ class ScoringContext(JudgeRequests):
         self.settings = settings if settings is not None else RequestSettings.for_metrics(self.metrics)
         self.usage = Usage()
         self._memo: dict[str, asyncio.Future] = {}
+        self._built: dict[str, Any] = {}
 
     @cached_property
     def limit_error(self) -> LimitError | None:
@@ -372,6 +381,12 @@ class ScoringContext(JudgeRequests):
     def parsed(self) -> ParsedAnswer:
         """The sample's answer parsed once (see :func:`ragmeter.citations.parse_citations`)."""
         return parse_citations(self.sample.answer or "", self.sample.contexts)
+
+    def once(self, key: str, build: Callable[[], Any]) -> Any:
+        """``build()`` computed once per ``key`` for this sample (request inputs every metric reads)."""
+        if key not in self._built:
+            self._built[key] = build()
+        return self._built[key]
 
     async def shared(self, key: str, factory: Callable[[], Awaitable[Any]]) -> Any:
         """Run ``factory()`` once per ``key`` for this sample; concurrent callers await the same result."""
@@ -432,6 +447,10 @@ class TaskRecorder(JudgeRequests):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ctx, name)
+
+    def once(self, key: str, build: Callable[[], Any]) -> Any:
+        """The context's value for ``key`` (shared by every metric of the sample)."""
+        return self._ctx.once(key, build)
 
     async def task(self, name: str, inputs: dict) -> TaskResult:
         """The context's answer to the task, recorded for this metric."""
