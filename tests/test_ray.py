@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import ragmeter as rm
+from helpers import cancel_when_lines
 from helpers.servers import FakeLLMServer
 from ragmeter.cli import build_parser, executor_from
 from ragmeter.executors import RayExecutor
@@ -167,16 +168,8 @@ def test_an_interrupted_streamed_run_resumes_where_it_stopped(ray_runtime, tmp_p
         per_sample = baseline.usage.calls // 16
         server.reset()
 
-        async def interrupted() -> None:
-            task = asyncio.ensure_future(rm.aevaluate(str(src), METRICS, judge(server, cache=False), out=out,
-                                                      progress=False, executor=RayExecutor(workers=2, concurrency=2)))
-            while not out.exists() or len(out.read_text().splitlines()) < 5:
-                await asyncio.sleep(0.05)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-
-        asyncio.run(interrupted())
+        cancel_when_lines(lambda: rm.aevaluate(str(src), METRICS, judge(server, cache=False), out=out, progress=False,
+                                               executor=RayExecutor(workers=2, concurrency=2)), out, 5, poll=0.05)
         kept = len(out.read_text().splitlines()) - 1
         assert 4 <= kept < 16
         quiet_after_cancel(server)

@@ -4,13 +4,13 @@ sample id (the real OpenAI SDK against the fake server), and the results file ch
 
 from __future__ import annotations
 
-import asyncio
 import json
 import tracemalloc
 
 import pytest
 
 import ragmeter as rm
+from helpers import cancel_when_lines
 from helpers.servers import FakeLLMServer
 from ragmeter.cli import main
 from ragmeter.judges import OpenAIJudge
@@ -89,15 +89,8 @@ def test_an_interrupted_run_resumes_by_sample_id(tmp_path):
         per_sample = baseline.usage.calls // 12
         server.reset()
 
-        async def interrupted() -> None:
-            task = asyncio.ensure_future(rm.aevaluate(str(src), metrics, judge(), out=out, concurrency=2, progress=False))
-            while not out.exists() or len(out.read_text().splitlines()) < 4:
-                await asyncio.sleep(0.01)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-
-        asyncio.run(interrupted())
+        cancel_when_lines(lambda: rm.aevaluate(str(src), metrics, judge(), out=out, concurrency=2, progress=False),
+                          out, 4)
         lines = out.read_text().splitlines()
         # as if the process died while writing the last line: that line is dropped, its sample scored again
         out.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from pathlib import Path
+from typing import Any, Awaitable, Callable
 
-__all__ = ["wait_for", "FakeClock"]
+import pytest
+
+__all__ = ["wait_for", "FakeClock", "cancel_when_lines"]
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> bool:
@@ -38,3 +41,17 @@ class FakeClock:
         self.sleeps.append(seconds)
         self.now += seconds
         await asyncio.sleep(0)
+
+
+def cancel_when_lines(run: Callable[[], Awaitable[Any]], out: Path, lines: int, poll: float = 0.01) -> None:
+    """Run the coroutine ``run()`` and cancel it once ``out`` holds ``lines`` lines (a streamed
+    run interrupted midway); it must end cancelled."""
+    async def go() -> None:
+        task = asyncio.ensure_future(run())
+        while not out.exists() or len(out.read_text().splitlines()) < lines:
+            await asyncio.sleep(poll)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
