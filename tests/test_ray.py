@@ -133,7 +133,10 @@ def test_a_killed_worker_has_its_samples_scored_again(ray_runtime):
         executor = RayExecutor(workers=2, concurrency=3)
 
         async def kill_one_mid_run() -> None:
-            while len(server.chat_requests) < 6 or not executor.actors:
+            # 12 requests: each of the 6 samples in flight (3 per worker) has sent its first calls, so
+            # the killed worker has requests out whatever order the workers started in (with 6, all
+            # could come from the other worker, and nothing would be sent again)
+            while len(server.chat_requests) < 12 or not executor.actors:
                 await asyncio.sleep(0.05)
             os.kill(await executor.actors[0].pid.remote(), signal.SIGKILL)
 
@@ -149,7 +152,6 @@ def test_a_killed_worker_has_its_samples_scored_again(ray_runtime):
     assert len(server.chat_requests) > baseline.usage.calls  # the killed worker's samples were sent again
 
 
-@pytest.mark.slow
 def quiet_after_cancel(server: FakeLLMServer, quiet: float = 1.0, limit: float = 30.0) -> None:
     """Wait until ``server`` has received no request for ``quiet`` seconds: requests a cancelled
     run already had in flight on the workers must not be counted as the resumed run's."""
@@ -160,6 +162,7 @@ def quiet_after_cancel(server: FakeLLMServer, quiet: float = 1.0, limit: float =
             seen, since = len(server.requests), time.monotonic()
 
 
+@pytest.mark.slow
 def test_an_interrupted_streamed_run_resumes_where_it_stopped(ray_runtime, tmp_path):
     src, out = tmp_path / "big.jsonl", tmp_path / "results.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records(16)))
