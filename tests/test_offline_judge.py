@@ -176,6 +176,12 @@ ALIGNED = [
     ("Ann and Bob bought butter.", "Bob and Ann bought butter on Friday.", "supported", ""),
     ("He will attend the meeting.", "She will attend the meeting on Monday.", "contradicted", "she"),
     ("Only the manager can approve refunds.", "The manager can approve refunds up to $500.", "not_found", "only"),
+    # A restrictive word the passage has elsewhere is repeated, not added; a year has no role to
+    # swap, and a word the claim says twice has no single place (BEGIN dialogue responses).
+    ("The first corn was first domesticated 9,000 years ago.",
+     "Corn was first domesticated 9,000 years ago in what is now Mexico.", "supported", ""),
+    ("He started recording at Sun Records in 1954.",
+     "His music career began there in 1954, recording at Sun Records with producer Sam Phillips.", "supported", ""),
     ("The manager can approve refunds.", "The manager can approve refunds up to $500.", "supported", ""),
     ("It opens opportunities to Asia.",
      "He said it opens up further opportunities, not only to Asia but potentially to Australia, too.", "supported", ""),

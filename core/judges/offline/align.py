@@ -124,7 +124,9 @@ def aligned_difference(claim: str, chunk: Chunk, lo: int, hi: int, rules: Sequen
             if "insert_negation" in rules and c_neg:
                 return "contradicted", f"the claim adds a negation ({c_words!r}) the passage does not have"
             if "insert_restrictive" in rules and left == 2 and right == 2:
-                if any(x in RESTRICTIVE for x in C):
+                # A restrictive word the passage has elsewhere is a repetition, not an addition
+                # ("the first corn was first domesticated" for "corn was first domesticated").
+                if any(x in RESTRICTIVE and x not in w_st for x in C):
                     return "not_found", f"the claim adds {c_words!r}, which the passage does not say"
             continue
         if tag == "delete":
@@ -178,10 +180,16 @@ def _neighbours(stems: Sequence[str], p: int, k: int = 3) -> tuple[str | None, s
     return before, after
 
 
+def _numeric(stem: str) -> bool:
+    return any(ch.isdigit() for ch in stem)
+
+
 def swapped(c_w: Sequence[str], c_st: Sequence[str], w_st: Sequence[str]) -> str:
     """A reason when the claim has two content words on either side of a word in the reverse
     order of the passage ("Bob asked Ann" for "Ann asked Bob"; "Ann and Bob" for "Bob and Ann"
-    is the same statement: "and" is no content word); "" otherwise."""
+    is the same statement: "and" is no content word); "" otherwise. A number has no role to swap
+    ("recording at Sun in 1954" for "in 1954, recording at Sun"), and a word the claim repeats
+    has no single place to compare."""
     where: dict[str, list[int]] = {}
     for q, x in enumerate(w_st):
         if is_content(x):
@@ -190,7 +198,7 @@ def swapped(c_w: Sequence[str], c_st: Sequence[str], w_st: Sequence[str]) -> str
         if v not in where or not is_content(v):
             continue
         x, y = _neighbours(c_st, p)
-        if x is None or y is None or x == y:
+        if x is None or y is None or x == y or c_st.count(v) > 1 or _numeric(x) or _numeric(y):
             continue
         for q in where[v]:
             if _neighbours(w_st, q) == (y, x):
