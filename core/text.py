@@ -197,6 +197,7 @@ _DETERMINERS = {"the", "a", "an", "his", "her", "its", "their", "our", "my", "yo
 
 
 _BE_HAVE = {"is", "are", "was", "were", "has", "have", "had"}
+_RELATIVE_PRONOUNS = {"that", "which", "who", "whom", "whose"}
 _PRONOUN_CLAUSE = re.compile(r"^(?:I|he|she|it|we|they|there)\s+\w+")
 
 
@@ -232,12 +233,20 @@ def _split_coordination(sentence: str) -> list[str]:
         head = right.split(",")[0]
         head_words = head.split()
         own_subject = bool(_SUBJECT_START.match(right)) and bool(_SUBJECT_END.search(head))
+        # "Bob then left" has its own subject; "perks that can ..." is a noun and its relative clause.
         own_subject = own_subject or any(
-            _PREDICATE_START.match(" ".join(head_words[k:])) for k in (1, 2) if len(head_words) > k)
+            _PREDICATE_START.match(" ".join(head_words[k:])) and head_words[k - 1].lower() not in _RELATIVE_PRONOUNS
+            for k in (1, 2) if len(head_words) > k)
         if not comma:  # "X and he left": only a personal pronoun clearly opens a new clause
             own_subject = own_subject and bool(_PRONOUN_CLAUSE.match(right))
         if len(left.split()) < 3 or len(right.split()) < 2:
             continue
+        if left.count("(") > left.count(")") or left.count("[") > left.count("]"):
+            continue  # inside brackets: "fat (commonly butter, but also oil) and flour"
+        last = left.split()[-2:]
+        if (len(last) == 2 and last[0].lower() in _DETERMINERS and last[1].endswith("ed")
+                and re.match(r"[a-z-]+ed\b", right)):
+            continue  # two modifiers of one noun: "a filtered and pasteurized product"
         if not (predicate or own_subject):
             continue
         subject = first_subject if parts else _subject_of(left)

@@ -62,6 +62,14 @@ def test_split_statements_semicolons():
      ["Media spoke to reporters.", "Media was released on bail"]),
     ("We propose a new loss, which improves accuracy on ImageNet.",
      ["We propose a new loss.", "A new loss improves accuracy on ImageNet"]),
+    # Not clause boundaries: a list item with a relative clause, a conjunction inside brackets,
+    # two modifiers of one noun (RAGChecker answers).
+    ("It offers rewards, benefits, and perks that can outweigh the fee.",
+     ["It offers rewards, benefits, and perks that can outweigh the fee."]),
+    ("A roux is a mixture of fat (commonly butter, but also oil) and flour cooked together.",
+     ["A roux is a mixture of fat (commonly butter, but also oil) and flour cooked together."]),
+    ("Cider can also refer to a filtered and pasteurized product.",
+     ["Cider can also refer to a filtered and pasteurized product."]),
 ])
 def test_split_claims(text, expected):
     assert split_claims(text) == expected
