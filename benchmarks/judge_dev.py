@@ -12,6 +12,9 @@ Sets (``../shared/data/JUDGE-DEV.md`` defines the mapping and the baseline):
   completeness.
 - ``summedits``: as ``benchmarks/summedits.py`` (halves A / B by document); faithfulness AUROC,
   and balanced accuracy on B with the threshold that maximises it on A.
+- query-passage relevance: none of the sets labels it, so three proxies are built from them
+  (:func:`relevance_proxies`); statistic: AUROC of context relevance (one chunk per sample)
+  against the baseline's coverage of the query by the passage.
 
 Faithfulness is computed from the judge's tasks as the Faithfulness metric does (claims of the
 answer's sentences, verified against the chunks): the mean claim support when the judge grades
@@ -213,6 +216,55 @@ async def reference_scores(judge, rows: list[dict]) -> dict[str, np.ndarray]:
     return out
 
 
+def relevance_proxies(data: Path) -> dict[str, list[tuple[str, str, int]]]:
+    """Query-passage relevance sets built from the labeled data at hand (the development data has
+    no query-passage labels): (query, passage, relevant) triples.
+
+    - ``ragchecker-qp``: each query with its reference answer (relevant) and with the reference of
+      another query of the same domain (not relevant; seeded choice).
+    - ``begin-qp``: every third dialogue message with its knowledge snippet (relevant) and with
+      another item's snippet from the same source (not relevant): same-topic, hard negatives.
+    - ``bundled-qp``: the bundled samples' question with each chunk, relevant when its
+      ``relevant_ids`` grade is above 0 (``examples/rag_samples.jsonl``).
+    """
+    import random
+
+    rng = random.Random(3)
+    out: dict[str, list[tuple[str, str, int]]] = {}
+    firsts: dict[tuple, dict] = {}
+    for r in _jsonl(data / "ragchecker_dev" / "human_pairwise_dev.jsonl"):
+        firsts.setdefault((r["dataset"], r["query_id"]), r)
+    rows = list(firsts.values())
+    out["ragchecker-qp"] = [t for r in rows for t in (
+        (r["query"], r["gt_answer"], 1),
+        (r["query"], rng.choice([x for x in rows if x["dataset"] == r["dataset"] and x is not r])["gt_answer"], 0))]
+    begin = _jsonl(data / "begin_dev" / "begin_dev.jsonl")
+    items = []
+    for r in begin[::3]:
+        q = (r["message"] or "").strip()
+        if q:
+            other = rng.choice([x for x in begin if x["data_source"] == r["data_source"] and x["knowledge"] != r["knowledge"]])
+            items += [(q, r["knowledge"], 1), (q, other["knowledge"], 0)]
+    out["begin-qp"] = items
+    out["bundled-qp"] = [(r["question"], c["text"], int(r["relevant_ids"].get(c["id"], 0) > 0))
+                         for r in _jsonl(HERE.parent / "examples" / "rag_samples.jsonl") for c in r["contexts"]]
+    return out
+
+
+async def context_relevance(judge, items: list[tuple[str, str, int]]) -> list[float]:
+    """The ContextRelevance metric of each (query, passage) as a one-chunk sample."""
+    from ragmeter.data import Sample
+    from ragmeter.metrics import ContextRelevance
+    from ragmeter.metrics.scoring import score_sample
+
+    async def one(q: str, p: str) -> float:
+        res = await score_sample(Sample(question=q, contexts=[p], answer="-"), [ContextRelevance()], judge)
+        value = res.scores["context_relevance"].value
+        return value if value is not None else 0.0
+
+    return await _gather([one(q, p) for q, p, _ in items])
+
+
 def run_path(path: str, data: Path, final: bool, fit: bool = False) -> list[dict]:
     """Every statistic of the judge on one path, with the baseline, per split half."""
     from ragmeter.judges.offline import OfflineJudge
@@ -271,6 +323,11 @@ def run_path(path: str, data: Path, final: bool, fit: bool = False) -> list[dict
         rows.append({"set": "summedits", "stat": "faithfulness bAcc (t from A)", "half": "B", "n": int(b.sum()),
                      "judge": balanced_accuracy(s_scores[b], s_lab[b], t_j),
                      "base": balanced_accuracy(s_base[b], s_lab[b], t_b)})
+    for name, items in relevance_proxies(data).items():
+        scores = np.array(asyncio.run(context_relevance(judge, items)))
+        y = np.array([it[2] for it in items])
+        rows.append({"set": name, "stat": "context_relevance AUROC (proxy)", "half": "all", "n": len(items),
+                     "judge": auc(scores, y), "base": auc(np.array([coverage(q, p) for q, p, _ in items]), y)})
     # Calibration of faithfulness against the binary labels (answers with claims: the metric is
     # "not applicable" to the others); RAGChecker's labels are preferences between two answers,
     # so no absolute probability can be checked against them.

@@ -19,7 +19,9 @@ import ragmeter.judges.offline as offline_module
 from ragmeter.judges import Judge, JudgeError, LexicalEmbedder, OfflineJudge
 from ragmeter.judges.base import Embedder, Usage
 from ragmeter.judges.offline import OfflineSettings, content_words, is_noncommittal, local_embeddings_available
+from ragmeter import Sample, evaluate
 from ragmeter.judges.tasks import TASKS, get_task
+from ragmeter.metrics import ContextRelevance
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "summedits"
@@ -331,12 +333,28 @@ def test_rate_chunks_orders_relevance(judge):
     out = run(judge, "rate_chunks", inputs).output
     get_task("rate_chunks").validate(inputs, out)
     irrelevant, relevant = out["chunks"]
-    assert irrelevant == {"chunk": 0, "relevant": [], "useful": False}
+    assert irrelevant["relevant"] == [] and irrelevant["useful"] is False
     assert relevant["useful"] is True and 0 in relevant["relevant"] and 2 not in relevant["relevant"]
+    # Graded relevance: 1.0 for a relevant statement, partial credit below.
+    assert relevant["support"][0] == 1.0 and all(0.0 <= g < 1.0 for g in irrelevant["support"] + relevant["support"][2:])
     assert out["answerable"] >= 4
     with_ref = dict(inputs, reference="It was completed in 1889.")
     out = run(judge, "rate_chunks", with_ref).output
     assert [c["useful"] for c in out["chunks"]] == [False, True]
+
+
+def test_context_relevance_is_graded():
+    """A statement holding 1 of the question's 3 content words (eiffel, tower, complet) misses the
+    0.34 needed to be relevant and grades 0.25 * (1/3) / 0.34 = 0.2451; one holding none 0; a
+    relevant one 1. Context relevance is their mean: (1 + 0.2451 + 0) / 3 = 0.4150, where relevant
+    / statements would say 1 / 3."""
+    sample = Sample(question="When was the Eiffel Tower completed?", answer="-",
+                    contexts=["The Eiffel Tower was completed in 1889. The tower is tall. It stands in Paris."])
+    score = evaluate([sample], metrics=[ContextRelevance()], judge=OfflineJudge(embeddings=False)).results[0].scores[
+        "context_relevance"]
+    assert score.value == pytest.approx((1 + 0.25 * (1 / 3) / 0.34 + 0) / 3, abs=1e-4)
+    assert score.details["chunks"][0]["relevant"] == 1 and score.details["chunks"][0]["graded"] == 1.2451
+    assert "graded: 1.25 of 3" in score.explanation
 
 
 class TableEmbedder(Embedder):
@@ -368,9 +386,12 @@ def test_rate_chunks_embeds_only_what_can_change_the_answer():
     out = run(judge, "rate_chunks", {"question": q, "reference": None, "chunks": chunks}).output
     # relevant: 0 by words, 1 by 0.6 >= 0.45 | 0 by 0.5 | none (0.1); useful: question coverage
     # 3/3, 1/3 >= 0.3 with a relevant statement | nothing relevant; all three question words covered: 1 + 4.
-    assert out == {"chunks": [{"chunk": 0, "relevant": [0, 1], "useful": True},
-                              {"chunk": 1, "relevant": [0], "useful": True},
-                              {"chunk": 2, "relevant": [], "useful": False}], "answerable": 5}
+    # Graded: 1.0 for the relevant; "The tower attracts tourists." 0.25 * max((1/3) / 0.34, 0.1 / 0.45)
+    # = 0.2451; "Bananas are yellow." 0.25 * 0.1 / 0.45 = 0.0556.
+    grades = [[1.0, 1.0], [1.0, 0.2451], [0.0556]]
+    assert out == {"chunks": [{"chunk": 0, "relevant": [0, 1], "useful": True, "support": grades[0]},
+                              {"chunk": 1, "relevant": [0], "useful": True, "support": grades[1]},
+                              {"chunk": 2, "relevant": [], "useful": False, "support": grades[2]}], "answerable": 5}
     # The statement relevant by its words in a chunk useful by its words is never embedded.
     assert sorted(embedder.asked) == sorted([q, chunks[0][1], *chunks[1], chunks[2][0]])
     embedder.asked.clear()
@@ -378,9 +399,9 @@ def test_rate_chunks_embeds_only_what_can_change_the_answer():
     # useful against the reference: chunks 0 and 1 hold none of its words, so the best reference
     # similarity decides (1.0 from the statement relevant by words, 0.866) >= 0.45 + 0.1; chunk 2
     # holds 2/3 of them; answerable 1 + round(4 * 2/3) = 4.
-    assert out == {"chunks": [{"chunk": 0, "relevant": [0, 1], "useful": True},
-                              {"chunk": 1, "relevant": [0], "useful": True},
-                              {"chunk": 2, "relevant": [], "useful": True}], "answerable": 4}
+    assert out == {"chunks": [{"chunk": 0, "relevant": [0, 1], "useful": True, "support": grades[0]},
+                              {"chunk": 1, "relevant": [0], "useful": True, "support": grades[1]},
+                              {"chunk": 2, "relevant": [], "useful": True, "support": grades[2]}], "answerable": 4}
     assert sorted(embedder.asked) == sorted(table)
     embedder.asked.clear()
     # No question: nothing is embedded (as before: similarity to nothing decides nothing).

@@ -29,13 +29,17 @@ class ContextRelevance(Metric):
     answer the question (``rate_chunks``, one call for all chunks).
 
     Formula (``aggregate="statements"``, default): relevant statements / statements, over all
-    chunks. ``aggregate="decayed"``: the position-decayed mean of the per-chunk scores
-    (relevant / statements of each chunk; an empty chunk scores 0),
+    chunks. With a judge that grades each statement's relevance in [0, 1] (the offline judge's
+    ``support`` on each chunk; a relevant statement grades 1.0), the sum of the grades /
+    statements, so a passage that nearly answers the question still counts for something.
+    ``aggregate="decayed"``: the position-decayed mean of the per-chunk scores
+    (relevant / statements of each chunk, graded likewise; an empty chunk scores 0),
     ``sum_i s_i d^i / sum_i d^i`` with ``decay=d`` (0.9), so irrelevant text at the top costs more.
 
     Example: two chunks with 4 statements (2 irrelevant, 2 relevant) and 7 statements (all
     relevant): 9 relevant of 11 -> 9 / 11 = 0.8182 (pass). Per-chunk scores 0.5 and 1.0;
-    decayed: (0.5 + 0.9 * 1.0) / 1.9 = 0.7368.
+    decayed: (0.5 + 0.9 * 1.0) / 1.9 = 0.7368. Graded, with the two irrelevant statements at
+    0.125 and 0.0625: (9 + 0.1875) / 11 = 0.8352.
 
     Details: per-chunk scores with the relevant statements, the count of relevant chunks
     (chunks with at least one relevant statement), totals.
@@ -63,13 +67,17 @@ class ContextRelevance(Metric):
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         statements, out = await ctx.chunk_ratings()
         per_chunk = []
+        graded = all(len(v.get("support") or ()) == len(sts) for sts, v in zip(statements, out["chunks"]))
         for i, (sts, verdict) in enumerate(zip(statements, out["chunks"])):
             rel = verdict["relevant"]
+            weight = sum(verdict["support"]) if graded else len(rel)
             per_chunk.append({**_chunk_ref(sample, i), "statements": len(sts), "relevant": len(rel),
-                              "score": (len(rel) / len(sts)) if sts else 0.0,
-                              "relevant_statements": [sts[j] for j in rel]})
+                              "score": (weight / len(sts)) if sts else 0.0,
+                              "relevant_statements": [sts[j] for j in rel],
+                              **({"graded": round(weight, 4)} if graded else {})})
         total = sum(c["statements"] for c in per_chunk)
         relevant = sum(c["relevant"] for c in per_chunk)
+        weight = sum(c["graded"] for c in per_chunk) if graded else relevant
         relevant_chunks = sum(1 for c in per_chunk if c["relevant"])
         details = {"aggregate": self.aggregate, "chunks": per_chunk, "relevant_statements": relevant,
                    "total_statements": total, "relevant_chunks": relevant_chunks, "total_chunks": len(per_chunk)}
@@ -81,8 +89,10 @@ class ContextRelevance(Metric):
             explanation = (f"position-decayed mean of per-chunk relevance (decay {self.decay:g}): {value:.2f}; "
                            f"{relevant} of {total} statements relevant")
         else:
-            value = relevant / total
+            value = weight / total
             explanation = f"{relevant} of {total} statements relevant to the question"
+            if graded:
+                explanation += f" (graded: {weight:.2f} of {total})"
         explanation += f"; {relevant_chunks} of {len(per_chunk)} chunks relevant"
         return Score(self.name, value, explanation=explanation, details=details)
 

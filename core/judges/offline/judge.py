@@ -52,6 +52,22 @@ def _similarity_texts(question: str, reference: str, chunks: list[list[str]], by
     return [question, *([reference] if reference and any(every) else []), *texts]
 
 
+def relevance_grade(relevant: bool, lex: float, sim: float | None, settings: OfflineSettings) -> float:
+    """A statement's graded relevance to the question in [0, 1]: 1.0 when it is relevant; else
+    ``relevance_partial`` times its share of the question's content words over
+    ``relevance_threshold`` or its similarity to the question over ``relevance_embed_threshold``
+    (embedding path), whichever is higher, so a near miss counts a little and nothing much.
+
+    >>> relevance_grade(False, 0.17, None, DEFAULT_SETTINGS), relevance_grade(False, 0.17, 0.36, DEFAULT_SETTINGS)
+    (0.125, 0.2)
+    """
+    if relevant:
+        return 1.0
+    by_words = lex / settings.relevance_threshold if settings.relevance_threshold else 0.0
+    by_sim = max(0.0, sim) / settings.relevance_embed_threshold if sim is not None else 0.0
+    return round(settings.relevance_partial * min(1.0, max(by_words, by_sim)), 4)
+
+
 class OfflineJudge(Judge):
     """A judge that needs no LLM, no key and no network (``kind = "CODE"``); its ``name`` is
     ``"offline"`` with the sentence-embedding model and ``"offline-lexical"`` without it.
@@ -174,13 +190,16 @@ class OfflineJudge(Judge):
         covered_r: set = set()
         for i, statements in enumerate(chunks_in):
             relevant = []
+            grades = []
             best_sim = 0.0
             for j, s in enumerate(statements):
                 sim = float(np.dot(qv, vec[s])) if qv is not None and s in vec else None
                 if sim is not None:
                     best_sim = max(best_sim, sim)
-                if by_words[i][j] or (sim is not None and sim >= st.relevance_embed_threshold):
+                is_relevant = by_words[i][j] or (sim is not None and sim >= st.relevance_embed_threshold)
+                if is_relevant:
                     relevant.append(j)
+                grades.append(relevance_grade(is_relevant, lexes[i][j], sim, st))
             covered_q |= q_stems & chunk_stems[i]
             if reference:
                 covered_r |= r_stems & chunk_stems[i]
@@ -189,7 +208,7 @@ class OfflineJudge(Judge):
             else:
                 q_cov = len(q_stems & chunk_stems[i]) / len(q_stems) if q_stems else 0.0
                 useful = bool(relevant) and (q_cov >= st.useful_threshold or best_sim >= st.relevance_embed_threshold)
-            out.append({"chunk": i, "relevant": relevant, "useful": bool(useful)})
+            out.append({"chunk": i, "relevant": relevant, "useful": bool(useful), "support": grades})
         if reference and r_stems:
             frac = len(covered_r) / len(r_stems)
         elif q_stems:

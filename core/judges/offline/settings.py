@@ -85,6 +85,11 @@ class OfflineSettings:
     ``relevance_embed_threshold``; a chunk is useful for a reference when it holds
     ``useful_threshold`` of the reference's content words; a question part is covered when the
     answer holds ``part_threshold`` of its content words. These were set by hand (no benchmark).
+    A statement that is not relevant keeps partial credit in context relevance: at most
+    ``relevance_partial`` times its share of the question's words over ``relevance_threshold``
+    or its cosine over ``relevance_embed_threshold`` (chosen on query-passage proxies built from
+    the development sets, ``benchmarks/JUDGE_RESULTS.md``, round 5: AUROC above word coverage on
+    all three, with the score's scale close to the relevant share).
     """
 
     window: int = 3
@@ -122,6 +127,7 @@ class OfflineSettings:
     confidence_intercept: float = -5.58
     relevance_threshold: float = 0.34
     relevance_embed_threshold: float = 0.45
+    relevance_partial: float = 0.25
     useful_threshold: float = 0.3
     part_threshold: float = 0.5
 
