@@ -48,8 +48,8 @@ give a statement a cosine with the question that tracks the model's at r = 0.86 
 question-statement pairs (this benchmark's samples, the bundled samples, BEGIN and RAGChecker
 texts). Skipping the model for statements whose static cosine is below a cut chosen on one half
 to keep 99% of the relevant verdicts (cut 0.16), on the other half: 49-61% of the statements
-skipped here, 15-19% on the bundled samples, 30-37% on RAGChecker, 72-82% on BEGIN; 0.6% of the
-relevant verdicts lost. That is at most ~2x on this benchmark (~20 samples/s) and ~1.2x on
+skipped here, 18-19% on the RAG samples (5 and 10 chunks), 33-37% on RAGChecker, 81-82% on BEGIN;
+0.6-0.7% of the relevant verdicts lost (two ways of estimating the principal directions). That is at most ~2x on this benchmark (~20 samples/s) and ~1.2x on
 realistic chunks, short of 50/s, for a second code path; the exact path stays.
 
 The largest record (``--max-record``): every field at its default
