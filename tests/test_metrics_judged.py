@@ -324,6 +324,14 @@ def test_context_relevance_statement_ratio_9_of_11_and_decayed():
     assert s.value == pytest.approx(1.4 / 1.9)
 
 
+def test_context_relevance_without_statements_is_not_applicable():
+    # A chunk with no statement ("...") and a judge that grades nothing: not applicable, not an error.
+    sample = Sample(question="Q?", contexts=["..."])
+    judge = ScriptedJudge({"rate_chunks": {"chunks": [{"chunk": 0, "relevant": [], "useful": False}], "answerable": 1}})
+    s = run(ContextRelevance(), sample, judge)
+    assert s.value is None and s.error is None and "no text" in s.explanation
+
+
 def test_context_precision_rank_aware_against_question_or_reference():
     # useful verdicts [no, yes, yes, no, no] -> (1/2 + 2/3) / 2 = 0.5833 -> warn
     sample = Sample(question="Q?", contexts=[f"Chunk {k}." for k in range(5)])

@@ -67,7 +67,7 @@ class ContextRelevance(Metric):
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         statements, out = await ctx.chunk_ratings()
         per_chunk = []
-        graded = all(len(v.get("support") or ()) == len(sts) for sts, v in zip(statements, out["chunks"]))
+        graded = all("support" in v and len(v["support"]) == len(sts) for sts, v in zip(statements, out["chunks"]))
         for i, (sts, verdict) in enumerate(zip(statements, out["chunks"])):
             rel = verdict["relevant"]
             weight = sum(verdict["support"]) if graded else len(rel)
