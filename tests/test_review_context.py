@@ -205,6 +205,38 @@ def test_metrics_alone_send_only_their_own_task():
         assert dict(judge.calls) == calls, names
 
 
+def test_a_custom_metric_declares_the_requests_it_reads():
+    """The combined call follows what metrics read (``reads_requests``), not their names: a
+    custom metric under another name that reads chunk ratings, next to context recall, gets it."""
+    from ragmeter.metrics import ContextRelevance, Metric
+
+    class NoisyChunks(ContextRelevance):
+        """The share of irrelevant statements: 1 - context relevance."""
+
+        name = "noisy_chunks"
+
+        async def compute(self, sample, ctx):
+            s = await super().compute(sample, ctx)
+            return rm.Score(self.name, None if s.value is None else 1 - s.value)
+
+    class Plain(Metric):
+        """A metric that reads none of the shared context requests."""
+
+        name = "answer_length"
+
+        async def compute(self, sample, ctx):
+            return rm.Score(self.name, min(1.0, len(sample.answer) / 100))
+
+    sample = SAMPLES["reference"]
+    assert RequestSettings.for_metrics([NoisyChunks(), get_metric("context_recall")]).review_context
+    assert not RequestSettings.for_metrics([Plain(), get_metric("context_recall")]).review_context
+    judge = ScriptedJudge(SCRIPT)
+    result = asyncio.run(score_sample(sample, [NoisyChunks(), get_metric("context_recall")], judge))
+    assert dict(judge.calls) == {"review_context": 1}
+    relevance = score(sample, ["context_relevance"], ScriptedJudge(SCRIPT))[0]["context_relevance"].value
+    assert result.scores["noisy_chunks"].value == pytest.approx(1 - relevance)
+
+
 def test_all_twelve_metrics_cost_five_calls_with_a_scripted_judge():
     judge = ScriptedJudge(SCRIPT)
     merged, usage = score(SAMPLES["reference"], list(REGISTRY), judge)

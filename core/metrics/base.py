@@ -33,6 +33,10 @@ class Metric:
     #: Questions this metric needs ``generate_questions`` to write (None: it needs none). The run
     #: asks once for the largest number any of its metrics declares (:class:`RequestSettings`).
     n_questions: int | None = None
+    #: The shared context requests this metric reads (``"chunk_ratings"``, ``"reference_attribution"``
+    #: of :class:`~ragmeter.metrics.requests.ScoringContext`): a run whose metrics read both asks
+    #: them as one ``review_context`` judge call (:class:`RequestSettings`).
+    reads_requests: frozenset = frozenset()
 
     def __init__(self, *, threshold: float | None = None, warn: float | None = None):
         self._set_levels(threshold, warn)

@@ -53,6 +53,7 @@ class ContextRelevance(Metric):
     threshold = 0.5
     warn = 0.3
     requires = ("contexts",)
+    reads_requests = frozenset({"chunk_ratings"})
 
     def __init__(self, *, aggregate: str = "statements", decay: float = 0.9, threshold: float | None = None,
                  warn: float | None = None):
@@ -116,6 +117,7 @@ class ContextPrecision(Metric):
     threshold = 0.7
     warn = 0.5
     requires = ("contexts",)
+    reads_requests = frozenset({"chunk_ratings"})
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         _, out = await ctx.chunk_ratings()
@@ -153,6 +155,7 @@ class ContextRecall(Metric):
     threshold = 0.8
     warn = 0.6
     requires = ("contexts",)
+    reads_requests = frozenset({"reference_attribution"})
 
     def __init__(self, *, estimate: bool = True, threshold: float | None = None, warn: float | None = None):
         super().__init__(threshold=threshold, warn=warn)
@@ -201,6 +204,7 @@ class EntityRecall(Metric):
     threshold = 0.7
     warn = 0.5
     requires = ("reference", "contexts")
+    reads_requests = frozenset({"reference_attribution"})
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         statements, out = await ctx.reference_attribution()

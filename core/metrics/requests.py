@@ -66,11 +66,9 @@ __all__ = ["RequestSettings", "Limits", "LimitError", "JudgeRequests", "ScoringC
 #: Questions ``generate_questions`` writes per answer when no metric of the run asks for more.
 DEFAULT_N_QUESTIONS = 3
 
-#: The metrics (by name) whose scores read :meth:`JudgeRequests.chunk_ratings` and those that read
-#: :meth:`JudgeRequests.reference_attribution` (:mod:`ragmeter.metrics.context`): a run with one of
-#: each asks ``review_context`` instead of the two tasks.
-_READS_RATINGS = frozenset({"context_relevance", "context_precision"})
-_READS_ATTRIBUTION = frozenset({"context_recall", "entity_recall"})
+#: The requests ``review_context`` answers together: a run whose metrics read both (their
+#: ``reads_requests``) asks it instead of the two tasks.
+_REVIEWED_TOGETHER = frozenset({"chunk_ratings", "reference_attribution"})
 
 
 class LimitError(RecordError):
@@ -181,9 +179,9 @@ class RequestSettings:
     def for_metrics(cls, metrics: Sequence["Metric"], limits: Limits | None = None) -> "RequestSettings":
         """The settings that serve every metric of ``metrics`` (``limits``: None for the defaults)."""
         wanted = [m.n_questions for m in metrics if getattr(m, "n_questions", None)]
-        names = {m.name for m in metrics}
+        reads = frozenset().union(*(m.reads_requests for m in metrics))
         return cls(n_questions=max(wanted) if wanted else DEFAULT_N_QUESTIONS, limits=limits or Limits(),
-                   review_context=bool(names & _READS_RATINGS and names & _READS_ATTRIBUTION))
+                   review_context=_REVIEWED_TOGETHER <= reads)
 
 
 _RE_NOT_WORD = re.compile(r"[^\w\s]")
