@@ -424,41 +424,45 @@ CORRECT_VECTORS = {ANSWER_CLEAN: [1.0, 0.0], CORRECT.reference: [0.6, 0.8]}
 
 
 def test_answer_correctness_f1_blended_with_similarity():
-    # F1 = 2PR / (P + R) = 2 * (2/3) * (1/2) / (2/3 + 1/2) = (2/3) / (7/6) = 4/7 = 2 / 3.5 = 0.571429
-    # value = 0.75 * 0.571429 + 0.25 * 0.6 = 0.428571 + 0.15 = 0.578571 -> warn
+    # Shares by words. Claims "Einstein was born in 1879." (5 words, in the reference), "He was
+    # German." (3, in), "He played the violin." (4, not): P = 8 / 12 = 2/3. Reference statements
+    # of 5, 3, 4 and 7 words, the first two covered: R = 8 / 19.
+    # F1 = 2PR / (P + R) = (32/57) / (62/57) = 16/31 = 0.516129
+    # value = 0.75 * 0.516129 + 0.25 * 0.6 = 0.387097 + 0.15 = 0.537097 -> warn
     emb = DictEmbedder(CORRECT_VECTORS)
     judge = ScriptedJudge(COMPARE)
     s = run(AnswerCorrectness(), CORRECT, judge, emb)
-    assert s.details["f1"] == pytest.approx(2 / 3.5)
+    assert s.details["f1"] == pytest.approx(16 / 31)
     assert s.details["similarity"] == pytest.approx(0.6)
-    assert (s.details["precision"], s.details["recall"]) == (pytest.approx(2 / 3), 0.5)
-    assert s.explanation.startswith("factual F1 0.57 (precision 0.67: 2 of 3 claims in the reference; "
-                                    "recall 0.50: 2 of 4 reference statements covered)")
-    assert s.value == pytest.approx(0.75 * 2 / 3.5 + 0.25 * 0.6)
+    assert (s.details["precision"], s.details["recall"]) == (pytest.approx(2 / 3), pytest.approx(8 / 19))
+    assert s.explanation.startswith("factual F1 0.52 (precision 0.67: 2 of 3 claims mostly in the reference; "
+                                    "recall 0.42: 2 of 4 reference statements mostly covered; shares by words)")
+    assert s.value == pytest.approx(0.75 * 16 / 31 + 0.25 * 0.6)
     assert s.label == "warn"
     assert emb.calls == 1 and sorted(emb.texts[0]) == sorted([ANSWER_CLEAN, CORRECT.reference])
     assert judge.inputs["compare_claims"][0]["statements"] == [
         "Einstein was born in 1879.", "He was German.", "He died in 1955.", "He won the Nobel Prize in 1921."]
-    # weights (0.5, 0.5): 0.5 * 0.571429 + 0.5 * 0.6 = 0.585714
+    # weights (0.5, 0.5): 0.5 * 0.516129 + 0.5 * 0.6 = 0.558065
     s = run(AnswerCorrectness(weights=(0.5, 0.5)), CORRECT, ScriptedJudge(COMPARE), DictEmbedder(CORRECT_VECTORS))
-    assert s.value == pytest.approx(0.5 * 2 / 3.5 + 0.5 * 0.6)
+    assert s.value == pytest.approx(0.558065, abs=1e-6)
     # weights (1, 0): factual F1 only, no embedding call
     emb = DictEmbedder(CORRECT_VECTORS)
     s = run(AnswerCorrectness(weights=(1, 0)), CORRECT, ScriptedJudge(COMPARE), emb)
-    assert s.value == pytest.approx(2 / 3.5) and emb.calls == 0 and "similarity" not in s.details
+    assert s.value == pytest.approx(16 / 31) and emb.calls == 0 and "similarity" not in s.details
 
 
 def test_answer_correctness_many_claims_do_not_make_an_answer_complete():
     """Precision and recall are rates over their own items: 3 claims all in the reference that
-    cover 1 of its 4 statements -> P = 1, R = 1/4, F1 = 2 * 0.25 / 1.25 = 0.4 (a count F1,
-    TP / (TP + (FP + FN) / 2) = 3 / (3 + 1.5) = 0.667, would call it nearly complete)."""
+    cover its first statement (5 of its 19 words) -> P = 1, R = 5/19, F1 = 2R / (1 + R) =
+    10/24 = 0.4167 (a count F1, TP / (TP + (FP + FN) / 2) = 3 / (3 + 1.5) = 0.667, would call it
+    nearly complete)."""
     script = {"extract_claims": one_claim_per_unit,
               "compare_claims": lambda i: {"claims": [{"claim": k, "in_reference": True} for k in range(len(i["claims"]))],
                                            "statements": [{"statement": k, "in_answer": k == 0}
                                                           for k in range(len(i["statements"]))]}}
     s = run(AnswerCorrectness(weights=(1, 0)), CORRECT, ScriptedJudge(script), DictEmbedder())
-    assert (s.details["precision"], s.details["recall"]) == (1.0, 0.25)
-    assert s.value == pytest.approx(0.4) and s.label == "fail"
+    assert (s.details["precision"], s.details["recall"]) == (1.0, pytest.approx(5 / 19))
+    assert s.value == pytest.approx(10 / 24) and s.label == "fail"
 
 
 def test_missing_reference_is_not_applicable():
@@ -658,7 +662,7 @@ def test_a_failed_question_generation_does_not_deprive_other_metrics_of_embeddin
     judge = ScriptedJudge(script)
     scores = run_all([AnswerRelevancy(), AnswerCorrectness()], CORRECT, judge, emb)
     assert scores["answer_relevancy"].status == "error" and "generate_questions" in scores["answer_relevancy"].error
-    assert scores["answer_correctness"].value == pytest.approx(0.75 * 2 / 3.5 + 0.25 * 0.6)
+    assert scores["answer_correctness"].value == pytest.approx(0.75 * 16 / 31 + 0.25 * 0.6)
     assert emb.calls == 1 and judge.calls["generate_questions"] == 1
 
 

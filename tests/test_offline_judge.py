@@ -750,8 +750,9 @@ def test_correctness_gives_partial_credit(lexical):
     sample = Sample(question="Tell me about the tower.", answer="The tower is 330 metres tall.",
                     reference="The tower is 330 metres tall. It was completed in 1889.")
     score = AnswerCorrectness(weights=(1, 0)).score(sample, judge=lexical)
-    # claim fully in the reference: TP 1, FP 0; statements covered 1.0 and 0.0: FN 1 -> 1 / (1 + 0.5)
-    assert score.value == pytest.approx(1 / 1.5)
+    # the claim is fully in the reference: P = 1; statements of 6 and 5 words covered 1.0 and 0.0:
+    # R = 6 / 11 -> F1 = 2 * (6/11) / (1 + 6/11) = 12 / 17 = 0.7059
+    assert score.value == pytest.approx(12 / 17)
     assert [r["support"] for r in score.details["statements"]] == [1.0, 0.0]
 
 

@@ -102,25 +102,39 @@ class AnswerRelevancy(Metric):
         return Score(self.name, value, explanation=explanation, details=details)
 
 
+def word_share(texts: Sequence[str], supports: Sequence[float]) -> float:
+    """The mean of ``supports`` weighted by the number of words of each text (0.0 when empty).
+
+    ``sum(words_i * support_i) / sum(words_i)``, a text counting at least one word: how much of
+    the texts, in words, is supported. Example: texts of 6 and 4 words, supports 1.0 and 0.5 ->
+    (6 * 1.0 + 4 * 0.5) / 10 = 0.8.
+    """
+    weights = [max(1, len(t.split())) for t in texts]
+    return sum(s * w for s, w in zip(supports, weights)) / sum(weights) if weights else 0.0
+
+
 class AnswerCorrectness(Metric):
     """Answer correctness against the reference answer: factual F1 blended with semantic similarity.
 
     The answer's claims (``extract_claims``, shared with faithfulness) and the reference's
-    statements (its sentences) are compared in one call (``compare_claims``): precision P =
-    answer claims the reference states / answer claims, recall R = reference statements the
-    answer covers / reference statements (with a judge that grades support, the offline judge:
-    the mean graded support of the claims and of the statements). ``F1 = 2PR / (P + R)`` (0 when
-    P or R is 0). Precision and recall are each a rate over its own items, so an answer with many
-    claims cannot look complete whatever it covers. Similarity = cosine of the answer and
-    reference embeddings (clipped to [0, 1]; the sample's one embedding call).
+    statements (its sentences) are compared in one call (``compare_claims``). Precision P = the
+    share of the answer's claims, in words, that the reference states; recall R = the share of
+    the reference's statements, in words, that the answer covers (:func:`word_share`: each item
+    counts its number of words, with its graded ``support`` when the judge grades, the offline
+    judge, and 1 or 0 from the verdict otherwise). ``F1 = 2PR / (P + R)`` (0 when P or R is 0).
+    Precision and recall are each a rate over its own items, so an answer with many claims cannot
+    look complete whatever it covers; counting words, a one-word "Yes." weighs less than a
+    sentence that states a fact. Similarity = cosine of the answer and reference embeddings
+    (clipped to [0, 1]; the sample's one embedding call).
 
     Formula: ``(w_f * F1 + w_s * similarity) / (w_f + w_s)`` with ``weights=(w_f, w_s)``,
     default (0.75, 0.25). ``weights=(1, 0)`` needs no embeddings.
 
-    Example: 3 answer claims, 2 in the reference; reference of 4 statements, 2 covered:
-    P = 2/3, R = 2/4 -> F1 = 2 * (2/3) * (1/2) / (2/3 + 1/2) = 0.5714; similarity 0.9 ->
-    0.75 * 0.5714 + 0.25 * 0.9 = 0.6536 (warn). Five claims all in the reference that cover 1
-    of its 4 statements: P = 1, R = 0.25 -> F1 = 0.4.
+    Example: answer claims of 5, 3 and 4 words, the first two in the reference: P = 8 / 12 =
+    0.6667; reference statements of 5, 3, 4 and 7 words, the first two covered: R = 8 / 19 =
+    0.4211 -> F1 = 2 * 0.6667 * 0.4211 / (0.6667 + 0.4211) = 16 / 31 = 0.5161; similarity 0.6
+    -> 0.75 * 0.5161 + 0.25 * 0.6 = 0.5371 (warn). Claims all in the reference that cover only
+    its first statement: P = 1, R = 5 / 19 -> F1 = 0.4167.
 
     Not applicable without a reference. Thresholds: pass 0.7, warn 0.5 (an F1 of 0.6 with a
     close paraphrase, 0.9 similarity, passes; missing half the reference warns).
@@ -151,24 +165,21 @@ class AnswerCorrectness(Metric):
             return Score(self.name, None, explanation="not applicable: the reference has no statements")
         claims = await ctx.claims()
         claim_records: list[dict] = []
-        statement_records = [{"statement": s, "in_answer": False} for s in statements]
+        statement_records = [{"statement": s, "in_answer": False, "support": 0.0} for s in statements]
         if claims:
             out = await ctx.claim_comparison(claims, statements)
-            claim_records = [{"claim": c["text"], "in_reference": v["in_reference"]} for c, v in zip(claims, out["claims"])]
-            statement_records = [{"statement": s, "in_answer": v["in_answer"]} for s, v in zip(statements, out["statements"])]
-        if claims and all("support" in v for v in (*out["claims"], *out["statements"])):
-            # A judge that grades support (the offline judge): partial credit per claim and statement.
-            for r, v in zip(claim_records, out["claims"]):
-                r["support"] = v["support"]
-            for r, v in zip(statement_records, out["statements"]):
-                r["support"] = v["support"]
-            stated = sum(r["support"] for r in claim_records)
-            covered = sum(r["support"] for r in statement_records)
-        else:
-            stated = sum(r["in_reference"] for r in claim_records)
-            covered = sum(r["in_answer"] for r in statement_records)
-        precision = stated / len(claim_records) if claim_records else 0.0
-        recall = covered / len(statement_records)
+            # A judge that grades support (the offline judge) gives partial credit per claim and
+            # statement; otherwise the verdict counts 1 or 0.
+            claim_records = [{"claim": c["text"], "in_reference": v["in_reference"],
+                              "support": float(v.get("support", v["in_reference"]))}
+                             for c, v in zip(claims, out["claims"])]
+            statement_records = [{"statement": s, "in_answer": v["in_answer"],
+                                  "support": float(v.get("support", v["in_answer"]))}
+                                 for s, v in zip(statements, out["statements"])]
+        precision = word_share([r["claim"] for r in claim_records], [r["support"] for r in claim_records])
+        recall = word_share(statements, [r["support"] for r in statement_records])
+        stated = sum(r["support"] >= 0.5 for r in claim_records)
+        covered = sum(r["support"] >= 0.5 for r in statement_records)
         f1 = 2 * precision * recall / (precision + recall) if precision and recall else 0.0
         w_f, w_s = self.weights
         details: dict = {"weights": [w_f, w_s], "f1": f1, "precision": precision, "recall": recall,
@@ -180,9 +191,9 @@ class AnswerCorrectness(Metric):
                                          _vector(vectors, reference, "reference")))
             details["similarity"] = similarity
         value = (w_f * f1 + w_s * (similarity or 0.0)) / (w_f + w_s)
-        explanation = (f"factual F1 {f1:.2f} (precision {precision:.2f}: {stated:g} of {len(claim_records)} claims "
-                       f"in the reference; recall {recall:.2f}: {covered:g} of {len(statement_records)} reference "
-                       f"statements covered)")
+        explanation = (f"factual F1 {f1:.2f} (precision {precision:.2f}: {stated} of {len(claim_records)} claims "
+                       f"mostly in the reference; recall {recall:.2f}: {covered} of {len(statement_records)} reference "
+                       f"statements mostly covered; shares by words)")
         if similarity is not None:
             explanation += f", similarity {similarity:.2f}, weights {w_f:g}/{w_s:g}"
         if not claims:
@@ -241,10 +252,8 @@ class ResponseCompleteness(Metric):
         else:
             covers = [0.0] * len(statements)
         records = [{"statement": s, "covered": c} for s, c in zip(statements, covers)]
-        # Weighted by length: "how much of the reference" counts words, so a long statement
-        # weighs more than a short one.
-        weights = [max(1, len(s.split())) for s in statements]
-        value = sum(c * w for c, w in zip(covers, weights)) / sum(weights)
+        # "How much of the reference" counts words, so a long statement weighs more than a short one.
+        value = word_share(statements, covers)
         missing = [r["statement"] for r in records if r["covered"] < 0.5]
         explanation = (f"the answer covers {value:.0%} of the reference ({len(statements) - len(missing)} of "
                        f"{len(statements)} statements mostly covered)")
