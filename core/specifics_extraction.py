@@ -200,14 +200,21 @@ def _month(name: str) -> int:
     return _MONTHS[name.lower().rstrip(".")]
 
 
-def _sentence_starts(text: str) -> set[int]:
-    """Offsets where a sentence or line starts (a capital there says nothing about names)."""
+def sentence_starts(text: str) -> set[int]:
+    """Offsets where a sentence, line or clause starts (a capital there says nothing about names):
+    after a sentence end, a line break, a colon, a bullet, an opening quote or bracket, a dash
+    between spaces ("Rural Broadband Act of 2019 - Directs the Secretary ...") or a short bracketed
+    marker that starts a sentence ("(Sec. 3) Requires ...")."""
     starts = {0}
-    for m in re.finditer(r"(?:[.!?]\s+|\n\s*|:\s+|^\s*[-*•]\s+|[\"“(]\s*)", text):
+    for m in re.finditer(r"(?:[.!?]\s+|\n\s*|:\s+|^\s*[-*•]\s+|\s(?:--?|[–—])\s+|[\"“(]\s*)", text):
         # the longest title ("messrs.") ends the 12 characters looked at: linear in the text
         if text[m.start()] == "." and _RE_TITLE_BEFORE.search(text, max(0, m.start() - 12), m.start() + 1):
             continue  # "Mr. Smith", "J. K. Rowling": a title or an initial, not a sentence end
         starts.add(m.end())
+    # A short bracketed marker where a sentence starts ("(Sec. 3) Requires ...", "(a) The ...").
+    for m in re.finditer(r"\([^()\n]{1,20}\)\s+", text):
+        if m.start() in starts:
+            starts.add(m.end())
     return starts
 
 
@@ -230,7 +237,7 @@ _RE_CONNECTOR_GAP = re.compile(r" (?:(?:of|de|van|von|da|del|der|la|le|du|di|bin
 
 
 def _extract_names(text: str, quotes: list[tuple[int, int, str]]) -> list[Specific]:
-    starts = _sentence_starts(text)
+    starts = sentence_starts(text)
     caps = [(m.group(0), m.start(), m.end()) for m in _RE_CAP_TOKEN.finditer(text)]
     mid_caps = {tok.lower().rstrip(".") for tok, s, _ in caps if s not in starts}
     out: list[Specific] = []
@@ -279,7 +286,7 @@ def _extract_names(text: str, quotes: list[tuple[int, int, str]]) -> list[Specif
                 ok = ok and (len(name_text) > 1 or name_text.isupper())
                 if first[1] in starts and lw not in mid_caps:
                     ok = False  # sentence-initial capital: no evidence it is a name
-                if lw in _NOT_NAMES or lw in _TITLES or re.fullmatch(r"Q[1-4]|FY\d*|([A-Z])\1+", name_text):
+                if lw in _NOT_NAMES or lw in _TITLES or re.fullmatch(r"Q[1-4]|FY\d*(?:[-–]FY\d*)?|([A-Z])\1+", name_text):
                     ok = False
             if re.search(r"-[a-z]", name_text):
                 ok = False  # "P-make-like", "Covid-related": a compound word, not a name

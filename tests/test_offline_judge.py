@@ -687,6 +687,48 @@ def test_split_figures_and_dates_read_as_written(lexical):
     assert [x["verdict"] for x in v] == ["supported", "contradicted"]
 
 
+def test_an_amount_or_a_fiscal_year_in_another_spelling_counts_as_stated(lexical):
+    """Word coverage counts the words of a specific the chunk states in another spelling:
+    "$20 million" for "$20,000,000", "FY2022" for "fiscal year 2022"."""
+    from ragmeter.judges.offline.text import normalise
+
+    assert normalise("FY2022-FY2026 and FY 2027") == "fiscal year 2022-fiscal year 2026 and fiscal year 2027"
+    chunk = ["There is authorized to be appropriated $20,000,000 for each of fiscal years 2022 through 2026."]
+    # words: authorizes, 20, million, each, fiscal, year, 2022, through, fiscal, year, 2026 (11);
+    # "million" is stated only as part of $20,000,000 (without that, 10 of 11 -> 0.6 + 0.4 * 10/11)
+    same, rival = verdicts(lexical, ["It authorizes $20 million for each of FY2022 through FY2026.",
+                                     "It authorizes $20 million for each of FY2022 through FY2028."], chunk)
+    assert same["verdict"] == "supported" and same["support"] == 1.0
+    assert rival["verdict"] != "supported" and "2028" in rival["reason"]
+
+
+def test_bill_summary_style(judge):
+    """A bill summary in the Congressional Research Service's style ("Title - Directs ...",
+    "(Sec. 3) Requires ...") is supported; its edits are not."""
+    from ragmeter import Sample
+    from ragmeter.metrics import Faithfulness
+
+    bill = ("SECTION 1. SHORT TITLE. This Act may be cited as the ``Rural Broadband Access Act of 2019''. "
+            "SEC. 2. GRANTS. (a) In General.--The Secretary of Agriculture shall award grants to eligible "
+            "entities to deploy broadband service in rural areas. (b) Amount.--A grant under subsection (a) may "
+            "not exceed $5,000,000. SEC. 3. AUTHORIZATION OF APPROPRIATIONS. There is authorized to be "
+            "appropriated $100,000,000 for each of fiscal years 2020 through 2024 to carry out section 2.")
+    good = ("Rural Broadband Access Act of 2019 - (Sec. 2) Directs the Secretary of Agriculture to award grants of "
+            "up to $5 million to deploy broadband service in rural areas. (Sec. 3) Authorizes appropriations of "
+            "$100 million for each of FY2020-FY2024.")
+    edits = [good.replace("Agriculture", "Commerce"), good.replace("$5 million", "$50 million"),
+             good.replace("FY2020-FY2024", "FY2020-FY2029"), good.replace("rural areas", "urban areas")]
+
+    def score(answer):
+        return Faithfulness().score(Sample(question="Summarize the bill.", contexts=[bill], answer=answer), judge=judge)
+
+    s = score(good)
+    assert s.label == "pass" and all(c["verdict"] == "supported" for c in s.details["claims"]), s.details["claims"]
+    for edit in edits:
+        e = score(edit)
+        assert e.value < s.value - 0.2 and e.label == "fail", (edit, e.value)
+
+
 def test_demonym_and_country_are_one_name(lexical):
     v = verdicts(lexical, ["The Belgian team won the final."], ["The team from Belgium won the final in Paris."])[0]
     assert v["verdict"] == "supported" and v["support"] == 1.0

@@ -134,3 +134,19 @@ def test_type_error():
 def test_name_after_a_title_or_an_initial():
     names = [s.text for s in extract_specifics("The agent called Mr. Smith. Dr. Jane Doe met J. K. Rowling.") if s.kind == "name"]
     assert names == ["Smith", "Jane Doe", "J. K. Rowling"]
+
+
+def test_a_clause_after_a_dash_or_a_bracketed_marker_starts_like_a_sentence():
+    """Bill summaries open with "Title - Verb ..." and mark sections "(Sec. 3) Verb ...": the verb
+    is capitalised because a clause starts there, not because it is a name."""
+    def names(text):
+        return [s.text for s in extract_specifics(text) if s.kind == "name"]
+
+    assert names("Rural Broadband Act of 2019 - Directs the Secretary of Agriculture to award grants.") == [
+        "Rural Broadband Act", "Secretary of Agriculture"]
+    assert names("Housing Act - (Sec. 3) Requires the Secretary to report. (Sec. 4) Authorizes funds.") == [
+        "Housing Act", "Secretary"]
+    assert names("Funds for FY2020-FY2024 and FY2025.") == []
+    # a name after a dash is still a name when it is capitalised mid-sentence elsewhere, or has two words
+    assert names("The winner - Smith - thanked the fans of Smith.") == ["Smith", "Smith"]
+    assert names("The winner - John Smith - spoke.") == ["John Smith"]

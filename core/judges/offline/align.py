@@ -17,7 +17,7 @@ from ragmeter.judges.offline.lexicon import (
     ANTONYMS, NEGATION_STEMS, NEGATIONS, ORDINALS, RESTRICTIVE, STOP_STEMS, closed_clash, stem, unprefixed, valence,
 )
 from ragmeter.judges.offline.text import RE_DIGIT_COMMA, Chunk, negates, normalise
-from ragmeter.specifics_extraction import _SCALES, _SHORT_SCALE, _SHORT_SCALES
+from ragmeter.specifics_extraction import _SCALES, _SHORT_SCALE, _SHORT_SCALES, sentence_starts
 
 _RE_TOKEN_CASED = re.compile(r"[A-Za-z0-9]+(?:[.,'][A-Za-z0-9]+)*")
 _RE_NT_CASED = re.compile(r"n['’]t\b", re.I)
@@ -31,7 +31,8 @@ _RE_PERIOD = re.compile(r"\b([QH])([1-4])\b")
 @lru_cache(maxsize=65536)
 def align_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bool, ...]]:
     """Every word of ``text`` in order, lower-cased (stop words and negations included), its stem,
-    and whether it is capitalised without opening the text (a name, most likely)."""
+    and whether it is capitalised where no sentence or clause starts (a name, most likely), or
+    written in capitals."""
     t = normalise(text)
     if "'" in t:
         t = re.sub(r"(?i)\bwon't\b", "will not", t)
@@ -43,11 +44,13 @@ def align_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[boo
         t = RE_DIGIT_COMMA.sub("", t)
     t = _RE_SCALE.sub(lambda m: m.group(1) + " " + _SCALE_NAMES[m.group(2).lower()], t)
     t = _RE_PERIOD.sub(lambda m: ORDINALS[int(m.group(2)) - 1] + (" quarter" if m.group(1) == "Q" else " half"), t)
-    words = _RE_TOKEN_CASED.findall(t)
+    found = [(m.group(0), m.start()) for m in _RE_TOKEN_CASED.finditer(t)]
+    words = [w for w, _ in found]
     lower = tuple(w.lower() for w in words)
     stems = tuple("~" + w if w in NEGATIONS and not negates(lower, i) else stem(w) for i, w in enumerate(lower))
-    caps = tuple((i > 0 and w[:1].isupper()) or (len(w) > 1 and w.isupper() and w.isalpha())
-                 for i, w in enumerate(words))
+    starts = sentence_starts(t)
+    caps = tuple((at not in starts and w[:1].isupper()) or (len(w) > 1 and w.isupper() and w.isalpha())
+                 for w, at in found)
     return lower, stems, caps
 
 

@@ -72,6 +72,7 @@ def check_specifics(claim: Text, chunk: Chunk, window: tuple[int, int], coverage
         if spec.kind in ("name", "quote"):
             rivals = []  # another name in the passage is no evidence of a different value
         if rivals and coverage >= 0.5:
+            rivals.sort(key=lambda s: s.kind != spec.kind)  # name a rival of the same kind first
             return "contradicted", f"the claim says {spec.text!r} but the passage says {rivals[0].text!r}"
         if st.soft_small_numbers and small_word:
             continue  # "two friends": a small count written out is often inferred, not stated

@@ -31,6 +31,8 @@ _RE_SPACED_HYPHEN = re.compile(r"(?<=[A-Za-z0-9]) - (?=[A-Za-z0-9])")
 _RE_LOWER_CALENDAR = re.compile(
     r"\b(january|february|april|june|july|august|september|october|november|december|monday|tuesday|"
     r"wednesday|thursday|friday|saturday|sunday|(?:may|march)(?= \d))\b")
+# "FY2022" / "FY 2022": the fiscal year, as bills and reports spell it out.
+_RE_FISCAL_YEAR = re.compile(r"\bFY ?(\d{4})\b")
 # Words a negation reaches: the first content word among the next four.
 _NEG_SCOPE = 4
 EMPTY: frozenset = frozenset()
@@ -41,12 +43,16 @@ def normalise(text: str) -> str:
     """``text`` with what a tokeniser split put back together ("3, 000" -> "3,000", "31. 8" ->
     "31.8", "December 6 , 1975" -> "December 6, 1975", "Falcone 's" -> "Falcone's") and month and
     weekday names capitalised ("december" -> "December"), so figures, dates and names read the
-    same in tokenised or lower-cased text as in plain text.
+    same in tokenised or lower-cased text as in plain text; "FY2022" reads "fiscal year 2022".
 
     >>> normalise("about 3, 000 people on december 6 , 1975 ( 31. 8 % )")
     'about 3,000 people on December 6, 1975 (31.8%)'
+    >>> normalise("funds for FY2022-FY2026")
+    'funds for fiscal year 2022-fiscal year 2026'
     """
     t = text.replace("’", "'")
+    if "FY" in t:
+        t = _RE_FISCAL_YEAR.sub(r"fiscal year \1", t)
     tokenised = _RE_TOKENISED.search(t) is not None
     if " " in t:
         t = _RE_SPACE_BEFORE.sub("", t)

@@ -18,7 +18,9 @@ from ragmeter.judges.base import Embedder
 from ragmeter.judges.offline.checks import hard_checks
 from ragmeter.judges.offline.embed import unit_vectors
 from ragmeter.judges.offline.settings import OfflineSettings
-from ragmeter.judges.offline.text import Chunk, Text, analyse, analyse_chunk, merged_chunks
+from ragmeter.judges.offline.lexicon import stem
+from ragmeter.judges.offline.text import EMPTY, Chunk, Text, analyse, analyse_chunk, merged_chunks, normalise, split_words
+from ragmeter.specifics import find_specific
 
 
 @dataclass
@@ -180,11 +182,18 @@ async def verify(claims: list[str], chunks: list[str], settings: OfflineSettings
 
 def word_coverage(claim: Text, cks: list[Chunk]) -> float:
     """The share of the claim's words (all but a few function words, repeats counted, stemmed)
-    that the best chunk states anywhere."""
+    that the best chunk states anywhere. The words of a number, amount, date or name the chunk
+    states in another spelling count as stated ("$20 million" for "$20,000,000")."""
     words = claim.support_stems or tuple(claim.stems)
     if not words or not cks:
         return 0.0
-    return max(sum(w in ck.every_stem for w in words) for ck in cks) / len(words)
+    best = 0
+    for ck in cks:
+        stated = ck.every_stem
+        respelled = {stem(w) for spec in claim.specifics if find_specific(spec, normalise(ck.text))
+                     for w in split_words(spec.text)} if claim.specifics else EMPTY
+        best = max(best, sum(w in stated or w in respelled for w in words))
+    return best / len(words)
 
 
 def graded(score: float, failed: str | None, settings: OfflineSettings, supported: bool = False) -> float:
