@@ -742,6 +742,30 @@ def test_preambles_and_openers_are_not_claims(lexical):
                       {"unit": 4, "text": "No one knows who designed it."}]
 
 
+def test_a_factive_question_states_its_clause(judge):
+    """A dialogue turn that shares a fact as a question ("Did you know that X?") makes the claim X,
+    checked like any other; a real question makes none."""
+    from ragmeter import Sample
+    from ragmeter.metrics import Faithfulness
+
+    units = ["Did you know that the visiting team's locker room at Iowa is painted pink?", "Do you like football?",
+             "Did you know it?", "Have you heard that the stadium holds 69,250 fans?"]
+    claims = run(judge, "extract_claims", {"question": "", "units": units}).output["claims"]
+    assert claims == [{"unit": 0, "text": "the visiting team's locker room at Iowa is painted pink"},
+                      {"unit": 3, "text": "the stadium holds 69,250 fans"}]
+    knowledge = ("The visiting team's locker room at Kinnick Stadium, home of the Iowa Hawkeyes, is painted pink. "
+                 "The stadium holds 69,250 fans.")
+
+    def score(answer):
+        return Faithfulness().score(Sample(question="I love college football.", contexts=[knowledge], answer=answer),
+                                    judge=judge)
+
+    assert score("Did you know that the visiting team's locker room at Iowa is painted pink?").label == "pass"
+    wrong = score("Did you know that the stadium holds 90,000 fans?")
+    assert wrong.value < 0.3 and wrong.details["claims"][0]["verdict"] == "contradicted"
+    assert score("Do you like football?").status == "n/a"
+
+
 def test_graded_support_by_hand(lexical):
     # support = 0.6 * v + 0.4 * c: c = coverage (share of the claim's words, function words left
     # out, stated in the chunk; x 0.2 when contradicted, x 0.5 when a check fails), v = 0 unless

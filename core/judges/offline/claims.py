@@ -60,6 +60,30 @@ _RE_OPENER = re.compile(
     r"(?:\s*[,!.:;]+\s*|\s+(?=but\b)))+", re.I)
 
 
+# A question that presupposes its clause asserts it: "Did you know that the tower is 330 metres
+# tall?" states that the tower is 330 metres tall (dialogue turns often share a fact this way).
+_RE_FACTIVE_QUESTION = re.compile(
+    r"^\W*(?:(?:and|but|so|also|oh|hey|well)\s*,?\s+)?(?:did\s+you\s+(?:know|realize|realise|hear\s+that|notice\s+that)|"
+    r"have\s+you\s+heard\s+that|(?:were|are)\s+you\s+aware\s+that|(?:can|could|would)\s+you\s+believe)"
+    r"(?:\s+that)?\s*,?\s+(?=\S)", re.I)
+
+
+def presupposed(text: str) -> str | None:
+    """The clause a factive question asserts ("Did you know that X?" -> "X"), or None when
+    ``text`` is no such question.
+
+    >>> presupposed("Did you know that the Eiffel Tower is 330 metres tall?")
+    'the Eiffel Tower is 330 metres tall'
+    >>> presupposed("Did you know it?") is None, presupposed("Do you like football?") is None
+    (True, True)
+    """
+    m = _RE_FACTIVE_QUESTION.match(text)
+    if not m or not text.rstrip().endswith("?"):
+        return None
+    clause = text[m.end():].rstrip().rstrip("?!. ").strip()
+    return clause if len(content_words(clause)) >= 2 else None
+
+
 def strip_opener(text: str) -> str:
     """``text`` without an opener that frames it ("Based on the context, ", "Yes, ", "No but ..."
     keeps "but ..."); the text itself when nothing would be left.
@@ -112,11 +136,13 @@ def is_noncommittal(text: str) -> bool:
 
 def extract_claims(units: Sequence[str | None]) -> list[dict]:
     """The claims of an answer's units: ``{"unit": index, "text": clause}`` for every clause with
-    content words, citation markers removed, questions, pleasantries, meta sentences ("Here is a
-    summary:") and evasive units left out, openers ("Based on the context, ", "Yes, ") cut off."""
+    content words, citation markers removed, questions (but the clause a factive question asserts:
+    "Did you know that X?" -> "X"), pleasantries, meta sentences ("Here is a summary:") and evasive
+    units left out, openers ("Based on the context, ", "Yes, ") cut off."""
     claims = []
     for u, unit in enumerate(units):
         text = strip_citations(unit or "")
+        text = presupposed(text) or text
         if not text or text.endswith("?") or _RE_PLEASANTRY.match(text) or is_meta(text) or is_noncommittal(text):
             continue
         text = strip_opener(text)
