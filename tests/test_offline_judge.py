@@ -749,7 +749,7 @@ def test_a_factive_question_states_its_clause(judge):
     from ragmeter.metrics import Faithfulness
 
     units = ["Did you know that the visiting team's locker room at Iowa is painted pink?", "Do you like football?",
-             "Did you know it?", "Have you heard that the stadium holds 69,250 fans?"]
+             "Did you know it?", "Yes, and have you heard that the stadium holds 69,250 fans?"]
     claims = run(judge, "extract_claims", {"question": "", "units": units}).output["claims"]
     assert claims == [{"unit": 0, "text": "the visiting team's locker room at Iowa is painted pink"},
                       {"unit": 3, "text": "the stadium holds 69,250 fans"}]

@@ -142,7 +142,7 @@ def extract_claims(units: Sequence[str | None]) -> list[dict]:
     claims = []
     for u, unit in enumerate(units):
         text = strip_citations(unit or "")
-        text = presupposed(text) or text
+        text = presupposed(strip_opener(text)) or text
         if not text or text.endswith("?") or _RE_PLEASANTRY.match(text) or is_meta(text) or is_noncommittal(text):
             continue
         text = strip_opener(text)
