@@ -44,7 +44,7 @@ def check_specifics(claim: Text, chunk: Chunk, window: tuple[int, int], coverage
     if not st.specifics_check or not claim.specifics:
         return None
     passage = normalise(chunk.window_text(window))
-    text = normalise(chunk.text)
+    text = chunk.normalised
     passage_specs = None
     for spec in claim.specifics:
         if spec.kind == "name" and not st.name_check:

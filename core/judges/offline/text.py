@@ -208,6 +208,14 @@ class Chunk:
             cached = self.__dict__["_every"] = frozenset().union(*self.sent_all)
         return cached
 
+    @property
+    def normalised(self) -> str:
+        """The chunk's text :func:`normalised <normalise>` (computed once), where specifics are looked up."""
+        cached = self.__dict__.get("_normalised")
+        if cached is None:
+            cached = self.__dict__["_normalised"] = normalise(self.text)
+        return cached
+
     def stems_between(self, lo: int, hi: int, every: bool = False) -> set:
         """Content stems (``every``: all word stems) of sentences lo..hi-1, clipped to the chunk."""
         out: set = set()

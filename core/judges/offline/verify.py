@@ -19,7 +19,7 @@ from ragmeter.judges.offline.checks import hard_checks
 from ragmeter.judges.offline.embed import unit_vectors
 from ragmeter.judges.offline.settings import OfflineSettings
 from ragmeter.judges.offline.lexicon import stem
-from ragmeter.judges.offline.text import EMPTY, Chunk, Text, analyse, analyse_chunk, merged_chunks, normalise, split_words
+from ragmeter.judges.offline.text import EMPTY, Chunk, Text, analyse, analyse_chunk, merged_chunks, split_words
 from ragmeter.specifics import find_specific
 
 
@@ -190,7 +190,7 @@ def word_coverage(claim: Text, cks: list[Chunk]) -> float:
     best = 0
     for ck in cks:
         stated = ck.every_stem
-        respelled = {stem(w) for spec in claim.specifics if find_specific(spec, normalise(ck.text))
+        respelled = {stem(w) for spec in claim.specifics if find_specific(spec, ck.normalised)
                      for w in split_words(spec.text)} if claim.specifics else EMPTY
         best = max(best, sum(w in stated or w in respelled for w in words))
     return best / len(words)
