@@ -742,6 +742,23 @@ def test_preambles_and_openers_are_not_claims(lexical):
                       {"unit": 4, "text": "No one knows who designed it."}]
 
 
+def test_a_markdown_heading_and_a_contracted_preamble_are_not_claims(lexical):
+    """A Markdown answer: "Here's a summary:" and "### Height" state nothing the passage could
+    support; the list lead-in and the items are claims (the lead-in's words restate the question)."""
+    from ragmeter import Sample
+    from ragmeter.metrics import Faithfulness
+
+    answer = ("Here's a summary:\n\n### Height\nThe tower is 330 metres tall.\n\n"
+              "### History\nThe tower was built by:\n- Gustave Eiffel's company\n- It opened in 1889.")
+    sample = Sample(question="Tell me about the Eiffel Tower.", answer=answer, contexts=[
+        "The Eiffel Tower is 330 metres tall. Gustave Eiffel's company built it; it opened in 1889."])
+    s = Faithfulness().score(sample, judge=lexical)
+    claims = [c["claim"] for c in s.details["claims"]]
+    assert claims == ["The tower is 330 metres tall.", "The tower was built by:", "Gustave Eiffel's company",
+                      "It opened in 1889."], claims
+    assert s.label == "pass"
+
+
 def test_a_factive_question_states_its_clause(judge):
     """A dialogue turn that shares a fact as a question ("Did you know that X?") makes the claim X,
     checked like any other; a real question makes none."""

@@ -41,18 +41,22 @@ _RE_PLEASANTRY = re.compile(
 # Meta sentences about the answer itself ("Here is a concise summary of the passage:", "Below
 # are the key points.") state nothing about the world: they are not claims.
 _RE_META = re.compile(
-    r"^\W*(?:sure[!,.]?\s*|certainly[!,.]?\s*|of course[!,.]?\s*)?(?:here\s+(?:is|are|'s)|below\s+(?:is|are)|"
+    r"^\W*(?:sure[!,.]?\s*|certainly[!,.]?\s*|of course[!,.]?\s*)?(?:here(?:\s+(?:is|are)|\s*['’]s)|below\s+(?:is|are)|"
     r"the\s+following\s+(?:is|are)|this\s+is|i\s+(?:will|'ll|can)\s+(?:summari[sz]e|explain|answer|list|describe)|"
     r"let\s+me\s+(?:summari[sz]e|explain|answer|list|describe))\b[^.!?]{0,80}?"
     r"\b(?:summary|summari[sz]e|overview|answer|response|points?|facts?|list|explanation|passage|text|"
     r"article|document|context|information|details|breakdown)\b[^.!?]{0,40}[:.!]?\s*$|"
     r"^\W*i\s+hope\s+(?:this|that|it)\s+helps\b.*$", re.I)
+# A Markdown heading ("### Benefits") names what follows; it states nothing. (A lead-in to a list,
+# "The methods include:", stays a claim: dropping it lowered every RAGChecker dev statistic, its
+# words restate what the reference covers.)
+_RE_HEADING = re.compile(r"^\s*#{1,6}\s")
 # Openers that frame a claim without adding to it: "Based on the context, X", "According to the
 # passage, X", "In summary, X", and a reply particle opening a dialogue turn ("Yes, X", "No but X",
 # "Sure! X", "Not really, X").
 _RE_OPENER = re.compile(
     r"^\W*(?:(?:based\s+on|according\s+to|from|given|in\s+light\s+of)\s+(?:the|this|these|my|your)\s+"
-    r"(?:provided\s+|given\s+|retrieved\s+|above\s+)?(?:context|passage|text|document|documents|article|"
+    r"(?:provided\s+|given\s+|retrieved\s+|above\s+)?(?:context|content|passage|text|document|documents|article|"
     r"information|sources?|excerpts?|data|search\s+results|conversation)(?:\s+(?:provided|given|above))?\s*,\s*|"
     r"(?:in\s+summary|to\s+summari[sz]e|in\s+short|in\s+conclusion|overall|in\s+brief)\s*,\s*|"
     r"(?:yes|yeah|yep|yup|no|nope|not\s+really|sure|absolutely|definitely|of\s+course|certainly|indeed|well|oh|"
@@ -101,12 +105,15 @@ def strip_opener(text: str) -> str:
 
 def is_meta(text: str) -> bool:
     """Whether a sentence speaks about the answer instead of stating something ("Here is a
-    summary of the passage:", "I hope this helps.").
+    summary of the passage:", "Here's a summary:", "I hope this helps.", a Markdown heading).
 
     >>> is_meta("Here is a concise summary of the passage:"), is_meta("Here is the museum.")
     (True, False)
+    >>> is_meta("Here's a summary:"), is_meta("### Benefits"), is_meta("The main causes are:")
+    (True, True, False)
     """
-    return bool(_RE_META.match(text.strip()))
+    text = text.strip()
+    return bool(_RE_META.match(text) or _RE_HEADING.match(text))
 
 
 def is_noncommittal(text: str) -> bool:
