@@ -164,6 +164,23 @@ def test_negation(judge):
     assert v["verdict"] == "contradicted"
 
 
+def test_a_negation_the_chunk_states_away_from_the_best_passage(judge):
+    """A meeting says "quite expensive" next to the claim's other words and "not very expensive
+    for a remote control that has this functionality" further on: the negated claim is stated
+    there, not flipped; a negation the chunk has nowhere is still caught."""
+    chunk = ("Designer: The new remote would sell for about fifty Euros. Interface: That's quite steep. "
+             "Manager: An original remote control of any TV kind, a Phillips remote control, you pay more. "
+             "Designer: Yes, it's more than fifty Euros. It's quite expensive, yes. "
+             "Interface: I remember it cost a hundred Gilders a few years ago. Manager: Let's move on to the buttons. "
+             "Designer: Well, it's not very expensive for a remote control that has this functionality.")
+    v = verdicts(judge, ["The designer said fifty Euros was not very expensive for a remote control with this "
+                         "functionality, compared to an original remote control of any TV kind."], [chunk])[0]
+    assert v["verdict"] == "supported", v["reason"]
+    v = verdicts(judge, ["The designer said an original remote control of any TV kind is not more than fifty Euros."],
+                 [chunk])[0]
+    assert v["verdict"] == "contradicted" and "negates" in v["reason"]
+
+
 def test_antonym(judge):
     v = verdicts(judge, ["Occidental decreased its quarterly dividend to $0.13 per share."], CHUNKS)[0]
     assert v["verdict"] == "contradicted" and "opposite" in v["reason"]
@@ -214,6 +231,13 @@ ALIGNED = [
     ("Earnings per diluted share are anticipated in the range of $1.30 to $1.40 for Q3 2020.",
      "Net sales for the third quarter of 2020 were $2.09 billion. We anticipate earnings per diluted share in "
      "the range of $1.30 to $1.40 for the fourth quarter of 2020.", "contradicted", "fourth"),
+    # A negated detail the claim leaves out whole is an omission; a negation it drops is not.
+    ("The procedure is painless for most patients.", "The procedure is non-invasive and painless for most patients.",
+     "supported", ""),
+    ("The crash left two deaths on the highway.", "The crash left no injuries and two deaths on the highway.",
+     "supported", ""),
+    ("The museum is open on Mondays in winter.", "The museum is not open on Mondays in winter.", "contradicted",
+     "negates"),
 ]
 
 
@@ -222,7 +246,8 @@ def test_aligned_differences(judge, claim, chunk, expected, word):
     """The claim aligned word by word with its passage: another value of a closed class (a time
     unit, a pronoun, a scale), two roles swapped, an added restriction or negation, a word of
     opposite sentiment are caught; a reordered list, "not only", a figure stated among the same
-    words elsewhere in the chunk, a word of the same sentiment are not."""
+    words elsewhere in the chunk, a word of the same sentiment, a negated detail left out whole
+    ("non-invasive and") are not."""
     v = verdicts(judge, [claim], [chunk])[0]
     assert v["verdict"] == expected, v["reason"]
     assert word in v["reason"]

@@ -60,6 +60,14 @@ def is_content(word_stem: str) -> bool:
             and (len(word_stem) > 1 or word_stem.isdigit()))
 
 
+def _negates_within(words: Sequence[str]) -> bool:
+    """Whether the negation in ``words`` (stems) bears on a content word after it there: the
+    words are then an omitted, negated detail ("non-invasive and" left out of "is non-invasive
+    and painless"), not a negation the claim drops."""
+    last = max(i for i, x in enumerate(words) if x in NEGATION_STEMS)
+    return any(is_content(x) and x not in NEGATION_STEMS for x in words[last + 1:])
+
+
 def _anchor(ops: list, c_st: Sequence[str], k: int, step: int) -> int:
     """How firmly the claim and the passage match next to difference ``ops[k]`` on one side
     (``step`` -1: before it, +1: after it): 2 when the matching words there (across small
@@ -133,7 +141,7 @@ def aligned_difference(claim: str, chunk: Chunk, lo: int, hi: int, rules: Sequen
                     return "not_found", f"the claim adds {c_words!r}, which the passage does not say"
             continue
         if tag == "delete":
-            if "delete_negation" in rules and w_neg and not claim_neg:
+            if "delete_negation" in rules and w_neg and not claim_neg and not _negates_within(W):
                 return "contradicted", f"the passage says {w_words!r} where the claim has no negation"
             continue
         cs, ws = set(C), set(W)

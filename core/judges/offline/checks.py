@@ -132,7 +132,8 @@ def check_negation(claim: Text, chunk: Chunk, window: tuple[int, int], coverage:
                 return "contradicted", f"the passage negates {w!r}, the claim does not"
     if (st.negation_inserted is not None and coverage >= st.negation_inserted
             and not passage_neg and has_negation(claim.words)
-            and not any(has_negation(split_words(x)) for x in chunk.sentences[lo:hi])):
+            and not any(has_negation(split_words(x)) for x in chunk.sentences[lo:hi])
+            and not _negated_elsewhere(claim, chunk)):
         return "contradicted", "the claim is negated, the passage is not"
     return None
 
@@ -182,18 +183,29 @@ def _placed(claim: Text, spec: Specific, chunk: Chunk, k: int) -> bool:
     return False
 
 
+def _negated_elsewhere(claim: Text, chunk: Chunk, word: str | None = None) -> bool:
+    """Whether some sentence of the chunk, in or out of the best passage, negates ``word`` (any
+    word the claim negates when None) among two more of the claim's words: "it's not very
+    expensive for a remote control that has this functionality" further on in a meeting."""
+    words = {word} if word else claim.negated
+    claim_stems = set(claim.stems)
+    return any(len((claim_stems & chunk.sent_stems[j]) - negated) >= 2
+               for j, negated in enumerate(chunk.sent_negated) if words & negated)
+
+
 def _negation_flip(claim: Text, chunk: Chunk, lo: int, hi: int) -> str:
     """A reason when the claim negates a word that every passage sentence holding it states
     plainly (no negation in those sentences), or states plainly (no negation at all) a word
     that every passage sentence holding it negates; "" otherwise."""
     rows = range(max(0, lo), min(len(chunk.sentences), hi))
+    claim_stems = set(claim.stems)
     for w in sorted(claim.negated):
         holding = [j for j in rows if w in chunk.sent_stems[j]]
         if holding and not any(chunk.sent_negated[j] or has_negation(split_words(chunk.sentences[j])) for j in holding):
-            return f"the claim negates {w!r}, the passage does not"
+            if not _negated_elsewhere(claim, chunk, w):
+                return f"the claim negates {w!r}, the passage does not"
     if claim.negated or has_negation(claim.words):
         return ""
-    claim_stems = set(claim.stems)
     for w in sorted(chunk.negated_between(lo, hi) & claim_stems):
         holding = [j for j in rows if w in chunk.sent_stems[j]]
         if holding and all(w in chunk.sent_negated[j] for j in holding):
