@@ -95,16 +95,36 @@ def _split_line(line: str) -> list[str]:
     return out
 
 
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def _table_row(line: str) -> bool:
+    """Whether ``line`` is a Markdown table row ("| Basic | $185 |")."""
+    stripped = line.strip()
+    return stripped.startswith("|") and stripped.count("|") >= 2
+
+
 def _logical_lines(text: str) -> list[str]:
     """Lines of ``text`` with hard-wrapped paragraph lines joined back together.
 
     A line is joined to the previous one when the previous line does not end with terminal
-    punctuation and this one starts lower-case (and is not a list item).
+    punctuation and this one starts lower-case (and is not a list item). A Markdown table row
+    is a line of its own; the header row (the one above the ``|---|`` rule) and code fences are
+    left out.
     """
     lines: list[str] = []
     for raw in text.splitlines():
         stripped = raw.strip()
-        if not stripped:
+        if _TABLE_RULE.match(raw) and "|" in raw:
+            if len(lines) >= 2 and lines[-1] == "" and _table_row(lines[-2]):
+                del lines[-2:]  # the header row names the columns; it states nothing
+            lines.append("")
+            continue
+        if _table_row(raw):
+            lines.extend([raw.strip(), ""])
+            continue
+        if not stripped or _FENCE.match(raw):
             lines.append("")
             continue
         if (lines and lines[-1] and not _TERMINAL.search(lines[-1]) and stripped[:1].islower()

@@ -784,6 +784,28 @@ def test_a_markdown_heading_and_a_contracted_preamble_are_not_claims(lexical):
     assert s.label == "pass"
 
 
+def test_a_markdown_table_row_is_a_claim_and_its_header_is_not(judge):
+    """Each row of a table is checked like a sentence (a wrong cell is contradicted); the header
+    row, which only names the columns, is no claim."""
+    from ragmeter import Sample
+    from ragmeter.metrics import Faithfulness
+
+    table = ("| Plan | Monthly price | Deductible |\n|------|------|------|\n| Basic | $185 | $1,500 |\n"
+             "| Premium | $260 | $500 |")
+    ctx = ("The Basic plan costs $185 per month with a $1,500 deductible. The Premium plan costs $260 per month "
+           "and its deductible is $500.")
+
+    def score(answer):
+        return Faithfulness().score(Sample(question="Compare the plans.", contexts=[ctx], answer=answer), judge=judge)
+
+    right = score(table)
+    assert [c["claim"] for c in right.details["claims"]] == ["| Basic | $185 | $1,500 |", "| Premium | $260 | $500 |"]
+    assert right.value == 1.0
+    wrong = score(table.replace("$260", "$290"))
+    assert [c["verdict"] for c in wrong.details["claims"]] == ["supported", "contradicted"]
+    assert "$290" in wrong.details["claims"][1]["reason"]
+
+
 def test_a_factive_question_states_its_clause(judge):
     """A dialogue turn that shares a fact as a question ("Did you know that X?") makes the claim X,
     checked like any other; a real question makes none."""

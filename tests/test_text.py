@@ -43,6 +43,16 @@ def test_hard_wrapped_lines_are_joined():
     assert split_sentences(text) == ["The committee met on Monday and decided to postpone the vote.", "Next item."]
 
 
+def test_markdown_tables_and_code_fences():
+    """A table's header row names columns and states nothing; each body row is one unit; a code
+    fence breaks the text without being a unit itself."""
+    text = ("The plans compare as follows:\n\n| Plan | Monthly price | Deductible |\n|:-----|------:|---|\n"
+            "| Basic | $185 | $1,500 |\n| premium | $260 | $500 |\n\n```python\nclient.get_plan(\"basic\")\n```\n"
+            "the Premium plan has the lower deductible.")
+    assert split_sentences(text) == ["The plans compare as follows:", "| Basic | $185 | $1,500 |", "| premium | $260 | $500 |",
+                                     'client.get_plan("basic")', "the Premium plan has the lower deductible."]
+
+
 def test_type_error():
     with pytest.raises(TypeError):
         split_sentences(None)  # type: ignore[arg-type]
