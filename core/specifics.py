@@ -62,6 +62,12 @@ def _same_amount(claim: Specific, value: float) -> bool:
     v = float(claim.value)
     if math.isclose(v, value, rel_tol=1e-9, abs_tol=1e-12):
         return True
+    if claim.hedge and claim.precision and v:
+        # A hedged round figure states the values one step of its last significant digit allows:
+        # "about 69,000" 68,500-69,500; "over 69,000" 69,000-70,000; "nearly 70,000" 60,000-70,000.
+        step = 10 ** (math.floor(math.log10(abs(v))) - claim.precision + 1)
+        lo, hi = {"about": (-step / 2, step / 2), "over": (0, step), "under": (-step, 0)}[claim.hedge]
+        return lo - 1e-9 * abs(v) <= value - v <= hi + 1e-9 * abs(v)
     # A scaled claim ("$25 billion") matches a more precise figure that rounds to it ("$25.3 billion").
     if claim.precision and re.search(r"(?i)thousand|million|billion|trillion|\d\s*(?:k|m|bn|mn|b)\b", claim.text):
         return math.isclose(_round_sig(value, claim.precision), v, rel_tol=1e-9)
@@ -158,7 +164,7 @@ def _may_state(specific: Specific, text: str) -> bool:
             return any(name in low for name, num in _WEEKDAYS.items() if num == d.weekday)
         return _DIGIT.search(text) is not None or not set(_RE_WORDS.findall(text.lower())).isdisjoint(_QUARTER_WORDS)
     view, has_words = _digits_view(text)
-    return has_words or _lead_digits(specific) in view
+    return has_words or bool(specific.hedge) or _lead_digits(specific) in view
 
 
 def _lead_digits(specific: Specific) -> str:
@@ -209,9 +215,33 @@ def _candidates(specific: Specific, text: str) -> list[int] | None:
             return None
         return sorted(as_written.get(tail, ()))
     lead = _lead_digits(specific)
-    if not (lead.isascii() and lead.isdigit()):
-        return None
+    if specific.hedge or not (lead.isascii() and lead.isdigit()):
+        return None  # a rounded figure may start with other digits ("nearly 70,000" for 69,250)
     return sorted(spelled | in_view.get(lead, set()))
+
+
+_ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
+                  "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
+                  "eighteenth", "nineteenth", "twentieth")
+_RE_ORDINAL_DIGITS = re.compile(r"\d+(?:st|nd|rd|th)", re.I)
+
+
+def _ordinal_stated(specific: Specific, text: str) -> bool:
+    """Whether ``text`` spells out the ordinal a number such as "1st" or "21st" writes in digits
+    ("the first quarter" for "the 1st quarter")."""
+    if not _RE_ORDINAL_DIGITS.fullmatch(specific.text):
+        return False
+    n = int(specific.value)
+    if not 1 <= n <= 99:
+        return False
+    tens = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+    if n <= 20:
+        word = _ORDINAL_WORDS[n - 1]
+    elif n % 10 == 0:
+        word = tens[n // 10 - 2][:-1] + "ieth"
+    else:
+        word = tens[n // 10 - 2] + r"[\s-]" + _ORDINAL_WORDS[n % 10 - 1]
+    return re.search(rf"\b{word}\b", text, re.I) is not None
 
 
 def _values_in(text: str, kinds: Iterable[str]) -> list[Specific]:
@@ -223,7 +253,9 @@ def find_specific(specific: Specific, text: str) -> bool:
     """Whether ``text`` states ``specific`` (same value, under any usual format).
 
     Numbers compare by value ("1,000" == "1000" == "one thousand"; a scaled figure such as
-    "$25 billion" also matches "$25.3 billion"), money by amount and currency (when both say),
+    "$25 billion" also matches "$25.3 billion"; a hedged round figure the values its rounding
+    allows: "about 69,000" 68,500-69,500, "over 69,000" 69,000-70,000, "nearly 70,000"
+    60,000-70,000; "1st" is "first"), money by amount and currency (when both say),
     percentages by value, dates by every part the specific gives ("2021" is found in
     "March 3, 2021"), names case-insensitively (a title or a possessive does not matter; a
     multi-word name is also found when all its words appear capitalised), quotes by their words.
@@ -239,6 +271,8 @@ def find_specific(specific: Specific, text: str) -> bool:
     if not text:
         return False
     kind = specific.kind
+    if kind == "number" and _ordinal_stated(specific, text):
+        return True
     if kind in ("number", "money", "percent", "date"):
         # Parse only the sentences that can state it (an index, then cheap digit / word pre-checks).
         segments = _segments(text)

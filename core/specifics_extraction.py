@@ -53,6 +53,8 @@ class Specific:
     start: int = field(default=-1, compare=False)
     end: int = field(default=-1, compare=False)
     precision: int | None = field(default=None, compare=False, repr=False)
+    #: A hedge before an amount ("about" / "over" / "under" 69,000, see :data:`HEDGES`), else "".
+    hedge: str = field(default="", compare=False, repr=False)
 
     @property
     def key(self) -> tuple:
@@ -154,6 +156,25 @@ _NUMBER_WORDS = frozenset(_UNITS) | frozenset(_TENS)
 _MONTH_WORDS = frozenset(_MONTHS)
 _DIGIT = re.compile(r"\d")
 _RE_QUOTE = re.compile(r"\"([^\"\n]{2,200})\"|“([^”\n]{2,200})”|(?<![\w])'([^'\n]{2,80})'(?![\w])|‘([^’\n]{2,80})’")
+
+
+# A hedge right before an amount makes it a rounded figure ("about 69,000" for 69,250; "over
+# 1,000" for 1,250): the word before it, and the direction the stated value may lie in.
+_RE_HEDGE = re.compile(
+    r"(?:\b(?P<about>about|around|approximately|approx\.|roughly|some|an\s+estimated|estimated|close\s+to|like)|"
+    r"\b(?P<over>over|more\s+than|upwards\s+of|at\s+least|just\s+over|in\s+excess\s+of)|"
+    r"\b(?P<under>under|less\s+than|fewer\s+than|nearly|almost|up\s+to|just\s+under|at\s+most)|(?P<tilde>~))\s*$",
+    re.I)
+#: The hedges :func:`extract_specifics` notes on an amount: "about", "over" or "under".
+HEDGES = ("about", "over", "under")
+
+
+def _hedge(text: str, start: int) -> str:
+    """The hedge ("about", "over", "under") just before offset ``start`` of ``text``, or ""."""
+    m = _RE_HEDGE.search(text, max(0, start - 24), start)
+    if not m:
+        return ""
+    return "about" if m.group("tilde") else next(k for k in HEDGES if m.group(k))
 
 
 def _parse_number(text: str) -> tuple[float, int | None] | None:
@@ -309,7 +330,8 @@ def _numeric_cached(text: str) -> tuple[Specific, ...]:
         if _overlaps(taken, m_start, m_end):
             return
         taken.append((m_start, m_end))
-        found.append(Specific(kind, text[m_start:m_end].strip(), value, unit, m_start, m_end, precision))
+        hedge = _hedge(text, m_start) if kind != "date" else ""
+        found.append(Specific(kind, text[m_start:m_end].strip(), value, unit, m_start, m_end, precision, hedge))
 
     has_digit = _DIGIT.search(text) is not None
     words = set(_RE_WORDS.findall(text.lower()))
@@ -387,7 +409,8 @@ def _numeric_cached(text: str) -> tuple[Specific, ...]:
             continue  # "one of them" is rarely a count worth checking
         parsed = _parse_number(raw)
         if parsed:
-            add("number", m.start(), m.end(), parsed[0] * _scale(scale), "", parsed[1] if scale else None)
+            hedged = bool(_hedge(text, m.start()))
+            add("number", m.start(), m.end(), parsed[0] * _scale(scale), "", parsed[1] if scale or hedged else None)
     found.sort(key=lambda s: s.start)
     return tuple(found)
 

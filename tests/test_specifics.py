@@ -105,6 +105,21 @@ def test_no_double_counting():
     ("We improve GANs here.", "A GAN is trained.", True),
     ('He said "time to go".', "he said it was time to go, then left", True),
     ('He said "time to go".', "he said it was time to leave", False),
+    # A hedged round figure: "about" half a step of its last significant digit either way,
+    # "over" one step up, "nearly" / "under" one step down; no hedge, no rounding.
+    ("It holds about 69,000 fans.", "it holds 69,250 fans", True),
+    ("It holds 69,000 fans.", "it holds 69,250 fans", False),
+    ("It holds about 65,000 fans.", "it holds 69,250 fans", False),
+    ("It holds over 69,000 fans.", "it holds 69,250 fans", True),
+    ("It holds over 70,000 fans.", "it holds 69,250 fans", False),
+    ("It holds nearly 70,000 fans.", "it holds 69,250 fans", True),
+    ("It holds nearly 69,000 fans.", "it holds 69,250 fans", False),
+    ("It cost about $5 million.", "it cost $4.6 million", True),
+    ("It cost about $5 million.", "it cost $3 million", False),
+    # An ordinal in digits is the ordinal in words.
+    ("In the 1st quarter.", "in the first quarter", True),
+    ("In the 2nd quarter.", "in the first quarter", False),
+    ("In the 21st century.", "in the twenty-first century", True),
 ])
 def test_find_specific(claim, text, expected):
     spec = [s for s in extract_specifics(claim) if s.kind in ("number", "money", "percent", "date", "name", "quote")][0]
