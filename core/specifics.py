@@ -32,7 +32,9 @@ from ragmeter.specifics_extraction import (
     _DIGIT,
     _MONTHS,
     _NUMBER_WORDS,
+    _ORDINALS,
     _RE_WORDS,
+    _TENS,
     _TITLES,
     _WEEKDAYS,
     KINDS,
@@ -220,9 +222,7 @@ def _candidates(specific: Specific, text: str) -> list[int] | None:
     return sorted(spelled | in_view.get(lead, set()))
 
 
-_ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
-                  "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
-                  "eighteenth", "nineteenth", "twentieth")
+_TENS_NAMES = {value: word for word, value in _TENS.items()}
 _RE_ORDINAL_DIGITS = re.compile(r"\d+(?:st|nd|rd|th)", re.I)
 
 
@@ -234,13 +234,12 @@ def _ordinal_stated(specific: Specific, text: str) -> bool:
     n = int(specific.value)
     if not 1 <= n <= 99:
         return False
-    tens = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
     if n <= 20:
-        word = _ORDINAL_WORDS[n - 1]
+        word = _ORDINALS[n - 1]
     elif n % 10 == 0:
-        word = tens[n // 10 - 2][:-1] + "ieth"
+        word = _TENS_NAMES[n][:-1] + "ieth"
     else:
-        word = tens[n // 10 - 2] + r"[\s-]" + _ORDINAL_WORDS[n % 10 - 1]
+        word = _TENS_NAMES[n - n % 10] + r"[\s-]" + _ORDINALS[n % 10 - 1]
     return re.search(rf"\b{word}\b", text, re.I) is not None
 
 

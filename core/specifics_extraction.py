@@ -70,7 +70,10 @@ _MONTHS = {
     "sep": 9, "sept": 9, "october": 10, "oct": 10, "november": 11, "nov": 11, "december": 12, "dec": 12,
 }
 _WEEKDAYS = {"monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4, "saturday": 5, "sunday": 6}
-_ORDINAL_WORDS = {"first": 1, "second": 2, "third": 3, "fourth": 4}
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
+             "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
+             "eighteenth", "nineteenth", "twentieth")
+_ORDINAL_WORDS = {w: i + 1 for i, w in enumerate(_ORDINALS[:4])}  # the quarters
 _UNITS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
@@ -326,11 +329,13 @@ def _numeric_cached(text: str) -> tuple[Specific, ...]:
     found: list[Specific] = []
     taken: list[tuple[int, int]] = []
 
-    def add(kind: str, m_start: int, m_end: int, value: Any, unit: str = "", precision: int | None = None) -> None:
+    def add(kind: str, m_start: int, m_end: int, value: Any, unit: str = "", precision: int | None = None,
+            hedge: str | None = None) -> None:
         if _overlaps(taken, m_start, m_end):
             return
         taken.append((m_start, m_end))
-        hedge = _hedge(text, m_start) if kind != "date" else ""
+        if hedge is None:
+            hedge = _hedge(text, m_start) if kind != "date" else ""
         found.append(Specific(kind, text[m_start:m_end].strip(), value, unit, m_start, m_end, precision, hedge))
 
     has_digit = _DIGIT.search(text) is not None
@@ -409,8 +414,8 @@ def _numeric_cached(text: str) -> tuple[Specific, ...]:
             continue  # "one of them" is rarely a count worth checking
         parsed = _parse_number(raw)
         if parsed:
-            hedged = bool(_hedge(text, m.start()))
-            add("number", m.start(), m.end(), parsed[0] * _scale(scale), "", parsed[1] if scale or hedged else None)
+            hedge = _hedge(text, m.start())
+            add("number", m.start(), m.end(), parsed[0] * _scale(scale), "", parsed[1] if scale or hedge else None, hedge)
     found.sort(key=lambda s: s.start)
     return tuple(found)
 

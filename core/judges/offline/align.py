@@ -65,7 +65,7 @@ def _negates_within(words: Sequence[str]) -> bool:
     words are then an omitted, negated detail ("non-invasive and" left out of "is non-invasive
     and painless"), not a negation the claim drops."""
     last = max(i for i, x in enumerate(words) if x in NEGATION_STEMS)
-    return any(is_content(x) and x not in NEGATION_STEMS for x in words[last + 1:])
+    return any(is_content(x) for x in words[last + 1:])
 
 
 def _anchor(ops: list, c_st: Sequence[str], k: int, step: int) -> int:

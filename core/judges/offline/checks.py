@@ -198,7 +198,6 @@ def _negation_flip(claim: Text, chunk: Chunk, lo: int, hi: int) -> str:
     plainly (no negation in those sentences), or states plainly (no negation at all) a word
     that every passage sentence holding it negates; "" otherwise."""
     rows = range(max(0, lo), min(len(chunk.sentences), hi))
-    claim_stems = set(claim.stems)
     for w in sorted(claim.negated):
         holding = [j for j in rows if w in chunk.sent_stems[j]]
         if holding and not any(chunk.sent_negated[j] or has_negation(split_words(chunk.sentences[j])) for j in holding):
@@ -206,6 +205,7 @@ def _negation_flip(claim: Text, chunk: Chunk, lo: int, hi: int) -> str:
                 return f"the claim negates {w!r}, the passage does not"
     if claim.negated or has_negation(claim.words):
         return ""
+    claim_stems = set(claim.stems)
     for w in sorted(chunk.negated_between(lo, hi) & claim_stems):
         holding = [j for j in rows if w in chunk.sent_stems[j]]
         if holding and all(w in chunk.sent_negated[j] for j in holding):
