@@ -238,6 +238,19 @@ ALIGNED = [
      "supported", ""),
     ("The museum is open on Mondays in winter.", "The museum is not open on Mondays in winter.", "contradicted",
      "negates"),
+    # A weaker quantity than the passage's is stated by it ("many" creatures are also "some"); a
+    # stronger one, or "few" for "most", is not.
+    ("Some creatures have adapted by taking on a green hue.",
+     "Many creatures have adapted to their green environments by taking on a green hue as camouflage.", "supported", ""),
+    ("Several residents of the town attended the meeting.", "Most residents of the town attended the meeting.",
+     "supported", ""),
+    ("All creatures have adapted by taking on a green hue.",
+     "Many creatures have adapted to their green environments by taking on a green hue as camouflage.", "contradicted",
+     "'all'"),
+    ("Most voters in the district backed the measure.", "Some voters in the district backed the measure.",
+     "contradicted", "'most'"),
+    ("Few residents of the town attended the meeting.", "Most residents of the town attended the meeting.",
+     "contradicted", "'few'"),
 ]
 
 
@@ -247,7 +260,7 @@ def test_aligned_differences(judge, claim, chunk, expected, word):
     unit, a pronoun, a scale), two roles swapped, an added restriction or negation, a word of
     opposite sentiment are caught; a reordered list, "not only", a figure stated among the same
     words elsewhere in the chunk, a word of the same sentiment, a negated detail left out whole
-    ("non-invasive and") are not."""
+    ("non-invasive and"), a weaker quantity ("some" for "many") are not."""
     v = verdicts(judge, [claim], [chunk])[0]
     assert v["verdict"] == expected, v["reason"]
     assert word in v["reason"]

@@ -166,11 +166,24 @@ CLASS_OF, ORDINALS = _closed_classes()
 RESTRICTIVE = frozenset(stem(w) for w in read_words("restrictive.txt"))
 
 
+#: Quantities from weak to strong: the passage's quantity implies every weaker one ("many
+#: creatures" states that some do), so a claim that says less is no clash.
+QUANTITY_SCALE = tuple(dict(CLASS_OF[stem(w)])["quantity"] for w in ("some", "many", "most", "all"))
+
+
 def closed_clash(a: str, b: str) -> str | None:
-    """The class in which stems ``a`` and ``b`` hold different values, or None."""
+    """The class in which the claim's stem ``a`` and the passage's stem ``b`` hold different
+    values, or None; a weaker quantity than the passage's is no clash ("some" for "many").
+
+    >>> closed_clash("fourth", "first"), closed_clash(stem("some"), stem("many")), closed_clash(stem("all"), stem("many"))
+    ('ordinal', None, 'quantity')
+    """
     for ca, ga in CLASS_OF.get(a, ()):
         for cb, gb in CLASS_OF.get(b, ()):
             if ca == cb and ga != gb:
+                if ca == "quantity" and ga in QUANTITY_SCALE and gb in QUANTITY_SCALE \
+                        and QUANTITY_SCALE.index(ga) < QUANTITY_SCALE.index(gb):
+                    continue
                 return ca
     return None
 
