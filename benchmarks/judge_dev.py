@@ -29,6 +29,12 @@ B is held back and only scored with ``--final``.
 Baseline (content-word coverage): lower-case ``[a-z0-9]+`` tokens minus :data:`STOP`; share of
 the candidate's tokens found in the evidence (answer vs context; reference vs answer).
 
+Every statistic also gets a 95% interval, for the judge and for judge - baseline, by the cluster
+bootstrap (:func:`interval`: documents, knowledge snippets or queries drawn with replacement, since
+the items of one cluster are not independent), and the share of draws where the judge is above
+the baseline: how sure a number is, and how far a gap between halves or a target is within
+noise.
+
 Also measured: the
 calibration of faithfulness and of the judge's ``confidence`` against the binary labels of BEGIN
 and SummEdits (:func:`calibration`: reliability table, expected calibration error, Brier score;
@@ -72,6 +78,8 @@ for from by with about as into and or but if so than not no
 """.split())
 _RE_WORD = re.compile(r"[a-z0-9]+")
 HALVES = ("dev", "test", "all")
+#: Bootstrap draws for the 95% intervals (:func:`interval`).
+BOOTSTRAP = 1000
 #: The value of an answer without claims (not applicable for the metric): the middle of the scale.
 NO_CLAIMS = 0.5
 
@@ -265,6 +273,44 @@ async def context_relevance(judge, items: list[tuple[str, str, int]]) -> list[fl
     return await _gather([one(q, p) for q, p, _ in items])
 
 
+def _auc_pair(judge: np.ndarray, base: np.ndarray, labels: np.ndarray):
+    """A statistic for :func:`interval`: (judge AUROC, baseline AUROC) on the rows ``idx``."""
+    return lambda idx: (auc(judge[idx], labels[idx]), auc(base[idx], labels[idx]))
+
+
+def _pairwise_pair(judge: np.ndarray, base: np.ndarray, prefs: np.ndarray):
+    """A statistic for :func:`interval`: (judge, baseline) pairwise AUROC on the rows ``idx``."""
+    return lambda idx: (pairwise_auc(judge[idx], prefs[idx])[0], pairwise_auc(base[idx], prefs[idx])[0])
+
+
+def _bacc_pair(judge: np.ndarray, base: np.ndarray, labels: np.ndarray, t_judge: float, t_base: float):
+    """A statistic for :func:`interval`: (judge, baseline) balanced accuracy at fixed thresholds."""
+    return lambda idx: (balanced_accuracy(judge[idx], labels[idx], t_judge),
+                        balanced_accuracy(base[idx], labels[idx], t_base))
+
+
+def interval(stat, clusters: np.ndarray, n_boot: int = BOOTSTRAP, seed: int = 0) -> dict:
+    """95% percentile intervals of a (judge, baseline) statistic by the cluster bootstrap: the
+    clusters (documents, knowledge snippets, queries: items of one cluster are not independent)
+    are drawn with replacement ``n_boot`` times and ``stat(rows)`` is computed on each draw.
+    Returns ``judge`` and ``diff`` (judge - baseline) as (2.5%, 97.5%) and ``wins``, the share of
+    draws where the judge is above the baseline."""
+    keys, inv = np.unique(clusters, return_inverse=True)
+    order = np.argsort(inv, kind="stable")
+    members = np.split(order, np.cumsum(np.bincount(inv, minlength=len(keys)))[:-1])
+    rng = np.random.default_rng(seed)
+    judge, diff = [], []
+    for _ in range(n_boot):
+        idx = np.concatenate([members[k] for k in rng.integers(0, len(keys), len(keys))])
+        j, b = stat(idx)
+        judge.append(j)
+        diff.append(j - b)
+    judge, diff = np.array(judge), np.array(diff)
+    ok = ~np.isnan(diff)
+    return {"judge": tuple(np.percentile(judge[ok], [2.5, 97.5])), "diff": tuple(np.percentile(diff[ok], [2.5, 97.5])),
+            "wins": float(np.mean(diff[ok] > 0)), "clusters": len(keys)}
+
+
 def run_path(path: str, data: Path, final: bool, fit: bool = False) -> list[dict]:
     """Every statistic of the judge on one path, with the baseline, per split half."""
     from ragmeter.judges.offline import OfflineJudge
@@ -279,16 +325,19 @@ def run_path(path: str, data: Path, final: bool, fit: bool = False) -> list[dict
     b_base = np.array([coverage(it["answer"], it["context"]) for it in begin])
     b_lab = np.array([it["label"] for it in begin])
     b_half = np.array([it["half"] for it in begin])
+    b_ctx = np.array([it["context"] for it in begin])
     for h in HALVES:
         m = b_half == h if h != "all" else np.ones(len(b_half), bool)
         rows.append({"set": "begin", "stat": "faithfulness AUROC", "half": h, "n": int(m.sum()),
-                     "judge": auc(b_scores[m], b_lab[m]), "base": auc(b_base[m], b_lab[m])})
+                     "judge": auc(b_scores[m], b_lab[m]), "base": auc(b_base[m], b_lab[m]),
+                     "boot": (_auc_pair(b_scores[m], b_base[m], b_lab[m]), b_ctx[m])})
 
     rag = load_ragchecker(data)
     diffs = asyncio.run(reference_scores(judge, rag))
     base_diff = np.array([coverage(r["gt_answer"], r["response2"]) - coverage(r["gt_answer"], r["response1"])
                           for r in rag])
     r_half = np.array([r["half"] for r in rag])
+    r_query = np.array([f"{r['dataset']}:{r['query_id']}" for r in rag])
     for metric, label in (("answer_correctness", "correctness_label"), ("answer_correctness", "overall_label"),
                           ("response_completeness", "completeness_label")):
         prefs = np.array([r[label] for r in rag])
@@ -297,7 +346,8 @@ def run_path(path: str, data: Path, final: bool, fit: bool = False) -> list[dict
             j, ties = pairwise_auc(diffs[metric][m], prefs[m])
             b, _ = pairwise_auc(base_diff[m], prefs[m])
             rows.append({"set": "ragchecker", "stat": f"{metric} vs {label.split('_')[0]}", "half": h,
-                         "n": int((prefs[m] != 0).sum()), "judge": j, "base": b, "ties": ties})
+                         "n": int((prefs[m] != 0).sum()), "judge": j, "base": b, "ties": ties,
+                         "boot": (_pairwise_pair(diffs[metric][m], base_diff[m], prefs[m]), r_query[m])})
 
     items, docs = load_summedits(data / "summedits")
     half = split_halves(docs)
@@ -309,25 +359,32 @@ def run_path(path: str, data: Path, final: bool, fit: bool = False) -> list[dict
     s_base = np.array([coverage(it["summary"], docs[it["doc_id"]]["doc"]) for it in items])
     s_lab = np.array([int(it["label"]) for it in items])
     s_half = np.array([half[it["doc_id"]] for it in items])
+    s_doc = np.array([it["doc_id"] for it in items])
     a = s_half == "A"
     t_j, ba_j = best_threshold(s_scores[a], s_lab[a])
     t_b, ba_b = best_threshold(s_base[a], s_lab[a])
     rows.append({"set": "summedits", "stat": "faithfulness AUROC", "half": "A", "n": int(a.sum()),
-                 "judge": auc(s_scores[a], s_lab[a]), "base": auc(s_base[a], s_lab[a])})
+                 "judge": auc(s_scores[a], s_lab[a]), "base": auc(s_base[a], s_lab[a]),
+                 "boot": (_auc_pair(s_scores[a], s_base[a], s_lab[a]), s_doc[a])})
     rows.append({"set": "summedits", "stat": "faithfulness bAcc (fit on A)", "half": "A", "n": int(a.sum()),
-                 "judge": ba_j, "base": ba_b})
+                 "judge": ba_j, "base": ba_b,
+                 "boot": (_bacc_pair(s_scores[a], s_base[a], s_lab[a], t_j, t_b), s_doc[a])})
     if final:
         b = s_half == "B"
         rows.append({"set": "summedits", "stat": "faithfulness AUROC", "half": "B", "n": int(b.sum()),
-                     "judge": auc(s_scores[b], s_lab[b]), "base": auc(s_base[b], s_lab[b])})
+                     "judge": auc(s_scores[b], s_lab[b]), "base": auc(s_base[b], s_lab[b]),
+                     "boot": (_auc_pair(s_scores[b], s_base[b], s_lab[b]), s_doc[b])})
         rows.append({"set": "summedits", "stat": "faithfulness bAcc (t from A)", "half": "B", "n": int(b.sum()),
                      "judge": balanced_accuracy(s_scores[b], s_lab[b], t_j),
-                     "base": balanced_accuracy(s_base[b], s_lab[b], t_b)})
+                     "base": balanced_accuracy(s_base[b], s_lab[b], t_b),
+                     "boot": (_bacc_pair(s_scores[b], s_base[b], s_lab[b], t_j, t_b), s_doc[b])})
     for name, items in relevance_proxies(data).items():
         scores = np.array(asyncio.run(context_relevance(judge, items)))
         y = np.array([it[2] for it in items])
+        base = np.array([coverage(q, p) for q, p, _ in items])
         rows.append({"set": name, "stat": "context_relevance AUROC (proxy)", "half": "all", "n": len(items),
-                     "judge": auc(scores, y), "base": auc(np.array([coverage(q, p) for q, p, _ in items]), y)})
+                     "judge": auc(scores, y), "base": auc(base, y),
+                     "boot": (_auc_pair(scores, base, y), np.array([q for q, _, _ in items]))})
     # Calibration of faithfulness against the binary labels (answers with claims: the metric is
     # "not applicable" to the others); RAGChecker's labels are preferences between two answers,
     # so no absolute probability can be checked against them.
@@ -375,6 +432,19 @@ def main(argv: list[str] | None = None) -> int:
         ties = f" ({r['ties']:.0%} ties)" if r.get("ties", 0) > 0.2 else ""
         print(f"| {r['path']} | {r['set']} | {r['stat']} | {r['half']} | {r['n']} | {r['judge']:.3f}{ties} | "
               f"{r['base']:.3f} | {r['judge'] - r['base']:+.3f} |")
+    print()
+    print(f"95% intervals, cluster bootstrap ({BOOTSTRAP} draws of documents, knowledge snippets or queries);"
+          " 'judge > baseline' is the share of draws where the judge is above the baseline:")
+    print()
+    print("| path | set | statistic | half | clusters | judge | judge - baseline | judge > baseline |")
+    print("|---|---|---|---|---:|---|---|---:|")
+    for r in rows:
+        if r.get("boot") is None:
+            continue
+        ci = interval(*r["boot"])
+        print(f"| {r['path']} | {r['set']} | {r['stat']} | {r['half']} | {ci['clusters']} | "
+              f"{r['judge']:.3f} [{ci['judge'][0]:.3f}, {ci['judge'][1]:.3f}] | "
+              f"{r['judge'] - r['base']:+.3f} [{ci['diff'][0]:+.3f}, {ci['diff'][1]:+.3f}] | {ci['wins']:.0%} |")
     print()
     print("| path | set | half | n | positives | faithfulness ECE / Brier | confidence ECE / Brier |")
     print("|---|---|---|---:|---:|---:|---:|")

@@ -161,23 +161,19 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Area under the ROC curve (ties count half)."""
-    pos, neg = scores[labels == 1], scores[labels == 0]
-    if not len(pos) or not len(neg):
+    """Area under the ROC curve (ties count half): the Mann-Whitney statistic
+    ``(sum of the positives' ranks - n1 (n1 + 1) / 2) / (n1 n0)``, tied scores sharing their mean
+    rank. Example: scores [0.9, 0.5, 0.5, 0.1], labels [1, 1, 0, 0]: ranks 4, 2.5, 2.5, 1, so
+    (6.5 - 3) / 4 = 0.875."""
+    scores, labels = np.asarray(scores, float), np.asarray(labels)
+    n1 = int(np.sum(labels == 1))
+    n0 = int(np.sum(labels == 0))
+    if not n1 or not n0:
         return float("nan")
-    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
-    allv = np.concatenate([pos, neg])[order]
-    ranks = np.empty(len(allv))
-    i = 0
-    while i < len(allv):
-        j = i
-        while j + 1 < len(allv) and allv[j + 1] == allv[i]:
-            j += 1
-        ranks[i:j + 1] = (i + j) / 2 + 1
-        i = j + 1
-    r = np.empty(len(allv))
-    r[order] = ranks
-    return float((r[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+    _, inv, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    mean_rank = np.cumsum(counts) - (counts - 1) / 2
+    ranks = mean_rank[inv.ravel()]
+    return float((ranks[labels == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
 async def score_items(judge, items: list[dict], docs: dict[str, dict], concurrency: int = 8) -> list[float]:

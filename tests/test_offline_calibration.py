@@ -111,3 +111,46 @@ def test_fit_recovers_known_constants(judge_dev):
     assert slope == pytest.approx(3, abs=0.3) and intercept == pytest.approx(-1, abs=0.2)
     # a tiny separable set weighs as much as the large one: the fit stays finite
     assert all(np.isfinite(judge_dev.fit_confidence([sets[0], (np.array([0.2, 0.9]), np.array([0, 1]))])))
+
+
+def test_auc_by_hand_and_against_pair_counting(judge_dev):
+    # ranks 4, 2.5, 2.5, 1: (6.5 - 3) / (2 * 2) = 0.875 (the tied pair counts half)
+    assert judge_dev.auc(np.array([0.9, 0.5, 0.5, 0.1]), np.array([1, 1, 0, 0])) == 0.875
+    assert judge_dev.auc(np.array([0.3, 0.3]), np.array([1, 0])) == 0.5
+    assert math.isnan(judge_dev.auc(np.array([0.3, 0.4]), np.array([1, 1])))
+    rng = np.random.default_rng(1)
+    s, y = rng.integers(0, 5, 200) / 4, rng.integers(0, 2, 200)
+    pos, neg = s[y == 1], s[y == 0]
+    pairs = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    assert judge_dev.auc(s, y) == pytest.approx(pairs / (len(pos) * len(neg)))
+
+
+def test_interval_resamples_clusters_not_items(judge_dev):
+    rng = np.random.default_rng(2)
+    judge, base, y = rng.uniform(size=40), rng.uniform(size=40), np.tile([0, 1], 20)
+    one = judge_dev.interval(judge_dev._auc_pair(judge, base, y), np.arange(40), n_boot=200)
+    # every item ten times over, the copies in one cluster: the same draws of clusters give the
+    # same AUROCs (replication multiplies every pair count alike), so the same interval; an
+    # item-level bootstrap would have made it about sqrt(10) times narrower
+    rep = judge_dev.interval(judge_dev._auc_pair(np.repeat(judge, 10), np.repeat(base, 10), np.repeat(y, 10)),
+                             np.repeat(np.arange(40), 10), n_boot=200)
+    assert rep == one and one["clusters"] == 40
+    lo, hi = one["judge"]
+    assert lo < judge_dev.auc(judge, y) < hi and hi - lo > 0.1
+    # a judge equal to the baseline never wins; a perfect one always has AUROC 1
+    same = judge_dev.interval(judge_dev._auc_pair(judge, judge, y), np.arange(40), n_boot=50)
+    assert same["diff"] == (0.0, 0.0) and same["wins"] == 0.0
+    perfect = judge_dev.interval(judge_dev._auc_pair(y.astype(float), base, y), np.arange(40) // 2, n_boot=50)
+    assert perfect["judge"] == (1.0, 1.0) and perfect["wins"] > 0.9
+
+
+def test_balanced_accuracy_interval_keeps_the_threshold(judge_dev):
+    # scores 0.2, 0.4 (negatives), 0.6, 0.8 (positives), threshold 0.5 fixed: every draw of
+    # clusters (each holding a negative and a positive) is classified perfectly, so the interval
+    # is [1, 1]; the baseline at 0.7 gets
+    # bAcc (1/2 + 1) / 2 = 0.75 on the full set
+    s, y = np.array([0.2, 0.4, 0.6, 0.8]), np.array([0, 0, 1, 1])
+    stat = judge_dev._bacc_pair(s, s, y, 0.5, 0.7)
+    assert stat(np.arange(4)) == (1.0, 0.75)
+    ci = judge_dev.interval(stat, np.array(["a", "b", "a", "b"]), n_boot=100)
+    assert ci["judge"] == (1.0, 1.0) and ci["clusters"] == 2
