@@ -517,6 +517,17 @@ def test_compare_claims(judge):
     ("The Eiffel Tower was completed in 1889.", False),
     ("It was completed in 1889. The documents do not say who paid for it.", False),
     ("", True),
+    # what the sources lack is an evasion; a negative statement about the world is not
+    ("The price is not specified in the documents.", True),
+    ("There is not enough information to answer this question.", True),
+    ("The provided information does not say who paid for it.", True),
+    ("The basic plan does not include dental coverage.", False),
+    ("Refunds are not available after 30 days.", False),
+    ("There is no evidence that the vaccine causes autism.", False),
+    ("The court could not determine the cause of the fire.", False),
+    # a statement after what the sources lack is substantive; after the answerer's own doubt, not
+    ("The documents don't mention the price, but the museum opens at 9 am.", False),
+    ("I'm not sure, but the museum opens at 9 am.", True),
 ])
 def test_noncommittal(answer, expected):
     assert is_noncommittal(answer) is expected
@@ -641,6 +652,32 @@ def test_faithfulness_metric_names_the_judge(lexical):
     assert supports[0] == 1.0 and 0 < supports[1] < 0.1
     assert score.value == pytest.approx(sum(supports) / 2) and 0.5 < score.value < 0.55
     assert score.explanation.startswith("1 of 2 claims supported by the retrieved chunks, mean graded support 0.5")
+
+
+def test_a_negative_statement_is_a_claim_and_what_follows_a_lacking_source_too(judge):
+    # "does not include" / "are not available" read as evasions made these answers claim nothing
+    # (faithfulness not applicable): a made-up negative fact went unchecked
+    from ragmeter import Sample
+    from ragmeter.metrics import Faithfulness
+
+    context = ("The basic plan includes dental coverage and eye exams. Refunds are available within "
+               "60 days of purchase. The premium plan costs $20 a month.")
+    wrong = Sample(question="What does the basic plan include?", contexts=[context],
+                   answer="The basic plan does not include dental coverage. Refunds are not available after 30 days.")
+    score = Faithfulness().score(wrong, judge=judge)
+    assert score.error is None and score.details["claim_count"] == 2
+    verdicts = [c["verdict"] for c in score.details["claims"]]
+    assert verdicts[0] == "contradicted" and score.value < 0.5 and score.label == "fail"
+    # what follows a statement of what the sources lack is checked: supported here
+    hedged = Sample(question="How much is the premium plan?", contexts=[context],
+                    answer="The documents don't mention discounts, but the premium plan costs $20 a month.")
+    score = Faithfulness().score(hedged, judge=judge)
+    assert [c["claim"] for c in score.details["claims"]] == ["the premium plan costs $20 a month."]
+    assert score.value == 1.0
+    # an answer that only says what the sources lack still makes no claim
+    none = Sample(question="How much is the premium plan?", contexts=[context],
+                  answer="The context does not mention the price.")
+    assert Faithfulness().score(none, judge=judge).value is None
 
 
 def test_repeating_a_supported_sentence_does_not_outweigh_an_invented_claim(judge):

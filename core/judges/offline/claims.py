@@ -15,21 +15,71 @@ from ragmeter.citations import strip_citations
 from ragmeter.judges.offline.text import content_words
 from ragmeter.text import split_claims, split_sentences
 
-_RE_NONCOMMITTAL = re.compile(
-    r"\b(?:i\s+(?:do\s+not|don't|dont)\s+know|i\s+(?:am|'m)\s+(?:not\s+sure|unsure|uncertain)|not\s+sure|"
-    r"(?:cannot|can\s*not|can't|unable\s+to|could\s+not|couldn't)\s+(?:be\s+)?(?:determine|determined|answer|find|"
-    r"say|tell|know|provide|help|confirm|verify|access)|"
-    r"(?:no|not\s+(?:enough|sufficient|any))\s+(?:relevant\s+)?(?:information|data|details|context|mention|evidence)|"
-    r"insufficient\s+(?:information|context|data)|"
-    r"(?:does|do|did)\s*(?:n't|\s+not)\s+(?:mention|provide|contain|say|specify|include|state|cover|discuss)|"
-    r"(?:is|are|was|were)\s*(?:n't|\s+not)\s+(?:mentioned|provided|specified|stated|available|included|covered|clear)|"
-    r"(?:not|never)\s+(?:mentioned|specified|stated|provided)\s+in|"
-    r"unclear\s+(?:from|in|based)|it\s+(?:is\s+)?(?:unknown|unclear)|there\s+is\s+no\s+way\s+to\s+know|"
-    r"i\s+have\s+no\s+(?:idea|information|knowledge|data)|no\s+idea|as\s+an\s+ai\b|"
-    r"i\s+(?:cannot|can't|can\s+not|am\s+unable\s+to|won't)\s+(?:answer|help|assist|provide)|"
-    r"(?:i'm|i\s+am)\s+sorry|sorry,?\s+(?:but\s+)?i|it\s+depends\b|beyond\s+(?:my|the)\s+(?:knowledge|scope))",
-    re.I,
-)
+# Evasions speak about the answerer ("I don't know", "I'm not sure", "I can't answer that") or
+# about the sources ("The context does not mention the price", "It is not specified in the
+# documents", "cannot be determined", "there is not enough information"). A negative statement
+# about the world is a claim like any other: "The plan does not include dental coverage",
+# "Refunds are not available after 30 days", "There is no evidence that X" and "The court could
+# not determine the cause" are checked against the sources, not skipped.
+_UNSURE = (
+    r"\bi\s+(?:do\s+not|don't|dont)\s+know\b|\b(?:i\s+am|i'm|im|i)\s+(?:not\s+sure|unsure|uncertain)\b|"
+    r"\b(?:i|we)\s+(?:cannot|can\s*not|can't|cant|am\s+unable\s+to|are\s+unable\s+to|could\s+not|couldn't|won't)\s+"
+    r"(?:determine|answer|find|say|tell|know|provide|help|confirm|verify|access|assist)\b|"
+    r"\bi\s+have\s+no\s+(?:idea|information|knowledge|data)\b|\bno\s+idea\b|\bas\s+an\s+ai\b|"
+    r"\b(?:i'm|i\s+am)\s+sorry\b|\bsorry,?\s+(?:but\s+)?i\b|\bbeyond\s+(?:my|the)\s+(?:knowledge|scope)\b")
+_SOURCE = (r"(?:context|passage|text|documents?|articles?|sources?|excerpts?|snippets?|materials?|search\s+results|"
+           r"(?:provided|given|retrieved|available)\s+(?:information|content|data))")
+_NO_SOURCE = (
+    r"\b(?:cannot|can\s*not|can't|could\s+not|couldn't)\s+be\s+(?:determined|answered|confirmed|verified|known|said|"
+    r"told|found\s+in)\b|"
+    r"\b(?:not\s+(?:enough|sufficient)|insufficient)\s+(?:relevant\s+)?(?:information|data|details|context)\b|"
+    r"\bno\s+(?:relevant\s+)?(?:information|details|mention)\b|"
+    rf"\b{_SOURCE}\s+(?:provided\s+|given\s+|above\s+)?(?:does|do|did)\s*(?:n't|\s+not)\s+"
+    r"(?:mention|provide|contain|say|specify|include|state|cover|discuss|address|give)\b|"
+    r"\b(?:is|are|was|were)\s*(?:n't|\s+not)\s+(?:mentioned|specified|stated|discussed|given|provided\s+in)\b|"
+    r"\b(?:not|never)\s+(?:mentioned|specified|stated|provided)\s+in\b|"
+    r"\bunclear\s+(?:from|in|based)\b|\bit\s+(?:is\s+)?(?:unknown|unclear|not\s+clear)\b|"
+    r"\bthere\s+is\s+no\s+way\s+to\s+know\b|^\W*it\s+depends\b")
+_RE_UNSURE = re.compile(_UNSURE, re.I)
+_RE_NONCOMMITTAL = re.compile(f"{_UNSURE}|{_NO_SOURCE}", re.I)
+# What an answer states after saying what its sources lack: "The documents don't mention it, but
+# X" and "It depends on the plan: X" state X. After the answerer's own uncertainty ("I'm not sure,
+# but X", "I have no idea, but X") the unit stays out: on grounded dialogue, readers do not count
+# such a turn as attributable even when X is in the source (BEGIN dev 0.958 -> 0.955 when X was
+# checked; benchmarks/JUDGE_RESULTS.md, round 9).
+_RE_HEDGE_REST = re.compile(r"(?:,?\s*\bbut\b|[:;])\s*", re.I)
+_RE_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def after_hedge(text: str) -> str | None:
+    """``text`` without a statement of what its sources lack, keeping what it states after it
+    ("but X", ": X") and any sentence before it; None when it states nothing after it, or when the
+    answerer declares their own uncertainty ("I'm not sure, but X").
+
+    >>> after_hedge("The documents don't mention the price, but the museum opens at 9 am.")
+    'the museum opens at 9 am.'
+    >>> after_hedge("It depends on the plan: the premium plan costs $20.")
+    'the premium plan costs $20.'
+    >>> after_hedge("I'm not sure, but the museum opens at 9 am.") is None
+    True
+    >>> after_hedge("I don't know.") is None, after_hedge("The context does not say, sorry.") is None
+    (True, True)
+    """
+    last = None
+    for last in _RE_NONCOMMITTAL.finditer(text):
+        pass
+    if last is None:
+        return None
+    m = _RE_HEDGE_REST.search(text, last.end())
+    if not m:
+        return None
+    rest = text[m.end():].strip()
+    if len(content_words(rest)) < 2 or _RE_NONCOMMITTAL.search(rest):
+        return None
+    before = _RE_SENTENCE_END.split(text[:last.start()])
+    if _RE_UNSURE.search(before[-1] + text[last.start():m.start()]):
+        return None
+    return " ".join([*before[:-1], rest]) if len(before) > 1 else rest
 
 
 _RE_PLEASANTRY = re.compile(
@@ -121,7 +171,9 @@ def is_noncommittal(text: str) -> bool:
     the context", "the documents do not mention it", "it depends").
 
     An answer that also makes a substantive statement (a sentence with two content words or more
-    that is neither evasive nor a pleasantry) is not noncommittal.
+    that is neither evasive nor a pleasantry, or that states something after saying what the
+    sources lack: "The documents don't say Y, but X") is not noncommittal. A negative statement about the world ("The plan does not
+    include dental coverage") is no evasion.
 
     >>> is_noncommittal("I don't know."), is_noncommittal("The context does not mention the price.")
     (True, True)
@@ -137,7 +189,7 @@ def is_noncommittal(text: str) -> bool:
     if not any(flagged):
         return False
     substantive = [s for s, f in zip(sentences, flagged)
-                   if not f and not _RE_PLEASANTRY.match(s) and len(content_words(s)) >= 2]
+                   if (not f and not _RE_PLEASANTRY.match(s) and len(content_words(s)) >= 2) or (f and after_hedge(s))]
     return not substantive
 
 
@@ -145,12 +197,17 @@ def extract_claims(units: Sequence[str | None]) -> list[dict]:
     """The claims of an answer's units: ``{"unit": index, "text": clause}`` for every clause with
     content words, citation markers removed, questions (but the clause a factive question asserts:
     "Did you know that X?" -> "X"), pleasantries, meta sentences ("Here is a summary:") and evasive
-    units left out, openers ("Based on the context, ", "Yes, ") cut off."""
+    units left out (but what follows a statement of what the sources lack: "The documents don't say
+    Y, but X" -> "X"), openers ("Based on
+    the context, ", "Yes, ") cut off."""
     claims = []
     for u, unit in enumerate(units):
         text = strip_citations(unit or "")
         text = presupposed(strip_opener(text)) or text
-        if not text or text.endswith("?") or _RE_PLEASANTRY.match(text) or is_meta(text) or is_noncommittal(text):
+        if text and _RE_NONCOMMITTAL.search(text):
+            rest = after_hedge(text)
+            text = rest if rest is not None else "" if is_noncommittal(text) else text
+        if not text or text.endswith("?") or _RE_PLEASANTRY.match(text) or is_meta(text):
             continue
         text = strip_opener(text)
         for piece in split_claims(text):
