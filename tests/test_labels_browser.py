@@ -43,8 +43,14 @@ def test_label_three_tasks_with_the_keyboard_and_download_them(browser, tmp_path
     assert browser.find_element(By.ID, "progress").text == "2 / 3 tasks labelled"
     keys(browser, "2", Keys.ARROW_LEFT, Keys.ARROW_RIGHT, Keys.ARROW_DOWN, "1")  # task 3: 2, away and back, overall 1
     assert browser.find_element(By.ID, "progress").text == "3 / 3 tasks labelled"
-    browser.refresh()                  # local storage keeps the labels and the annotator
-    assert browser.find_element(By.ID, "progress").text == "3 / 3 tasks labelled"
+    # local storage keeps the labels and the annotator across a reload. Chromium writes it to its
+    # storage service asynchronously: a reload within milliseconds of the last key press, on a
+    # loaded machine, once read the storage before that write (0 / 3), so reload until it shows
+    def reloaded() -> str:
+        browser.refresh()
+        return browser.find_element(By.ID, "progress").text
+
+    assert wait_for(lambda: reloaded() == "3 / 3 tasks labelled", timeout=10, interval=0.2)
     assert browser.find_element(By.ID, "annotator").get_attribute("value") == "dana"
     active = browser.find_elements(By.CSS_SELECTOR, ".crit button.on")
     assert [b.text for b in active] == ["2", "1"]  # task 3 shown again, its two ratings

@@ -172,8 +172,8 @@ def is_noncommittal(text: str) -> bool:
 
     An answer that also makes a substantive statement (a sentence with two content words or more
     that is neither evasive nor a pleasantry, or that states something after saying what the
-    sources lack: "The documents don't say Y, but X") is not noncommittal. A negative statement about the world ("The plan does not
-    include dental coverage") is no evasion.
+    sources lack: "The documents don't say Y, but X") is not noncommittal. A negative statement
+    about the world ("The plan does not include dental coverage") is no evasion.
 
     >>> is_noncommittal("I don't know."), is_noncommittal("The context does not mention the price.")
     (True, True)
@@ -198,15 +198,17 @@ def extract_claims(units: Sequence[str | None]) -> list[dict]:
     content words, citation markers removed, questions (but the clause a factive question asserts:
     "Did you know that X?" -> "X"), pleasantries, meta sentences ("Here is a summary:") and evasive
     units left out (but what follows a statement of what the sources lack: "The documents don't say
-    Y, but X" -> "X"), openers ("Based on
-    the context, ", "Yes, ") cut off."""
+    Y, but X" -> "X"), openers ("Based on the context, ", "Yes, ") cut off."""
     claims = []
     for u, unit in enumerate(units):
         text = strip_citations(unit or "")
         text = presupposed(strip_opener(text)) or text
         if text and _RE_NONCOMMITTAL.search(text):
             rest = after_hedge(text)
-            text = rest if rest is not None else "" if is_noncommittal(text) else text
+            if rest is not None:
+                text = rest
+            elif is_noncommittal(text):
+                continue
         if not text or text.endswith("?") or _RE_PLEASANTRY.match(text) or is_meta(text):
             continue
         text = strip_opener(text)
