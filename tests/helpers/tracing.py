@@ -137,13 +137,24 @@ def by_name(exporter: InMemorySpanExporter, name: str) -> list:
 class RecordingServer(http.server.ThreadingHTTPServer):
     """An HTTP endpoint on 127.0.0.1 that records every POST as ``(path, decode(body))`` (gzip
     bodies inflated first) in ``requests`` and answers ``reply(decoded)`` =
-    ``(status, content_type, bytes)``. ``close()`` stops it."""
+    ``(status, content_type, bytes)``; a GET is answered ``get(path)`` (501 without ``get``).
+    ``close()`` stops it."""
 
-    def __init__(self, decode: Callable[[bytes], Any], reply: Callable[[Any], tuple[int, str, bytes]]):
+    def __init__(self, decode: Callable[[bytes], Any], reply: Callable[[Any], tuple[int, str, bytes]],
+                 get: Callable[[str], tuple[int, str, bytes]] | None = None):
         self.requests: list[tuple[str, Any]] = []
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            if get is not None:
+                def do_GET(self):  # noqa: N802
+                    status, content_type, out = get(self.path)
+                    self.send_response(status)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+
             def do_POST(self):  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
