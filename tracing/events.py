@@ -41,7 +41,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 
 from ragmeter.capture import content_captured
 from ragmeter.guard import never_raise
-from ragmeter.tracing.semconv import evaluation_names
+from ragmeter.tracing.semconv import LEGACY_EVENT_NAME, evaluation_names
 from ragmeter.tracing.sinks import CountingSink
 from ragmeter.tracing.writer import SpanTarget, evaluation_result_attributes
 
@@ -58,6 +58,19 @@ def logs_endpoint(url: str) -> str:
     return url
 
 
+def _modern_logs_api() -> bool:
+    import inspect
+
+    from opentelemetry._logs import LogRecord
+
+    params = inspect.signature(LogRecord.__init__).parameters
+    return "event_name" in params and "context" in params
+
+
+#: Whether the installed Logs API takes ``context`` and ``event_name`` (opentelemetry-api 1.35+).
+_MODERN_LOGS_API = _modern_logs_api()
+
+
 def _is_sdk_provider(provider: Any) -> bool:
     try:
         from opentelemetry.sdk._logs import LoggerProvider
@@ -66,21 +79,30 @@ def _is_sdk_provider(provider: Any) -> bool:
     return isinstance(provider, LoggerProvider)
 
 
-def evaluation_log_records(result: Any, target: SpanTarget, timestamp: int | None = None) -> list[Any]:
-    """The ``opentelemetry._logs.LogRecord`` objects for ``result`` about ``target``: one
-    ``gen_ai.evaluation.result`` event per metric, in the evaluated span's context."""
+def evaluation_log_records(result: Any, target: SpanTarget, resource: Any = None,
+                           timestamp: int | None = None) -> list[Any]:
+    """The log records for ``result`` about ``target``: one ``gen_ai.evaluation.result`` event
+    per metric, in the evaluated span's context. With an SDK whose Logs API has no event names
+    (before opentelemetry-sdk 1.35 or so) the name travels as the ``event.name`` attribute, as the
+    event conventions of that time had it (``resource``: that SDK's record needs it)."""
     from opentelemetry._logs import LogRecord, SeverityNumber
 
     names = evaluation_names()
-    span = NonRecordingSpan(SpanContext(target.trace_id, target.span_id, is_remote=False,
-                                        trace_flags=TraceFlags(TraceFlags.SAMPLED)))
-    ctx = set_span_in_context(span, Context())  # not the caller's context: it may carry suppression
     ts = time.time_ns() if timestamp is None else timestamp
     with_content = content_captured(result.sample)
-    return [LogRecord(timestamp=ts, observed_timestamp=ts, context=ctx, severity_number=SeverityNumber.INFO,
-                      severity_text="INFO", event_name=names.event,
-                      attributes=evaluation_result_attributes(name, s, with_content, names))
-            for name, s in result.scores.items()]
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    common = {"timestamp": ts, "observed_timestamp": ts, "severity_number": SeverityNumber.INFO,
+              "severity_text": "INFO"}
+    attrs = [evaluation_result_attributes(name, s, with_content, names) for name, s in result.scores.items()]
+    if _MODERN_LOGS_API:
+        span = NonRecordingSpan(SpanContext(target.trace_id, target.span_id, is_remote=False, trace_flags=flags))
+        ctx = set_span_in_context(span, Context())  # not the caller's context: it may carry suppression
+        return [LogRecord(context=ctx, event_name=names.event, attributes=a, **common) for a in attrs]
+    from opentelemetry.sdk._logs import LogRecord as SDKLogRecord
+
+    return [SDKLogRecord(trace_id=target.trace_id, span_id=target.span_id, trace_flags=flags, resource=resource,
+                         body="",  # that SDK's OTLP encoder cannot encode a missing body
+                         attributes={**a, LEGACY_EVENT_NAME: names.event}, **common) for a in attrs]
 
 
 class _CountingLogExporter:
@@ -197,7 +219,7 @@ class EvaluationLogSink(CountingSink):
             if logger is None:
                 self._count(no_sdk_provider=1)
                 return
-            for record in evaluation_log_records(result, target):
+            for record in evaluation_log_records(result, target, getattr(logger, "resource", None)):
                 logger.emit(record)
                 self._count(records=1)
 

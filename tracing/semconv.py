@@ -28,7 +28,8 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["EvaluationNames", "BASELINE", "LATEST", "OPT_IN_ENV", "GEN_AI_LATEST", "evaluation_names"]
+__all__ = ["EvaluationNames", "BASELINE", "LATEST", "OPT_IN_ENV", "GEN_AI_LATEST", "LEGACY_EVENT_NAME",
+           "evaluation_names"]
 
 #: The environment variable of the OpenTelemetry semantic-convention migration plan.
 OPT_IN_ENV = "OTEL_SEMCONV_STABILITY_OPT_IN"
@@ -47,6 +48,10 @@ class EvaluationNames:
     explanation: str = "gen_ai.evaluation.explanation"
     error_type: str = "error.type"
 
+
+#: Where a log record carried its event name before the Logs API had an ``event_name`` field
+#: (the event conventions up to semantic conventions 1.26; used only with such an old SDK).
+LEGACY_EVENT_NAME = "event.name"
 
 #: The names written by default (the GenAI conventions' event registry as of 2026).
 BASELINE = EvaluationNames()

@@ -210,6 +210,40 @@ class OTLPReceiver(RecordingServer):
                 for ss in rs.scope_spans for sp in ss.spans]
 
 
+class OTLPLogsReceiver(RecordingServer):
+    """A real OTLP/HTTP (protobuf) logs receiver: each request decoded with opentelemetry-proto."""
+
+    def __init__(self):
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2 as pb
+
+        def decode(body: bytes) -> Any:
+            req = pb.ExportLogsServiceRequest()
+            req.ParseFromString(body)
+            return req
+
+        out = pb.ExportLogsServiceResponse().SerializeToString()
+        super().__init__(decode, lambda _req: (200, "application/x-protobuf", out))
+
+    def records(self) -> list:
+        """Every received log record with its resource: ``[(resource, record)]`` (protobuf messages)."""
+        return [(rl.resource, lr) for _, req in self.requests for rl in req.resource_logs
+                for sl in rl.scope_logs for lr in sl.log_records]
+
+
+def event_name(record: Any) -> str | None:
+    """The event name of a log record (SDK ``ReadableLogRecord`` or OTLP protobuf): its
+    ``event_name`` field where the SDK and protocol have one, else its ``event.name`` attribute
+    (older SDKs)."""
+    lr = getattr(record, "log_record", record)
+    name = getattr(lr, "event_name", None)
+    if name:
+        return name
+    attrs = lr.attributes
+    if isinstance(attrs, (list, tuple)) or hasattr(attrs, "add"):  # protobuf KeyValue list
+        return next((kv.value.string_value for kv in attrs if kv.key == "event.name"), None)
+    return (attrs or {}).get("event.name")
+
+
 # --------------------------------------------------------------------------- LangChain
 
 
