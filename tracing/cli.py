@@ -59,7 +59,7 @@ def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
         print(f"sent {sent['scores']} scores to Langfuse at {sent['endpoint'] or 'the default host'} "
               f"in {sent['requests']} requests")
         if sent.get("failed"):
-            problems.append(f"{sent['failed']} Langfuse requests failed (see the log)")
+            problems.append(f"{sent['failed']} Langfuse scores did not get through (see the log)")
     if result.evaluation_logs:
         sent = result.evaluation_logs
         print(f"exported {sent['exported']} evaluation log records to {sent['endpoint']}")

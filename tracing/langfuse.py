@@ -25,7 +25,8 @@ Use it as a sink of :class:`~ragmeter.tracing.RagmeterSpanProcessor` (``sinks=[.
 ``secret_key`` or ``LANGFUSE_PUBLIC_KEY`` / ``LANGFUSE_SECRET_KEY`` (ValueError without them).
 The client sends scores in batches from its own thread and retries; :meth:`flush` waits for it.
 The sink never raises: :attr:`stats` counts the scores handed to the client, the HTTP requests
-it made and those that failed (an HTTP error or no answer). The client the sink makes gets a
+it made, and the scores that did not get through (their last request got an HTTP error or no
+answer, or the batch answer rejected them). The client the sink makes gets a
 tracer provider of its own, so creating it never hooks Langfuse's span exporter into your
 tracing.
 """
@@ -95,8 +96,8 @@ class LangfuseScoreSink(CountingSink):
     default: one made on first use for ``endpoint`` (else ``LANGFUSE_HOST`` / ``LANGFUSE_BASE_URL``,
     else Langfuse Cloud) with ``public_key`` / ``secret_key`` (else their environment variables).
     Langfuse's client keeps one state per public key in a process: a second sink with the same key
-    shares the first one's connection. :attr:`stats`: ``scores`` handed to the client, ``requests``
-    it sent, ``failed`` (requests answered with an error or not at all, and errors of the sink).
+    shares the first one's connection (and its counters). :attr:`stats`: ``scores`` handed to the
+    client, ``requests`` it sent, ``failed`` scores (see :attr:`stats`).
     """
 
     COUNTERS = ("scores", "requests", "failed")
@@ -104,6 +105,8 @@ class LangfuseScoreSink(CountingSink):
     def __init__(self, client: Any = None, *, endpoint: str | None = None, public_key: str | None = None,
                  secret_key: str | None = None):
         super().__init__()
+        self._unsent: set[str] = set()
+        self._rejected = 0
         self._client = client
         self._endpoint = endpoint
         self._public_key = public_key
@@ -114,19 +117,46 @@ class LangfuseScoreSink(CountingSink):
         """The Langfuse base URL given, else None (the client's default)."""
         return self._endpoint
 
-    def _on_response(self, response: Any) -> None:
-        self._count(requests=1)
-        if response.status_code >= 400:
-            self._count(failed=1)
-        elif response.status_code == 207:  # some items of the batch were rejected
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters: ``scores`` handed to the client, ``requests`` it sent, ``failed``: scores
+        whose last request was answered with an error or not at all (a retry that got through
+        clears them), scores a batch answer rejected, and errors of the sink itself."""
+        out = super().stats
+        with self._lock:
+            out["failed"] += len(self._unsent) + self._rejected
+        return out
+
+    @staticmethod
+    def _score_ids(request: Any) -> set[str]:
+        """The ids of the scores a request carries (3.x+: a list of scores; 2.x: an ingestion
+        batch of ``score-create`` events)."""
+        import json
+
+        try:
+            body = json.loads(request.content or b"null")
+        except ValueError:
+            return set()
+        items = body if isinstance(body, list) else [
+            ev.get("body") for ev in (body.get("batch") or []) if isinstance(ev, Mapping)] if isinstance(body, Mapping) else []
+        return {str(x["id"]) for x in items if isinstance(x, Mapping) and x.get("id") is not None}
+
+    def _sent(self, request: Any, response: Any) -> None:
+        ids = self._score_ids(request)
+        ok = response is not None and response.status_code < 400
+        rejected = 0
+        if ok and response.status_code == 207:  # some items of the batch were rejected (not retried)
             response.read()
             with never_raise("langfuse: read a batch answer"):
                 body = response.json()
-                if isinstance(body, Mapping) and (body.get("errors") or body.get("rejected")):
-                    self._count(failed=1)
-
-    def _on_request_error(self, exc: BaseException) -> None:
-        self._count(requests=1, failed=1)
+                rejected = int(body.get("rejected") or len(body.get("errors") or ())) if isinstance(body, Mapping) else 0
+        with self._lock:
+            self._stats["requests"] += 1
+            self._rejected += rejected
+            if ok:
+                self._unsent -= ids
+            else:
+                self._unsent |= ids
 
     @property
     def client(self) -> Any:
@@ -156,17 +186,18 @@ class LangfuseScoreSink(CountingSink):
             def handle_request(self, request: Any) -> Any:
                 try:
                     response = super().handle_request(request)
-                except Exception as exc:
-                    sink._on_request_error(exc)
+                except Exception:
+                    sink._sent(request, None)
                     raise
-                sink._on_response(response)
+                sink._sent(request, response)
                 return response
 
         kwargs: dict[str, Any] = {"public_key": public, "secret_key": secret,
                                   "httpx_client": httpx.Client(transport=_Counting(), timeout=20)}
-        if self._endpoint:
-            kwargs["host"] = self._endpoint
-        if "tracer_provider" in inspect.signature(Langfuse.__init__).parameters:
+        params = inspect.signature(Langfuse.__init__).parameters
+        if self._endpoint:  # base_url (3.x+; it wins over $LANGFUSE_BASE_URL), host before
+            kwargs["base_url" if "base_url" in params else "host"] = self._endpoint
+        if "tracer_provider" in params:
             from opentelemetry.sdk.trace import TracerProvider
 
             kwargs["tracer_provider"] = TracerProvider()  # its own: Langfuse's span exporter stays out of yours
