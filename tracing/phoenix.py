@@ -19,9 +19,12 @@ Explanations are redacted of credentials. For a result whose sample was captured
 explanation is only the score's error (redacted), never its explanation; document annotations
 carry scores, labels and chunk ids only.
 
-Annotations are sent with ``sync=False`` by default: Phoenix then queues them until the judged
-span has arrived (the exporter may still hold it when the score is ready); ``sync=True`` fails
-with 404 for spans Phoenix has not stored yet.
+Annotations are sent with ``sync=False`` by default: Phoenix accepts them without looking for the
+judged span and holds them only briefly while the span is on its way (the exporter may still hold
+it when the score is ready); an annotation whose span does not arrive is dropped, unseen (checked
+against Phoenix 20.26: annotations sent 3 s before their spans never showed). ``sync=True`` fails
+with 404 for spans Phoenix has not stored yet. :meth:`spans_found` asks Phoenix which judged spans
+it has; ``evaluate_traces`` reports it, since an offline export is often not in that Phoenix.
 
 Use it as a sink of :class:`~ragmeter.tracing.RagmeterSpanProcessor` (``sinks=[...]``) or of
 :func:`~ragmeter.tracing.evaluate_traces` (``phoenix=URL``, ``ragmeter evaluate-traces --phoenix URL``), or call :meth:`write` yourself. It never raises:
