@@ -174,6 +174,23 @@ def test_calls_already_scored_inline_are_skipped_unless_rescore(tmp_path):
     assert [r["context_count"].value for r in nothing] == [0.5]  # read back, not a table of dashes
 
 
+def test_cli_reads_the_scores_of_an_already_scored_export_back(tmp_path, capsys):
+    """An export whose every call already carries an evaluation span printed a table of dashes;
+    now the table shows the scores the carriers hold (and only their metrics)."""
+    proc, provider, exporter = rag_provider([ContextCount()])
+    oi_rag(provider)
+    assert provider.force_flush(10_000)
+    proc.shutdown()
+    path = tmp_path / "scored.jsonl"
+    path.write_text(json.dumps(encode_otlp_json(exporter.get_finished_spans())) + "\n")
+    assert main(["evaluate-traces", str(path), "-m", "mrr", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert ("3 RAG calls" not in out and "1 RAG calls, 0 scored, skipped: already scored 1 (scores of 1 read back "
+            "from their evaluation spans)") in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("context_count", "mrr"))]
+    assert rows == [["context_count", "0.5000", "0.5000", "0.5000", "0.5000", "1", "0", "0", "0", "0"]]
+
+
 def test_cli_skips_calls_with_an_evaluation_span(capsys):
     """MIXED holds a ragmeter carrier linked to the workflow call (no target attribute: the link
     identifies the judged span; only a flat ``ragmeter.faithfulness.score`` tag, read back)."""
