@@ -83,7 +83,7 @@ def test_retrieval_metrics_say_when_relevant_ids_cannot_match_content_hashes():
 
 
 def test_ids_from_the_metadata_keys_the_user_names():
-    result, exporter = run(["kb/paris.md"], id_keys=("id", "source"))
+    result, _ = run(["kb/paris.md"], id_keys=("id", "source"))
     contexts = result.sample.contexts
     assert [c.id for c in contexts] == ["kb/borders.md", "kb/paris.md"]
     assert [c.metadata["id_source"] for c in contexts] == ["metadata.source"] * 2

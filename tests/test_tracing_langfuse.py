@@ -40,7 +40,8 @@ def result(captured: bool = True) -> SampleResult:
                     answer="Frank Herbert.", id="s-1",
                     metadata={} if captured else {"content_captured": False})
     return SampleResult(sample, {
-        "faithfulness": Score("faithfulness", 0.75, explanation="3 of 4 claims supported", judge="offline", label="pass"),
+        "faithfulness": Score("faithfulness", 0.75, explanation="3 of 4 claims supported", judge="offline",
+                              label="pass"),
         "exact_match": Score("exact_match", 1.0, explanation="equal after normalisation", judge="code", label="pass"),
         "hit_rate@5": Score("hit_rate@5", 0.0, explanation="0 of 1 relevant ids in the top 1", judge="code",
                             label="fail"),
@@ -150,7 +151,7 @@ def test_wrong_keys_and_missing_keys_are_reported(langfuse, monkeypatch, capsys)
     monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", keys["public_key"])
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk-lf-wrong")
     code = main(["evaluate-traces", str(LC), "-m", "mrr", "--no-progress", "--langfuse", server.url])
-    out, err = capsys.readouterr()
+    err = capsys.readouterr().err
     assert code == 2 and not server.scores
     assert "ragmeter: error: 2 Langfuse scores did not get through (see the log)" in err
     monkeypatch.delenv("LANGFUSE_PUBLIC_KEY")

@@ -20,7 +20,8 @@ def _stats_line(stats: dict[str, int]) -> str:
     return (f"ragmeter: {stats.get('spans', 0)} spans in {stats.get('traces', 0)} traces, "
             f"{stats.get('invocations', 0)} RAG calls, {stats.get('samples', 0)} scored"
             + (f", skipped: {skipped}" if skipped else "")
-            + (f" (scores of {stats['read_back']} read back from their evaluation spans)" if stats.get("read_back") else "")
+            + (f" (scores of {stats['read_back']} read back from their evaluation spans)"
+               if stats.get("read_back") else "")
             + (f", {stats['unreadable']} unreadable (see invalid records)" if stats.get("unreadable") else "")
             + (f", {stats['not_rag']} LLM calls without retrieval" if stats.get("not_rag") else ""))
 

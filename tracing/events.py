@@ -91,14 +91,14 @@ def evaluation_log_records(result: Any, target: SpanTarget, resource: Any = None
     ts = time.time_ns() if timestamp is None else timestamp
     with_content = content_captured(result.sample)
     flags = TraceFlags(TraceFlags.SAMPLED)
-    common = {"timestamp": ts, "observed_timestamp": ts, "severity_number": SeverityNumber.INFO,
+    common: dict[str, Any] = {"timestamp": ts, "observed_timestamp": ts, "severity_number": SeverityNumber.INFO,
               "severity_text": "INFO"}
     attrs = [evaluation_result_attributes(name, s, with_content, names) for name, s in result.scores.items()]
     if _MODERN_LOGS_API:
         span = NonRecordingSpan(SpanContext(target.trace_id, target.span_id, is_remote=False, trace_flags=flags))
         ctx = set_span_in_context(span, Context())  # not the caller's context: it may carry suppression
         return [LogRecord(context=ctx, event_name=names.event, attributes=a, **common) for a in attrs]
-    from opentelemetry.sdk._logs import LogRecord as SDKLogRecord
+    from opentelemetry.sdk._logs import LogRecord as SDKLogRecord  # type: ignore[attr-defined]  # old SDKs only
 
     return [SDKLogRecord(trace_id=target.trace_id, span_id=target.span_id, trace_flags=flags, resource=resource,
                          body="",  # that SDK's OTLP encoder cannot encode a missing body
@@ -164,7 +164,7 @@ class EvaluationLogSink(CountingSink):
             from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 
             self._exporter = _CountingLogExporter(OTLPLogExporter(endpoint=self.endpoint))
-            self._batch = BatchLogRecordProcessor(self._exporter, schedule_delay_millis=200)
+            self._batch = BatchLogRecordProcessor(self._exporter, schedule_delay_millis=200)  # type: ignore[arg-type]
 
     @property
     def stats(self) -> dict[str, int]:

@@ -137,8 +137,10 @@ class LangfuseScoreSink(CountingSink):
             body = json.loads(request.content or b"null")
         except ValueError:
             return set()
-        items = body if isinstance(body, list) else [
-            ev.get("body") for ev in (body.get("batch") or []) if isinstance(ev, Mapping)] if isinstance(body, Mapping) else []
+        if isinstance(body, Mapping):
+            items = [ev.get("body") for ev in body.get("batch") or [] if isinstance(ev, Mapping)]
+        else:
+            items = body if isinstance(body, list) else []
         return {str(x["id"]) for x in items if isinstance(x, Mapping) and x.get("id") is not None}
 
     def _sent(self, request: Any, response: Any) -> None:
@@ -149,7 +151,8 @@ class LangfuseScoreSink(CountingSink):
             response.read()
             with never_raise("langfuse: read a batch answer"):
                 body = response.json()
-                rejected = int(body.get("rejected") or len(body.get("errors") or ())) if isinstance(body, Mapping) else 0
+                if isinstance(body, Mapping):
+                    rejected = int(body.get("rejected") or len(body.get("errors") or ()))
         with self._lock:
             self._stats["requests"] += 1
             self._rejected += rejected

@@ -111,8 +111,8 @@ def carrier_scores(spans: Iterable[Any]) -> dict[tuple[int, int], dict[str, Any]
         by_name = {f["name"]: f for f in evals.values() if isinstance(f.get("name"), str)}
         events = {e.attributes.get(names.name): dict(e.attributes) for e in getattr(span, "events", None) or ()
                   if e.name == names.event and e.attributes and isinstance(e.attributes.get(names.name), str)}
-        flat = {k[len("ragmeter."):-len(".score")] for k in attrs if k.startswith("ragmeter.") and k.endswith(".score")}
-        flat |= {k[len("ragmeter."):-len(".error")] for k in attrs if k.startswith("ragmeter.") and k.endswith(".error")}
+        flat = {k[len("ragmeter."):].rsplit(".", 1)[0] for k in attrs
+                if k.startswith("ragmeter.") and k.endswith((".score", ".error"))}
         flat.discard("citation")
         scores = found.setdefault(key, {})
         for name in list(by_name) + [n for n in list(events) + sorted(flat) if n not in by_name]:
@@ -363,7 +363,8 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
     if langfuse is not None:
         from ragmeter.tracing.langfuse import LangfuseScoreSink
 
-        langfuse_sink = langfuse if isinstance(langfuse, LangfuseScoreSink) else LangfuseScoreSink(endpoint=str(langfuse))
+        langfuse_sink = (langfuse if isinstance(langfuse, LangfuseScoreSink)
+                         else LangfuseScoreSink(endpoint=str(langfuse)))
         langfuse_sink.client  # no client or no keys: an error before any judge call
         sinks = [*sinks, langfuse_sink]
     if evaluation_logs is not None:

@@ -218,7 +218,8 @@ class PhoenixAnnotationSink(CountingSink):
                         data = []
                     got = {(d.get("context") or {}).get("span_id") for d in data if isinstance(d, Mapping)}
                     found += len(got & set(chunk))
-        except Exception as exc:  # any failure: say it could not be checked
-            log.warning("ragmeter: could not ask Phoenix at %s which judged spans it stores: %s", base, redact(str(exc)))
+        except Exception as exc:  # noqa: BLE001  (any failure: say it could not be checked)
+            log.warning("ragmeter: could not ask Phoenix at %s which judged spans it stores: %s", base,
+                        redact(str(exc)))
             return None
         return found

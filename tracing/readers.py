@@ -27,7 +27,8 @@ from typing import Any, Mapping, Sequence
 from ragmeter.tracing.attributes import REDACTED, parse_json, span_attributes, usable_text
 from ragmeter.tracing.roles import has_doc_markers
 
-__all__ = ["Docs", "documents_of", "ID_KEYS", "check_id_keys", "question_of", "answer_of", "llm_output_of", "llm_question_of",
+__all__ = ["Docs", "documents_of", "ID_KEYS", "check_id_keys",
+           "question_of", "answer_of", "llm_output_of", "llm_question_of",
            "template_context_of", "chat_history_of", "conversation_id_of", "CONVERSATION_ATTRIBUTES"]
 
 #: Span attributes read as the conversation id, in order: OpenInference ``session.id``, then the
