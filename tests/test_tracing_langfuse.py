@@ -177,12 +177,20 @@ def test_serve_sends_the_scores_of_received_traces(langfuse, monkeypatch):
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", keys["secret_key"])
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
-    args = parser.parse_args(["serve", "--langfuse", server.url, "--id-keys", "id,source"])
+    args = parser.parse_args(["serve", "--phoenix", "http://127.0.0.1:9", "--langfuse", server.url,
+                              "--evaluation-logs", "http://127.0.0.1:9", "--id-keys", "id,source"])
+    from ragmeter.tracing import EvaluationLogSink, PhoenixAnnotationSink
     from ragmeter.tracing.cli import _id_keys, _serve_sinks
 
-    (sink,) = _serve_sinks(args)
-    assert isinstance(sink, LangfuseScoreSink) and _id_keys(args.id_keys) == ["id", "source"]
-    service = EvaluationService([ContextCount()], host="127.0.0.1", port=0, grace_period=0.05, sinks=[sink]).start()
+    phoenix, sink, logs = _serve_sinks(args)
+    assert isinstance(phoenix, PhoenixAnnotationSink) and phoenix.endpoint == "http://127.0.0.1:9"
+    assert isinstance(sink, LangfuseScoreSink) and sink.endpoint == server.url
+    assert isinstance(logs, EvaluationLogSink) and logs.endpoint == "http://127.0.0.1:9/v1/logs"
+    logs.shutdown()
+    assert _id_keys(args.id_keys) == ["id", "source"]
+    service = EvaluationService([ContextCount()], host="127.0.0.1", port=0, grace_period=0.05, sinks=[sink],
+                                id_keys=_id_keys(args.id_keys)).start()
+    assert service.processor.id_keys == ("id", "source")
     try:
         app = TracerProvider(shutdown_on_exit=False)
         app.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=service.url + "/v1/traces")))
