@@ -67,7 +67,7 @@ def _modern_logs_api() -> bool:
     return "event_name" in params and "context" in params
 
 
-#: Whether the installed Logs API takes ``context`` and ``event_name`` (opentelemetry-api 1.35+).
+#: Whether the installed Logs API's records take ``context`` and ``event_name`` (newer releases).
 _MODERN_LOGS_API = _modern_logs_api()
 
 
@@ -83,7 +83,7 @@ def evaluation_log_records(result: Any, target: SpanTarget, resource: Any = None
                            timestamp: int | None = None) -> list[Any]:
     """The log records for ``result`` about ``target``: one ``gen_ai.evaluation.result`` event
     per metric, in the evaluated span's context. With an SDK whose Logs API has no event names
-    (before opentelemetry-sdk 1.35 or so) the name travels as the ``event.name`` attribute, as the
+    (older releases, 1.25 among them) the name travels as the ``event.name`` attribute, as the
     event conventions of that time had it (``resource``: that SDK's record needs it)."""
     from opentelemetry._logs import LogRecord, SeverityNumber
 

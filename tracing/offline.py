@@ -353,7 +353,7 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
         reasons = ", ".join(f"{k} {v}" for k, v in stats.items() if k.startswith(("skipped_", "not_rag")))
         raise ValueError(f"{path}: {len(spans)} spans, no RAG call that could be scored"
                          + (f" ({reasons})" if reasons else " (no retriever spans)"))
-    phoenix_sink = langfuse_sink = log_sink = None
+    phoenix_sink = langfuse_sink = log_sink = own_log_sink = None
     if phoenix is not None:
         from ragmeter.tracing.phoenix import PhoenixAnnotationSink
 
@@ -370,8 +370,9 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
     if evaluation_logs is not None:
         from ragmeter.tracing.events import EvaluationLogSink
 
-        log_sink = (evaluation_logs if isinstance(evaluation_logs, EvaluationLogSink)
-                    else EvaluationLogSink(endpoint=str(evaluation_logs)))
+        log_sink = evaluation_logs if isinstance(evaluation_logs, EvaluationLogSink) else None
+        if log_sink is None:
+            log_sink = own_log_sink = EvaluationLogSink(endpoint=str(evaluation_logs))
         sinks = [*sinks, log_sink]
     for sink in sinks:
         remember = getattr(sink, "remember", None)
@@ -413,5 +414,6 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
         sent["langfuse"] = _sink_summary(langfuse_sink)
     if log_sink is not None:
         sent["evaluation_logs"] = _sink_summary(log_sink)
-        log_sink.shutdown()
+    if own_log_sink is not None:
+        own_log_sink.shutdown()  # its exporter thread
     return TraceEvaluation.of(result, stats, summary, **sent)

@@ -70,11 +70,11 @@ from ragmeter.guard import guarded, never_raise
 from ragmeter.inline import BackgroundScorer, register_exit_hook, weak_hook
 from ragmeter.suppression import is_suppressed, suppressed_context
 from ragmeter.tracing.assembly import TraceAssembler
+from ragmeter.tracing.events import EvaluationLogSink
+from ragmeter.tracing.readers import check_id_keys
 from ragmeter.tracing.roles import may_end_rag_step
 from ragmeter.tracing.settings import flag_setting, resolve_settings
 from ragmeter.tracing.sinks import ResultSink
-from ragmeter.tracing.events import EvaluationLogSink
-from ragmeter.tracing.readers import check_id_keys
 from ragmeter.tracing.writer import EvaluationWriter, SpanTarget
 
 __all__ = ["RagmeterSpanProcessor", "ResultSink", "WAKE_BATCH", "ROUND_GAP"]
@@ -135,6 +135,10 @@ class RagmeterSpanProcessor(SpanProcessor):
         self.schedule_delay: float = cfg["schedule_delay"]
         self.shutdown_timeout: float = cfg["shutdown_timeout"]
         self.capture_content: bool = capture_content_setting(capture_content)
+        if evaluation_logs is None and logger_provider is not None:
+            evaluation_logs = True
+        self.evaluation_logs: bool = flag_setting("evaluation_logs", evaluation_logs)
+        self.id_keys: tuple[str, ...] | None = check_id_keys(id_keys)
         if scorer is not None and store is not None:
             raise ValueError("store= goes to the shared scorer: BackgroundScorer(..., store=...)")
         self._own_scorer = scorer is None
@@ -143,12 +147,8 @@ class RagmeterSpanProcessor(SpanProcessor):
             should_score=should_score, on_result=on_result, name="ragmeter-otel-scorer", store=store,
             store_source="otel")
         self.writer: EvaluationWriter | None = EvaluationWriter(tracer_provider) if write_spans else None
-        if evaluation_logs is None and logger_provider is not None:
-            evaluation_logs = True
-        self.evaluation_logs: bool = flag_setting("evaluation_logs", evaluation_logs)
         self.log_sink: EvaluationLogSink | None = (EvaluationLogSink(logger_provider) if self.evaluation_logs
                                                    else None)
-        self.id_keys: tuple[str, ...] | None = check_id_keys(id_keys)
         self.sinks: list[Any] = ([self.writer] if self.writer is not None else []) + (
             [self.log_sink] if self.log_sink is not None else []) + list(sinks)
         self._closed = False
