@@ -101,7 +101,7 @@ def test_report_and_evaluate_traces_into_a_closed_pipe(tmp_path):
     code, err, _ = run_with_closed_stdout(["evaluate-traces", TRACES, "-m", "mrr", "--no-progress", "--out", results],
                                           read_first_line=False)
     assert (code, err) == (0, "")
-    _complete_jsonl(results, 1)  # the workflow call already carries a ragmeter evaluation span
+    _complete_jsonl(results, 2)  # one scored, one read back from the evaluation span the workflow call carries
     code, err, _ = run_with_closed_stdout(["report", results, "--out", tmp_path / "r.md"], read_first_line=False)
     assert (code, err) == (0, "")
     assert "| mrr |" in (tmp_path / "r.md").read_text()

@@ -239,3 +239,46 @@ def test_carrier_and_annotations_reach_a_real_phoenix_server(phoenix):
     docs = _poll(documents, what="document annotations")
     assert sorted((d["name"], d["documentPosition"]) for d in docs) == [("context_precision", i) for i in range(3)]
     assert all(d["label"] in ("useful", "not_useful") for d in docs)
+
+
+def test_evaluate_traces_says_when_phoenix_has_none_of_the_judged_spans(phoenix, tmp_path, capsys):
+    """``evaluate-traces --phoenix``: Phoenix accepts annotations for spans it does not have (and
+    shows none of them), so the command asks it which judged spans it stores and says so: an
+    error when it has none; after the traces were sent there, the same run succeeds."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ragmeter.cli import main
+    from ragmeter.tracing.offline import encode_otlp_json
+    from helpers.tracing import oi_rag
+
+    project = f"ragmeter-check-{uuid.uuid4().hex[:8]}"
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource({"service.name": "rag-api", "openinference.project.name": project}),
+                              shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    chain, _ = oi_rag(provider)
+    spans = exporter.get_finished_spans()
+    path = tmp_path / "traces.jsonl"
+    path.write_text(json.dumps(encode_otlp_json(spans)) + "\n")
+    args = ["evaluate-traces", str(path), "-m", "mrr", "--no-progress", "--phoenix", phoenix.url]
+
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert f"sent 1 span and 0 document annotations to Phoenix at {phoenix.url}; it has 0 of the 1 judged spans" in out
+    assert (f"ragmeter: error: Phoenix at {phoenix.url} has none of the 1 judged spans, so it shows none of the "
+            "annotations") in err
+
+    assert OTLPSpanExporter(endpoint=phoenix.url + "/v1/traces").export(spans).name == "SUCCESS"
+    span_id = format(chain.get_span_context().span_id, "016x")
+    _poll(lambda: _get(f"{phoenix.url}/v1/projects/{project}/spans?span_id={span_id}")["data"],
+          what="the trace in Phoenix")
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "it has 1 of the 1 judged spans" in out and "error" not in err
+    anns = _poll(lambda: _get(f"{phoenix.url}/v1/projects/{project}/span_annotations?span_ids={span_id}")["data"],
+                 what="the span annotation")
+    assert [a["name"] for a in anns] == ["mrr"]

@@ -157,25 +157,50 @@ def test_calls_already_scored_inline_are_skipped_unless_rescore(tmp_path):
     path.write_text(json.dumps(encode_otlp_json(scored_inline)) + "\n"
                     + json.dumps(encode_otlp_json(plain_exporter.get_finished_spans())) + "\n")
     result = evaluate_traces(path, metrics=[ContextCount()], progress=False)
-    assert [r.sample.question for r in result] == ["What is the capital of Spain?"]
-    assert result.trace_stats == {"spans": 7, "traces": 2, "invocations": 2, "samples": 1, "skipped_already_scored": 1}
+    # the scored call is not scored again: its carrier's scores are read back and reported with the other
+    assert [r.sample.question for r in result] == ["What is the capital of Spain?", "What is the capital of France?"]
+    assert result.trace_stats == {"spans": 7, "traces": 2, "invocations": 2, "samples": 1, "skipped_already_scored": 1,
+                                  "read_back": 1}
+    spain, france = result.results
+    assert "scores_read_back" not in spain.sample.metadata["otel"] and france.sample.metadata["otel"]["scores_read_back"]
+    assert france["context_count"].value == 0.5 and france["context_count"].explanation == "2 contexts"
     again = evaluate_traces(path, metrics=[ContextCount()], progress=False, rescore=True)
     assert sorted(r.sample.question for r in again) == ["What is the capital of France?", "What is the capital of Spain?"]
     assert "skipped_already_scored" not in again.trace_stats and again.trace_stats["samples"] == 2
     only_scored = tmp_path / "scored.jsonl"
     only_scored.write_text(json.dumps(encode_otlp_json(scored_inline)) + "\n")
     nothing = evaluate_traces(only_scored, metrics=[ContextCount()], progress=False)  # nothing to do is not an error
-    assert len(nothing) == 0 and nothing.trace_stats["skipped_already_scored"] == 1
+    assert nothing.trace_stats["skipped_already_scored"] == 1 and nothing.trace_stats["samples"] == 0
+    assert [r["context_count"].value for r in nothing] == [0.5]  # read back, not a table of dashes
+
+
+def test_cli_reads_the_scores_of_an_already_scored_export_back(tmp_path, capsys):
+    """An export whose every call already carries an evaluation span printed a table of dashes;
+    now the table shows the scores the carriers hold (and only their metrics)."""
+    proc, provider, exporter = rag_provider([ContextCount()])
+    oi_rag(provider)
+    assert provider.force_flush(10_000)
+    proc.shutdown()
+    path = tmp_path / "scored.jsonl"
+    path.write_text(json.dumps(encode_otlp_json(exporter.get_finished_spans())) + "\n")
+    assert main(["evaluate-traces", str(path), "-m", "mrr", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert ("3 RAG calls" not in out and "1 RAG calls, 0 scored, skipped: already scored 1 (scores of 1 read back "
+            "from their evaluation spans)") in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("context_count", "mrr"))]
+    assert rows == [["context_count", "0.5000", "0.5000", "0.5000", "0.5000", "1", "0", "0", "0", "0"]]
 
 
 def test_cli_skips_calls_with_an_evaluation_span(capsys):
     """MIXED holds a ragmeter carrier linked to the workflow call (no target attribute: the link
-    identifies the judged span)."""
+    identifies the judged span; only a flat ``ragmeter.faithfulness.score`` tag, read back)."""
     code = main(["evaluate-traces", str(MIXED), "-m", "mrr", "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "8 spans in 3 traces, 3 RAG calls, 1 scored, skipped: already scored 1, 1 LLM calls without retrieval" in out
-    assert "1 samples scored" in out
+    assert ("8 spans in 3 traces, 3 RAG calls, 1 scored, skipped: already scored 1 (scores of 1 read back from their "
+            "evaluation spans), 1 LLM calls without retrieval") in out
+    assert "2 samples scored" in out  # the one scored now, the one whose carrier holds faithfulness 0.5
+    assert "faithfulness  0.5000  0.5000" in out
 
 
 @pytest.fixture

@@ -116,14 +116,32 @@ LC = Path(__file__).parent / "data" / "otlp" / "langchain_openinference.jsonl"
 
 class FakePhoenix(RecordingServer):
     """Phoenix's ``POST /v1/span_annotations`` and ``/v1/document_annotations`` on 127.0.0.1:
-    records every request (path with query, JSON body); answers ``status``."""
+    records every request (path with query, JSON body); answers ``status``. ``GET
+    /v1/projects/{project}/spans?span_id=...`` answers the asked spans among ``stored``
+    (None: it has every span asked about; a project it has no span of: 404), recording
+    ``(project, span ids)`` in ``span_queries``."""
 
-    def __init__(self, status: int = 200):
+    def __init__(self, status: int = 200, stored: set[str] | None = None):
         def reply(body: dict) -> tuple[int, str, bytes]:
             out = json.dumps({"data": [{"id": str(i)} for i, _ in enumerate(body.get("data", []))]}).encode()
             return status, "application/json", out
 
-        super().__init__(lambda raw: json.loads(raw or b"{}"), reply)
+        self.span_queries: list[tuple[str, list[str]]] = []
+
+        def get(path: str) -> tuple[int, str, bytes]:
+            from urllib.parse import parse_qs, unquote, urlsplit
+
+            parts = urlsplit(path)
+            project = unquote(parts.path.split("/")[3])
+            asked = parse_qs(parts.query).get("span_id", [])
+            self.span_queries.append((project, asked))
+            have = [x for x in asked if stored is None or x in stored]
+            if stored is not None and not stored:
+                return 404, "application/json", b'{"detail": "project not found"}'
+            data = [{"name": "span", "context": {"trace_id": "0" * 32, "span_id": x}} for x in have]
+            return 200, "application/json", json.dumps({"data": data, "next_cursor": None}).encode()
+
+        super().__init__(lambda raw: json.loads(raw or b"{}"), reply, get)
 
     def annotations(self, kind: str) -> list[dict]:
         return [a for path, body in self.requests if path.startswith(f"/v1/{kind}_annotations") for a in body["data"]]
@@ -133,8 +151,8 @@ class FakePhoenix(RecordingServer):
 def fake_phoenix():
     servers: list[FakePhoenix] = []
 
-    def start(status: int = 200) -> FakePhoenix:
-        servers.append(FakePhoenix(status))
+    def start(status: int = 200, stored: set[str] | None = None) -> FakePhoenix:
+        servers.append(FakePhoenix(status, stored))
         return servers[-1]
 
     yield start
@@ -149,9 +167,11 @@ def test_evaluate_traces_sends_phoenix_annotations(fake_phoenix, monkeypatch):
     server = fake_phoenix()
     result = evaluate_traces(LC, metrics=[ContextCount()], progress=False, phoenix=server.url)
     assert result.phoenix == {"endpoint": server.url, "span_annotations": 2, "document_annotations": 0,
-                              "requests": 2, "failed": 0}
+                              "requests": 2, "failed": 0, "spans_judged": 2, "spans_found": 2}
     assert [p for p, _ in server.requests] == ["/v1/span_annotations"] * 2
     targets = {r.sample.metadata["otel"]["target_span_id"] for r in result}
+    (project, asked), = server.span_queries  # then it asked Phoenix whether it has the judged spans
+    assert project == "default" and set(asked) == targets
     anns = server.annotations("span")
     assert {a["span_id"] for a in anns} == targets and len(targets) == 2
     assert all(a["name"] == "context_count" and a["result"]["score"] == 0.5 and a["annotator_kind"] == "CODE"

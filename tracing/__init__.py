@@ -17,6 +17,9 @@
   of OTLP JSON exports (the OpenTelemetry Collector's file exporter format).
 * :class:`PhoenixAnnotationSink`: the same results as Phoenix span and document annotations
   (``pip install "ragmeter[phoenix]"``).
+* :class:`LangfuseScoreSink`: the same results as Langfuse scores (``pip install "ragmeter[langfuse]"``).
+* :class:`EvaluationLogSink`: each score as a ``gen_ai.evaluation.result`` log record through the
+  OpenTelemetry Logs API (names in :mod:`ragmeter.tracing.semconv`).
 
 Importing this package imports the OpenTelemetry API and SDK; ``import ragmeter`` does not.
 """
@@ -27,7 +30,7 @@ from ragmeter._lazy import lazy_getattr
 
 _LAZY = {
     "RagmeterSpanProcessor": "ragmeter.tracing.processor",
-    "ResultSink": "ragmeter.tracing.processor",
+    "ResultSink": "ragmeter.tracing.sinks",
     "EvaluationWriter": "ragmeter.tracing.writer",
     "SpanTarget": "ragmeter.tracing.writer",
     "current_target": "ragmeter.tracing.writer",
@@ -38,6 +41,9 @@ _LAZY = {
     "samples_from_spans": "ragmeter.tracing.offline",
     "OTLPJsonFileExporter": "ragmeter.tracing.offline",
     "PhoenixAnnotationSink": "ragmeter.tracing.phoenix",
+    "LangfuseScoreSink": "ragmeter.tracing.langfuse",
+    "EvaluationLogSink": "ragmeter.tracing.events",
+    "carrier_scores": "ragmeter.tracing.offline",
 }
 
 __all__ = sorted(_LAZY)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ragmeter.guard import never_raise
 from ragmeter.inline import sampled
@@ -89,10 +89,13 @@ class TraceAssembler:
     returns whether the sample was queued). ``sample_rate``: share of traces kept (by a hash of
     the trace id); ``grace_period``: seconds to wait for spans still open below an ended entry;
     ``ttl``: seconds after which a trace with no new span is evicted; ``max_traces``: traces
-    tracked at once (the oldest is evicted beyond). :attr:`counts` counts what happened."""
+    tracked at once (the oldest is evicted beyond); ``id_keys``: document metadata keys read as
+    chunk ids (:func:`~ragmeter.tracing.samples.build_sample`). :attr:`counts` counts what happened."""
 
-    def __init__(self, submit: Submit, *, sample_rate: float, grace_period: float, ttl: float, max_traces: int):
+    def __init__(self, submit: Submit, *, sample_rate: float, grace_period: float, ttl: float, max_traces: int,
+                 id_keys: Sequence[str] | None = None):
         self.submit = submit
+        self.id_keys = id_keys
         self.sample_rate = sample_rate
         self.grace_period = grace_period
         self.ttl = ttl
@@ -270,7 +273,7 @@ class TraceAssembler:
         results = []
         for inv in invocations:  # one failing invocation is counted; the others are still scored
             with never_raise("tracing: build a sample from a trace", on_error=self._build_failed):
-                results.append(build_sample(inv))
+                results.append(build_sample(inv, id_keys=self.id_keys))
         if (not force and not g.ref.synthetic and g.retry_at is None and g.entry_end is not None
                 and any(r.reason == "no_answer" for r in results) and now - g.entry_end < self.grace_period):
             g.retry_at = g.entry_end + self.grace_period  # a streamed answer may still arrive

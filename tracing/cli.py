@@ -20,6 +20,8 @@ def _stats_line(stats: dict[str, int]) -> str:
     return (f"ragmeter: {stats.get('spans', 0)} spans in {stats.get('traces', 0)} traces, "
             f"{stats.get('invocations', 0)} RAG calls, {stats.get('samples', 0)} scored"
             + (f", skipped: {skipped}" if skipped else "")
+            + (f" (scores of {stats['read_back']} read back from their evaluation spans)"
+               if stats.get("read_back") else "")
             + (f", {stats['unreadable']} unreadable (see invalid records)" if stats.get("unreadable") else "")
             + (f", {stats['not_rag']} LLM calls without retrieval" if stats.get("not_rag") else ""))
 
@@ -30,7 +32,9 @@ def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
     check_run_options(args)
     result = evaluate_traces(args.file, metrics=metric_list(args.metrics), judge=args.judge,
                              export=args.export, endpoint=args.endpoint, concurrency=args.concurrency,
-                             progress=not args.no_progress, rescore=args.rescore, phoenix=args.phoenix)
+                             progress=not args.no_progress, rescore=args.rescore, phoenix=args.phoenix,
+                             langfuse=args.langfuse, evaluation_logs=args.evaluation_logs,
+                             id_keys=_id_keys(args.id_keys))
     status = finish(result, args, preface=[_stats_line(result.trace_stats)] if result.trace_stats else ())
     problems = []
     if result.export:
@@ -39,19 +43,81 @@ def _cmd_evaluate_traces(args: argparse.Namespace) -> int:
             problems.append(f"{result.export['failed']} evaluation spans could not be exported to {result.export['endpoint']}")
     if result.phoenix:
         sent = result.phoenix
+        judged, found = sent.get("spans_judged", 0), sent.get("spans_found")
         print(f"sent {sent['span_annotations']} span and {sent['document_annotations']} document annotations "
-              f"to Phoenix at {sent['endpoint']}")
+              f"to Phoenix at {sent['endpoint']}; "
+              + (f"it could not be asked which of the {judged} judged spans it has" if found is None
+                 else f"it has {found} of the {judged} judged spans"))
         if sent.get("failed"):
             problems.append(f"{sent['failed']} Phoenix annotation requests failed (see the log)")
+        if found == 0 and judged:
+            problems.append(f"Phoenix at {sent['endpoint']} has none of the {judged} judged spans, so it shows none "
+                            "of the annotations: send the traces to that Phoenix (and project) too")
+        elif found is not None and found < judged:
+            print(f"ragmeter: Phoenix shows annotations only on the spans it has ({found} of {judged})")
+    if result.langfuse:
+        sent = result.langfuse
+        print(f"sent {sent['scores']} scores to Langfuse at {sent['endpoint'] or 'the default host'} "
+              f"in {sent['requests']} requests")
+        if sent.get("failed"):
+            problems.append(f"{sent['failed']} Langfuse scores did not get through (see the log)")
+    if result.evaluation_logs:
+        sent = result.evaluation_logs
+        print(f"exported {sent['exported']} evaluation log records to {sent['endpoint']}")
+        if sent.get("export_failed") or sent.get("failed"):
+            problems.append(f"{sent['export_failed'] + sent['failed']} evaluation log records could not be exported "
+                            f"to {sent['endpoint']}")
     for p in problems:
         print(f"ragmeter: error: {p}", file=sys.stderr)
     return EXIT_INPUT if problems and status == EXIT_OK else status
+
+
+def _id_keys(raw: list[str] | None) -> list[str] | None:
+    keys = [k.strip() for part in raw or () for k in part.split(",") if k.strip()]
+    return keys or None
+
+
+def _serve_sinks(args: argparse.Namespace) -> list:
+    """The result sinks ``serve`` was asked for (Phoenix, Langfuse, evaluation log records)."""
+    sinks: list = []
+    if args.phoenix:
+        from ragmeter.tracing.phoenix import PhoenixAnnotationSink
+
+        sinks.append(PhoenixAnnotationSink(endpoint=args.phoenix))
+        sinks[-1].client  # a missing client fails here, not at the first score
+    if args.langfuse:
+        from ragmeter.tracing.langfuse import LangfuseScoreSink
+
+        sinks.append(LangfuseScoreSink(endpoint=args.langfuse))
+        sinks[-1].client
+    if args.evaluation_logs:
+        from ragmeter.tracing.events import EvaluationLogSink
+
+        sinks.append(EvaluationLogSink(endpoint=args.evaluation_logs))
+    return sinks
+
+
+def _add_sink_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--phoenix", metavar="URL",
+                   help="also send the scores to Arize Phoenix at URL as span and document annotations "
+                        '(needs pip install "ragmeter[phoenix]")')
+    p.add_argument("--langfuse", metavar="URL",
+                   help="also send the scores to Langfuse at URL as scores on the judged spans (keys from "
+                        'LANGFUSE_PUBLIC_KEY / LANGFUSE_SECRET_KEY; needs pip install "ragmeter[langfuse]")')
+    p.add_argument("--evaluation-logs", metavar="URL",
+                   help="also export each score as a gen_ai.evaluation.result log record over OTLP/HTTP to URL "
+                        "(/v1/logs is added to a bare URL), in the judged span's context")
+    p.add_argument("--id-keys", action="append", metavar="LIST",
+                   help="document metadata keys read, in order, as chunk ids when a span records no document id "
+                        "(comma-separated; default id,doc_id,document_id,chunk_id,node_id); a chunk without one "
+                        "gets a content-hash id")
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ragmeter.tracing.serve import EvaluationService
 
     service = EvaluationService(metric_list(args.metrics), args.judge, host=args.host, port=args.otlp_port,
+                                sinks=_serve_sinks(args), id_keys=_id_keys(args.id_keys),
                                 grpc_port=args.otlp_grpc_port, forward=args.forward, forward_all=args.forward_all,
                                 sample_rate=args.sample_rate, max_queue=args.max_queue, concurrency=args.concurrency,
                                 grace_period=args.grace_period, ttl=args.ttl,
@@ -100,6 +166,7 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--max-pending-spans", type=int, help="received spans not yet grouped before 429 (default 100000)")
     p.add_argument("--max-traces", type=int, help="traces held at once (default 10000)")
     p.add_argument("--shutdown-timeout", type=float, help="seconds SIGTERM waits for pending work (default 30)")
+    _add_sink_options(p)
     p.set_defaults(func=_cmd_serve)
 
 
@@ -117,8 +184,6 @@ def register(sub: Any) -> None:
                         "$OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318/v1/traces)")
     p.add_argument("--rescore", action="store_true",
                    help="also score RAG calls that already carry a ragmeter evaluation span (default: skip and count them)")
-    p.add_argument("--phoenix", metavar="URL",
-                   help="also send the scores to Arize Phoenix at URL as span and document annotations "
-                        '(needs pip install "ragmeter[phoenix]")')
+    _add_sink_options(p)
     p.set_defaults(func=_cmd_evaluate_traces)
     _add_serve(sub)

@@ -19,9 +19,12 @@ Explanations are redacted of credentials. For a result whose sample was captured
 explanation is only the score's error (redacted), never its explanation; document annotations
 carry scores, labels and chunk ids only.
 
-Annotations are sent with ``sync=False`` by default: Phoenix then queues them until the judged
-span has arrived (the exporter may still hold it when the score is ready); ``sync=True`` fails
-with 404 for spans Phoenix has not stored yet.
+Annotations are sent with ``sync=False`` by default: Phoenix accepts them without looking for the
+judged span and holds them only briefly while the span is on its way (the exporter may still hold
+it when the score is ready); an annotation whose span does not arrive is dropped, unseen (checked
+against Phoenix 20.26: annotations sent 3 s before their spans never showed). ``sync=True`` fails
+with 404 for spans Phoenix has not stored yet. :meth:`spans_found` asks Phoenix which judged spans
+it has; ``evaluate_traces`` reports it, since an offline export is often not in that Phoenix.
 
 Use it as a sink of :class:`~ragmeter.tracing.RagmeterSpanProcessor` (``sinks=[...]``) or of
 :func:`~ragmeter.tracing.evaluate_traces` (``phoenix=URL``, ``ragmeter evaluate-traces --phoenix URL``), or call :meth:`write` yourself. It never raises:
@@ -30,17 +33,19 @@ failures are logged and counted in :attr:`stats`.
 
 from __future__ import annotations
 
-import threading
-from typing import Any, Mapping
+import logging
+from typing import Any, Mapping, Sequence
 
 from ragmeter.capture import content_captured
 from ragmeter.guard import never_raise
 from ragmeter.redact import redact
+from ragmeter.tracing.sinks import CountingSink
 from ragmeter.tracing.writer import SpanTarget, annotator_kind, identifier_for
 
 __all__ = ["PhoenixAnnotationSink", "span_annotations", "document_annotations"]
 
 _MAX_EXPLANATION = 2000
+log = logging.getLogger("ragmeter")
 
 
 def _result(score: Any, with_content: bool = True) -> dict[str, Any]:
@@ -120,7 +125,7 @@ def document_annotations(result: Any) -> list[dict[str, Any]]:
     return out
 
 
-class PhoenixAnnotationSink:
+class PhoenixAnnotationSink(CountingSink):
     """Sends each result as Phoenix span annotations (and document annotations) through the
     Phoenix REST client.
 
@@ -130,21 +135,16 @@ class PhoenixAnnotationSink:
     skips document annotations. ``sync=True`` waits for Phoenix to store them.
     """
 
+    COUNTERS = ("span_annotations", "document_annotations", "requests", "failed")
+
     def __init__(self, client: Any = None, *, endpoint: str | None = None, api_key: str | None = None,
                  documents: bool = True, sync: bool = False):
+        super().__init__()
         self._client = client
         self._endpoint = endpoint
         self._api_key = api_key
         self.documents = documents
         self.sync = sync
-        self._lock = threading.Lock()
-        self._stats = {"span_annotations": 0, "document_annotations": 0, "requests": 0, "failed": 0}
-
-    @property
-    def stats(self) -> dict[str, int]:
-        """Counters: span_annotations, document_annotations, requests, failed."""
-        with self._lock:
-            return dict(self._stats)
 
     @property
     def endpoint(self) -> str | None:
@@ -168,11 +168,6 @@ class PhoenixAnnotationSink:
             self._client = Client(**kwargs)
         return self._client
 
-    def _count(self, **kw: int) -> None:
-        with self._lock:
-            for k, v in kw.items():
-                self._stats[k] += v
-
     def write(self, result: Any, target: SpanTarget, parent: SpanTarget | None = None) -> None:
         """Annotate ``target`` (and the retriever documents) with ``result``. Never raises."""
         spans = None
@@ -193,9 +188,38 @@ class PhoenixAnnotationSink:
                 spans.log_document_annotations(document_annotations=docs, sync=self.sync)
                 self._count(document_annotations=len(docs), requests=1)
 
-    def _failed(self, exc: BaseException) -> None:
-        self._count(failed=1)
+    def spans_found(self, judged: Mapping[str, Sequence[str]], timeout: float = 10.0) -> int | None:
+        """How many of the judged spans Phoenix stores: ``judged`` maps a project name to span
+        ids (hex). Asks ``GET /v1/projects/{project}/spans?span_id=...`` (a project Phoenix does
+        not know holds none of them). None when Phoenix could not be asked (logged)."""
+        import json
+        import os
+        import urllib.error
+        import urllib.parse
+        import urllib.request
 
-    def flush(self, timeout: float | None = None) -> bool:
-        """Annotations are sent as results arrive: nothing to wait for."""
-        return True
+        base = (self._endpoint or os.environ.get("PHOENIX_COLLECTOR_ENDPOINT") or "http://localhost:6006").rstrip("/")
+        key = self._api_key or os.environ.get("PHOENIX_API_KEY")
+        headers = {"accept": "application/json", **({"authorization": f"Bearer {key}"} if key else {})}
+        found = 0
+        try:
+            for project, ids in judged.items():
+                wanted = list(dict.fromkeys(ids))
+                for i in range(0, len(wanted), 100):
+                    chunk = wanted[i:i + 100]
+                    query = urllib.parse.urlencode([("limit", len(chunk))] + [("span_id", x) for x in chunk])
+                    url = f"{base}/v1/projects/{urllib.parse.quote(project, safe='')}/spans?{query}"
+                    try:
+                        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
+                            data = json.loads(r.read()).get("data") or []
+                    except urllib.error.HTTPError as exc:
+                        if exc.code != 404:  # 404: no such project, so none of its spans
+                            raise
+                        data = []
+                    got = {(d.get("context") or {}).get("span_id") for d in data if isinstance(d, Mapping)}
+                    found += len(got & set(chunk))
+        except Exception as exc:  # noqa: BLE001  (any failure: say it could not be checked)
+            log.warning("ragmeter: could not ask Phoenix at %s which judged spans it stores: %s", base,
+                        redact(str(exc)))
+            return None
+        return found

@@ -45,6 +45,13 @@ used. Durations are in seconds.
   Phoenix annotations no explanations or quotes (the spans it reads are the application's)
 * ``store`` (None: off; no environment variable): a :class:`ragmeter.store.Store`, SQLite path or
   ``postgresql://`` URL where every result is recorded as an inline sample of source ``"otel"``
+* ``evaluation_logs`` / ``RAGMETER_EVALUATION_LOGS`` (false): also emit each score as a
+  ``gen_ai.evaluation.result`` log record in the evaluated span's context
+  (:class:`~ragmeter.tracing.events.EvaluationLogSink`) through ``logger_provider`` (default: the
+  global OpenTelemetry logger provider); giving ``logger_provider`` switches it on
+* ``id_keys`` (None: :data:`~ragmeter.tracing.readers.ID_KEYS`; no environment variable): the
+  document metadata keys read, in order, as a chunk's id when the span records no document id;
+  a chunk with none gets a content-hash id (:func:`ragmeter.ids.content_id`)
 """
 
 from __future__ import annotations
@@ -63,8 +70,11 @@ from ragmeter.guard import guarded, never_raise
 from ragmeter.inline import BackgroundScorer, register_exit_hook, weak_hook
 from ragmeter.suppression import is_suppressed, suppressed_context
 from ragmeter.tracing.assembly import TraceAssembler
+from ragmeter.tracing.events import EvaluationLogSink
+from ragmeter.tracing.readers import check_id_keys
 from ragmeter.tracing.roles import may_end_rag_step
-from ragmeter.tracing.settings import resolve_settings
+from ragmeter.tracing.settings import flag_setting, resolve_settings
+from ragmeter.tracing.sinks import ResultSink
 from ragmeter.tracing.writer import EvaluationWriter, SpanTarget
 
 __all__ = ["RagmeterSpanProcessor", "ResultSink", "WAKE_BATCH", "ROUND_GAP"]
@@ -81,16 +91,6 @@ _COUNTERS = ("spans_dropped", "traces", "traces_sampled_out", "invocations", "sa
              "build_errors", "sink_errors", "incomplete_at_shutdown")
 
 
-class ResultSink:
-    """What the processor hands results to: ``write(result, target, parent)`` (never raising);
-    optional ``flush(timeout)`` and ``shutdown()``. :class:`EvaluationWriter` and
-    :class:`~ragmeter.tracing.phoenix.PhoenixAnnotationSink` are sinks."""
-
-    def write(self, result: Any, target: SpanTarget, parent: SpanTarget | None = None) -> None:  # pragma: no cover
-        """Deliver one scored sample."""
-        raise NotImplementedError
-
-
 class RagmeterSpanProcessor(SpanProcessor):
     """An OpenTelemetry span processor that scores every RAG call in the traces it sees and
     writes the results back into the same traces (see the module docstring).
@@ -98,8 +98,10 @@ class RagmeterSpanProcessor(SpanProcessor):
     ``metrics`` / ``judge`` / ``embedder``: as for :func:`ragmeter.evaluate` (the judge is resolved
     and checked here: ValueError when it cannot work, e.g. no API key). ``tracer_provider``: where
     evaluation carriers are written (default: the global provider, if it is an SDK provider).
-    ``sinks``: more result sinks, e.g. :class:`~ragmeter.tracing.PhoenixAnnotationSink`;
-    ``write_spans=False`` writes no carriers.
+    ``sinks``: more result sinks, e.g. :class:`~ragmeter.tracing.PhoenixAnnotationSink`,
+    :class:`~ragmeter.tracing.LangfuseScoreSink`; ``write_spans=False`` writes no carriers.
+    ``evaluation_logs`` / ``logger_provider``: also emit log records; ``id_keys``: where chunk
+    ids are read from (see the module docstring).
     ``should_score(sample)`` / ``on_result(result)``: as for
     :class:`~ragmeter.inline.BackgroundScorer`. ``store``: record every result in a store (see
     :class:`~ragmeter.inline.BackgroundScorer`; source ``"otel"``, counts ``store_*`` in
@@ -119,7 +121,8 @@ class RagmeterSpanProcessor(SpanProcessor):
                  max_traces: int | None = None, schedule_delay: float | None = None,
                  shutdown_timeout: float | None = None, should_score: Callable[[Any], bool | None] | None = None,
                  on_result: Callable[[Any], None] | None = None, scorer: BackgroundScorer | None = None,
-                 capture_content: bool | None = None, store: Any = None):
+                 capture_content: bool | None = None, store: Any = None, evaluation_logs: bool | None = None,
+                 logger_provider: Any = None, id_keys: Sequence[str] | None = None):
         cfg = resolve_settings(sample_rate=sample_rate, max_queue=max_queue, concurrency=concurrency,
                                grace_period=grace_period, ttl=ttl, max_buffered_spans=max_buffered_spans,
                                max_traces=max_traces, schedule_delay=schedule_delay,
@@ -132,6 +135,10 @@ class RagmeterSpanProcessor(SpanProcessor):
         self.schedule_delay: float = cfg["schedule_delay"]
         self.shutdown_timeout: float = cfg["shutdown_timeout"]
         self.capture_content: bool = capture_content_setting(capture_content)
+        if evaluation_logs is None and logger_provider is not None:
+            evaluation_logs = True
+        self.evaluation_logs: bool = flag_setting("evaluation_logs", evaluation_logs)
+        self.id_keys: tuple[str, ...] | None = check_id_keys(id_keys)
         if scorer is not None and store is not None:
             raise ValueError("store= goes to the shared scorer: BackgroundScorer(..., store=...)")
         self._own_scorer = scorer is None
@@ -140,7 +147,10 @@ class RagmeterSpanProcessor(SpanProcessor):
             should_score=should_score, on_result=on_result, name="ragmeter-otel-scorer", store=store,
             store_source="otel")
         self.writer: EvaluationWriter | None = EvaluationWriter(tracer_provider) if write_spans else None
-        self.sinks: list[Any] = ([self.writer] if self.writer is not None else []) + list(sinks)
+        self.log_sink: EvaluationLogSink | None = (EvaluationLogSink(logger_provider) if self.evaluation_logs
+                                                   else None)
+        self.sinks: list[Any] = ([self.writer] if self.writer is not None else []) + (
+            [self.log_sink] if self.log_sink is not None else []) + list(sinks)
         self._closed = False
         self._shutdown_done = False
         self._stop = threading.Event()
@@ -163,7 +173,7 @@ class RagmeterSpanProcessor(SpanProcessor):
         # collector state, guarded by _state_lock
         self._state_lock = threading.RLock()
         self._assembler = TraceAssembler(self._submit, sample_rate=self.sample_rate, grace_period=self.grace_period,
-                                         ttl=self.ttl, max_traces=self.max_traces)
+                                         ttl=self.ttl, max_traces=self.max_traces, id_keys=self.id_keys)
         self._watched = self._assembler.watched
 
     # ------------------------------------------------------------------ SpanProcessor (request path)
@@ -266,6 +276,9 @@ class RagmeterSpanProcessor(SpanProcessor):
         if self.writer is not None:
             for k, v in self.writer.stats.items():
                 out[f"carriers_{k}"] = v
+        if self.log_sink is not None:
+            for k, v in self.log_sink.stats.items():
+                out[f"log_{k}"] = v
         return out
 
     @property

@@ -27,7 +27,8 @@ from typing import Any, Mapping, Sequence
 from ragmeter.tracing.attributes import REDACTED, parse_json, span_attributes, usable_text
 from ragmeter.tracing.roles import has_doc_markers
 
-__all__ = ["Docs", "documents_of", "question_of", "answer_of", "llm_output_of", "llm_question_of",
+__all__ = ["Docs", "documents_of", "ID_KEYS", "check_id_keys",
+           "question_of", "answer_of", "llm_output_of", "llm_question_of",
            "template_context_of", "chat_history_of", "conversation_id_of", "CONVERSATION_ATTRIBUTES"]
 
 #: Span attributes read as the conversation id, in order: OpenInference ``session.id``, then the
@@ -38,7 +39,10 @@ CONVERSATION_ATTRIBUTES = ("session.id", "gen_ai.conversation.id")
 _QUESTION_KEYS = ("question", "query", "query_str", "input", "user_input", "q", "prompt", "text", "message")
 _ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "output_text", "generation")
 _CONTEXT_VARS = ("context", "context_str", "contexts", "documents", "docs", "sources", "retrieved_context")
-_ID_KEYS = ("id", "doc_id", "document_id", "chunk_id", "node_id")
+#: Document metadata keys read, in order, as a chunk's id when the span records no document id
+#: (OpenInference's LangChain instrumentation records ``Document.metadata`` but not
+#: ``Document.id``); ``id_keys=`` replaces them (:func:`documents_of`).
+ID_KEYS = ("id", "doc_id", "document_id", "chunk_id", "node_id")
 
 
 # --------------------------------------------------------------------------- JSON values and chat messages
@@ -160,7 +164,8 @@ def _indexed(attrs: Mapping[str, Any], prefix: str) -> dict[int, dict[str, Any]]
 
 @dataclass
 class Docs:
-    """Documents read from one span: dicts with ``text``, ``id``, ``score``, ``metadata``,
+    """Documents read from one span: dicts with ``text``, ``id``, ``id_source`` (None, or
+    ``metadata.<key>`` when the id was read from the metadata), ``score``, ``metadata``,
     ``position`` (index in the span); ``truncated`` when the span dropped attributes or has
     gaps in its document indices; ``span`` the span they came from."""
 
@@ -182,13 +187,36 @@ def _score(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _doc_id(meta: Any) -> str | None:
+def check_id_keys(keys: Sequence[str] | None) -> tuple[str, ...] | None:
+    """``keys`` as a tuple (None stays None: the default :data:`ID_KEYS`); ValueError unless a
+    non-empty sequence of non-empty strings (a single string is refused, not split)."""
+    if keys is None:
+        return None
+    if isinstance(keys, str) or not all(isinstance(k, str) and k.strip() for k in keys) or not keys:
+        raise ValueError(f"id_keys must be a non-empty list of metadata key names, got {keys!r}")
+    return tuple(k.strip() for k in keys)
+
+
+def _id_value(v: Any) -> str | None:
+    return str(v) if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v) else None
+
+
+def _doc_id(meta: Any, keys: Sequence[str]) -> tuple[str | None, str | None]:
+    """The first id found under ``keys`` in the document metadata, and where: ``metadata.<key>``."""
     if isinstance(meta, Mapping):
-        for k in _ID_KEYS:
-            v = meta.get(k)
-            if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v):
-                return str(v)
-    return None
+        for k in keys:
+            v = _id_value(meta.get(k))
+            if v is not None:
+                return v, f"metadata.{k}"
+    return None, None
+
+
+def _with_id(item: dict, did: Any, meta: Any, keys: Sequence[str]) -> dict:
+    """``item`` with its ``id`` (the document's own, else from the metadata keys) and
+    ``id_source`` (None for the document's own id)."""
+    own = _id_value(did)
+    item["id"], item["id_source"] = (own, None) if own is not None else _doc_id(meta, keys)
+    return item
 
 
 _DOC_PREFIXES = ("reranker.output_documents.", "retrieval.documents.")
@@ -207,8 +235,8 @@ def _oi_doc_groups(attrs: Mapping[str, Any]) -> dict[str, dict[int, dict[str, An
     return out
 
 
-def _oi_docs(attrs: Mapping[str, Any], prefix: str,
-             groups: dict[str, dict[int, dict[str, Any]]] | None = None) -> tuple[list[dict], bool]:
+def _oi_docs(attrs: Mapping[str, Any], prefix: str, groups: dict[str, dict[int, dict[str, Any]]] | None = None,
+             keys: Sequence[str] = ID_KEYS) -> tuple[list[dict], bool]:
     raw = (groups if groups is not None else _oi_doc_groups(attrs)).get(prefix + ".") or {}
     if not raw:
         return [], False
@@ -219,34 +247,32 @@ def _oi_docs(attrs: Mapping[str, Any], prefix: str,
         text = d.get("document.content")
         meta = parse_json(d.get("document.metadata")) if isinstance(d.get("document.metadata"), str) else d.get("document.metadata")
         meta = dict(meta) if isinstance(meta, Mapping) else {}
-        did = d.get("document.id")
-        did = str(did) if isinstance(did, (str, int)) and not isinstance(did, bool) and str(did) else _doc_id(meta)
-        items.append({"text": text if isinstance(text, str) and text != REDACTED else None, "id": did,
-                      "score": _score(d.get("document.score")), "metadata": meta, "position": pos})
+        items.append(_with_id({"text": text if isinstance(text, str) and text != REDACTED else None,
+                               "score": _score(d.get("document.score")), "metadata": meta, "position": pos},
+                              d.get("document.id"), meta, keys))
     return items, gaps
 
 
-def _doc_from_obj(obj: Any, pos: int) -> dict | None:
+def _doc_from_obj(obj: Any, pos: int, keys: Sequence[str] = ID_KEYS) -> dict | None:
     """A document from a JSON value: GenAI ``{id, score, content}``, LangChain ``Document``
     (plain or serialized ``{"lc": 1, "kwargs": {"page_content": ...}}``), or a string."""
     if isinstance(obj, str):
-        return {"text": obj, "id": None, "score": None, "metadata": {}, "position": pos}
+        return {"text": obj, "id": None, "id_source": None, "score": None, "metadata": {}, "position": pos}
     if not isinstance(obj, Mapping):
         return None
     if isinstance(obj.get("kwargs"), Mapping) and "page_content" in obj["kwargs"]:
         kw = obj["kwargs"]
         meta = dict(kw.get("metadata") or {}) if isinstance(kw.get("metadata"), Mapping) else {}
-        did = kw.get("id") if isinstance(kw.get("id"), str) else _doc_id(meta)
-        return {"text": kw.get("page_content"), "id": did, "score": None, "metadata": meta, "position": pos}
+        return _with_id({"text": kw.get("page_content"), "score": None, "metadata": meta, "position": pos},
+                        kw.get("id") if isinstance(kw.get("id"), str) else None, meta, keys)
     text = None
     for k in ("content", "page_content", "text", "document"):
         if isinstance(obj.get(k), str):
             text = obj[k]
             break
     meta = dict(obj.get("metadata") or {}) if isinstance(obj.get("metadata"), Mapping) else {}
-    did = obj.get("id")
-    did = str(did) if isinstance(did, (str, int)) and not isinstance(did, bool) and str(did) else _doc_id(meta)
-    return {"text": text, "id": did, "score": _score(obj.get("score")), "metadata": meta, "position": pos}
+    return _with_id({"text": text, "score": _score(obj.get("score")), "metadata": meta, "position": pos},
+                    obj.get("id"), meta, keys)
 
 
 def _is_document_obj(obj: Any) -> bool:
@@ -282,21 +308,25 @@ def _find_doc_list(obj: Any, depth: int = 0) -> list | None:
     return None
 
 
-def documents_of(span: Any) -> Docs:
-    """The documents a retriever / reranker span returned (reranker: its output documents)."""
+def documents_of(span: Any, id_keys: Sequence[str] | None = None) -> Docs:
+    """The documents a retriever / reranker span returned (reranker: its output documents). A
+    document's id is its own (``document.id``, a GenAI or LangChain ``id``), else the first of
+    ``id_keys`` (default :data:`ID_KEYS`) found in its metadata (``item["id_source"]`` then says
+    ``metadata.<key>``), else None."""
+    keys = id_keys or ID_KEYS
     attrs = span_attributes(span)
     dropped = bool(getattr(span, "dropped_attributes", 0) or 0)
     groups = _oi_doc_groups(attrs)
-    items, gaps = _oi_docs(attrs, "reranker.output_documents", groups)
+    items, gaps = _oi_docs(attrs, "reranker.output_documents", groups, keys)
     if not items:
-        items, gaps = _oi_docs(attrs, "retrieval.documents", groups)
+        items, gaps = _oi_docs(attrs, "retrieval.documents", groups, keys)
     if items:
         return Docs(items, gaps or (dropped and any(d["text"] is None for d in items)), span)
     raw = attrs.get("gen_ai.retrieval.documents")
     if raw is not None:
         value = parse_json(raw) if isinstance(raw, str) else raw
         if isinstance(value, (list, tuple)):
-            parsed = [_doc_from_obj(parse_json(x) if isinstance(x, str) and x.lstrip()[:1] == "{" else x, i)
+            parsed = [_doc_from_obj(parse_json(x) if isinstance(x, str) and x.lstrip()[:1] == "{" else x, i, keys)
                       for i, x in enumerate(value)]
             return Docs([d for d in parsed if d is not None], False, span)
     for key in ("traceloop.entity.output", "traceloop.entity.input"):
@@ -305,7 +335,7 @@ def documents_of(span: Any) -> Docs:
             continue
         found = _find_doc_list(parse_json(value))
         if found:
-            parsed = [_doc_from_obj(x, i) for i, x in enumerate(found)]
+            parsed = [_doc_from_obj(x, i, keys) for i, x in enumerate(found)]
             return Docs([d for d in parsed if d is not None], False, span)
     return Docs([], False, span)
 

@@ -6,9 +6,11 @@ conversation (see :func:`build_sample` and :func:`build_samples`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from ragmeter.tracing.attributes import span_attributes, usable_text
+from ragmeter.capture import REFERENCE_KEY, RELEVANT_KEY
+from ragmeter.ids import CONTENT_HASH, ID_SOURCE_KEY, content_id
+from ragmeter.tracing.attributes import parse_json, span_attributes, usable_text
 from ragmeter.tracing.grouping import Invocation, find_invocations
 from ragmeter.conversations import MAX_HISTORY, NO_RETRIEVAL_KEY
 from ragmeter.tracing.readers import (answer_of, chat_history_of, conversation_id_of, documents_of, llm_output_of,
@@ -35,12 +37,13 @@ def _hex(v: int, width: int) -> str:
     return format(v, f"0{width}x")
 
 
-def _choose_docs(members: Sequence[Any]) -> tuple[list[dict], list[Any], bool, str]:
+def _choose_docs(members: Sequence[Any], id_keys: Sequence[str] | None = None
+                 ) -> tuple[list[dict], list[Any], bool, str]:
     """Documents for the sample: the last reranker's output, else every retriever's documents
     (de-duplicated, in retrieval order). Returns items, source spans, truncated, source name."""
     rerankers = [s for s in members if span_role(s) == ROLE_RERANKER]
     for span in reversed(rerankers):
-        docs = documents_of(span)
+        docs = documents_of(span, id_keys)
         usable = [d for d in docs.items if usable_text(d["text"])]
         if usable:
             return usable, [span] * len(usable), docs.truncated, "reranker"
@@ -51,7 +54,7 @@ def _choose_docs(members: Sequence[Any]) -> tuple[list[dict], list[Any], bool, s
     for span in members:
         if span_role(span) != ROLE_RETRIEVER:
             continue
-        docs = documents_of(span)
+        docs = documents_of(span, id_keys)
         truncated = truncated or (docs.truncated and bool(docs.items))
         for d in docs.items:
             if not usable_text(d["text"]):
@@ -65,8 +68,15 @@ def _choose_docs(members: Sequence[Any]) -> tuple[list[dict], list[Any], bool, s
     return items, spans, truncated, "retriever"
 
 
-def build_sample(inv: Invocation) -> BuildResult:
+def build_sample(inv: Invocation, id_keys: Sequence[str] | None = None) -> BuildResult:
     """A :class:`ragmeter.Sample` from an invocation, with the trace in ``metadata["otel"]``.
+
+    Chunk ids: the document's own id, else the first of ``id_keys`` (default
+    :data:`~ragmeter.tracing.readers.ID_KEYS`) in its metadata (the context's
+    ``metadata["id_source"]`` is then ``"metadata.<key>"``), else a content-hash id
+    (:func:`ragmeter.ids.content_id`, ``metadata["id_source"] == "content_hash"``).
+    ``relevant_ids`` and ``reference`` are read from the entry span's OpenInference ``metadata``
+    (LangChain's ``config["metadata"]``, as with the callback handler) when it holds them.
 
     A call of a chat session (:func:`conversation_of`) carries ``conversation_id``; the user's
     message as ``question`` (the entry's input, else what the answering LLM call answered) and the
@@ -92,7 +102,7 @@ def build_sample(inv: Invocation) -> BuildResult:
     doc_spans: list[Any] = []
     source = None
     if has_retrieval:
-        items, doc_spans, truncated, source = _choose_docs(members)
+        items, doc_spans, truncated, source = _choose_docs(members, id_keys)
         if not items or truncated:
             ctx_text = next((t for t in (template_context_of(s) for s in reversed(llms)) if t), None)
             if ctx_text:
@@ -124,13 +134,20 @@ def build_sample(inv: Invocation) -> BuildResult:
     contexts = []
     for d in items:
         c: dict[str, Any] = {"text": d["text"]}
+        cmeta = dict(d["metadata"] or {})
         if d["id"] is not None:
             c["id"] = d["id"]
+            if d.get("id_source"):
+                cmeta[ID_SOURCE_KEY] = d["id_source"]
+        elif isinstance(d["text"], str):  # no id in the trace: a stable id from the text, marked
+            c["id"] = content_id(d["text"])
+            cmeta[ID_SOURCE_KEY] = CONTENT_HASH
         if d["score"] is not None:
             c["score"] = d["score"]
-        if d["metadata"]:
-            c["metadata"] = dict(d["metadata"])
+        if cmeta:
+            c["metadata"] = cmeta
         contexts.append(c)
+    truth = _ground_truth(entry) if entry is not None else {}
     trace_hex = _hex(inv.trace_id, 32)
     target = inv.target
     otel: dict[str, Any] = {
@@ -169,11 +186,26 @@ def build_sample(inv: Invocation) -> BuildResult:
                 turn["standalone_question"] = query
     sid = f"{trace_hex}-{_hex(inv.target_id, 16)}"
     try:
-        sample = Sample(question=question, contexts=contexts, answer=answer, id=sid, metadata=meta, **turn)
+        sample = Sample(question=question, contexts=contexts, answer=answer, id=sid, metadata=meta, **turn, **truth)
     except RecordError as err:  # e.g. a non-string id in document metadata, text that is not valid Unicode
         reason = {"question": "no_question", "answer": "no_answer"}.get(err.field or "", "no_contexts")
         return BuildResult(inv, reason=reason, detail=str(err))
     return BuildResult(inv, sample=sample)
+
+
+def _ground_truth(entry: Any) -> dict[str, Any]:
+    """``relevant_ids`` / ``reference`` from the entry span's OpenInference ``metadata`` (JSON)."""
+    meta = parse_json(span_attributes(entry).get("metadata"))
+    if not isinstance(meta, Mapping):
+        return {}
+    out: dict[str, Any] = {}
+    rel = meta.get(RELEVANT_KEY)
+    if isinstance(rel, (list, Mapping)) and rel:
+        out["relevant_ids"] = rel
+    ref = meta.get(REFERENCE_KEY)
+    if isinstance(ref, str) and ref.strip():
+        out["reference"] = ref
+    return out
 
 
 def conversation_of(inv: Invocation) -> str | None:
@@ -191,11 +223,11 @@ def _started(inv: Invocation) -> int:
     return min((getattr(s, "start_time", None) or 0 for s in spans), default=0)
 
 
-def build_samples(spans: Iterable[Any]) -> list[BuildResult]:
+def build_samples(spans: Iterable[Any], id_keys: Sequence[str] | None = None) -> list[BuildResult]:
     """:func:`find_invocations` + :func:`build_sample` for a complete set of spans. With the whole
     session at hand, a session's turns are numbered by the start time of its calls (1-based; calls
     that gave no sample keep their place)."""
-    builds = [build_sample(inv) for inv in find_invocations(spans)]
+    builds = [build_sample(inv, id_keys) for inv in find_invocations(spans)]
     sessions: dict[str, list[BuildResult]] = {}
     for b in builds:
         conv = b.sample.conversation_id if b.sample is not None else conversation_of(b.invocation)

@@ -44,7 +44,7 @@ import threading
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 from urllib.parse import urlsplit
 
 from opentelemetry.sdk.resources import Resource
@@ -289,7 +289,10 @@ class EvaluationService:
     received spans too. ``max_body``: largest request body in bytes. ``sample_rate``,
     ``max_queue``, ``concurrency``, ``grace_period``, ``ttl``, ``max_buffered_spans``,
     ``max_traces``, ``shutdown_timeout``: the processor's settings (None: its ``RAGMETER_*``
-    environment variable, else its default). :meth:`start` binds and serves in a thread.
+    environment variable, else its default). ``sinks``: more result sinks (Phoenix, Langfuse,
+    evaluation log records: :mod:`ragmeter.tracing.sinks`; those with ``remember(spans)`` are told
+    about every received span); ``id_keys``: the processor's. :meth:`start` binds and serves in a
+    thread.
     """
 
     def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, embedder: Any = None,
@@ -298,7 +301,8 @@ class EvaluationService:
                  max_queue: int | None = None,
                  concurrency: int | None = None, grace_period: float | None = None, ttl: float | None = None,
                  max_buffered_spans: int | None = None, max_traces: int | None = None,
-                 shutdown_timeout: float | None = None):
+                 shutdown_timeout: float | None = None, sinks: Sequence[Any] = (),
+                 id_keys: Sequence[str] | None = None):
         if forward_all and not forward:
             raise ValueError("forward_all needs a forward endpoint")
         self.forward = traces_endpoint(forward) if forward else None
@@ -306,10 +310,12 @@ class EvaluationService:
         traces = resolve_settings(max_traces=max_traces)["max_traces"]
         self.carriers = CarrierForwarder(self.forward, traces) if self.forward else None
         self.processor = RagmeterSpanProcessor(
-            metrics, judge, embedder=embedder, write_spans=False, sinks=[self.carriers] if self.carriers else (),
+            metrics, judge, embedder=embedder, write_spans=False,
+            sinks=([self.carriers] if self.carriers else []) + list(sinks), id_keys=id_keys,
             sample_rate=sample_rate, max_queue=max_queue, concurrency=concurrency, grace_period=grace_period,
             ttl=ttl, max_buffered_spans=max_buffered_spans, max_traces=max_traces,
             shutdown_timeout=shutdown_timeout)
+        self._remembering = [s for s in self.processor.sinks if callable(getattr(s, "remember", None))]
         self.forwarder: BatchSpanProcessor | None = None
         self._forward_counter: _CountingExporter | None = None
         if forward_all:
@@ -468,8 +474,8 @@ class EvaluationService:
         self.count("spans_received", len(spans))
         if errors:
             self.count("spans_unreadable", len(errors))
-        if self.carriers is not None:
-            self.carriers.remember(spans)
+        for sink in self._remembering:  # the carrier forwarder, a log sink: each trace's resource
+            sink.remember(spans)
         if self.forwarder is not None:
             for span in spans:
                 self.forwarder.on_end(span)

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Setting", "SETTINGS", "resolve_settings"]
+__all__ = ["Setting", "SETTINGS", "resolve_settings", "flag_setting"]
 
 log = logging.getLogger("ragmeter")
 
@@ -100,3 +100,28 @@ def resolve_settings(**given: Any) -> dict[str, Any]:
             raise ValueError(f"{s.name} must be {s.rule} (got {value!r})")
         out[s.name] = s.kind(value)
     return out
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def flag_setting(name: str, value: bool | None = None, default: bool = False) -> bool:
+    """A yes / no setting: ``value`` when given (ValueError unless a bool), else the environment
+    variable ``RAGMETER_`` + ``name`` in capitals (true / false, 1 / 0, yes / no, on / off), else
+    ``default``. An unreadable environment value is logged as a warning and the default used.
+
+    >>> flag_setting("evaluation_logs", True)
+    True
+    """
+    env = "RAGMETER_" + name.upper()
+    if value is not None:
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True, False or None, got {value!r}")
+        return value
+    raw = os.environ.get(env, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE or raw in _FALSE:
+        return raw in _TRUE
+    log.warning("ragmeter: %s=%r is not true or false; using the default %s", env, raw, default)
+    return default

@@ -59,13 +59,14 @@ from ragmeter.capture import content_captured
 from ragmeter.guard import never_raise
 from ragmeter.redact import redact
 from ragmeter.suppression import suppressed_context
+from ragmeter.tracing.semconv import EvaluationNames, evaluation_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from ragmeter.result import SampleResult
 
 __all__ = ["SpanTarget", "current_target", "EvaluationWriter", "writer_for_current_provider",
            "carrier_attributes", "carrier_events", "CARRIER_NAME", "CARRIER_MARKER", "annotator_kind",
-           "identifier_for"]
+           "identifier_for", "evaluation_result_attributes"]
 
 log = logging.getLogger("ragmeter")
 
@@ -267,23 +268,34 @@ def _citation_event(cit: Mapping, contexts: list, with_content: bool = True) -> 
     return attrs
 
 
+def evaluation_result_attributes(metric: str, score: Any, with_content: bool = True,
+                                 names: EvaluationNames | None = None) -> dict[str, Any]:
+    """The attributes of one ``gen_ai.evaluation.result`` event (span event or log record) for
+    ``score``: name, score value and label, explanation (the error when there is one, else the
+    explanation unless ``with_content`` is False; redacted), ``error.type`` on failure. Names
+    from :mod:`ragmeter.tracing.semconv`."""
+    names = names or evaluation_names()
+    attrs: dict[str, Any] = {names.name: metric}
+    if score.value is not None:
+        attrs[names.score_value] = float(score.value)
+    if score.label is not None:
+        attrs[names.score_label] = score.label
+    text = _explanation(score, with_content)
+    if text:
+        attrs[names.explanation] = text
+    if score.error:
+        attrs[names.error_type] = redact(score.error.split(":", 1)[0].strip()[:100]) or "error"
+    return attrs
+
+
 def carrier_events(result: "SampleResult") -> list[tuple[str, dict[str, Any]]]:
     """The carrier's events: one ``gen_ai.evaluation.result`` per metric, then the citation
     verdicts event when a citation metric ran."""
     events: list[tuple[str, dict[str, Any]]] = []
     with_content = content_captured(result.sample)
+    names = evaluation_names()
     for name, s in result.scores.items():
-        attrs: dict[str, Any] = {"gen_ai.evaluation.name": name}
-        if s.value is not None:
-            attrs["gen_ai.evaluation.score.value"] = float(s.value)
-        if s.label is not None:
-            attrs["gen_ai.evaluation.score.label"] = s.label
-        text = _explanation(s, with_content)
-        if text:
-            attrs["gen_ai.evaluation.explanation"] = text
-        if s.error:
-            attrs["error.type"] = redact(s.error.split(":", 1)[0].strip()[:100]) or "error"
-        events.append(("gen_ai.evaluation.result", attrs))
+        events.append((names.event, evaluation_result_attributes(name, s, with_content, names)))
     cit = _citation_details(result)
     if cit is not None:
         ev = _citation_event(cit, list(getattr(result.sample, "contexts", []) or []), with_content)

@@ -7,6 +7,7 @@ only reads the retrieved ids (the contexts' ids, in order) and ``Sample.relevant
 from __future__ import annotations
 
 from ragmeter.data import Sample, Score
+from ragmeter.ids import content_hashed, is_content_id
 from ragmeter.metrics import retrieval
 from ragmeter.metrics.base import Metric
 from ragmeter.metrics.requests import ScoringContext
@@ -32,7 +33,11 @@ class RetrievalMetric(Metric):
     (average precision of the sample; the mean over samples is MAP), r_precision. The
     retrieved list is the contexts' ids in order; relevance comes from ``relevant_ids`` (ids, or
     id -> grade for graded NDCG). Formulas: see :mod:`ragmeter.metrics.retrieval`. A sample
-    without ``relevant_ids`` is not applicable; contexts without ids are an error.
+    without ``relevant_ids`` is not applicable; contexts without ids are an error. When contexts
+    carry content-hash ids (:mod:`ragmeter.ids`: the source recorded no chunk id, e.g. a trace of
+    OpenInference's LangChain instrumentation) the explanation says so, and ``details`` counts
+    them (``content_hash_ids``): such ids match ``relevant_ids`` made with
+    :func:`ragmeter.ids.content_id` from the relevant chunks' texts, nothing else.
 
     Default thresholds (pass / warn): precision 0.5/0.3, recall 0.8/0.6, hit_rate 1.0/1.0,
     mrr 0.5/0.33 (first relevant chunk at rank 1-2 passes, rank 3 warns), map 0.7/0.5,
@@ -71,6 +76,13 @@ class RetrievalMetric(Metric):
         rel = {i for i, g in relevant.items() if g >= 1} if graded else set(relevant)
         cut = ids[: self.k] if self.k is not None else ids
         hits = [i for i in dict.fromkeys(cut) if i in rel]
-        return Score(self.name, value,
-                     explanation=f"{len(hits)} of {len(rel)} relevant ids in the top {len(cut)} retrieved",
-                     details={"k": self.k, "retrieved": len(ids), "relevant": len(rel), "relevant_retrieved": hits})
+        explanation = f"{len(hits)} of {len(rel)} relevant ids in the top {len(cut)} retrieved"
+        details = {"k": self.k, "retrieved": len(ids), "relevant": len(rel), "relevant_retrieved": hits}
+        hashed = content_hashed(sample.contexts)
+        if hashed:
+            details["content_hash_ids"] = hashed
+            explanation += (f"; {hashed} of {len(ids)} chunk ids are content hashes (no chunk id was recorded): "
+                            "they match only relevant_ids made with ragmeter.ids.content_id(text)")
+            if not any(is_content_id(i) for i in rel):
+                explanation += ", and none of the relevant_ids is one"
+        return Score(self.name, value, explanation=explanation, details=details)

@@ -137,13 +137,24 @@ def by_name(exporter: InMemorySpanExporter, name: str) -> list:
 class RecordingServer(http.server.ThreadingHTTPServer):
     """An HTTP endpoint on 127.0.0.1 that records every POST as ``(path, decode(body))`` (gzip
     bodies inflated first) in ``requests`` and answers ``reply(decoded)`` =
-    ``(status, content_type, bytes)``. ``close()`` stops it."""
+    ``(status, content_type, bytes)``; a GET is answered ``get(path)`` (501 without ``get``).
+    ``close()`` stops it."""
 
-    def __init__(self, decode: Callable[[bytes], Any], reply: Callable[[Any], tuple[int, str, bytes]]):
+    def __init__(self, decode: Callable[[bytes], Any], reply: Callable[[Any], tuple[int, str, bytes]],
+                 get: Callable[[str], tuple[int, str, bytes]] | None = None):
         self.requests: list[tuple[str, Any]] = []
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            if get is not None:
+                def do_GET(self):  # noqa: N802
+                    status, content_type, out = get(self.path)
+                    self.send_response(status)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+
             def do_POST(self):  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
@@ -197,6 +208,40 @@ class OTLPReceiver(RecordingServer):
         """Every received span with its resource: ``[(resource, span)]`` (protobuf messages)."""
         return [(rs.resource, sp) for _, req in self.requests for rs in req.resource_spans
                 for ss in rs.scope_spans for sp in ss.spans]
+
+
+class OTLPLogsReceiver(RecordingServer):
+    """A real OTLP/HTTP (protobuf) logs receiver: each request decoded with opentelemetry-proto."""
+
+    def __init__(self):
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2 as pb
+
+        def decode(body: bytes) -> Any:
+            req = pb.ExportLogsServiceRequest()
+            req.ParseFromString(body)
+            return req
+
+        out = pb.ExportLogsServiceResponse().SerializeToString()
+        super().__init__(decode, lambda _req: (200, "application/x-protobuf", out))
+
+    def records(self) -> list:
+        """Every received log record with its resource: ``[(resource, record)]`` (protobuf messages)."""
+        return [(rl.resource, lr) for _, req in self.requests for rl in req.resource_logs
+                for sl in rl.scope_logs for lr in sl.log_records]
+
+
+def event_name(record: Any) -> str | None:
+    """The event name of a log record (SDK ``ReadableLogRecord`` or OTLP protobuf): its
+    ``event_name`` field where the SDK and protocol have one, else its ``event.name`` attribute
+    (older SDKs)."""
+    lr = getattr(record, "log_record", record)
+    name = getattr(lr, "event_name", None)
+    if name:
+        return name
+    attrs = lr.attributes
+    if isinstance(attrs, (list, tuple)) or hasattr(attrs, "add"):  # protobuf KeyValue list
+        return next((kv.value.string_value for kv in attrs if kv.key == "event.name"), None)
+    return (attrs or {}).get("event.name")
 
 
 # --------------------------------------------------------------------------- LangChain
