@@ -87,9 +87,11 @@ def test_dashboard_in_chromium(browser, page, tmp_path):
     browser.execute_script("arguments[0].scrollIntoView()", labels)
     assert screenshot(browser, "dashboard-labels.png", tmp_path).stat().st_size > 0
 
-    # trends: one chart per metric, one point per run
-    charts = browser.find_elements(By.CSS_SELECTOR, "#trends svg.trend")
+    # trends: one chart per metric, one point per run; then the response time p50 and p95 in seconds
+    every = browser.find_elements(By.CSS_SELECTOR, "#trends svg.trend")
+    charts = [c for c in every if not c.get_attribute("data-metric").startswith("response_time_p")]
     assert len(charts) == len(summary)
+    assert [c.get_attribute("data-metric") for c in every[len(charts):]] == ["response_time_p50_s", "response_time_p95_s"]
     assert {len(c.find_elements(By.CSS_SELECTOR, "circle")) for c in charts if c.get_attribute("data-metric") != "response_time"} == {2}
 
     # worst composite first, and every sample listed
