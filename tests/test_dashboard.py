@@ -327,6 +327,21 @@ def test_latency_in_seconds_in_the_summary_trends_and_report():
     assert latency_line(_timed([0.9], [None])) is None
 
 
+def test_evaluate_prints_the_response_time_in_seconds(tmp_path, capsys):
+    import json
+
+    from ragmeter.cli import main
+
+    path = tmp_path / "timed.jsonl"
+    path.write_text("".join(json.dumps({"question": f"q{i}?", "contexts": [{"id": "a", "text": "t"}],
+                                        "relevant_ids": ["a"], "metadata": {"latency": {"total_s": t}}}) + "\n"
+                            for i, t in enumerate((1.0, 2.0, 3.0, 4.0))))
+    assert main(["evaluate", str(path), "-m", "mrr", "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[out.index(next(line for line in out if line.startswith("response_time"))) + 1] == (
+        "response time: p50 2.50 s, p95 3.85 s, max 4.00 s (4 samples)")  # right after the table
+
+
 def test_the_weakest_metric_stands_beside_every_grade():
     s = {"faithfulness": Score("faithfulness", 0.9, label="pass"), "context_recall": Score("context_recall", 0.0,
                                                                                          label="fail"),
