@@ -58,7 +58,7 @@ def _shown(browser, css: str) -> list:
 
 def test_runs_trends_filters_latency_and_weakest_in_chromium(browser, page, tmp_path):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     browser.get(page.as_uri())
     # one trend group per dataset (inline samples without one are their own), no line across them
@@ -90,7 +90,8 @@ def test_runs_trends_filters_latency_and_weakest_in_chromium(browser, page, tmp_
     assert rows() == ["4"]
     assert [g.get_attribute("data-series") for g in _shown(browser, "#trends .trend-group")] == [
         "inline runs without a dataset"]
-    browser.find_element(By.CSS_SELECTOR, "#run-filters button[type=reset]").click()
+    browser.find_element(By.CSS_SELECTOR, "#run-filters button[type=reset]").click()  # applied in a timeout: wait
+    WebDriverWait(browser, 10).until(lambda b: b.find_element(By.ID, "runs-shown").text == "5")
     assert len(rows()) == 5 and len(_shown(browser, "#trends .trend-group")) == 3
 
     # every grade has its weakest metric beside it: the worst sample of run 5 is s2 (context_recall 0.40)
