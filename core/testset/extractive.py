@@ -347,10 +347,10 @@ def _negated(sentence: str, vocab: Vocabulary) -> str | None:
     rest = re.split(r",\s| and | but | so | which ", found["rest"], maxsplit=1)[0].strip()
     if re.search(r"\b(?:if|unless|except|until|when|only|instead)\b", rest) or not rest:
         return None
-    if bare:
-        aux, rest = "does", f"ever {_base(bare['verb'])} {rest}"
-    else:
+    if m is not None:
         aux, rest = m["aux"], ("ever " if m["neg"] == "never" else "") + rest
+    else:
+        aux, rest = "does", f"ever {_base(found['verb'])} {rest}"
     return f"{prefix}{aux if prefix else _capital(aux)} {subject} {rest}?"
 
 
@@ -500,7 +500,7 @@ def _terms(corpus: _Corpus) -> list[str]:
         for s in sentences:
             m = _DEFINITION.match(s)
             made = question_for(s, corpus.vocab) if m else None
-            subject = corpus.vocab.subject(m["subject"]) if made and made[1] == "definition" else None
+            subject = corpus.vocab.subject(m["subject"]) if m and made and made[1] == "definition" else None
             bare = [w for w in (subject or "").split() if w.lower() not in _DETERMINERS]
             if subject and corpus.vocab.topical(subject) and (len(bare) > 1 or corpus.vocab.name(" ".join(bare))):
                 found.append(subject)  # "the result" is too vague to ask about
@@ -559,12 +559,12 @@ def offline_items(chunks: list[Context], wanted: dict[str, int], seed: int = 0,
             for i in corpus.order:
                 if made == count:
                     break
-                item = makers[kind](corpus, i)
-                if item is None:
+                new = makers[kind](corpus, i)
+                if new is None:
                     continue
                 progress = True
-                if accept(item["question"]):
-                    got.setdefault(kind, []).append(item)
+                if accept(new["question"]):
+                    got.setdefault(kind, []).append(new)
                     made += 1
             if not progress:
                 break
