@@ -116,12 +116,15 @@ def score_errors(result: Any) -> tuple[int, int, str | None]:
 
 
 def _print_result(result: Any, out: Any) -> None:
-    from ragmeter.report import _HEADER, _usage_line, summary_rows, text_table
+    from ragmeter.report import _HEADER, _usage_line, latency_line, summary_rows, text_table
 
     errored = score_errors(result)[0]
     print(f"ragmeter: {len(result)} samples scored, {len(result.invalid)} invalid, judge: {result.judge}"
           + (f", {errored} scores errored" if errored else ""), file=out)
     print(text_table(_HEADER, summary_rows(result)), file=out)
+    latency = latency_line(result)
+    if latency:
+        print(latency, file=out)
     print(_usage_line(result), file=out)
     for err in result.invalid:
         print(f"invalid record: {err}", file=sys.stderr)
@@ -269,7 +272,8 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     from ragmeter.store import Store
 
     with Store(args.db) as store:
-        page = render_store(store, runs=args.runs, samples=args.samples)
+        page = render_store(store, runs=args.runs, samples=args.samples, dataset=args.dataset, kind=args.kind,
+                            tag=args.tag)
     write_text_atomic(args.out, page)
     print(f"wrote {args.out}")
     return EXIT_OK
@@ -346,12 +350,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("dashboard", help="write the HTML dashboard of a history store",
                        description="One self-contained HTML page of the runs recorded with --db: trends over runs "
-                                   "and days, the newest run's summary, its worst samples with their evidence.")
+                                   "(one group of charts per dataset) and days, response times in seconds, the "
+                                   "newest run's summary, its worst samples with their evidence, the sweeps.")
     p.add_argument("--db", metavar="PATH|URL", default=None,
                    help="the history store: a SQLite file or a postgresql:// URL (default $RAGMETER_DB, else ragmeter.db)")
     p.add_argument("-o", "--out", metavar="PATH", default="dashboard.html", help="the page to write (default dashboard.html)")
     p.add_argument("--runs", type=int, default=30, help="how many recent runs draw the trends (default 30)")
     p.add_argument("--samples", type=int, default=500, help="how many of the newest run's worst samples to list (default 500)")
+    p.add_argument("--dataset", metavar="NAME", default=None,
+                   help="only the runs of this dataset (the file name 'evaluate --db' records, e.g. rag_samples)")
+    p.add_argument("--kind", metavar="KIND", default=None,
+                   help="only the runs of this kind: evaluate, inline (production samples) or sweep")
+    p.add_argument("--tag", metavar="TAG", default=None, help="only the runs with this tag (e.g. nightly, pytest)")
     p.set_defaults(func=_cmd_dashboard)
 
     p = sub.add_parser("compare", help="compare two runs: statistics, verdicts, a regression gate",

@@ -168,13 +168,20 @@ class Comparison:
         return header, rows
 
     def _headline(self) -> str:
-        kind = "paired" if self.paired else "unpaired"
-        return (f"{kind} comparison, {self.names[0]} -> {self.names[1]}: {self.shared} shared samples "
+        if not self.paired:  # independent groups: no sample is expected in both, so none is "only in" one
+            return (f"unpaired comparison, {self.names[0]} -> {self.names[1]}: {self.shared + len(self.only_a)} "
+                    f"samples in {self.names[0]}, {self.shared + len(self.only_b)} in {self.names[1]}")
+        return (f"paired comparison, {self.names[0]} -> {self.names[1]}: {self.shared} shared samples "
                 f"({len(self.only_a)} only in {self.names[0]}, {len(self.only_b)} only in {self.names[1]})")
+
+    def _one_run_only(self) -> list[tuple[list[str], str]]:
+        """The samples of one run only, per run: listed for a paired comparison (a sample that
+        lost its pair), not for an unpaired one (every sample is in one group only)."""
+        return [(self.only_a, self.names[0]), (self.only_b, self.names[1])] if self.paired else []
 
     def to_text(self, max_rows: int = 20) -> str:
         """A plain-text report: the metric table, then the worst per-sample regressions (at most
-        ``max_rows``, saying how many were left out) and the samples in one run only."""
+        ``max_rows``, saying how many were left out) and, when paired, the samples in one run only."""
         header, rows = self._rows()
         lines = [self._headline(), text_table(header, rows), "",
                  f"{len(self.regressions)} sample regressions, {len(self.improvements)} improvements"]
@@ -182,7 +189,7 @@ class Comparison:
         if len(shown) < len(self.regressions):
             lines.append(f"showing {len(shown)} of {len(self.regressions)} regressions (worst first)")
         lines += [f"  {r.metric:<20} {r.kind:<12} {r.describe()}" for r in shown]
-        for ids, name in ((self.only_a, self.names[0]), (self.only_b, self.names[1])):
+        for ids, name in self._one_run_only():
             if ids:
                 more = f" (+{len(ids) - max_rows} more)" if len(ids) > max_rows else ""
                 lines.append(f"only in {name}: {', '.join(ids[:max_rows])}{more}")
@@ -202,7 +209,7 @@ class Comparison:
             for r in self.regressions[:max_rows]:
                 after = {"became n/a": "n/a", "became error": f"error ({r.error})"}.get(r.kind, _num(r.after))
                 lines.append(f"| {_md_cell(r.sample_id)} | {r.metric} | {r.kind} | {_num(r.before)} | {_md_cell(after)} |")
-        for ids, name in ((self.only_a, self.names[0]), (self.only_b, self.names[1])):
+        for ids, name in self._one_run_only():
             if ids:
                 lines += ["", f"Only in {name} ({len(ids)}): " + ", ".join(_md_cell(i) for i in ids[:max_rows])]
         return "\n".join(lines) + "\n"

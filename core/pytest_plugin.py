@@ -3,15 +3,20 @@
 ::
 
     @pytest.mark.ragmeter(dataset="data/rag.jsonl", judge="offline")
-    def test_answers_are_grounded(ragmeter_dataset):
-        for sample in ragmeter_dataset:
-            assert_rag(sample, faithfulness=0.8, context_recall=0.7)
+    def test_answers_are_grounded(ragmeter_sample):
+        assert_rag(ragmeter_sample, faithfulness=0.8, context_recall=0.7)
 
-- marker ``ragmeter(dataset=None, judge=None)``: the dataset the ``ragmeter_dataset`` fixture
-  loads (a path relative to the test file, else to the rootdir) and the judge
-  :func:`ragmeter.testing.assert_rag` uses by default in that test (else ``--ragmeter-judge``);
-- fixture ``ragmeter_dataset``: the marker's dataset as a :class:`ragmeter.Dataset` (records that
-  could not be loaded fail the test, naming line and field);
+- marker ``ragmeter(dataset=None, judge=None)``: the dataset the ``ragmeter_sample`` and
+  ``ragmeter_dataset`` fixtures load (a path relative to the test file, else to the rootdir) and
+  the judge :func:`ragmeter.testing.assert_rag` uses by default in that test (else
+  ``--ragmeter-judge``);
+- fixture ``ragmeter_sample``: one test per sample of the marker's dataset (parametrized, the
+  sample id in the test id: ``test_answers_are_grounded[refund-window]``), so every failing
+  sample is reported, each with its own evidence; a record that could not be loaded is one
+  failing test naming its line and field;
+- fixture ``ragmeter_dataset``: the whole dataset as a :class:`ragmeter.Dataset` in one test
+  (records that could not be loaded fail the test, naming line and field; a ``for`` loop over it
+  stops at the first failing sample, as any loop of asserts does);
 - a summary table at the end of the run: per metric, the assertions, their mean, the lowest
   value and how many fell below their floor;
 - with ``--ragmeter-db PATH|URL`` (or ``$RAGMETER_DB``) every scored sample goes to the history
@@ -31,8 +36,8 @@ from typing import Any
 
 import pytest
 
-_MARKER = ("ragmeter(dataset=None, judge=None): the dataset the ragmeter_dataset fixture loads and the judge "
-           "assert_rag uses by default")
+_MARKER = ("ragmeter(dataset=None, judge=None): the dataset the ragmeter_sample (one test per sample) and "
+           "ragmeter_dataset fixtures load, and the judge assert_rag uses by default")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -134,20 +139,75 @@ class _Collector:
             tr.write_line(self.recorded)
 
 
+def _dataset_path(name: Any, test_file: Any, rootpath: Any) -> Path:
+    """The marker's dataset path: as given when absolute, else next to the test file when it is
+    there, else under the rootdir."""
+    path = Path(name)
+    if not path.is_absolute():
+        here = Path(str(test_file)).parent / path
+        path = here if here.exists() else Path(str(rootpath)) / path
+    return path
+
+
+class _Unloadable:
+    """A ``ragmeter_sample`` parameter that stands for what could not be loaded: the dataset file,
+    or one of its records; its test fails with ``message``."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that takes ``ragmeter_sample`` runs once per sample of its marker's dataset (test
+    ids: the sample ids), plus once per record that could not be loaded (a failing test that names
+    it). Without a dataset on the marker it is left alone: the fixture then fails and says why."""
+    if "ragmeter_sample" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("ragmeter")
+    name = marker.kwargs.get("dataset") if marker else None
+    if name is None:
+        return
+    from ragmeter.data import load_samples
+
+    path = _dataset_path(name, metafunc.definition.path, metafunc.config.rootpath)
+    try:
+        dataset = load_samples(path)
+    except (OSError, ValueError) as err:
+        params, ids = [_Unloadable(f"ragmeter dataset {path}: {err}")], ["dataset-not-loaded"]
+    else:
+        params = [*dataset, *(_Unloadable(f"{path}: {e}") for e in dataset.errors)]
+        ids = [s.id or f"sample-{i}" for i, s in enumerate(dataset, 1)] + [f"invalid-{e.location or i}".replace(" ", "-")
+                                              for i, e in enumerate(dataset.errors, 1)]
+        if not params:
+            params, ids = [_Unloadable(f"ragmeter dataset {path} has no sample")], ["empty-dataset"]
+    metafunc.parametrize("ragmeter_sample", params, ids=ids, indirect=True)
+
+
+@pytest.fixture
+def ragmeter_sample(request: pytest.FixtureRequest) -> Any:
+    """One sample of the dataset named by the test's ``@pytest.mark.ragmeter(dataset=...)``: the
+    test runs once per sample (see :func:`pytest_generate_tests`)."""
+    param = getattr(request, "param", None)
+    if param is None:
+        pytest.fail("ragmeter_sample needs @pytest.mark.ragmeter(dataset='path/to/data.jsonl')", pytrace=False)
+    if isinstance(param, _Unloadable):
+        pytest.fail(param.message, pytrace=False)
+    return param
+
+
 @pytest.fixture
 def ragmeter_dataset(request: pytest.FixtureRequest) -> Any:
     """The dataset named by the test's ``@pytest.mark.ragmeter(dataset=...)``, loaded with
-    :func:`ragmeter.load_samples`; records that could not be loaded fail the test."""
+    :func:`ragmeter.load_samples`; records that could not be loaded fail the test. A loop of
+    ``assert_rag`` over it stops at the first failing sample: take ``ragmeter_sample`` for one
+    test per sample."""
     from ragmeter.data import load_samples
 
     marker = request.node.get_closest_marker("ragmeter")
     name = marker.kwargs.get("dataset") if marker else None
     if name is None:
         pytest.fail("ragmeter_dataset needs @pytest.mark.ragmeter(dataset='path/to/data.jsonl')", pytrace=False)
-    path = Path(name)
-    if not path.is_absolute():
-        here = Path(str(request.node.fspath)).parent / path
-        path = here if here.exists() else Path(str(request.config.rootpath)) / path
+    path = _dataset_path(name, request.node.fspath, request.config.rootpath)
     dataset = load_samples(path)
     if dataset.errors:
         pytest.fail(f"{path}: {len(dataset.errors)} records could not be loaded: " + "; ".join(map(str, dataset.errors[:5])))

@@ -12,7 +12,7 @@ from typing import Any
 from ragmeter.conversations import conversation_results
 from ragmeter.profiles import RELEVANCE_METRICS, get_profile, relevance_band
 
-__all__ = ["summary_rows", "conversation_rows", "relevance_lines", "text_table", "markdown_report"]
+__all__ = ["summary_rows", "conversation_rows", "relevance_lines", "latency_line", "text_table", "markdown_report"]
 
 _HEADER = ["metric", "mean", "median", "min", "max", "pass", "warn", "fail", "errors", "n/a"]
 
@@ -77,6 +77,19 @@ def _usage_line(result: Any) -> str:
             f"{u.completion_tokens} completion, cost: {cost}")
 
 
+def latency_line(result: Any) -> str | None:
+    """``"response time: p50 1.20 s, p95 3.40 s, max 4.10 s (20 samples)"``: the app's response
+    times captured on the samples (see :func:`ragmeter.verdicts.latency_summary`), None when no
+    sample carries one."""
+    from ragmeter.verdicts import run_latency  # it imports the result module, which imports this one
+
+    lat = run_latency(result.results)
+    if lat is None:
+        return None
+    return (f"response time: p50 {lat['p50_s']:.2f} s, p95 {lat['p95_s']:.2f} s, max {lat['max_s']:.2f} s "
+            f"({lat['count']} samples)")
+
+
 def relevance_lines(result: Any) -> list[str]:
     """The relevance band of each relevance metric's mean (see
     :func:`ragmeter.profiles.relevance_band`) under the run's profile (``result.profile``, else
@@ -97,12 +110,14 @@ def _md_cell(text: Any) -> str:
 
 def markdown_report(result: Any, max_problems: int = 50) -> str:
     """A Markdown report of ``result``."""
+    latency = latency_line(result)
     lines = ["# ragmeter report", "",
              f"- samples: {len(result)} scored, {len(result.invalid)} invalid records",
              f"- judge: {result.judge}",
              *([f"- profile: {result.profile} ({get_profile(result.profile).description})"]
                if result.profile else []),
              f"- {_usage_line(result)}",
+             *([f"- {latency}"] if latency else []),
              f"- time: {result.duration_s:.2f} s", "", "## Summary", "",
              "| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in summary_rows(result)]

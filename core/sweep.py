@@ -39,6 +39,7 @@ from ragmeter.judges.spec import resolve_judge
 from ragmeter.result import EvaluationResult
 from ragmeter.runner import _as_dataset, evaluate, resolve_metrics
 from ragmeter.testset.documents import as_context
+from ragmeter.verdicts import run_latency
 
 __all__ = ["sweep", "SweepResult", "run_pipeline"]
 
@@ -84,8 +85,9 @@ def run_pipeline(pipeline: Any, question: str) -> tuple[str | None, list]:
 
 @dataclass
 class SweepResult:
-    """One row per setting (``rows``: the parameters, each metric's mean, ``samples``,
-    ``pipeline_errors``, ``judge_calls``, ``tokens``, ``cost_usd``), the :class:`EvaluationResult`
+    """One row per setting (``rows``: the parameters, each metric's mean, the pipeline's response
+    time in seconds ``p50_s`` / ``p95_s``, ``samples``, ``pipeline_errors``, ``judge_calls``,
+    ``tokens``, ``cost_usd``), the :class:`EvaluationResult`
     of each setting (``results``), the ``params`` and ``metrics`` names, and pipeline failures
     (``errors``: setting index, question, message); ``run_ids``: the store's run of each setting
     when the sweep was recorded (``store=``)."""
@@ -105,8 +107,9 @@ class SweepResult:
         return (min if lowest else max)(rows, key=lambda r: r[metric])
 
     def to_markdown(self) -> str:
-        """The table: parameters, metric means, then samples, errors, judge calls and cost."""
-        cols = [*self.params, *self.metrics, "samples", "pipeline_errors", "judge_calls", "cost_usd"]
+        """The table: parameters, metric means, response time p50 / p95 in seconds, then samples,
+        errors, judge calls and cost."""
+        cols = [*self.params, *self.metrics, "p50_s", "p95_s", "samples", "pipeline_errors", "judge_calls", "cost_usd"]
         lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for r in self.rows:
             cells = []
@@ -229,8 +232,9 @@ def sweep(build_pipeline: Callable[..., Any], grid: Mapping[str, Iterable[Any]],
         result = evaluate(samples, metric_list, judge_obj, progress=progress, concurrency=concurrency)
         result.invalid += unreadable + failed  # kept with the run (and in the store): the dashboard counts them
         summary, usage = result.summary(), result.usage
+        latency = run_latency(result.results) or {}
         rows.append({**setting, **{m: summary.get(m, {}).get("mean") for m in result.metrics},
-                     "samples": len(samples), "pipeline_errors": len(base) - len(samples), "judge_calls": usage.calls,
+                     "p50_s": latency.get("p50_s"), "p95_s": latency.get("p95_s"), "samples": len(samples), "pipeline_errors": len(base) - len(samples), "judge_calls": usage.calls,
                      "tokens": usage.prompt_tokens + usage.completion_tokens, "cost_usd": usage.cost_usd})
         results.append(result)
         if recorder is not None:

@@ -77,6 +77,7 @@ def assert_rag(sample_or_output: Any, thresholds: Mapping[str, float] | None = N
     named in ``thresholds`` / the keywords, and raise :class:`RagAssertion` (an AssertionError)
     when any is below its floor or has no value. ``judge``: a Judge or a spec; default the
     ragmeter marker's judge, else the default judge (offline without an API key)."""
+    __tracebackhide__ = True  # pytest shows the test's line and the message, not this function's source
     from ragmeter.runner import evaluate
 
     floors = {**(thresholds or {}), **metric_thresholds}

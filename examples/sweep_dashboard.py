@@ -3,11 +3,14 @@ swept over top_k and the retrieval mode, scored with retrieval metrics (no judge
 prints the table, writes one PNG chart per metric and parameter, and records every setting so
 ``ragmeter dashboard`` shows the sweep. The README shows this file and its output.
 
-    python examples/sweep_dashboard.py OUT_DIR
+    python examples/sweep_dashboard.py [OUT_DIR]
     ragmeter dashboard --db OUT_DIR/history.db -o OUT_DIR/dashboard.html
+
+Without OUT_DIR it writes into a new temporary folder (never into the current one) and says which.
 """
 
 import sys
+import tempfile
 from pathlib import Path
 
 import ragmeter as rm
@@ -39,9 +42,10 @@ def build(top_k, mode):
     return pipeline
 
 
-out = Path(sys.argv[1] if len(sys.argv) > 1 else "sweep-out")
+out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="ragmeter-sweep-"))
 table = rm.sweep(build, {"top_k": [1, 2, 3], "mode": ["any", "long"]}, QUESTIONS, metrics=["recall@3", "mrr"],
                  progress=False, store=out / "history.db")
 print(table.to_markdown())
 print("best recall@3:", {k: table.best("recall@3")[k] for k in ("top_k", "mode")})
 print("wrote", len(table.save_charts(out / "charts", format="png")), "PNG charts to", out / "charts")
+print("recorded the sweep in", out / "history.db")

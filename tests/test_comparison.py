@@ -154,6 +154,10 @@ def test_compare_variants_splits_one_run_by_tag():
     assert m.diff == pytest.approx(0.5875 - 0.875)
     assert m.p_values["welch"] == pytest.approx(stats.ttest_ind(values[4:], values[:4], equal_var=False).pvalue)
     assert m.verdict == REGRESSED
+    # two independent groups: each holds its own samples, none is reported "only in" one of them (issue 38)
+    for report in (c.to_text(), c.to_markdown()):
+        assert "only in" not in report.lower(), report
+    assert c.to_text().startswith("unpaired comparison, variant=A -> variant=B: 4 samples in variant=A, 4 in variant=B\n")
     with pytest.raises(ValueError, match="variants"):
         compare_variants(run(values, metadata=[{"variant": v} for v in "AABBCCDD"]))
 

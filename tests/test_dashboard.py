@@ -180,7 +180,8 @@ def test_drilldown_without_evidence_and_with_malformed_details():
 
 def test_trends_over_runs_and_days(result):
     later = rm.evaluate(str(EXAMPLES), judge=LEXICAL, progress=False, metrics=["faithfulness", "context_recall"])
-    runs = [RunEntry.from_result(result, 1), RunEntry.from_result(later, 2, kind="inline", label="prod")]
+    runs = [RunEntry.from_result(result, 1, dataset="rag"), RunEntry.from_result(later, 2, kind="inline", label="prod",
+                                                                                 dataset="rag")]
     t0 = datetime(2025, 3, 1, 12, tzinfo=timezone.utc)
     samples = [SampleEntry(r, 2, t0 + timedelta(days=i % 3)) for i, r in enumerate(later)]
     page = render(runs, samples)
@@ -253,3 +254,183 @@ def test_stored_runs_and_samples_render(tmp_path, result):
     assert [r.id for r in runs] == [str(first), str(second)]
     assert summary_cells(page)["faithfulness"]["mean"] == f'{result.summary()["faithfulness"]["mean"]:.4f}'
     assert page.count('<details class="sample"') == len(result) and '<span class="tag">nightly</span>' in page
+
+
+# --------------------------------------------------------------------------- issue 38: datasets, filters, latency, composite
+
+
+def _timed(values: list[float], latencies: list[float | None], ids: str = "abcd") -> EvaluationResult:
+    """A run of one metric whose samples carry the given response times (None: not captured)."""
+    rows = []
+    for sid, v, t in zip(ids, values, latencies):
+        meta = {"latency": {"total_s": t}} if t is not None else {}
+        rows.append(SampleResult(rm.Sample(f"{sid}?", ["c"], id=sid, metadata=meta),
+                                 {"faithfulness": Score("faithfulness", v, label="pass" if v >= 0.85 else "fail")}))
+    return EvaluationResult(rows, ["faithfulness"], judge="offline")
+
+
+def _trend_groups(page: str) -> dict[str, list[tuple[str, int]]]:
+    """Per trend group (data-series): each chart's metric and number of points."""
+    trends = re.search(r'<section id="trends">.*?</section>', page, re.S).group(0)
+    out = {}
+    for series, body in re.findall(r'<div class="trend-group" data-series="([^"]*)"[^>]*>(.*?)</div></div>', trends, re.S):
+        charts = re.findall(r'<svg class="chart trend"[^>]*data-metric="([^"]+)">(.*?)</svg>', body, re.S)
+        out[series] = [(m, b.count("<circle")) for m, b in charts]
+    return out
+
+
+def test_runs_of_two_datasets_draw_one_group_of_trends_each():
+    """Runs of two datasets recorded in turn drew one interleaved line per metric (issue 38)."""
+    a1, b1, a2, b2 = (_timed([v, v], [None, None], "ab") for v in (0.9, 0.2, 0.8, 0.3))
+    runs = [RunEntry.from_result(r, i, dataset=d) for i, (r, d) in enumerate([(a1, "faq"), (b1, "legal"), (a2, "faq"),
+                                                                                 (b2, "legal")], 1)]
+    page = render(runs, SampleEntry.from_result(b2, "4"))
+    groups = _trend_groups(page)
+    assert groups == {"faq": [("faithfulness", 2)], "legal": [("faithfulness", 2)]}  # never 4 points on one line
+    trends = re.search(r'<section id="trends">.*?</section>', page, re.S).group(0)
+    faq = trends[trends.index('data-series="faq"'):trends.index('data-series="legal"')]
+    assert "run 1: mean 0.9000" in faq and "run 3: mean 0.8000" in faq and "run 2:" not in faq
+    assert 'data-runs="[&quot;1&quot;, &quot;3&quot;]"' in faq
+    # the runs table lists every run with its dataset, newest first, and the page's filters offer both
+    table = page[page.index('<table id="runs-table">'):page.index("</table>", page.index('<table id="runs-table">'))]
+    assert re.findall(r'data-run="(\d+)" data-series="(\w+)"', table) == [("4", "legal"), ("3", "faq"), ("2", "legal"),
+                                                                          ("1", "faq")]
+    assert '<select id="r-dataset"><option value="">any dataset</option><option value="faq">faq</option>' in page
+    # one dataset: one group, as before
+    assert list(_trend_groups(render(runs[::2], []))) == [""]
+
+
+def test_latency_in_seconds_in_the_summary_trends_and_report():
+    """Response time showed only as a 0-1 score; now p50 / p95 seconds (issue 38). Percentiles by
+    linear interpolation: 1, 2, 3, 4 s -> p50 2.5 s, p95 3 + 0.85 * 1 = 3.85 s."""
+    from ragmeter.report import latency_line, markdown_report
+    from ragmeter.verdicts import latency_summary
+
+    assert latency_summary([4.0, None, 1.0, 3.0, 2.0]) == {"count": 4, "p50_s": 2.5, "p95_s": 3.85, "max_s": 4.0}
+    assert latency_summary([None]) is None and latency_summary([7.0]) == {"count": 1, "p50_s": 7.0, "p95_s": 7.0,
+                                                                            "max_s": 7.0}
+    first = _timed([0.9, 0.9, 0.9, 0.9], [1.0, 2.0, 3.0, 4.0])
+    second = _timed([0.9, 0.9, 0.9, 0.9], [2.0, 2.0, 10.0, None])  # p50 2.0, p95: h = 1.9 -> 2 + 0.9 * 8 = 9.2
+    runs = [RunEntry.from_result(first, 1), RunEntry.from_result(second, 2)]
+    assert runs[0].latency == {"count": 4, "p50_s": 2.5, "p95_s": 3.85, "max_s": 4.0}
+    assert runs[1].latency == {"count": 3, "p50_s": 2.0, "p95_s": 9.2, "max_s": 10.0}
+    page = render(runs, SampleEntry.from_result(second, "2"))
+    summary = page[page.index('<section id="summary">'):page.index("</section>")]
+    assert '(seconds, 3 samples with a captured latency)' in summary
+    assert '<b data-latency="p50">2.00</b> s' in summary and '<b data-latency="p95">9.20</b> s' in summary
+    assert "response time p50 2.00 s · p95 9.20 s" in page  # the header
+    [(_, charts)] = _trend_groups(page).items()
+    assert ("response_time_p50_s", 2) in charts and ("response_time_p95_s", 2) in charts
+    assert "run 2: p95 9.20 s (3 values)" in page and ">10s</text>" in page  # the axis is in seconds, up to 10
+    assert latency_line(second) == "response time: p50 2.00 s, p95 9.20 s, max 10.00 s (3 samples)"
+    assert "- response time: p50 2.00 s, p95 9.20 s, max 10.00 s (3 samples)" in markdown_report(second)
+    assert latency_line(_timed([0.9], [None])) is None
+
+
+def test_evaluate_prints_the_response_time_in_seconds(tmp_path, capsys):
+    import json
+
+    from ragmeter.cli import main
+
+    path = tmp_path / "timed.jsonl"
+    path.write_text("".join(json.dumps({"question": f"q{i}?", "contexts": [{"id": "a", "text": "t"}],
+                                        "relevant_ids": ["a"], "metadata": {"latency": {"total_s": t}}}) + "\n"
+                            for i, t in enumerate((1.0, 2.0, 3.0, 4.0))))
+    assert main(["evaluate", str(path), "-m", "mrr", "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[out.index(next(line for line in out if line.startswith("response_time"))) + 1] == (
+        "response time: p50 2.50 s, p95 3.85 s, max 4.00 s (4 samples)")  # right after the table
+
+
+def test_the_weakest_metric_stands_beside_every_grade():
+    s = {"faithfulness": Score("faithfulness", 0.9, label="pass"), "context_recall": Score("context_recall", 0.0,
+                                                                                         label="fail"),
+         "answer_relevancy": Score("answer_relevancy", 0.6, label="warn"), "mrr": Score("mrr", 0.0)}
+    result = EvaluationResult([SampleResult(rm.Sample("q?", ["c"], id="s1"), s)], list(s), judge="offline")
+    page = render_result(result)
+    row = page[page.index('<details class="sample"'):page.index("</summary>", page.index('<details class="sample"'))]
+    assert '<span class="weakest" title="the weakest metric of the composite: context_recall 0.0000">context recall ' \
+           '0.00</span>' in row  # mrr (a retrieval metric) is no part of the composite
+    assert 'Weakest: <b class="weakest">context_recall 0.00</b>' in page
+
+
+@pytest.mark.parametrize("method, expected", [
+    # faithfulness 0.9, answer_relevancy 0.6, context_recall 0.4
+    ("harmonic", 3 / (1 / 0.9 + 1 / 0.6 + 1 / 0.4)),
+    ("weighted", (0.9 + 0.6 + 0.4) / 3),
+    ("geometric", (0.9 * 0.6 * 0.4) ** (1 / 3)),
+    ("min", 0.4),
+])
+def test_composite_forms(method, expected):
+    from ragmeter.verdicts import composite_score
+
+    s = {"faithfulness": Score("faithfulness", 0.9), "answer_relevancy": Score("answer_relevancy", 0.6),
+         "context_recall": Score("context_recall", 0.4)}
+    assert composite_score(s, method=method) == pytest.approx(expected)
+    s["context_recall"] = Score("context_recall", 0.0)
+    assert composite_score(s, method=method) == pytest.approx({"harmonic": 0.0, "geometric": 0.0, "min": 0.0,
+                                                               "weighted": 0.5}[method])
+    with pytest.raises(ValueError, match="method must be one of"):
+        composite_score(s, method="median")
+
+
+def test_dashboard_filters_by_dataset_kind_and_tag(tmp_path, capsys):
+    """``ragmeter dashboard`` had no --dataset / --kind / --tag (the Store API had): the page draws
+    only the runs that match (issue 38)."""
+    pytest.importorskip("sqlalchemy")
+    from ragmeter.cli import main
+    from ragmeter.dashboard import render_store
+    from ragmeter.store import Store
+
+    db = tmp_path / "h.db"
+    with Store(db) as store:
+        faq1 = store.record_run(_timed([0.9, 0.8], [1.0, 2.0], "ab"), dataset="faq", tags=["nightly"])
+        legal = store.record_run(_timed([0.2, 0.3], [5.0, 6.0], "ab"), dataset="legal")
+        faq2 = store.record_run(_timed([0.7, 0.6], [1.0, 3.0], "ab"), dataset="faq")
+        store.record_samples(_timed([0.5], [0.5], "z").results, source="langchain")
+        assert [i.id for i in store.runs(tag="nightly")] == [faq1]  # the Store's tag filter
+        everything = render_store(store)
+        only_faq = render_store(store, dataset="faq")
+        nightly = render_store(store, tag="nightly")
+        inline = render_store(store, kind="inline")
+        with pytest.raises(ValueError, match="no run matches dataset 'nope'"):
+            render_store(store, dataset="nope")
+
+    def listed(page):  # the run ids of the runs table, or of the one run on the page
+        return re.findall(r'<tr data-run="(\d+)"', page) or re.findall(r"latest: run (\d+)", page)
+
+    assert listed(everything) == ["4", str(faq2), str(legal), str(faq1)]
+    assert set(_trend_groups(everything)) == {"faq", "legal", "inline runs without a dataset"}
+    assert listed(only_faq) == [str(faq2), str(faq1)] and list(_trend_groups(only_faq)) == [""]
+    assert listed(nightly) == [str(faq1)] and listed(inline) == ["4"]
+    assert "Summary <span class=\"muted\">(run 3, 2 samples)" in only_faq  # the newest run of the dataset
+    assert main(["dashboard", "--db", str(db), "-o", str(tmp_path / "d.html"), "--dataset", "legal"]) == 0
+    page = (tmp_path / "d.html").read_text(encoding="utf-8")
+    assert listed(page) == [str(legal)] and '<b data-latency="p95">5.95</b> s' in page  # 5 + 0.95 * 1
+    assert main(["dashboard", "--db", str(db), "--kind", "evaluate", "--tag", "none-such"]) == 2
+    assert "no run matches kind 'evaluate', tag 'none-such'" in capsys.readouterr().err
+
+
+def test_a_store_of_sweeps_only_shows_no_setting_as_a_run(tmp_path):
+    """A store holding only sweeps showed its settings as runs (summary, trends); now the page is
+    its sweeps, with each setting's response time in seconds (issue 38)."""
+    pytest.importorskip("sqlalchemy")
+    from ragmeter.dashboard import render_store
+    from ragmeter.store import Store
+
+    def build(top_k):
+        return lambda question: (None, [{"id": "a", "text": "alpha"}, {"id": "b", "text": "beta"}][:top_k])
+
+    with Store(tmp_path / "s.db") as store:
+        table = rm.sweep(build, {"top_k": [1, 2]}, [rm.Sample("alpha?", relevant_ids=["b"])], metrics=["mrr"],
+                         progress=False, store=store)
+        page = render_store(store)
+        assert render_store(store, kind="sweep").count('<section id="sweeps">') == 1
+        with pytest.raises(ValueError, match="no run matches kind 'evaluate'"):
+            render_store(store, kind="evaluate")
+    assert 'id="summary"' not in page and 'id="trends"' not in page and 'id="samples"' not in page
+    assert "1 sweep (2 settings) · no evaluation run" in page and '<section id="sweeps">' in page
+    head = page[page.index('<table class="sweep-table">'):page.index("</thead>", page.index('<table class="sweep-table">'))]
+    assert "<th>p50 s</th><th>p95 s</th>" in head and page.count('data-latency="p50"') == 2
+    assert [set(r) >= {"p50_s", "p95_s"} and r["p50_s"] >= 0 for r in table.rows] == [True, True]
+    assert "| top_k | mrr | response_time | p50_s | p95_s | samples |" in table.to_markdown()

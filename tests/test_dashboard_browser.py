@@ -53,6 +53,16 @@ def _visible_ids(browser) -> list[str]:
             if el.is_displayed()]
 
 
+def _reset(browser, total: int) -> None:
+    """Click the filters' reset: the form clears, then the script re-applies the (empty) filters in
+    a timeout of its own; wait until the counter shows every sample again (a slow machine may take
+    a moment)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.find_element("id", "f-reset").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_element("id", "shown").text == str(total))
+
+
 def _select(browser, element_id: str, value: str) -> None:
     from selenium.webdriver.support.ui import Select
 
@@ -87,9 +97,11 @@ def test_dashboard_in_chromium(browser, page, tmp_path):
     browser.execute_script("arguments[0].scrollIntoView()", labels)
     assert screenshot(browser, "dashboard-labels.png", tmp_path).stat().st_size > 0
 
-    # trends: one chart per metric, one point per run
-    charts = browser.find_elements(By.CSS_SELECTOR, "#trends svg.trend")
+    # trends: one chart per metric, one point per run; then the response time p50 and p95 in seconds
+    every = browser.find_elements(By.CSS_SELECTOR, "#trends svg.trend")
+    charts = [c for c in every if not c.get_attribute("data-metric").startswith("response_time_p")]
     assert len(charts) == len(summary)
+    assert [c.get_attribute("data-metric") for c in every[len(charts):]] == ["response_time_p50_s", "response_time_p95_s"]
     assert {len(c.find_elements(By.CSS_SELECTOR, "circle")) for c in charts if c.get_attribute("data-metric") != "response_time"} == {2}
 
     # worst composite first, and every sample listed
@@ -117,7 +129,7 @@ def test_dashboard_in_chromium(browser, page, tmp_path):
     _select(browser, "f-metric", "faithfulness")
     _select(browser, "f-label", "fail")
     assert len(_visible_ids(browser)) == fails == int(browser.find_element(By.ID, "shown").text)
-    browser.find_element(By.ID, "f-reset").click()
+    _reset(browser, len(after))
     assert len(_visible_ids(browser)) == len(after)
     _select(browser, "f-diagnosis", "retrieval")
     retrieval = [v for v in views if v.diagnosis.kind == "retrieval"]
@@ -130,7 +142,7 @@ def test_dashboard_in_chromium(browser, page, tmp_path):
     browser.find_element(By.ID, "f-search").send_keys("Kubernetes")
     wanted = [f"sample-{v.index}" for v in views if "kubernetes" in (v.id + " " + v.result.sample.question).lower()]
     assert wanted and _visible_ids(browser) == wanted
-    browser.find_element(By.ID, "f-reset").click()
+    _reset(browser, len(after))
 
     # sorting: by sample id, then the other way; by latency
     ids = lambda: [browser.find_element(By.ID, i).find_element(By.CSS_SELECTOR, ".sid").text for i in _visible_ids(browser)]  # noqa: E731

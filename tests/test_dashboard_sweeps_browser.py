@@ -56,7 +56,7 @@ def test_sweeps_section_in_chromium(browser, page, tmp_path):
     section = browser.find_element(By.ID, "sweeps")
     rows = section.find_elements(By.CSS_SELECTOR, "table.sweep-table tbody tr")
     head = [th.get_attribute("textContent") for th in section.find_elements(By.CSS_SELECTOR, "table.sweep-table thead th")]
-    assert head == ["top_k", "chunk_size", "recall@3", "answer_relevancy", "response_time", "samples",
+    assert head == ["top_k", "chunk_size", "recall@3", "answer_relevancy", "response_time", "p50 s", "p95 s", "samples",
                     "not scored", "judge calls", "tokens", "cost (USD)"]
     # retrieved a | a c | a c b, relevant a, b: recall 1/2, 1/2, 2/2 at each chunk size
     cells = [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
@@ -64,7 +64,9 @@ def test_sweeps_section_in_chromium(browser, page, tmp_path):
                                                     ("2", "512", "0.5000"), ("3", "256", "1.0000"), ("3", "512", "1.0000")]
     # one judge call per setting; the fake server bills 100 prompt + 20 completion tokens: the cost next to quality
     cost = cost_of(price_for("gpt-4o-mini"), 100, 20)
-    assert all(c[5:] == ["1", "0", "1", "120", f"${cost:.6f}"] for c in cells)
+    assert all(c[7:] == ["1", "0", "1", "120", f"${cost:.6f}"] for c in cells)
+    # the pipeline's response time in seconds, p50 <= p95, as each setting's result gives it (one question each)
+    assert all(float(c[5]) == float(c[6]) == round(r["p50_s"], 3) for c, r in zip(cells, table.rows))
     assert [r["cost_usd"] for r in table.rows] == pytest.approx([cost] * 6)
     # one chart per metric and parameter, each point titled with its mean and coloured by the metric's levels
     charts = section.find_elements(By.CSS_SELECTOR, "figure[data-chart]")

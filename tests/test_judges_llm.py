@@ -656,6 +656,7 @@ def test_judge_from_spec(monkeypatch):
     assert j.name == "anthropic:claude-sonnet-4-5"
     j = judge_from_spec("ollama:llama3.1", cache=False)
     assert j.base_url == "http://localhost:11434/v1" and j.embedder is None
+    assert j.name == "ollama:llama3.1"  # was labelled openai:llama3.1 (issue 38)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1234/v1")
     assert judge_from_spec("openai:m", cache=False).base_url == "http://127.0.0.1:1234/v1"
     for bad in ("", "gpt-4o", "azure:gpt-4o", "openai:m@not-a-url", "ollama"):

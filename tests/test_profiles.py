@@ -3,6 +3,8 @@ levels and checks set by one word."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import ragmeter as rm
@@ -75,7 +77,7 @@ def test_legal_citations_checked_against_the_chunks():
     assert none.status == "n/a" and "cites no case or statute" in none.explanation
 
 
-IBUPROFEN = ["Adults: ibuprofen 400 mg every 6 hours as needed; do not exceed 1200 mg per day."]
+IBUPROFEN = ["Adults: ibuprofen 400 mg every 6 hours as needed; do not exceed 1,200 mg a day."]
 
 
 @pytest.mark.parametrize("answer, value, flagged", [
@@ -85,6 +87,13 @@ IBUPROFEN = ["Adults: ibuprofen 400 mg every 6 hours as needed; do not exceed 12
     # two advice sentences, one sourced, with a caveat: 1 / 2
     ("Take ibuprofen 400 mg every 6 hours. Double the dose at night. This is not medical advice.", 0.5,
      ["no source chunk"]),
+    # a caveat in the dose's own sentence is still a caveat, and its words need no source (issue 38)
+    ("Take ibuprofen 400 mg every 6 hours, up to 1,200 mg a day; check with your doctor if you have stomach or "
+     "kidney problems.", 1.0, []),
+    ("Take ibuprofen 400 mg every 6 hours, up to 1,200 mg a day. Check with your doctor if you have stomach or "
+     "kidney problems.", 1.0, []),
+    ("Check with your doctor before you take ibuprofen 400 mg every 6 hours.", 1.0, []),
+    ("Take ibuprofen 800 mg every 6 hours; check with your doctor first.", 0.0, ["no source chunk"]),
 ])
 def test_medical_advice_needs_a_source_and_a_caveat(answer, value, flagged):
     score = MedicalAdvice().score(rm.Sample("How much ibuprofen can I take?", IBUPROFEN, answer=answer))
@@ -117,6 +126,27 @@ def test_a_profile_runs_in_evaluate_with_the_offline_judge():
                          progress=False)
     scores = result[0].scores
     assert scores["medical_advice"].value == 0.0 and scores["faithfulness"].details["threshold"] == 0.95
+
+
+def test_profile_checks_are_ordinary_metrics_outside_a_profile(capsys):
+    """``metrics=["medical_advice"]`` was "unknown metric" outside a profile (issue 38)."""
+    from ragmeter.cli import main
+    from ragmeter.metrics import DOMAIN_METRICS, METRIC_NAMES, get_metric, metrics_help
+
+    assert isinstance(get_metric("medical_advice"), MedicalAdvice) and isinstance(get_metric("legal_citations"),
+                                                                                 LegalCitations)
+    assert set(DOMAIN_METRICS) <= set(METRIC_NAMES) and "medical_advice" in metrics_help()
+    assert rm.metrics.MedicalAdvice is MedicalAdvice
+    sample = rm.Sample("How much ibuprofen?", IBUPROFEN, answer="Take ibuprofen 400 mg every 6 hours. Ask your "
+                                                                "pharmacist first.")
+    result = rm.evaluate([sample], metrics=["medical_advice"], progress=False)
+    assert result.metrics == ["medical_advice"] and result[0]["medical_advice"].value == 1.0
+    assert result.thresholds["medical_advice"] == (1.0, 0.5) and result.judge == "code"  # no judge needed
+    examples = Path(__file__).resolve().parent.parent / "examples" / "rag_samples.jsonl"
+    assert main(["evaluate", str(examples), "-m", "legal_citations,medical_advice",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "legal_citations" in out and "medical_advice" in out
 
 
 # --------------------------------------------------------------------------- profile= in evaluate and the CLI

@@ -129,6 +129,41 @@ def test_plugin_marker_fixture_summary_and_store(pytester):
 
 
 @pytest.mark.slow
+def test_every_failing_sample_of_a_dataset_is_its_own_failure_without_ragmeter_frames(pytester):
+    """``ragmeter_sample`` runs the test once per sample (issue 38: a loop stopped at the first
+    failure): every sample below the floor fails on its own, with its evidence, and the traceback
+    shows the test's line, not ragmeter's source; a record that cannot be loaded is one failure."""
+    lines = EXAMPLE.read_text().splitlines()[:6]
+    pytester.makefile(".jsonl", data="\n".join(lines[:5] + ['{"question": "", "contexts": ["x"]}']))
+    pytester.makepyfile(test_each="""
+        import pytest
+        from ragmeter.testing import assert_rag
+
+        @pytest.mark.ragmeter(dataset="data.jsonl", judge="offline")
+        def test_grounded(ragmeter_sample):
+            assert_rag(ragmeter_sample, faithfulness=0.8)
+
+        def test_no_dataset(ragmeter_sample):
+            pass
+    """)
+    scored = rm.evaluate(rm.load_samples(pytester.path / "data.jsonl"), metrics=["faithfulness"], judge="offline",
+                         progress=False)
+    failing = [r.sample.id for r in scored if r.scores["faithfulness"].value < 0.8]
+    assert 2 <= len(failing) < 5  # the floor splits the five samples
+    result = pytester.runpytest(*PLUGIN, "-rfE")
+    result.assert_outcomes(passed=5 - len(failing), failed=len(failing), errors=2)
+    out = result.stdout.str()
+    for sid in failing:  # each failing sample reported, by its id, with its value
+        value = next(r for r in scored if r.sample.id == sid).scores["faithfulness"].value
+        assert f"FAILED test_each.py::test_grounded[{sid}]" in out
+        assert f"RAG assertion failed for sample '{sid}'" in out and f"faithfulness = {value:.4f} < 0.8" in out
+    assert "ERROR test_each.py::test_grounded[invalid-line-6]" in out and "line 6: field 'question'" in out
+    assert "ragmeter_sample needs @pytest.mark.ragmeter(dataset=" in out
+    assert ">       assert_rag(ragmeter_sample, faithfulness=0.8)" in out  # the test's own line
+    assert "floors = {" not in out and "def assert_rag" not in out and "testing.py:" not in out  # not ragmeter's
+
+
+@pytest.mark.slow
 def test_plugin_is_silent_without_assertions_and_registers_its_marker(pytester):
     pytester.makepyfile(test_plain="""
         import pytest

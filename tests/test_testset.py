@@ -115,7 +115,7 @@ def test_llm_generation_fills_every_quota_and_says_how_each_item_was_made():
 
 def test_edge_cases_keep_their_share_when_a_kind_falls_short():
     pytest.importorskip("openai")
-    with FakeLLMServer(writer({"fail": True})) as server:
+    with FakeLLMServer(writer({"fail": True})) as server, pytest.warns(UserWarning, match="8 of 10 questions"):
         ts = generate(DOCS, n=10, judge=judge_for(server, max_attempts=1), edge_cases=0.1)
     assert ts.counts() == {"simple": 5, "multi_context": 2, "unanswerable": 1}
     assert "reasoning: 0 of 2 questions" in ts.notes
@@ -123,23 +123,120 @@ def test_edge_cases_keep_their_share_when_a_kind_falls_short():
 
 
 def test_offline_judge_writes_a_labelled_extractive_set():
-    ts = generate(DOCS, n=12, judge="offline")  # every sentence of 6+ words: 2 per document
+    ts = generate(DOCS, n=12, judge="offline", edge_cases=0)  # every sentence of 6+ words: 2 per document
     assert len(ts) == 12 and ts.counts() == {"extractive": 12}
     for s in ts:
         (cid,) = s.relevant_ids
         chunk = next(c for c in ts.chunks if c.id == cid)
         assert s.reference in chunk.text and s.question.endswith("?")
         assert s.metadata["generator"] == "offline" and s.metadata["source_chunks"] == [cid]
-    assert {s.question for s in ts} >= {"What is Paris?", "What is Rome?"}
-    assert "extractive questions only" in ts.notes[0]
+    # "Paris is the capital ..." is a definition; "The river Seine flows through ..." a verb of place
+    assert {s.question for s in ts} >= {"What is Paris?", "What is Rome?", "Where does the river Seine flow?"}
+    assert not any("corpus say" in s.question for s in ts)
+    assert "ambiguous, out-of-scope, multi-hop and reasoning questions need an LLM judge" in ts.notes[0]
 
 
-def test_near_duplicate_questions_are_dropped():
+def test_near_duplicate_questions_are_dropped_and_a_short_set_says_so():
     twice = DOCS[:2] + [{"id": "fr-copy", "text": DOCS[0]["text"]}]
-    ts = generate(twice, n=10, judge="offline")
+    with pytest.warns(UserWarning, match="4 of 10 questions: the documents give no more"):
+        ts = generate(twice, n=10, judge="offline", edge_cases=0)
     questions = [s.question for s in ts]
     assert len(questions) == len(set(questions)) == 4 and ts.duplicates == 2
     assert "extractive: 4 of 10 questions" in ts.notes
+
+
+# Each sentence below fits one rule; the questions are the rules' output worked out by hand.
+@pytest.mark.parametrize("sentence, question, rule", [
+    ("Paris is the capital and the largest city of France.", "What is Paris?", "definition"),
+    ("APY can be computed from the periodic rate with a formula.", "How can APY be computed?", "passive"),
+    ("The produced protein is displayed on the cell surface.", "Where is the produced protein displayed?", "passive"),
+    ("Metformin is contraindicated when the filtration rate falls below 30.", "When is metformin contraindicated?",
+     "passive"),
+    ("A startup probe protects slow-starting containers from the kubelet.", "What does a startup probe protect?",
+     "present"),
+    ("The river Seine flows through Paris and into the English Channel.", "Where does the river Seine flow?", "present"),
+    ("France gained territories in Alsace and Lorraine.", "What did France gain?", "past"),
+    ("The controller must erase the data without undue delay.", "What must the controller erase?", "modal"),
+    ("The Thirty Years' War began in 1618 with the Defenestration of Prague, when nobles rebelled.",
+     "The Thirty Years' War began in what year with the Defenestration of Prague?", "value"),
+    ("The tower is 330 metres tall and stands beside the river Seine.", "The tower is how many metres tall?", "value"),
+    ("In decoder-only language models, a causal mask sets the scores of future positions.",
+     "In decoder-only language models, what does a causal mask set?", "present"),
+    ("Starting with a low dose and using extended-release tablets can reduce these effects.",
+     "What does the corpus say about Starting, low and extended-release?", "template"),  # equal idf: a term first
+])
+def test_offline_question_rules(sentence, question, rule):
+    from ragmeter.testset.extractive import Vocabulary, question_for
+
+    corpus = [sentence, "metformin and the metformin dose; probes and the probe; the tower; "
+                        "Gustave Eiffel met France and Lorraine."]  # what the corpus writes in lower case, or names
+    assert question_for(sentence, Vocabulary(corpus)) == (question, rule)
+
+
+@pytest.mark.parametrize("sentence, question", [
+    ("A camera flash is not allowed inside the galleries of the museum.",
+     "Is a camera flash allowed inside the galleries of the museum?"),
+    ("Because metformin does not stimulate insulin secretion, it rarely causes hypoglycaemia.",
+     "Does metformin stimulate insulin secretion?"),
+    ("When a readiness probe fails, the pod is removed from the Service, but the container isn't restarted.",
+     "When a readiness probe fails, is the container restarted?"),
+    ("Bleached corals are not dead and can recover if conditions improve.", "Are bleached corals dead?"),
+    ("The kubelet never restarts a container that passed its probe.", "Does the kubelet ever restart a container"
+     " that passed its probe?"),
+    ("The container is not restarted unless the liveness probe fails.", None),  # an exception: not a plain no
+    ("While the startup probe has not succeeded, the other probes are disabled.", None),  # a condition
+])
+def test_offline_negation_questions(sentence, question):
+    from ragmeter.testset.extractive import Vocabulary, _negated
+
+    assert _negated(sentence, Vocabulary([sentence, "bleached corals"])) == question
+
+
+EDGE_DOCS = [
+    {"id": "tower", "text": "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris. The tower is "
+                            "330 metres tall and stands beside the river Seine. The tower was not designed by Gustave "
+                            "Eiffel himself, but by two engineers of his company."},
+    {"id": "louvre", "text": "The Louvre is the most visited art museum in the world. The Mona Lisa has hung in the "
+                             "Louvre since 1797. A camera flash is not allowed inside the galleries of the museum."},
+    {"id": "seine", "text": "The river Seine flows through Paris and into the English Channel. The river is 777 "
+                            "kilometres long from its source to the sea."}]
+
+
+def test_offline_edge_cases_fill_their_share():
+    """``--edge-cases`` without an LLM wrote 0 edge cases (issue 38): the offline generator makes
+    the four kinds it can, each in its share, and labels them."""
+    ts = generate(EDGE_DOCS, n=8, judge="offline", edge_cases=0.5)
+    assert ts.counts() == {"extractive": 4, "numeric": 1, "negation": 1, "unanswerable": 1, "multi_chunk": 1}
+    by_kind = {s.metadata["kind"]: s for s in ts if s.metadata["edge_case"]}
+    assert set(by_kind) == {"numeric", "negation", "unanswerable", "multi_chunk"}
+    assert not any(s.metadata["edge_case"] for s in ts if s.metadata["kind"] == "extractive")
+    # the only negated clause of the corpus; its answer is no
+    neg = by_kind["negation"]
+    assert neg.question in ("Is a camera flash allowed inside the galleries of the museum?",
+                            "Was the tower designed by Gustave Eiffel himself?")
+    assert neg.reference.startswith("No. ") and len(neg.relevant_ids) == 1
+    # a value asked in place: 330 metres, 1797, two engineers or 777 kilometres
+    num = by_kind["numeric"]
+    assert any(w in num.question for w in ("how many", "what year")) and num.reference.endswith(".")
+    # a thing the corpus defines, with no date in any chunk that names it: no relevant chunk
+    una = by_kind["unanswerable"]
+    assert una.question in ("When was the Eiffel Tower first described?", "When was the Louvre first described?")
+    assert una.relevant_ids is None and una.reference.startswith("The documents do not say when")
+    assert "1797" not in " ".join(c.text for c in ts.chunks if c.id in una.metadata["source_chunks"])
+    # two questions on two chunks, both relevant
+    multi = by_kind["multi_chunk"]
+    assert ", and " in multi.question and len(set(multi.relevant_ids)) == 2
+    assert {s.metadata["kind"] for s in ts[:4]} & {"numeric", "negation", "unanswerable", "multi_chunk"}
+    assert "ambiguous, out-of-scope, multi-hop" in ts.notes[0]
+
+
+def test_offline_edge_kinds_without_material_give_their_places_to_the_others():
+    ts = generate(DOCS, n=10, judge="offline", edge_cases=0.4)  # no number, no negation in DOCS
+    counts = ts.counts()
+    assert counts["extractive"] == 6 and sum(v for k, v in counts.items() if k != "extractive") == 4
+    assert "numeric" not in counts and "negation" not in counts
+    assert any(n.startswith("numeric: 0 of 1 questions") for n in ts.notes)
+    assert any(n.startswith("negation: 0 of 1 questions") for n in ts.notes)
 
 
 @pytest.mark.slow  # imports LlamaIndex
@@ -171,16 +268,17 @@ def test_testset_command(tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="ragmeter")
     register(parser.add_subparsers(dest="command"))
     out = tmp_path / "testset.jsonl"
-    args = parser.parse_args(["testset", str(folder), "--n", "5", "--out", str(out), "--judge", "offline"])
+    args = parser.parse_args(["testset", str(folder), "--n", "10", "--out", str(out), "--judge", "offline",
+                              "--edge-cases", "0.2"])
     assert args.func(args) == 0
     printed = capsys.readouterr()
-    assert f"wrote 5 questions (5 extractive) to {out} and 7 chunks to {tmp_path / 'testset.chunks.jsonl'}" in printed.out
-    assert "extractive questions only" in printed.err
+    assert "wrote 10 questions (" in printed.out and f"to {out} and 7 chunks to {tmp_path / 'testset.chunks.jsonl'}" in printed.out
+    assert "8 extractive" in printed.out and "need an LLM judge" in printed.err
     loaded = rm.load_samples(out)
-    assert len(loaded) == 5 and all(s.metadata["kind"] == "extractive" for s in loaded)
+    assert len(loaded) == 10 and sum(s.metadata["edge_case"] for s in loaded) == 2
     chunk_ids = {json.loads(line)["id"] for line in (tmp_path / "testset.chunks.jsonl").read_text().splitlines()}
     assert chunk_ids == {"fr.txt", "de.txt", "it.txt", "es.txt", "pt.txt", "at.txt", "notes.md"}
-    assert {i for s in loaded for i in s.relevant_ids} <= chunk_ids
+    assert {i for s in loaded for i in s.relevant_ids or ()} <= chunk_ids  # unanswerable: none
     # a JSONL corpus of {id, text} works the same way
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS))

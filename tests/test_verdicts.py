@@ -41,14 +41,15 @@ def test_doctests_pass():
 
 def test_composite_harmonic_and_weighted_with_worked_numbers():
     s = triad(faithfulness=0.9, answer_relevancy=0.6, context_recall=1.0)
-    assert composite_score(s) == pytest.approx(3 / (1 / 0.9 + 1 / 0.6 + 1))
-    assert composite_score(s, method="weighted") == pytest.approx(2.5 / 3)
-    assert composite_score(s, {"faithfulness": 2, "answer_relevancy": 1}) == pytest.approx(3 / (2 / 0.9 + 1 / 0.6))
-    assert composite_score(s, {"faithfulness": 3, "context_recall": 1}, "weighted") == pytest.approx((2.7 + 1.0) / 4)
-    # the harmonic mean is never above the arithmetic one, and a single 0 makes it 0
-    assert composite_score(s) <= composite_score(s, method="weighted")
-    assert composite_score(triad(faithfulness=0.0, answer_relevancy=1.0)) == 0.0
-    assert composite_score(triad(faithfulness=0.0, answer_relevancy=1.0), method="weighted") == 0.5
+    assert composite_score(s, method="harmonic") == pytest.approx(3 / (1 / 0.9 + 1 / 0.6 + 1))
+    assert composite_score(s) == composite_score(s, method="weighted") == pytest.approx(2.5 / 3)  # the default
+    assert composite_score(s, {"faithfulness": 2, "answer_relevancy": 1}, "harmonic") == pytest.approx(
+        3 / (2 / 0.9 + 1 / 0.6))
+    assert composite_score(s, {"faithfulness": 3, "context_recall": 1}) == pytest.approx((2.7 + 1.0) / 4)
+    # the harmonic mean is never above the arithmetic one, and a single 0 makes it 0 (the weighted mean: not)
+    assert composite_score(s, method="harmonic") <= composite_score(s)
+    assert composite_score(triad(faithfulness=0.0, answer_relevancy=1.0), method="harmonic") == 0.0
+    assert composite_score(triad(faithfulness=0.0, answer_relevancy=1.0)) == 0.5
 
 
 def test_errors_and_not_applicable_are_left_out_and_named_never_zero():
@@ -75,7 +76,7 @@ def test_bad_weights_are_refused(weights):
 
 def test_unknown_method_is_refused():
     with pytest.raises(ValueError, match="method must be one of"):
-        composite_score(triad(faithfulness=0.5), method="geometric")
+        composite_score(triad(faithfulness=0.5), method="median")
 
 
 def test_grade_cut_points():

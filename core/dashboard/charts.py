@@ -7,12 +7,13 @@ with its numbers, so the charts read without JavaScript and with a screen reader
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import Any, Sequence
 
 from ragmeter.data import label_for
 
-__all__ = ["status_bar", "trend_chart", "histogram"]
+__all__ = ["status_bar", "trend_chart", "histogram", "nice_ceiling"]
 
 _STATUSES = (("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("errors", "error"), ("n/a", "na"))
 
@@ -50,11 +51,21 @@ def _levels(levels: tuple[float, float] | None, y: Any, x0: float, x1: float) ->
     return out
 
 
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 times a power of ten that is >= ``value`` (an axis' top)."""
+    if value <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(value))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= value - 1e-12)
+
+
 def trend_chart(metric: str, points: Sequence[tuple[str, float | None, int, int]],
-                levels: tuple[float, float] | None = None, width: int = 300, height: int = 140) -> str:
+                levels: tuple[float, float] | None = None, width: int = 300, height: int = 140, *,
+                y_max: float = 1.0, unit: str = "", stat: str = "mean") -> str:
     """A line of a metric's mean over runs or days: ``points`` are (label, mean, count, errors),
     oldest first; a point without a mean breaks the line. Dashed lines mark the pass / warn
-    levels."""
+    levels. The y axis runs from 0 to ``y_max`` (1 for scores; seconds for response times, with
+    ``unit="s"`` and ``stat`` naming the value, e.g. ``"p95"``)."""
     left, right, top, bottom = 30, 10, 10, 30
     plot_w, plot_h = width - left - right, height - top - bottom
     n = len(points)
@@ -63,13 +74,13 @@ def trend_chart(metric: str, points: Sequence[tuple[str, float | None, int, int]
         return left + (plot_w / 2 if n == 1 else plot_w * i / (n - 1))
 
     def y(v: float) -> float:
-        return top + plot_h * (1 - v)
+        return top + plot_h * (1 - v / y_max)
 
     parts = [f'<svg class="chart trend" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="{escape(metric)} mean over {n} points" data-metric="{escape(metric)}">']
-    for v in (0.0, 0.5, 1.0):
+             f'aria-label="{escape(metric)} {escape(stat)} over {n} points" data-metric="{escape(metric)}">']
+    for v in (0.0, y_max / 2, y_max):
         parts.append(f'<line class="grid" x1="{left}" x2="{width - right}" y1="{_n(y(v))}" y2="{_n(y(v))}"/>'
-                     f'<text class="tick" x="{left - 4}" y="{_n(y(v) + 3)}" text-anchor="end">{v:g}</text>')
+                     f'<text class="tick" x="{left - 4}" y="{_n(y(v) + 3)}" text-anchor="end">{v:g}{unit}</text>')
     parts += _levels(levels, y, left, width - right)
     segments: list[list[str]] = [[]]
     for i, (_, mean, _, _) in enumerate(points):
@@ -83,8 +94,9 @@ def trend_chart(metric: str, points: Sequence[tuple[str, float | None, int, int]
             continue
         cls = "pt" if not levels else f"pt s-{label_for(mean, *levels)}"
         err = f", {errors} errors" if errors else ""
+        shown = f"{mean:.2f} {unit}" if unit else f"{mean:.4f}"
         parts.append(f'<circle class="{cls}" cx="{_n(x(i))}" cy="{_n(y(mean))}" r="3.5">'
-                     f'<title>{escape(label)}: mean {mean:.4f} ({count} values{err})</title></circle>')
+                     f'<title>{escape(label)}: {escape(stat)} {escape(shown)} ({count} values{err})</title></circle>')
     if points:
         first, last = escape(points[0][0][:18]), escape(points[-1][0][:18])
         parts.append(f'<text class="tick" x="{_n(x(0))}" y="{height - 12}" text-anchor="{"middle" if n == 1 else "start"}">{first}</text>')

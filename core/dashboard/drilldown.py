@@ -77,18 +77,25 @@ def _anchor(view: SampleView, chunk: int) -> str:
 # --------------------------------------------------------------------------- sections
 
 
+#: How each composite form reads on the page.
+_FORMS = {"harmonic": "harmonic mean", "weighted": "weighted mean", "geometric": "geometric mean", "min": "minimum"}
+
+
 def _verdict(view: SampleView) -> str:
     d = view.diagnosis
     used = ", ".join(f"{escape(m)} {v:.2f}" for m, v in view.used.items()) or "none"
     excluded = "".join(f"<li>{escape(m)}: {escape(why)}</li>" for m, why in view.excluded.items())
     grade = f'<span class="grade g-{view.grade}">{view.grade}</span>' if view.grade else '<span class="grade g-none">-</span>'
     method, weights = view.verdicts.method, view.verdicts.weights
-    how = f"{method} mean, " + ("equal weights" if weights is None else "weights " + ", ".join(
+    how = _FORMS.get(method, method) + (", equal weights" if weights is None else ", weights " + ", ".join(
         f"{escape(m)} {w:g}" for m, w in weights.items()))
     zero = [m for m, v in view.used.items() if v == 0.0]
-    note = (f" A value of 0 ({escape(', '.join(zero))}) makes a harmonic mean 0."
-            if zero and method == "harmonic" else "")
-    parts = [f'<div class="verdict"><p>{grade} composite <b>{fmt(view.composite)}</b> ({how}) over {used}.{note}</p>']
+    note = (f" A value of 0 ({escape(', '.join(zero))}) makes a {_FORMS[method]} 0."
+            if zero and method in ("harmonic", "geometric") else "")
+    weakest = (f' Weakest: <b class="weakest">{escape(view.weakest[0])} {view.weakest[1]:.2f}</b>.'
+               if view.weakest and len(view.used) > 1 else "")
+    parts = [f'<div class="verdict"><p>{grade} composite <b>{fmt(view.composite)}</b> ({how}) over {used}.{weakest}'
+             f'{note}</p>']
     if excluded:
         parts.append(f"<p>Left out of the composite:</p><ul>{excluded}</ul>")
     parts.append(f'<p>Diagnosis: <span class="diag d-{d.kind}">{escape(d.kind)}</span></p><ul class="reasons">')

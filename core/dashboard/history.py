@@ -1,6 +1,7 @@
-"""The dashboard of a history store: the last runs' trends, the newest run's summary and its
-worst samples, the inline samples' daily means, and the human labels' agreement with each other
-and with the judge (``ragmeter dashboard``)."""
+"""The dashboard of a history store: the last runs' trends (per dataset), the newest run's summary
+and its worst samples, the inline samples' daily means, the sweeps, and the human labels'
+agreement with each other and with the judge (``ragmeter dashboard``, with ``--dataset``,
+``--kind`` and ``--tag`` to choose the runs)."""
 
 from __future__ import annotations
 
@@ -14,22 +15,35 @@ __all__ = ["render_store"]
 
 
 def render_store(store: Any, *, runs: int = 30, samples: int = 500, title: str = "ragmeter dashboard",
-                 verdicts: Verdicts | None = None) -> str:
+                 verdicts: Verdicts | None = None, dataset: str | None = None, kind: str | None = None,
+                 tag: str | None = None) -> str:
     """The page of ``store`` (a :class:`ragmeter.store.Store`): the last ``runs`` runs draw the
-    trends, the newest one gives the summary and distributions, and its ``samples`` worst
-    samples are listed with their evidence; the last sweeps (:func:`ragmeter.sweep` with
-    ``store=``) get their own section, outside the trends. Raises ValueError when the store holds no run."""
-    sweeps = stored_sweeps(store)
-    every = store.runs(limit=None)  # sweep settings have their own section, not a place in the trends
-    infos = list(reversed([i for i in every if i.kind != SWEEP_KIND][:runs] or every[:runs]))
+    trends (one group of charts per dataset), the newest one gives the summary and distributions,
+    and its ``samples`` worst samples are listed with their evidence; the last sweeps
+    (:func:`ragmeter.sweep` with ``store=``) get their own section, outside the trends and the
+    runs. ``dataset``, ``kind`` and ``tag`` keep only the runs that match (as
+    :meth:`~ragmeter.store.Store.runs` does; ``kind="sweep"`` shows the sweeps alone). A store of
+    sweeps only gives a page of its sweeps. Raises ValueError when no run matches."""
+    filters = {k: v for k, v in (("dataset", dataset), ("kind", kind), ("tag", tag)) if v is not None}
+    infos = [] if kind == SWEEP_KIND else [i for i in store.runs(limit=None, **filters) if i.kind != SWEEP_KIND]
+    infos = list(reversed(infos[:runs]))  # oldest first
+    sweeps = stored_sweeps(store) if kind in (None, SWEEP_KIND) and dataset is None and tag is None else []
+    if not infos and not sweeps:
+        which = ", ".join(f"{k} {v!r}" for k, v in filters.items())
+        raise ValueError(f"no run {'matches ' + which + ' ' if which else 'is recorded '}in {store.where}; "
+                         "record one with 'ragmeter evaluate ... --db'")
     if not infos:
-        raise ValueError(f"no run is recorded in {store.where}; record one with 'ragmeter evaluate ... --db'")
+        return render([], [], title=title, verdicts=verdicts, sweeps=sweeps)
     entries = [RunEntry.from_result(store.run(i.id), i.id, verdicts=verdicts, created_at=i.created_at, kind=i.kind,
-                                    dataset=i.dataset, app_version=i.app_version, git_commit=i.git_commit)
+                                    dataset=i.dataset, app_version=i.app_version, git_commit=i.git_commit,
+                                    tags=list(i.tags))
                for i in infos]
     latest = infos[-1]
     listed = store.samples(run_id=latest.id, limit=samples)
-    daily = {m: [tuple(p) for p in store.metric_trend(m, by="day", kind="inline")] for m in latest.metrics}
+    daily = {}
+    if kind in (None, "inline") and tag is None:
+        daily = {m: [tuple(p) for p in store.metric_trend(m, by="day", kind="inline", dataset=dataset)]
+                 for m in latest.metrics}
     agreement, leniency = _human_labels(store, latest.id)
     return render(entries, listed, title=title, verdicts=verdicts, daily={m: p for m, p in daily.items() if p},
                   agreement=agreement, leniency=leniency, sweeps=sweeps)

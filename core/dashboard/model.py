@@ -11,7 +11,7 @@ from ragmeter.data import Score
 from ragmeter.judges.base import Usage
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.verdicts import (RESPONSE_TIME, Diagnosis, composite_inputs, composite_score, diagnose, grade,
-                               latency_seconds, response_time_score)
+                               latency_seconds, response_time_score, run_latency, weakest_metric)
 
 __all__ = ["RunEntry", "SampleEntry", "SampleView", "Verdicts", "with_response_time"]
 
@@ -35,7 +35,7 @@ class Verdicts:
     :func:`ragmeter.verdicts.composite_score`), the diagnosis' ``low_labels`` (see
     :func:`ragmeter.verdicts.diagnose`) and the response time levels in seconds."""
 
-    method: str = "harmonic"
+    method: str = "weighted"
     weights: Mapping[str, float] | None = None
     low_labels: tuple[str, ...] = ("fail",)
     pass_under: float = 3.0
@@ -50,6 +50,9 @@ class RunEntry:
     std, min, max, errors, n/a, pass, warn, fail); ``values`` the per-metric values for the
     distributions (may be empty for older runs that only feed the trends); ``thresholds`` metric
     -> (pass, warn). ``label`` names the run on the trend axis (default ``"run <id>"``).
+    ``latency``: the app's response times in seconds (``count``, ``p50_s``, ``p95_s``, ``max_s``:
+    :func:`ragmeter.verdicts.latency_summary`), None when no sample carries one; ``tags`` the
+    run's tags.
     """
 
     id: str
@@ -67,6 +70,8 @@ class RunEntry:
     usage: Usage | None = None
     duration_s: float | None = None
     invalid: list[str] = field(default_factory=list)
+    latency: dict[str, Any] | None = None
+    tags: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.id = str(self.id)
@@ -80,9 +85,10 @@ class RunEntry:
     def from_result(cls, result: EvaluationResult, id: str | int = "1", *, verdicts: Verdicts | None = None,
                     **fields: Any) -> "RunEntry":
         """A run entry from an :class:`~ragmeter.EvaluationResult` (one run, e.g. ``store.run(id)``):
-        summary, values, thresholds, judge, usage, duration and invalid records; ``response_time``
-        is added when samples carry a latency. ``fields`` set the rest (``created_at``, ``label``,
-        ``kind``, ``dataset``, ``app_version``, ``git_commit``)."""
+        summary, values, thresholds, judge, usage, duration, invalid records and the response
+        times in seconds; ``response_time`` is added when samples carry a latency. ``fields`` set
+        the rest (``created_at``, ``label``, ``kind``, ``dataset``, ``app_version``, ``git_commit``,
+        ``tags``)."""
         verdicts = verdicts or Verdicts()
         results = [SampleResult(r.sample, with_response_time(r, verdicts=verdicts), r.usage, r.duration_s)
                    for r in result.results]
@@ -95,7 +101,8 @@ class RunEntry:
             thresholds.setdefault(RESPONSE_TIME, (1.0, 0.5))
         values = {m: [v for v in full.values(m) if v is not None] for m in metrics}
         base = {"judge": result.judge, "samples": len(result), "usage": result.usage,
-                "duration_s": result.duration_s, "invalid": [str(e) for e in result.invalid]}
+                "duration_s": result.duration_s, "invalid": [str(e) for e in result.invalid],
+                "latency": run_latency(result.results)}
         return cls(id=str(id), summary=full.summary(), thresholds=thresholds, values=values, **{**base, **fields})
 
 
@@ -122,7 +129,8 @@ class SampleEntry:
 class SampleView:
     """A sample with its verdicts, ready to show: ``scores`` (with ``response_time`` when the
     latency is known), ``composite`` and ``grade``, the metrics ``used`` and ``excluded`` from it,
-    the ``diagnosis``, ``tags``, ``latency_s``, run id and time, and the ``verdicts`` settings used."""
+    the ``weakest`` of them (metric, value), the ``diagnosis``, ``tags``, ``latency_s``, run id and
+    time, and the ``verdicts`` settings used."""
 
     index: int
     result: SampleResult
@@ -137,6 +145,7 @@ class SampleView:
     run_id: str | None
     created_at: datetime | None
     verdicts: Verdicts
+    weakest: tuple[str, float] | None = None
 
     @property
     def id(self) -> str:
@@ -165,5 +174,6 @@ def sample_views(samples: Iterable[Any], verdicts: Verdicts) -> list[SampleView]
         run_id = getattr(entry, "run_id", None)
         views.append(SampleView(i, r, scores, value, None if value is None else grade(value), used, excluded,
                                 diagnose(scores, low_labels=verdicts.low_labels), _tags(entry), latency,
-                                None if run_id is None else str(run_id), getattr(entry, "created_at", None), verdicts))
+                                None if run_id is None else str(run_id), getattr(entry, "created_at", None), verdicts,
+                                weakest_metric(scores, verdicts.weights)))
     return views

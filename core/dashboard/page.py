@@ -19,10 +19,11 @@ from string import Template
 from typing import Any, Iterable, Mapping, Sequence
 
 from ragmeter.dashboard.agreement import agreement_section
-from ragmeter.dashboard.charts import histogram, status_bar, trend_chart
+from ragmeter.dashboard.charts import histogram, status_bar
 from ragmeter.dashboard.conversations import conversations_section
 from ragmeter.dashboard.drilldown import drilldown, fmt
 from ragmeter.dashboard.model import RunEntry, SampleEntry, SampleView, Verdicts, sample_views
+from ragmeter.dashboard.runs import latency_text, runs_section, trends_section
 from ragmeter.dashboard.sweeps import sweeps_section
 from ragmeter.data import label_for
 from ragmeter.judges.base import Usage
@@ -85,6 +86,16 @@ def _header(title: str, runs: Sequence[RunEntry], views: list[SampleView], nav: 
         facts.append(f"time {latest.duration_s:.2f} s")
     if latest.invalid:
         facts.append(f'<a href="#invalid">{len(latest.invalid)} invalid records</a>')
+    if latest.latency:
+        facts.append(f"response time {latency_text(latest.latency)}")
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return (f'<header><h1>{escape(title)}</h1><p class="facts">{" · ".join(facts)}</p>'
+            f'<p class="muted small">generated {generated} by ragmeter</p>{nav}</header>')
+
+
+def _header_sweeps(title: str, sweeps: Sequence[Any], nav: str) -> str:
+    settings = sum(len(s.settings) for s in sweeps)
+    facts = [f"{len(sweeps)} sweep{'s' if len(sweeps) != 1 else ''} ({settings} settings)", "no evaluation run"]
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return (f'<header><h1>{escape(title)}</h1><p class="facts">{" · ".join(facts)}</p>'
             f'<p class="muted small">generated {generated} by ragmeter</p>{nav}</header>')
@@ -106,7 +117,17 @@ def _summary(run: RunEntry, views: list[SampleView]) -> str:
     table = (f'<table id="summary-table"><thead><tr><th>metric</th>{head}<th>pass / warn / fail</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table>')
     return (f'<section id="summary"><h2>Summary <span class="muted">({escape(run.name)}, {run.samples} samples)</span>'
-            f'</h2>{table}{_verdict_counts(views)}</section>')
+            f'</h2>{table}{_latency(run)}{_verdict_counts(views)}</section>')
+
+
+def _latency(run: RunEntry) -> str:
+    """The run's response times in seconds, as Langfuse and Phoenix show latency (empty without one)."""
+    lat = run.latency
+    if not lat:
+        return ""
+    return (f'<p class="latency" id="latency">Response time <span class="muted">(seconds, {lat["count"]} samples with '
+            f'a captured latency)</span>: p50 <b data-latency="p50">{lat["p50_s"]:.2f}</b> s · p95 '
+            f'<b data-latency="p95">{lat["p95_s"]:.2f}</b> s · max <b data-latency="max">{lat["max_s"]:.2f}</b> s</p>')
 
 
 def _verdict_counts(views: list[SampleView]) -> str:
@@ -137,31 +158,6 @@ def _daily_points(runs: Sequence[RunEntry], views: list[SampleView]) -> dict[str
             bucket[1] += s.status == "error"
     return {m: [(day, sum(vals) / len(vals) if vals else None, len(vals), err) for day, (vals, err) in sorted(days.items())]
             for m, days in per.items()}
-
-
-def _trends(runs: Sequence[RunEntry], daily: Mapping[str, Sequence[Sequence[Any]]]) -> str:
-    parts = ['<section id="trends"><h2>Trends</h2>']
-    metrics = list(dict.fromkeys(m for r in runs for m in r.summary))
-    if len(runs) < 2:
-        parts.append('<p class="muted">One run on this page: the per-run trend lines start with the second run '
-                     '(record runs with <code>--db</code>, then <code>ragmeter dashboard</code>).</p>')
-    else:
-        parts.append(f'<h3>Mean per run <span class="muted">({len(runs)} runs, oldest first)</span></h3><div class="cards">')
-        for m in metrics:
-            points = [(r.name, (r.summary.get(m) or {}).get("mean"), int((r.summary.get(m) or {}).get("count") or 0),
-                       int((r.summary.get(m) or {}).get("errors") or 0)) for r in runs if m in r.summary]
-            parts.append(f'<figure class="card"><figcaption>{escape(m)}</figcaption>'
-                         f'{trend_chart(m, points, _levels(runs[-1], m))}</figure>')
-        parts.append("</div>")
-    if daily:
-        parts.append('<h3>Mean per day <span class="muted">(inline samples, UTC)</span></h3><div class="cards">')
-        for m, points in daily.items():
-            pts = [(str(p[0]), p[1], int(p[2]), int(p[3])) for p in points]
-            parts.append(f'<figure class="card"><figcaption>{escape(m)}</figcaption>'
-                         f'{trend_chart(m, pts, _levels(runs[-1], m))}</figure>')
-        parts.append("</div>")
-    parts.append("</section>")
-    return "".join(parts)
 
 
 def _distributions(run: RunEntry, views: list[SampleView]) -> str:
@@ -210,7 +206,7 @@ def _options(name: str, values: Iterable[str], everything: str) -> str:
 def _samples(views: list[SampleView], metrics: list[str]) -> str:
     has_tags = any(v.tags for v in views)
     tags = sorted({t for v in views for t in v.tags})
-    fixed = [1.0, 4.6, 6.2, 9.0] + [4.6] * len(metrics) + [9.0] * has_tags
+    fixed = [1.0, 9.6, 6.2, 9.0] + [4.6] * len(metrics) + [9.0] * has_tags
     cols = [f"{w:g}rem" for w in fixed[:4]] + ["minmax(14rem, 1fr)"] + [f"{w:g}rem" for w in fixed[4:]]
     min_width = f"calc({sum(fixed) + 14:g}rem + {8 * len(fixed) + 20}px)"  # every row as wide: 1fr is the same in each
     head = ['<span></span>', '<button type="button" data-sort="composite" aria-sort="ascending">score</button>',
@@ -230,8 +226,12 @@ def _samples(views: list[SampleView], metrics: list[str]) -> str:
     rows = []
     for v in sorted(views, key=lambda v: (v.composite is None, v.composite if v.composite is not None else 0.0, v.index)):
         grade = v.grade or "-"
+        weakest = (f'<span class="weakest" title="the weakest metric of the composite: {escape(v.weakest[0])} '
+                   f'{v.weakest[1]:.4f}">{escape(v.weakest[0].replace("_", " "))} {v.weakest[1]:.2f}</span>'
+                   if v.weakest and v.weakest[1] < 1.0 else "")
         cells = ['<span class="caret"></span>',
-                 f'<span class="score"><span class="grade g-{grade if v.grade else "none"}">{grade}</span> {fmt(v.composite, 2)}</span>',
+                 f'<span class="score"><span class="grade g-{grade if v.grade else "none"}">{grade}</span> {fmt(v.composite, 2)}'
+                 f'{weakest}</span>',
                  f'<span><span class="diag d-{v.diagnosis.kind}">{v.diagnosis.kind}</span></span>',
                  f'<span class="sid" title="{escape(v.id)}">{escape(v.id)}</span>',
                  f'<span class="q">{escape(v.result.sample.question)}</span>']
@@ -269,21 +269,28 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
     (UTC day, mean, count, errors) of the "over time" chart, e.g. ``Store.metric_trend(m,
     by="day")``; without it they are computed from the given samples of inline runs.
     ``agreement`` / ``leniency``: the "Human labels" section (:mod:`ragmeter.dashboard.agreement`).
-    ``sweeps``: :class:`~ragmeter.dashboard.sweeps.SweepEntry` objects, the "Sweeps" section.
-    Raises ValueError when ``runs`` is empty.
+    ``sweeps``: :class:`~ragmeter.dashboard.sweeps.SweepEntry` objects, the "Sweeps" section
+    (with no run, the page is that section alone). Raises ValueError when ``runs`` and
+    ``sweeps`` are both empty.
     """
     runs = list(runs)
-    if not runs:
-        raise ValueError("the dashboard needs at least one run")
+    if not runs and not sweeps:
+        raise ValueError("the dashboard needs at least one run or sweep")
     verdicts = verdicts or Verdicts()
     views = sample_views(samples, verdicts)
-    latest = runs[-1]
-    metrics = list(latest.summary) + [m for m in dict.fromkeys(m for v in views for m in v.scores) if m not in latest.summary]
-    daily = dict(daily) if daily is not None else _daily_points(runs, views)
-    sections = [_summary(latest, views), _trends(runs, daily), sweeps_section(sweeps), _distributions(latest, views),
-                conversations_section(views, metrics), _samples(views, metrics),
-                agreement_section(agreement or {}, leniency), _invalid(latest)]
-    body = "".join([_header(title, runs, views, _nav(sections)), "<main>", *sections, "</main>"])
+    if not runs:  # a store of sweeps only: their settings are no runs to trend or summarise
+        sections = [sweeps_section(sweeps)]
+        header = _header_sweeps(title, sweeps, _nav(sections))
+    else:
+        latest = runs[-1]
+        metrics = list(latest.summary) + [m for m in dict.fromkeys(m for v in views for m in v.scores)
+                                          if m not in latest.summary]
+        daily = dict(daily) if daily is not None else _daily_points(runs, views)
+        sections = [_summary(latest, views), trends_section(runs, daily), runs_section(runs), sweeps_section(sweeps),
+                    _distributions(latest, views), conversations_section(views, metrics), _samples(views, metrics),
+                    agreement_section(agreement or {}, leniency), _invalid(latest)]
+        header = _header(title, runs, views, _nav(sections))
+    body = "".join([header, "<main>", *sections, "</main>"])
     js = _asset("dashboard.js")
     script_hash = "sha256-" + base64.b64encode(hashlib.sha256(f"\n{js}\n".encode("utf-8")).digest()).decode("ascii")
     page = Template(_asset("page.html"))

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from ragmeter.dashboard.charts import trend_chart
 from ragmeter.data import label_for
 from ragmeter.result import EvaluationResult
+from ragmeter.verdicts import run_latency
 
 __all__ = ["SweepEntry", "main_effect", "sweep_chart", "sweeps_section", "stored_sweeps", "setting_tags", "SWEEP_KIND"]
 
@@ -134,13 +135,18 @@ def _cell(value: Any, levels: tuple[float, float] | None = None) -> str:
 
 def _table(sweep: SweepEntry) -> str:
     metrics = sweep.metrics
-    head = "".join(f"<th>{escape(c)}</th>" for c in [*sweep.params, *metrics, "samples", "not scored",
-                                                        "judge calls", "tokens", "cost (USD)"])
+    latencies = [run_latency(res.results) for res in sweep.results]
+    timed = any(latencies)
+    head = "".join(f"<th>{escape(c)}</th>" for c in [*sweep.params, *metrics, *(("p50 s", "p95 s") if timed else ()),
+                                                        "samples", "not scored", "judge calls", "tokens", "cost (USD)"])
     rows = []
-    for setting, res in zip(sweep.settings, sweep.results):
+    for setting, res, lat in zip(sweep.settings, sweep.results, latencies):
         summary, usage = res.summary(), res.usage
         cells = [f"<td>{escape(str(setting.get(p, '-')))}</td>" for p in sweep.params]
         cells += [_cell((summary.get(m) or {}).get("mean"), sweep.levels(m)) for m in metrics]
+        if timed:
+            cells += [f'<td class="num" data-latency="{q}">{lat[f"{q}_s"]:.3f}</td>' if lat else '<td class="num">n/a</td>'
+                      for q in ("p50", "p95")]
         cost = usage.cost_usd if usage.cost_usd is not None else (0.0 if usage.calls == 0 else None)
         failed = f'<td class="num" title="{escape("; ".join(str(e) for e in res.invalid[:5]))}">{len(res.invalid)}</td>'
         cells += [_cell(len(res)), failed, _cell(usage.calls), _cell(usage.prompt_tokens + usage.completion_tokens),
@@ -151,7 +157,7 @@ def _table(sweep: SweepEntry) -> str:
 
 def sweeps_section(sweeps: Sequence[SweepEntry]) -> str:
     """The "Sweeps" section: per sweep, its table (parameters, metric means coloured by their
-    levels, samples, questions not scored (the pipeline failed, or the record was unreadable),
+    levels, the response time p50 / p95 in seconds when captured, samples, questions not scored (the pipeline failed, or the record was unreadable),
     judge calls, tokens, cost) and one chart per metric and parameter; empty text when there
     is no sweep."""
     if not sweeps:

@@ -11,7 +11,8 @@ spec                                   judge
 ``anthropic`` / ``anthropic:MODEL``    ``AnthropicJudge(MODEL)`` (default claude-haiku-4-5);
 ``anthropic:MODEL@URL``                with ``base_url=URL``
 ``ollama:MODEL`` / ``ollama:MODEL@URL`` ``OpenAIJudge(MODEL)`` on Ollama's OpenAI-compatible API
-                                       (``OLLAMA_HOST`` or http://localhost:11434)
+                                       (``OLLAMA_HOST`` or http://localhost:11434), named
+                                       ``ollama:MODEL``
 =====================================  ============================================================
 """
 
@@ -69,6 +70,7 @@ def _ollama(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judg
     if not base.endswith("/v1"):
         base += "/v1"
     kwargs.setdefault("embedder", None)
+    kwargs.setdefault("name", f"ollama:{model}")  # the spec's name, not the transport's ("openai:...")
     return OpenAIJudge(model, base_url=base, api_key=kwargs.pop("api_key", None) or "ollama", **kwargs)
 
 

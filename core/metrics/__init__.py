@@ -39,10 +39,17 @@ STRING_METRICS: dict[str, tuple[str, str]] = {
     "bleu": ("ragmeter.metrics.strings", "Bleu"),
 }
 
+#: Deterministic domain checks that the profiles add (:mod:`ragmeter.profiles`; no judge), usable on
+#: their own like any metric (``metrics=["medical_advice"]``): name -> (module, class).
+DOMAIN_METRICS: dict[str, tuple[str, str]] = {
+    "legal_citations": ("ragmeter.profiles", "LegalCitations"),
+    "medical_advice": ("ragmeter.profiles", "MedicalAdvice"),
+}
+
 #: Deterministic retrieval metric names; those marked ``@k`` take a cutoff (``precision@5``).
 RETRIEVAL_METRICS = ("precision@k", "recall@k", "hit_rate@k", "mrr", "map", "ndcg@k", "r_precision")
 
-METRIC_NAMES = tuple(REGISTRY) + tuple(STRING_METRICS) + RETRIEVAL_METRICS
+METRIC_NAMES = tuple(REGISTRY) + tuple(STRING_METRICS) + tuple(DOMAIN_METRICS) + RETRIEVAL_METRICS
 
 #: What ``evaluate()`` runs when no metrics are given (retrieval metrics are added for samples
 #: that carry ``relevant_ids``).
@@ -52,10 +59,11 @@ DEFAULT_RETRIEVAL_METRICS = ("precision@5", "recall@5", "mrr", "ndcg@10")
 _CLASSES = {cls: module for module, cls in REGISTRY.values()}
 _CLASSES["RetrievalMetric"] = "ragmeter.metrics.ir"
 _CLASSES.update({cls: module for module, cls in STRING_METRICS.values()})
+_CLASSES.update({cls: module for module, cls in DOMAIN_METRICS.values()})
 _CLASSES["Criteria"] = _CLASSES["FunctionMetric"] = "ragmeter.metrics.criteria"  # custom metrics (need arguments)
 
 __all__ = ["Metric", "ScoringContext", "get_metric", "metric_class", "metrics_help", "REGISTRY", "STRING_METRICS",
-           "METRIC_NAMES", "RETRIEVAL_METRICS", "DEFAULT_METRICS", "DEFAULT_RETRIEVAL_METRICS", "retrieval", *_CLASSES]
+           "DOMAIN_METRICS", "METRIC_NAMES", "RETRIEVAL_METRICS", "DEFAULT_METRICS", "DEFAULT_RETRIEVAL_METRICS", "retrieval", *_CLASSES]
 
 
 def __getattr__(name: str) -> Any:
@@ -67,9 +75,13 @@ def __getattr__(name: str) -> Any:
 
 
 def metric_class(name: str) -> type[Metric]:
-    """The class registered under a metric's ``name`` (see :data:`REGISTRY`, :data:`STRING_METRICS`)."""
-    module, cls = REGISTRY[name] if name in REGISTRY else STRING_METRICS[name]
-    return getattr(importlib.import_module(module), cls)
+    """The class registered under a metric's ``name`` (see :data:`REGISTRY`, :data:`STRING_METRICS`,
+    :data:`DOMAIN_METRICS`)."""
+    for table in (REGISTRY, STRING_METRICS, DOMAIN_METRICS):
+        if name in table:
+            module, cls = table[name]
+            return getattr(importlib.import_module(module), cls)
+    raise KeyError(name)
 
 
 def get_metric(spec: "str | Metric") -> Metric:
@@ -80,7 +92,7 @@ def get_metric(spec: "str | Metric") -> Metric:
     if not isinstance(spec, str):
         raise TypeError(f"a metric is a Metric instance or a name, got {type(spec).__name__}")
     name = spec.strip().lower().replace("-", "_")
-    if name in REGISTRY or name in STRING_METRICS:
+    if name in REGISTRY or name in STRING_METRICS or name in DOMAIN_METRICS:
         return metric_class(name)()
     base, _, k = name.partition("@")
     if base in {m.split("@")[0] for m in RETRIEVAL_METRICS}:
@@ -94,6 +106,7 @@ def metrics_help() -> str:
     """The ``--metrics`` help text, generated from :data:`REGISTRY` and the defaults."""
     return ("comma-separated metric names (repeatable). Judge metrics: " + ", ".join(REGISTRY)
             + ". String metrics (answer vs reference; reward wording, not truth): " + ", ".join(STRING_METRICS)
+            + ". Domain checks (the legal and medical profiles add them): " + ", ".join(DOMAIN_METRICS)
             + ". Retrieval metrics (need relevant_ids): "
             + ", ".join(m.replace("@k", "@K") for m in RETRIEVAL_METRICS)
             + ". Default: " + ", ".join(DEFAULT_METRICS) + " (+ " + ", ".join(DEFAULT_RETRIEVAL_METRICS)

@@ -220,15 +220,19 @@ class Store:
 
     # ------------------------------------------------------------------ reading
 
-    def runs(self, limit: int | None = 50, *, kind: str | None = None, dataset: str | None = None) -> list[RunInfo]:
+    def runs(self, limit: int | None = 50, *, kind: str | None = None, dataset: str | None = None,
+             tag: str | None = None) -> list[RunInfo]:
         """Stored runs, newest first (at most ``limit``; None for all), optionally of one
-        ``kind`` ("evaluate" / "inline") or ``dataset``."""
+        ``kind`` ("evaluate" / "inline" / "sweep"), ``dataset`` or run ``tag``."""
         count = sa.select(sa.func.count()).where(samples.c.run_id == runs.c.id).scalar_subquery()
         q = sa.select(runs, count.label("n_samples")).order_by(runs.c.id.desc()).limit(limit)
         if kind is not None:
             q = q.where(runs.c.kind == kind)
         if dataset is not None:
             q = q.where(runs.c.dataset == dataset)
+        if tag is not None:
+            find = sa.func.strpos if self._dialect == "postgresql" else sa.func.instr
+            q = q.where(find(runs.c.tags, codec.dumps(tag)) > 0)
         return [_run_info(row) for row in read(self._engine(), lambda conn: conn.execute(q).all())]
 
     def run_info(self, run_id: int) -> RunInfo:

@@ -12,7 +12,9 @@ cached, retried like every judge task): ``mix`` shares of ``simple`` / ``reasoni
 ``unanswerable``, ``ambiguous``, ``out_of_scope`` and ``multi_hop``), each kind filled to its
 quota (near-duplicates removed, shortfalls asked again), so edge cases keep their share. The set
 is interleaved by kind, so a prefix (``ts[:20]``) keeps the shares too. The offline judge writes
-a plain extractive set instead (kind ``extractive``, see :mod:`ragmeter.testset.extractive`).
+questions by rules instead (kind ``extractive``) and, in the ``edge_cases`` share, the edge cases
+rules can make: ``numeric``, ``negation``, ``unanswerable`` and ``multi_chunk`` (see
+:mod:`ragmeter.testset.extractive`, which says what it cannot make).
 
 Every item is a :class:`~ragmeter.data.Sample` without answer or contexts (the pipeline under
 test fills them) and with ``metadata``: ``kind``, ``edge_case``, ``source_chunks`` (the chunks
@@ -26,6 +28,7 @@ import asyncio
 import itertools
 import math
 import random
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -35,9 +38,10 @@ from ragmeter.judges.base import Judge, JudgeError, Usage
 from ragmeter.judges.tasks import QUESTION_KINDS
 from ragmeter.loops import run_sync
 from ragmeter.testset.documents import chunk_documents, load_documents, tokens
-from ragmeter.testset.extractive import STOPWORDS, extractive_items
+from ragmeter.testset.extractive import OFFLINE_EDGE_KINDS, STOPWORDS, offline_items
 
-__all__ = ["generate", "quotas", "TestSet", "DEFAULT_MIX", "EDGE_KINDS", "load_documents", "chunk_documents"]
+__all__ = ["generate", "quotas", "TestSet", "DEFAULT_MIX", "EDGE_KINDS", "OFFLINE_EDGE_KINDS", "load_documents",
+           "chunk_documents"]
 
 DEFAULT_MIX = {"simple": 0.5, "reasoning": 0.25, "multi_context": 0.25}
 EDGE_KINDS = ("unanswerable", "ambiguous", "out_of_scope", "multi_hop")
@@ -180,8 +184,9 @@ async def _generate_llm(judge: Judge, chunks: list[Context], wanted: dict[str, i
 def _interleave(got: dict[str, list[dict]]) -> list[tuple[str, dict]]:
     """Items ordered so that every prefix holds each regular kind, and the edge cases together,
     in about their share (edge kinds take turns within theirs)."""
-    groups: list[list[tuple[str, dict]]] = [[(k, i) for i in items] for k, items in got.items() if k not in EDGE_KINDS]
-    edge = [[(k, i) for i in got[k]] for k in EDGE_KINDS if got.get(k)]
+    edge_kinds = tuple(dict.fromkeys(EDGE_KINDS + OFFLINE_EDGE_KINDS))
+    groups: list[list[tuple[str, dict]]] = [[(k, i) for i in items] for k, items in got.items() if k not in edge_kinds]
+    edge = [[(k, i) for i in got[k]] for k in edge_kinds if got.get(k)]
     groups.append([pair for turn in itertools.zip_longest(*edge) for pair in turn if pair is not None])
     keyed = [((j + 0.5) / len(g), n, pair) for n, g in enumerate(groups) for j, pair in enumerate(g)]
     return [pair for _, _, pair in sorted(keyed, key=lambda t: (t[0], t[1]))]
@@ -204,10 +209,11 @@ def generate(documents: Iterable[Any], n: int = 50, judge: Judge | str | None = 
 
     ``judge``: a Judge or spec (None: the default judge); an LLM judge writes ``mix`` (default
     :data:`DEFAULT_MIX`) plus ``edge_cases`` (share of ``n``), the offline judge an extractive
-    set. ``dedup``: a question whose word set (stop words left out) has Jaccard similarity of at
+    set plus ``edge_cases`` of the kinds in :data:`OFFLINE_EDGE_KINDS`. ``dedup``: a question whose word set (stop words left out) has Jaccard similarity of at
     least this with an earlier one is dropped and asked again. ``seed`` fixes which chunks each
     question is written from. Judge failures do not stop the run: they are in ``notes``, and a
-    kind that stays short of its quota is named there too.
+    kind that stays short of its quota is named there too. Fewer than ``n`` questions in all
+    (the documents give no more) is also a warning (``UserWarning``).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
@@ -228,14 +234,19 @@ def generate(documents: Iterable[Any], n: int = 50, judge: Judge | str | None = 
         return True
 
     if not judge.generates_questions:
-        wanted = {"extractive": n}
-        got = {"extractive": []}
-        for item in extractive_items(chunks, n * 2, seed):
-            if len(got["extractive"]) < n and accept(item["question"]):
-                got["extractive"].append({**item, "shown": item["chunks"]})
+        if not 0 <= edge_cases <= 1:
+            raise ValueError(f"edge_cases must be between 0 and 1, got {edge_cases!r}")
+        n_edge = round(n * edge_cases)
+        wanted = {"extractive": n - n_edge, **_split(n_edge, {k: 1.0 for k in OFFLINE_EDGE_KINDS})}
+        wanted = {k: v for k, v in wanted.items() if v}
         usage = Usage()
-        notes = [f"{judge.name} judge: extractive questions only (one sentence of one chunk each); reasoning, "
-                 f"multi-context and edge-case questions need an LLM judge"]
+        notes = [f"{judge.name} judge: extractive questions (one sentence of one chunk each, by rules) and the edge "
+                 f"cases rules can make ({', '.join(OFFLINE_EDGE_KINDS)}); ambiguous, out-of-scope, multi-hop and "
+                 f"reasoning questions need an LLM judge"]
+        got, short = offline_items(chunks, wanted, seed, accept)
+        notes += short
+        if len(got.get("extractive", [])) < wanted.get("extractive", 0):
+            notes.append(f"extractive: {len(got['extractive'])} of {wanted['extractive']} questions")
     else:
         wanted = quotas(n, mix, edge_cases)
         multi = [k for k in wanted if QUESTION_KINDS[k][1] >= 2]
@@ -244,11 +255,17 @@ def generate(documents: Iterable[Any], n: int = 50, judge: Judge | str | None = 
         got, usage, notes = run_sync(_generate_llm(judge, chunks, wanted, seed, accept))
         if len(chunks) < 2 and multi:
             notes.append(f"one chunk only: no {' / '.join(multi)} questions")
-    notes += [f"{k}: {len(got.get(k, []))} of {q} questions" for k, q in wanted.items() if len(got.get(k, [])) < q]
+        notes += [f"{k}: {len(got.get(k, []))} of {q} questions" for k, q in wanted.items() if len(got.get(k, [])) < q]
+    made = sum(len(v) for v in got.values())
+    if made < n:
+        why = ("the documents give no more: each sentence of 6-40 words is used once, near-duplicates are dropped"
+               if not judge.generates_questions else "see the notes for the kinds that fell short")
+        notes.append(f"{made} of {n} questions: {why}")
+        warnings.warn(f"ragmeter.testset.generate: {notes[-1]}", stacklevel=2)
     samples = []
     for i, (kind, item) in enumerate(_interleave(got), 1):
         ids = [chunks[j].id for j in item["chunks"]]
         samples.append(Sample(item["question"], reference=item["answer"], relevant_ids=ids or None, id=f"q{i:04d}",
-                              metadata={"kind": kind, "edge_case": kind in EDGE_KINDS,
+                              metadata={"kind": kind, "edge_case": kind in EDGE_KINDS or kind in OFFLINE_EDGE_KINDS,
                                         "source_chunks": [chunks[j].id for j in item["shown"]], "generator": judge.name}))
     return TestSet(samples, chunks, wanted, usage, duplicates, notes)

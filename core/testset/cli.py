@@ -34,14 +34,16 @@ def register(sub: Any) -> None:
     p = sub.add_parser("testset", help="generate questions, reference answers and relevant chunk ids from documents",
                        description="Generate a test set from DOCS (a folder of .txt / .md files, or a JSONL file of "
                                    "{id, text}): questions with reference answers and the ids of the chunks that "
-                                   "answer them. The offline judge writes an extractive set; an LLM judge writes "
-                                   "simple, reasoning and multi-context questions plus edge cases.")
+                                   "answer them. The offline judge writes questions by rules plus the edge cases "
+                                   "rules can make (numeric, negation, unanswerable, multi_chunk); an LLM judge "
+                                   "writes simple, reasoning and multi-context questions plus edge cases.")
     p.add_argument("docs", metavar="DOCS", help="folder of .txt / .md files, or a JSONL file of {id, text}")
     p.add_argument("--n", type=int, default=50, help="number of questions (default 50)")
     p.add_argument("--out", default="testset.jsonl", help="where to write the questions (default testset.jsonl)")
     p.add_argument("--chunks-out", metavar="PATH", help="where to write the chunks (default OUT's name + .chunks.jsonl)")
     p.add_argument("--judge", default=None, help="judge spec (default: RAGMETER_JUDGE, else a keyed LLM, else offline)")
-    p.add_argument("--edge-cases", type=float, default=0.1, help="share of edge-case questions (default 0.1)")
+    p.add_argument("--edge-cases", type=float, default=0.1,
+                   help="share of edge-case questions (default 0.1; with --n 50, 5 of them)")
     p.add_argument("--chunk-size", type=int, default=1000, help="characters per chunk (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the chunk choice (default 0)")
     p.set_defaults(func=_cmd_testset)

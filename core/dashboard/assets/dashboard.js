@@ -89,3 +89,36 @@
   openHash();
   apply();
 }());
+/* The "Runs" filters: dataset, kind and tag choose the rows of the runs table and the trend groups
+   that hold a chosen run. */
+(function () {
+  "use strict";
+  var form = document.getElementById("run-filters");
+  if (!form) { return; }
+  var rows = Array.prototype.slice.call(document.querySelectorAll("#runs-table tbody tr"));
+  var groups = Array.prototype.slice.call(document.querySelectorAll("#trends .trend-group"));
+  var pick = function (id) { var el = document.getElementById(id); return el ? el.value : ""; };
+
+  function apply() {
+    var f = { series: pick("r-dataset"), kind: pick("r-kind"), tag: pick("r-tag") };
+    var chosen = {};
+    var shown = 0;
+    rows.forEach(function (tr) {
+      var tags = JSON.parse(tr.getAttribute("data-tags") || "[]");
+      var ok = (!f.series || tr.getAttribute("data-series") === f.series) &&
+               (!f.kind || tr.getAttribute("data-kind") === f.kind) && (!f.tag || tags.indexOf(f.tag) >= 0);
+      tr.hidden = !ok;
+      if (ok) { shown += 1; chosen[tr.getAttribute("data-run")] = true; }
+    });
+    groups.forEach(function (g) {
+      var ids = JSON.parse(g.getAttribute("data-runs") || "[]");
+      g.hidden = !ids.some(function (id) { return chosen[id]; });
+    });
+    document.getElementById("runs-shown").textContent = String(shown);
+  }
+
+  Array.prototype.forEach.call(form.querySelectorAll("select"), function (s) { s.addEventListener("change", apply); });
+  form.addEventListener("submit", function (ev) { ev.preventDefault(); });
+  form.addEventListener("reset", function () { setTimeout(apply, 0); });
+  apply();
+}());
