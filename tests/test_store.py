@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from ragmeter.judges import OfflineJudge
 from ragmeter.judges.base import Usage
 from ragmeter.store import RunInfo, Store, TrendPoint
-from ragmeter.store.engine import APP_VERSION_VARS, GIT_COMMIT_VARS, database_url, environment_info, write
+from ragmeter.store.engine import APP_VERSION_VARS, GIT_COMMIT_VARS, StoreError, database_url, environment_info, write
 
 pytest_plugins = ["helpers.postgres"]  # the db_url fixture: each test on SQLite and on PostgreSQL
 
@@ -316,8 +316,9 @@ def test_write_retries_a_locked_database(tmp_path):
         return conn.execute(sa.text("SELECT 1")).scalar()
 
     assert write(store.engine, fn) == 1 and len(calls) == 3
-    with pytest.raises(sa.exc.OperationalError, match="no such table"):
+    with pytest.raises(StoreError, match=r"^store sqlite:///.*r\.db: no such table: nowhere$") as caught:
         write(store.engine, lambda conn: conn.execute(sa.text("SELECT * FROM nowhere")))
+    assert not caught.value.transient and isinstance(caught.value.__cause__, sa.exc.OperationalError)
 
 
 def test_a_forked_child_writes_its_own_inline_run(db_url):

@@ -193,7 +193,7 @@ def test_batches_and_failed_writes(tmp_path, caplog):
             writer.add(sample_result(i))
         assert writer.flush(30)
     assert writer.stats == {"store_written": 3, "store_errors": 5, "store_dropped": 0}
-    assert sum("store: record inline samples failed" in r.message for r in caplog.records) == 1
+    assert sum("refused 3 sample(s) (no such table: scores); not retried" in r.message for r in caplog.records) == 1
     assert writer.close(10)
     assert store.runs(kind="inline")  # a Store given by the caller stays open
     store.close()
