@@ -199,6 +199,17 @@ def test_batches_and_failed_writes(tmp_path, caplog):
     store.close()
 
 
+def test_a_result_after_an_idle_spell_is_written_within_the_interval(tmp_path):
+    """The writer thread sleeps while the queue is empty; the next result wakes it, so a partial
+    batch goes out ``interval`` seconds after it arrived, not only when a full batch or a flush
+    comes (a result scored after a quiet minute used to wait for the next 99)."""
+    writer = StoreWriter(tmp_path / "idle.db", "test", batch=100, interval=0.05)
+    for i in range(3):
+        writer.add(sample_result(i))
+        assert wait_for(lambda: writer.stats["store_written"] == i + 1, timeout=20), writer.stats
+    assert writer.close(10)
+
+
 def test_scorer_flush_and_shutdown_wait_for_the_store(tmp_path):
     db = tmp_path / "s.db"
     scorer = BackgroundScorer(["mrr"], store=db, store_source="batch")

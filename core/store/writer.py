@@ -130,7 +130,7 @@ class StoreWriter:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="ragmeter-store", daemon=True)
                 self._thread.start()
-            if len(self._queue) >= self.batch:
+            if len(self._queue) == 1 or len(self._queue) >= self.batch:  # the first starts the interval's clock
                 self._cond.notify_all()
             return True
         return False
