@@ -43,7 +43,7 @@ RETRY_TIMEOUT_VAR = "RAGMETER_STORE_RETRY_TIMEOUT"
 #: The first wait after a failed write, doubled after each failure up to :data:`MAX_BACKOFF_S`,
 #: each drawn between half and 1.5 times that (jitter: writers that failed together do not retry together).
 FIRST_BACKOFF_S = 0.25
-MAX_BACKOFF_S = 5.0
+MAX_BACKOFF_S = 2.0
 
 
 def retry_timeout_default() -> float:
