@@ -115,10 +115,10 @@ def main(argv: list[str] | None = None) -> None:
                     Store(db).close()
                     other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
 
-                    def hold() -> None:
-                        other.execute("BEGIN IMMEDIATE")
+                    def hold(conn: sqlite3.Connection = other) -> None:
+                        conn.execute("BEGIN IMMEDIATE")
                         time.sleep(args.lock)
-                        other.execute("COMMIT")
+                        conn.execute("COMMIT")
 
                     print(json.dumps(run(f"{name}-{args.lock:g}s", db, hold, args.results, args.rate)), flush=True)
                     other.close()

@@ -275,10 +275,14 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
               **({"profile": profile.name} if profile is not None else {})}
     if getattr(recorder, "key", None):
         header["run_key"] = recorder.key
+    sink = _Sink(out, header, resume)  # first: it refuses a file of another run before the store is touched
     if recorder is not None:
-        recorder.start({"judge": header["judge"], "metrics": list(names), "thresholds": dict(thresholds),
-                        "profile": header.get("profile")})
-    sink = _Sink(out, header, resume)
+        try:
+            recorder.start({"judge": header["judge"], "metrics": list(names), "thresholds": dict(thresholds),
+                            "profile": header.get("profile")})
+        except BaseException:
+            sink._fh.close()  # the file as it was (its header already names the run key)
+            raise
     skipped = 0
 
     def todo() -> Iterator[Sample]:

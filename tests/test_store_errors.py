@@ -162,3 +162,11 @@ def test_a_read_only_store_is_never_created_or_upgraded(tmp_path):
     with pytest.raises(StoreError, match="no ragmeter tables"):
         Store(tmp_path / "other.db", read_only=True)
     assert json.dumps(sorted(p.name for p in tmp_path.iterdir())) == '["other.db"]'
+
+
+@pytest.mark.parametrize("url, cause", [("postgresql://u:pw1234@h:notaport/db", "invalid literal for int()"),
+                                        ("mysql://u:pw1234@h/db", "use a file path, sqlite:///path or postgresql://"),
+                                        ("://x", "Could not parse")])
+def test_a_bad_database_url_is_one_line(tmp_path, capsys, url, cause):
+    code, out, err = run(["dashboard", "--db", url, "--out", tmp_path / "d.html"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and cause in err and "pw1234" not in err

@@ -68,13 +68,16 @@ def database_url(url_or_path: str | os.PathLike | None = None) -> sa.URL:
     text = os.fspath(url_or_path)
     if "://" not in text:
         return sa.URL.create("sqlite", database=str(Path(text).expanduser().resolve()))
-    url = sa.make_url(text)
+    try:
+        url = sa.make_url(text)
+    except (ValueError, sa.exc.ArgumentError) as exc:
+        raise ValueError(f"cannot read the database URL {redact(text)!r}: {exc}") from None
     backend = url.get_backend_name()
     if backend == "sqlite":
         return url
     if backend in ("postgresql", "postgres"):
         return url.set(drivername="postgresql+psycopg")
-    raise ValueError(f"unsupported database URL {url.render_as_string(hide_password=True)!r}: "
+    raise ValueError(f"unsupported database URL {store_name(url)!r}: "
                      "use a file path, sqlite:///path or postgresql://user@host/db")
 
 
@@ -195,9 +198,9 @@ def transient(exc: BaseException) -> bool:
         return False
     if exc.connection_invalidated or _locked_message(str(exc.orig)):
         return True
-    if not hasattr(exc.orig, "sqlstate"):  # not psycopg: SQLite's errors other than locked / busy
+    state = getattr(exc.orig, "sqlstate", False)
+    if state is False:  # not psycopg: SQLite's errors other than locked / busy
         return False
-    state = exc.orig.sqlstate
     if state is None:  # raised by the client: the connection failed, closed or timed out
         return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError))
     return state in _TRANSIENT_SQLSTATES or state[:2] in _TRANSIENT_CLASSES

@@ -273,7 +273,8 @@ class Store:
         invalid records are ``result``'s. Returns how many samples were added."""
         def tx(conn: Connection) -> int:
             run = self._run_row(conn, run_id)
-            rows = dict(conn.execute(sa.select(samples.c.sample_id, samples.c.id).where(samples.c.run_id == run_id)).all())
+            rows: dict[str, int] = dict(conn.execute(sa.select(samples.c.sample_id, samples.c.id)  # type: ignore[arg-type]
+                                                     .where(samples.c.run_id == run_id)).all())
             have = set(conn.execute(sa.select(scores.c.sample_row_id, scores.c.metric)
                                     .where(scores.c.run_id == run_id)).all())
             tags, added, missing, extra = codec.loads(run.tags, []), 0, [], []
