@@ -298,15 +298,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise
     if previous is not None:
         result = _joined(previous, result)
+    _judge_notice(args, result)
+    if result.profile:
+        preface.append(f"ragmeter: profile {result.profile}")
+    return finish(result, args, preface, recorder)
+
+
+def _judge_notice(args: argparse.Namespace, result: Any) -> None:
+    """Say so (stderr) when no judge was asked for and the default picked the offline one."""
     if args.judge is None:
         from ragmeter.judges.spec import default_judge_notice
 
         notice = default_judge_notice(result.judge)
         if notice:
             print(f"ragmeter: {notice}", file=sys.stderr)
-    if result.profile:
-        preface.append(f"ragmeter: profile {result.profile}")
-    return finish(result, args, preface, recorder)
 
 
 def _joined(previous: Any, new: Any) -> Any:
@@ -354,12 +359,7 @@ def _cmd_evaluate_streamed(args: argparse.Namespace, stream: str) -> int:
             print(f"invalid record: {err}", file=sys.stderr)
         print(f"ragmeter: {args.file}: no valid records", file=sys.stderr)
         return EXIT_INPUT
-    if args.judge is None:
-        from ragmeter.judges.spec import default_judge_notice
-
-        notice = default_judge_notice(result.judge)
-        if notice:
-            print(f"ragmeter: {notice}", file=sys.stderr)
+    _judge_notice(args, result)
     preface = [f"ragmeter: {result.scored} samples scored now, {result.skipped} already in {stream}"] if args.resume else []
     if result.profile:
         preface.append(f"ragmeter: profile {result.profile}")
