@@ -17,7 +17,6 @@ import pytest
 
 import ragmeter as rm
 from helpers import wait_for
-from helpers.postgres import PostgresServer, PostgresUnavailable, require
 from ragmeter.inline import BackgroundScorer
 from ragmeter.store import Store
 from ragmeter.store.writer import StoreWriter
@@ -28,6 +27,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def own_postgres():
     """A PostgreSQL server of this module's own: restarting it disturbs no other test."""
+    from helpers.postgres import PostgresServer, PostgresUnavailable, require  # imported here: also a plugin module
+
     try:
         server = PostgresServer.start()
     except (PostgresUnavailable, RuntimeError) as exc:
@@ -149,3 +150,24 @@ def test_a_permanently_failing_store_counts_its_drops_in_one_line(tmp_path, capl
     everything = "\n".join(r.getMessage() + str(r.exc_text or "") for r in caplog.records)
     assert "secret question" not in everything and "private" not in everything
     assert writer.close(10)
+
+
+def test_a_capture_created_while_postgresql_is_down_records_once_it_is_up(own_postgres):
+    """An app that starts while its database restarts: the capture is created (the store is
+    opened on the first write, retried like any write), and what it scored is recorded once the
+    server is up. An unusable store (a bad URL) still raises at creation."""
+    url = own_postgres.create_database()
+    own_postgres.stop(cleanup=False)
+    try:
+        scorer = BackgroundScorer(["mrr"], store=url, store_source="otel")
+        for i in range(20):
+            assert scorer.submit(sample(i))
+        assert wait_for(lambda: scorer.stats["scored"] == 20)
+        assert scorer.stats["store_written"] == 0
+    finally:
+        own_postgres.restart()
+    assert scorer.shutdown(120)
+    assert (scorer.stats["store_written"], scorer.stats["store_errors"]) == (20, 0)
+    assert stored_ids(url) == sorted(f"s{i}" for i in range(20))
+    with pytest.raises(ValueError, match="unsupported database URL"):
+        StoreWriter("mysql://u@h/db", "otel")

@@ -30,7 +30,7 @@ from typing import Iterable
 from ragmeter.guard import never_raise
 from ragmeter.inline import register_exit_hook, weak_hook
 from ragmeter.result import SampleResult
-from ragmeter.store.engine import StoreError, describe, transient
+from ragmeter.store.engine import StoreError, database_url, describe, store_name, transient
 from ragmeter.store.store import Store
 
 __all__ = ["StoreWriter"]
@@ -57,7 +57,8 @@ def retry_timeout_default() -> float:
 
 class StoreWriter:
     """Record results in ``store`` (a :class:`~ragmeter.store.Store`, a SQLite path or a database
-    URL, opened here: an unusable one raises now) as inline samples of ``source``, with ``tags``,
+    URL, opened here: an unusable one raises now, one that is down is opened on the first write)
+    as inline samples of ``source``, with ``tags``,
     ``judge`` and ``thresholds`` as :meth:`Store.record_samples <ragmeter.store.Store.record_samples>` takes them;
     with ``run_id``, into that run instead (:meth:`Store.add_results <ragmeter.store.Store.add_results>`:
     an evaluation recorded as it goes).
@@ -84,7 +85,18 @@ class StoreWriter:
         if max_queue < 1 or batch < 1 or interval < 0 or retry_timeout < 0:
             raise ValueError("max_queue and batch must be >= 1, interval and retry_timeout >= 0")
         self._own = not isinstance(store, Store)
-        self.store = Store(store) if self._own else store
+        self.store: Store | None = store if isinstance(store, Store) else None
+        self._open_args = None if self.store is not None else store
+        if self.store is None:
+            try:
+                self.store = Store(store)
+            except StoreError as err:
+                if not err.transient:  # unusable (another schema, not a ragmeter store): an error now
+                    raise
+                # down right now (an app starting while its database restarts): opened on the first write
+                log.warning("ragmeter: the store %s is unavailable (%s); it is opened on the first write", err.where,
+                            err.cause)
+        self.where = self.store.where if self.store is not None else store_name(database_url(store))
         self.source, self.tags, self.judge, self.thresholds = source, list(tags or ()), judge, thresholds
         self.max_queue, self.batch, self.interval, self.exit_timeout = max_queue, batch, interval, exit_timeout
         self.retry_timeout, self.run_id = retry_timeout, run_id
@@ -107,7 +119,7 @@ class StoreWriter:
         self._failing_since: float | None = None  # when the store began failing (None: it works)
 
     def __repr__(self) -> str:
-        return f"StoreWriter({self.store.where!r}, {self.source!r})"
+        return f"StoreWriter({self.where!r}, {self.source!r})"
 
     @property
     def stats(self) -> dict[str, int]:
@@ -159,10 +171,10 @@ class StoreWriter:
             left += self._writing
         if left:
             log.warning("ragmeter: the store %s did not take %d queued sample(s) within %g s; they were dropped "
-                        "(counted in stats['store_dropped'])", self.store.where, left, timeout or 0.0)
+                        "(counted in stats['store_dropped'])", self.where, left, timeout or 0.0)
         if done and thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
-        if done and self._own:
+        if done and self._own and self.store is not None:
             self.store.close()
         return done
 
@@ -216,6 +228,8 @@ class StoreWriter:
                     self._cond.notify_all()
 
     def _record(self, items: list[SampleResult]) -> None:
+        if self.store is None:  # down when the writer was made: opened now (a failure is retried like a write)
+            self.store = Store(self._open_args)
         if self.run_id is not None:
             self.store.add_results(self.run_id, items)
         else:
@@ -232,7 +246,7 @@ class StoreWriter:
             except Exception as exc:
                 cause = exc.cause if isinstance(exc, StoreError) else f"{type(exc).__name__}: {describe(exc)}"
                 if not isinstance(exc, StoreError):  # not the database's answer: ragmeter's own bug
-                    log.debug("ragmeter: recording samples in %s failed", self.store.where, exc_info=True)
+                    log.debug("ragmeter: recording samples in %s failed", self.where, exc_info=True)
                 if not transient(exc):
                     self._error_log("refused %d sample(s) (%s); not retried, dropped", len(items), cause)
                     return "store_errors"
@@ -245,16 +259,16 @@ class StoreWriter:
                 if self._failing_since is None:
                     self._failing_since = now
                     log.warning("ragmeter: the store %s is unavailable (%s); retrying for up to %g s while samples "
-                                "wait in the queue", self.store.where, cause, self.retry_timeout)
+                                "wait in the queue", self.where, cause, self.retry_timeout)
                 else:
-                    log.debug("ragmeter: the store %s is still unavailable (%s)", self.store.where, cause)
+                    log.debug("ragmeter: the store %s is still unavailable (%s)", self.where, cause)
                 with self._cond:
                     if self._cond.wait_for(lambda: self._stopping, delay):
                         return "store_dropped"  # closed meanwhile: given up with the rest of the queue
                 attempt += 1
                 continue
             if self._failing_since is not None:
-                log.info("ragmeter: the store %s is back after %.1f s", self.store.where,
+                log.info("ragmeter: the store %s is back after %.1f s", self.where,
                          time.monotonic() - self._failing_since)
                 self._failing_since = None
             return "store_written"
@@ -265,7 +279,7 @@ class StoreWriter:
         level = logging.WARNING if now - self._last_error_log >= 60.0 else logging.DEBUG
         if level == logging.WARNING:
             self._last_error_log = now
-        log.log(level, "ragmeter: the store %s " + message + " (counted in stats['store_errors'])", self.store.where,
+        log.log(level, "ragmeter: the store %s " + message + " (counted in stats['store_errors'])", self.where,
                 *args)
 
     def _at_exit(self) -> None:
