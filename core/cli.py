@@ -7,9 +7,13 @@ Exit status: 0 when the run completed (bad records are reported, not fatal; some
 errored are counted in the summary), 1 when a ``--fail-under`` threshold is not met (or the
 ``compare`` gate fails) or when every score of a run errored (unless ``--allow-errors``), 2 for
 unusable input: a missing or unreadable file, no valid record, an unknown metric or judge, a
-malformed results file; 2 as well when a report could not be written (the others still are).
-A closed stdout (``ragmeter evaluate ... | head -1``) is a normal end: reports are written before
-anything is printed, and the exit status is the one the run would have had.
+malformed results file; 2 as well when a report or the history store could not be written (the
+others still are, and the summary is printed). A closed stdout (``ragmeter evaluate ... | head -1``)
+is a normal end: reports are written before anything is printed, and the exit status is the one
+the run would have had.
+
+Errors are one line, ``ragmeter: error: ...`` (a store's names the store, password redacted, and
+the cause); ``RAGMETER_DEBUG=1`` prints the traceback after it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import errno
 import os
 import sys
 import textwrap
+import traceback
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,6 +34,8 @@ from ragmeter.metrics import metrics_help
 from ragmeter.profiles import PROFILES
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT = 0, 1, 2
+#: Set to 1 for the traceback after an error's one line.
+DEBUG_VAR = "RAGMETER_DEBUG"
 
 _DESCRIPTION = """\
 Score retrieval-augmented generation.
@@ -130,11 +137,96 @@ def _print_result(result: Any, out: Any) -> None:
         print(f"invalid record: {err}", file=sys.stderr)
 
 
-def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = ()) -> int:
+def debug() -> bool:
+    """Whether ``RAGMETER_DEBUG=1``: errors print their traceback after the one line."""
+    return os.environ.get(DEBUG_VAR, "").strip().lower() in ("1", "true", "yes")
+
+
+def error_line(message: Any, exc: BaseException | None = None) -> None:
+    """``ragmeter: error: <message>`` on stderr; with ``RAGMETER_DEBUG=1`` the traceback of ``exc`` too."""
+    print(f"ragmeter: error: {message}", file=sys.stderr)
+    if exc is not None and debug():
+        traceback.print_exception(exc, file=sys.stderr)
+
+
+def store_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a history store's error (:class:`ragmeter.store.engine.StoreError`),
+    without importing the store (SQLAlchemy) when no store was used."""
+    engine = sys.modules.get("ragmeter.store.engine")
+    return engine is not None and isinstance(exc, engine.StoreError)
+
+
+def db_of(args: argparse.Namespace) -> str | None:
+    """The history store of a command with a ``--db`` option: ``--db``, else ``$RAGMETER_DB``."""
+    if not hasattr(args, "db"):
+        return None
+    return args.db or os.environ.get("RAGMETER_DB") or None
+
+
+def open_recorder(args: argparse.Namespace, *, stream: str | None = None, resume: bool = False) -> Any:
+    """The :class:`~ragmeter.store.recorder.RunRecorder` of ``--db`` (None without a store): a
+    new run, or with ``resume`` the one linked to the results file ``stream`` (else the newest of
+    the dataset). A store that cannot be opened gives None and sets ``args.store_failed`` to its
+    error (the run goes on; :func:`finish` tries the store again)."""
+    db = db_of(args)
+    if not db:
+        return None
+    from ragmeter.store import Store
+    from ragmeter.store.recorder import RunRecorder
+
+    dataset = getattr(args, "dataset", None)
+    try:
+        store = Store(db)
+    except Exception as exc:
+        if not store_error(exc):
+            raise
+        args.store_failed = exc
+        return None
+    try:
+        if resume and stream is None:
+            return RunRecorder.for_dataset(store, dataset)
+        return RunRecorder.for_file(store, dataset, stream) if resume else RunRecorder.new(store, dataset)
+    except BaseException as exc:
+        store.close()
+        if not store_error(exc):
+            raise
+        args.store_failed = exc
+        return None
+
+
+def _record(result: Any, args: argparse.Namespace, recorder: Any) -> tuple[str | None, bool]:
+    """Record ``result`` in the ``--db`` store: finish the run ``recorder`` wrote as it went, or
+    record it now. Returns (the line to print, whether the store failed; its error is printed)."""
+    if recorder is None and not db_of(args):
+        return None, False
+    stream = getattr(args, "stream", None)
+    if recorder is None:  # the store failed at the start (or the run was not recorded as it went): try it now
+        recorder = open_recorder(args, stream=stream, resume=bool(stream))
+        if recorder is not None and stream:
+            from ragmeter.streaming import run_key_of, set_run_key
+
+            if run_key_of(stream) != recorder.key:
+                set_run_key(stream, recorder.key)  # so that --resume finds this run again
+    if recorder is None:
+        failed = getattr(args, "store_failed", None)
+        error_line(f"{failed}; the run was not recorded", failed)
+        return None, True
+    try:
+        line, err = recorder.finish(result)
+    finally:
+        recorder.close()
+    if err:
+        error_line(err)
+    return line, err is not None
+
+
+def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = (), recorder: Any = None) -> int:
     """Write the reports and the history store first (one that cannot be written does not stop
-    the others), then print ``preface`` lines, the summary and what was written, and check the
-    thresholds; returns the exit status. When every score errored the status is 1 (unless
-    ``args.allow_errors``); when only some did, the run still passes and the summary counts them."""
+    the others: a one-line error, exit status 2), then print ``preface`` lines, the summary and
+    what was written, and check the thresholds; returns the exit status. ``recorder``: the
+    :class:`~ragmeter.store.recorder.RunRecorder` that recorded the run as it went, finished
+    here. When every score errored the status is 1 (unless ``args.allow_errors``); when only
+    some did, the run still passes and the summary counts them."""
     wrote, unwritten = [], 0
     for path in args.out or []:
         try:
@@ -144,13 +236,10 @@ def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = ()) -
             unwritten += 1
             continue
         wrote.append(f"wrote {path}")
-    db = getattr(args, "db", None) or (os.environ.get("RAGMETER_DB") if hasattr(args, "db") else None)
-    if db:
-        from ragmeter.store import Store
-
-        with Store(db) as store:
-            run_id = store.record_run(result, dataset=getattr(args, "dataset", None))
-        wrote.append(f"recorded run {run_id} in {store.where}")
+    line, store_failed = _record(result, args, recorder)
+    if line:
+        wrote.append(line)
+    unwritten += store_failed
     failures = _check_thresholds(result.summary(), parse_fail_under(getattr(args, "fail_under", None)))
     errored, total, first = score_errors(result)
     all_errored = hasattr(args, "allow_errors") and not args.allow_errors and total and errored == total
@@ -170,29 +259,74 @@ def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = ()) -
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from ragmeter.data import load_samples
+    from ragmeter.data import Dataset, load_samples
     from ragmeter.runner import evaluate, resolve_metrics
 
     check_run_options(args)  # reject bad thresholds and report types before spending judge calls
-    if args.resume:
-        return _cmd_evaluate_streamed(args)
-    dataset = load_samples(args.file)
     args.dataset = Path(args.file).stem
+    streams = [p for p in args.out or [] if Path(p).suffix.lower() == ".jsonl"]
+    db = db_of(args)
+    if args.resume and (len(streams) > 1 or not (streams or db)):
+        raise ValueError("--resume needs exactly one .jsonl --out (the results file to write and resume from) "
+                         "or a --db store")
+    if streams and (args.resume or db):  # results written as they are scored, into the file and the store
+        return _cmd_evaluate_streamed(args, streams[0])
+    dataset = load_samples(args.file)
     if not dataset:
         for err in dataset.errors:
             print(f"invalid record: {err}", file=sys.stderr)
         print(f"ragmeter: {args.file}: no valid records", file=sys.stderr)
         return EXIT_INPUT
     metrics = resolve_metrics(metric_list(args.metrics), dataset)
-    result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency, progress=not args.no_progress,
-                      profile=args.profile, executor=executor_from(args))
+    recorder = open_recorder(args, resume=args.resume)
+    preface: list[str] = []
+    previous = None
+    try:
+        if args.resume and recorder is None:  # the store is where the run resumes from
+            failed = args.store_failed
+            error_line(f"{failed}; nothing to resume from", failed)
+            return EXIT_INPUT
+        if recorder is not None and recorder.run is not None:  # --resume: score the samples not stored yet
+            previous = recorder.store.run(recorder.run.id)
+            todo = Dataset([s for s in dataset if s.id not in recorder.done], dataset.errors, dataset.source)
+            preface.append(f"ragmeter: {len(todo)} samples scored now, {len(dataset) - len(todo)} already in run "
+                           f"{recorder.run.id}")
+            dataset = todo
+        result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency,
+                          progress=not args.no_progress and len(dataset) > 0, profile=args.profile,
+                          executor=executor_from(args), recorder=recorder)
+    except BaseException:
+        if recorder is not None:
+            recorder.close()  # what was scored stays recorded (the run marked incomplete)
+        raise
+    if previous is not None:
+        result = _joined(previous, result)
+    _judge_notice(args, result)
+    if result.profile:
+        preface.append(f"ragmeter: profile {result.profile}")
+    return finish(result, args, preface, recorder)
+
+
+def _judge_notice(args: argparse.Namespace, result: Any) -> None:
+    """Say so (stderr) when no judge was asked for and the default picked the offline one."""
     if args.judge is None:
         from ragmeter.judges.spec import default_judge_notice
 
         notice = default_judge_notice(result.judge)
         if notice:
             print(f"ragmeter: {notice}", file=sys.stderr)
-    return finish(result, args, [f"ragmeter: profile {result.profile}"] if result.profile else [])
+
+
+def _joined(previous: Any, new: Any) -> Any:
+    """A resumed run: the samples stored before, then the ones scored now."""
+    from ragmeter.result import EvaluationResult
+
+    joined = EvaluationResult(list(previous.results) + list(new.results),
+                              previous.metrics + [m for m in new.metrics if m not in previous.metrics],
+                              judge=new.judge, invalid=new.invalid, duration_s=previous.duration_s + new.duration_s,
+                              thresholds={**previous.thresholds, **new.thresholds})
+    joined.profile = new.profile
+    return joined
 
 
 def executor_from(args: argparse.Namespace) -> Any:
@@ -205,24 +339,34 @@ def executor_from(args: argparse.Namespace) -> Any:
     return RayExecutor(args.ray_address, workers=args.workers, **per_worker)
 
 
-def _cmd_evaluate_streamed(args: argparse.Namespace) -> int:
-    """``evaluate --resume``: samples read a line at a time, results appended to the one .jsonl
-    ``--out`` as they finish, the samples already in it skipped (see :mod:`ragmeter.streaming`)."""
+def _cmd_evaluate_streamed(args: argparse.Namespace, stream: str) -> int:
+    """``evaluate --resume`` or ``--db`` with a .jsonl ``--out``: samples read a line at a time,
+    results appended to ``stream`` (and recorded in the store) as they finish; with ``--resume``
+    the samples already in that file are skipped (see :mod:`ragmeter.streaming`)."""
     from ragmeter.runner import evaluate
 
-    streams = [p for p in args.out or [] if Path(p).suffix.lower() == ".jsonl"]
-    if len(streams) != 1:
-        raise ValueError("--resume needs exactly one .jsonl --out: the results file to write and resume from")
-    args.dataset = Path(args.file).stem
-    result = evaluate(args.file, metric_list(args.metrics), args.judge, concurrency=args.concurrency,
-                      progress=not args.no_progress, profile=args.profile, executor=executor_from(args),
-                      out=streams[0], resume=True)
+    args.stream = stream
+    recorder = open_recorder(args, stream=stream, resume=args.resume)
+    try:
+        result = evaluate(args.file, metric_list(args.metrics), args.judge, concurrency=args.concurrency,
+                          progress=not args.no_progress, profile=args.profile, executor=executor_from(args),
+                          out=stream, resume=args.resume, recorder=recorder)
+    except BaseException:
+        if recorder is not None:
+            recorder.close()  # what was scored stays recorded (the run marked incomplete)
+        raise
     if not result.scored and not result.skipped:
+        if recorder is not None:
+            recorder.close()
         for err in result.invalid:
             print(f"invalid record: {err}", file=sys.stderr)
         print(f"ragmeter: {args.file}: no valid records", file=sys.stderr)
         return EXIT_INPUT
-    return finish(result, args, [f"ragmeter: {result.scored} samples scored now, {result.skipped} already in {streams[0]}"])
+    _judge_notice(args, result)
+    preface = [f"ragmeter: {result.scored} samples scored now, {result.skipped} already in {stream}"] if args.resume else []
+    if result.profile:
+        preface.append(f"ragmeter: profile {result.profile}")
+    return finish(result, args, preface, recorder)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -270,8 +414,13 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     from ragmeter.dashboard import render_store
     from ragmeter.fileio import write_text_atomic
     from ragmeter.store import Store
+    from ragmeter.store.engine import database_url, writable
 
-    with Store(args.db) as store:
+    url = database_url(args.db)
+    path = Path(url.database) if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:") else None
+    # a store on a read-only mount (or in a folder or file that cannot be written) is read as it is: never written
+    read_only = path is not None and path.is_file() and not (writable(path) and writable(path.parent))
+    with Store(args.db, read_only=read_only) as store:
         page = render_store(store, runs=args.runs, samples=args.samples, dataset=args.dataset, kind=args.kind,
                             tag=args.tag)
     write_text_atomic(args.out, page)
@@ -298,7 +447,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--db", metavar="PATH|URL",
                    help="record the run in a history store: a SQLite file or a postgresql:// URL "
-                        "(default: $RAGMETER_DB when set; see 'ragmeter dashboard')")
+                        "(default: $RAGMETER_DB when set; see 'ragmeter dashboard'). Results are recorded as they are "
+                        "scored (and a .jsonl --out written as they are), the run marked incomplete until it ends; "
+                        "--resume finishes a killed run")
 
 
 def _add_plugin_commands(sub: Any) -> None:
@@ -336,7 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="stream: read FILE a line at a time and append each result to the .jsonl --out as it is "
                         "scored (memory bounded by --concurrency, not the dataset); samples already in that file are "
-                        "skipped, so a re-run of an interrupted job scores only the rest")
+                        "skipped, so a re-run of an interrupted job scores only the rest. With --db and no .jsonl "
+                        "--out: finish the newest run of FILE in the store, scoring the samples it lacks")
     p.set_defaults(func=_cmd_evaluate)
 
     _add_plugin_commands(sub)
@@ -353,7 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(one group of charts per dataset) and days, response times in seconds, the "
                                    "newest run's summary, its worst samples with their evidence, the sweeps.")
     p.add_argument("--db", metavar="PATH|URL", default=None,
-                   help="the history store: a SQLite file or a postgresql:// URL (default $RAGMETER_DB, else ragmeter.db)")
+                   help="the history store: a SQLite file or a postgresql:// URL (default $RAGMETER_DB, else ragmeter.db); "
+                        "a SQLite file that cannot be written (a read-only mount) is read without writing")
     p.add_argument("-o", "--out", metavar="PATH", default="dashboard.html", help="the page to write (default dashboard.html)")
     p.add_argument("--runs", type=int, default=30, help="how many recent runs draw the trends (default 30)")
     p.add_argument("--samples", type=int, default=500, help="how many of the newest run's worst samples to list (default 500)")
@@ -403,9 +556,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             return args.func(args)
-        except (OSError, ValueError, KeyError, ImportError) as err:
-            msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-            print(f"ragmeter: error: {msg}", file=sys.stderr)
+        except Exception as err:
+            if not isinstance(err, (OSError, ValueError, KeyError, ImportError)) and not store_error(err):
+                raise
+            error_line(err.args[0] if isinstance(err, KeyError) and err.args else err, err)
             return EXIT_INPUT
     finally:
         out.flush()  # here, not at interpreter exit, where a closed pipe prints "Exception ignored"

@@ -103,13 +103,18 @@ class _Collector:
                                duration_s=sum(r.duration_s for r in results))
         from ragmeter.guard import never_raise
         from ragmeter.redact import redact
+        from ragmeter.store.engine import StoreError
 
         def failed(err: BaseException) -> None:
             self.recorded = redact(f"could not record the run in the history store: {type(err).__name__}: {err}")
 
-        with never_raise("pytest_plugin.record_run", on_error=failed), Store(db) as store:
-            run_id = store.record_run(run, dataset="pytest", tags=["pytest", f"pytest:{self.session_id}"])
-            self.recorded = f"recorded run {run_id} in {store.where} (tag pytest:{self.session_id})"
+        with never_raise("pytest_plugin.record_run", on_error=failed):
+            try:
+                with Store(db) as store:
+                    run_id = store.record_run(run, dataset="pytest", tags=["pytest", f"pytest:{self.session_id}"])
+                    self.recorded = f"recorded run {run_id} in {store.where} (tag pytest:{self.session_id})"
+            except StoreError as err:  # the store's own failure: its one line (store and cause), no traceback
+                self.recorded = f"could not record the run in the history store: {err}"
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """The summary table: per metric, assertions, mean, lowest value, below floor."""

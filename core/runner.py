@@ -87,7 +87,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
                     executor: Executor | None = None, limits: Limits | None = None,
                     response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
                     profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
-                    resume: bool = False) -> EvaluationResult:
+                    resume: bool = False, recorder: Any = None) -> EvaluationResult:
     """Score ``samples`` (Samples, dicts, a Dataset, a DataFrame or a file path) with ``metrics``.
 
     ``judge`` is a Judge, a spec such as ``"openai:gpt-4o-mini"`` / ``"offline"``, or None for
@@ -115,19 +115,29 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     skips the samples already in ``out`` (a re-run of an interrupted job). It returns a
     :class:`~ragmeter.streaming.StreamedResult` that reads ``out`` back (see
     :func:`ragmeter.streaming.stream_evaluate`).
+
+    ``recorder`` follows the run as it goes (``evaluate --db`` records into a store this way, see
+    :class:`ragmeter.store.recorder.RunRecorder`): ``recorder.start(info)`` once the metrics and
+    judge are resolved, before any is scored (``info``: ``judge``, ``metrics``, ``thresholds``,
+    ``profile``; it may raise to refuse the run), then ``recorder.add(result)`` with each
+    :class:`SampleResult` as it is scored, on the event loop (it must not block).
     """
     if out is not None or resume:
         from ragmeter.streaming import stream_evaluate  # it imports this module
 
         return await stream_evaluate(samples, metrics, judge, out=out, resume=resume, embedder=embedder,
                                      concurrency=concurrency, progress=progress, executor=executor, limits=limits,
-                                     response_time=response_time, profile=profile)
+                                     response_time=response_time, profile=profile, recorder=recorder)
     dataset = _as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
     profile_obj = get_profile(profile) if profile is not None else None
     if profile_obj is not None:
         metric_list = profile_obj.metrics(metric_list)
     judge_obj = resolve_judge(judge, metric_list)
+    if recorder is not None:
+        recorder.start({"judge": getattr(judge_obj, "name", None) or "code", "metrics": [m.name for m in metric_list],
+                        "thresholds": {m.name: (m.threshold, m.warn) for m in metric_list},
+                        "profile": profile_obj.name if profile_obj is not None else None})
     executor = executor or AsyncioExecutor(concurrency or default_concurrency(judge_obj))
     results: list[SampleResult | None] = [None] * len(dataset)
     bar = None
@@ -138,6 +148,8 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
 
     def done(i: int, result: SampleResult) -> None:
         results[i] = result
+        if recorder is not None:
+            recorder.add(result)
         if bar is not None:
             bar.update(1)
 
@@ -170,7 +182,7 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
              executor: Executor | None = None, limits: Limits | None = None,
              response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
              profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
-             resume: bool = False) -> EvaluationResult:
+             resume: bool = False, recorder: Any = None) -> EvaluationResult:
     """Synchronous :func:`aevaluate`; also works inside a running event loop (Jupyter).
 
     >>> import ragmeter as rm
@@ -181,4 +193,4 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
     """
     return run_sync(aevaluate(samples, metrics, judge, embedder=embedder, concurrency=concurrency,
                               progress=progress, executor=executor, limits=limits, response_time=response_time,
-                              profile=profile, out=out, resume=resume))
+                              profile=profile, out=out, resume=resume, recorder=recorder))

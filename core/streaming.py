@@ -13,7 +13,8 @@ the interruption is dropped and its sample scored again.
 ``compare`` read it): a header line, then one line per sample, in the order they finished. The
 header is written first and rewritten at the end (through a copy, atomically) with the invalid
 records and the run's duration (summed over resumed runs). Other inputs (``.json``, ``.csv``, a
-list) are loaded as usual and only the results are streamed.
+list) are loaded as usual and only the results are streamed. A ``run_key`` in the header links
+the file to the store run that ``evaluate --db`` records as it goes (see :func:`run_key_of`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ragmeter.result import EvaluationResult, SampleResult, _stats
 from ragmeter.runner import AsyncioExecutor, Executor, _as_dataset, default_concurrency, resolve_metrics, sample_scorer
 from ragmeter.verdicts import RESPONSE_TIME, RESPONSE_TIME_LEVELS, add_response_time
 
-__all__ = ["stream_evaluate", "iter_samples", "ResultsFile", "StreamedResult"]
+__all__ = ["stream_evaluate", "iter_samples", "ResultsFile", "StreamedResult", "run_key_of", "set_run_key"]
 
 _JSONL = (".jsonl", ".ndjson")
 
@@ -69,6 +70,18 @@ def iter_samples(source: Any, errors: list[RecordError]) -> Iterator[Sample]:
                     yield sample
             except RecordError as err:
                 errors.append(err if err.location else err.at(where))
+
+
+def run_key_of(path: str | os.PathLike) -> str | None:
+    """The ``run_key`` in the header of the results file ``path``; None when the file is missing,
+    empty, not a results file or has none."""
+    try:
+        with open(path, "rb") as fh:
+            header = parse_json(decode_text(fh.readline()))
+    except (OSError, *JSON_ERRORS):
+        return None
+    key = header.get("run_key") if isinstance(header, dict) and header.get("ragmeter") == "results" else None
+    return key if isinstance(key, str) and key else None
 
 
 class ResultsFile:
@@ -152,15 +165,17 @@ class _Sink:
         self.previous_s = 0.0
         self.timed = False  # a previous run added response_time scores
         if resume and self.path.exists() and self.path.stat().st_size:
-            self._scan(header)
+            old = self._scan(header)
+            if header.get("run_key") and old.get("run_key") != header["run_key"]:
+                _rewrite_header(self.path, {**old, "run_key": header["run_key"]})  # linked to its store run at once
         else:
             self.path.write_text(json_text(header) + "\n", encoding="utf-8")
         self._fh = open(self.path, "a", encoding="utf-8", errors="backslashreplace", newline="")
         self.written = 0
 
-    def _scan(self, header: dict) -> None:
+    def _scan(self, header: dict) -> dict:
         """Read the ids already scored; check the file belongs to the same kind of run; drop a last
-        line cut off by an interruption."""
+        line cut off by an interruption. Returns the file's header."""
         keep = 0
         with open(self.path, "rb") as fh:
             first = fh.readline()
@@ -190,6 +205,7 @@ class _Sink:
                     raise ValueError(f"{self.path}: line {n} is not a sample result ({exc}); cannot resume from it") from None
         if keep < self.path.stat().st_size:
             os.truncate(self.path, keep)
+        return old
 
     def write(self, result: SampleResult) -> None:
         """Append one result (flushed at once, so an interruption loses at most the line being written)."""
@@ -200,16 +216,30 @@ class _Sink:
     def close(self, header: dict) -> None:
         """Close the file and rewrite its header line (through a copy renamed over it)."""
         self._fh.close()
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
-            with open(self.path, "rb") as src, open(tmp, "wb") as dst:
-                src.readline()
-                dst.write((json_text(header) + "\n").encode("utf-8", "backslashreplace"))
-                shutil.copyfileobj(src, dst, 1 << 16)
-            os.replace(tmp, self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        _rewrite_header(self.path, header)
+
+
+def _rewrite_header(path: Path, header: dict) -> None:
+    """Replace the first line of ``path`` with ``header`` (through a copy renamed over it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            src.readline()
+            dst.write((json_text(header) + "\n").encode("utf-8", "backslashreplace"))
+            shutil.copyfileobj(src, dst, 1 << 16)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def set_run_key(path: str | os.PathLike, key: str) -> None:
+    """Write ``run_key`` into the header of the results file ``path`` (see :func:`run_key_of`)."""
+    with open(path, "rb") as fh:
+        header = parse_json(decode_text(fh.readline()))
+    if not isinstance(header, dict) or header.get("ragmeter") != "results":
+        raise ValueError(f"{path}: not a ragmeter results file")
+    _rewrite_header(Path(path), {**header, "run_key": key})
 
 
 async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
@@ -217,11 +247,13 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
                           concurrency: int | None = None, progress: bool = True, executor: Executor | None = None,
                           limits: Limits | None = None,
                           response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
-                          profile: Any = None) -> StreamedResult:
+                          profile: Any = None, recorder: Any = None) -> StreamedResult:
     """Score ``samples`` streaming the results into ``out`` (a ``.jsonl`` results file); see the
     module docstring. Arguments as :func:`ragmeter.aevaluate`; with ``metrics=None`` the
     retrieval metrics are added when the first sample carries ``relevant_ids``. A sample without
-    a captured latency gets no ``response_time`` score here (there is no whole dataset to look at)."""
+    a captured latency gets no ``response_time`` score here (there is no whole dataset to look at).
+    The ``recorder``'s ``key`` (see :func:`ragmeter.aevaluate`), when it has one, goes into the file's
+    header as ``run_key`` (a resumed file without it gets it at once)."""
     if out is None:
         raise ValueError("resume=True needs out=...: the results .jsonl to write and resume from")
     if Path(out).suffix.lower() not in _JSONL:
@@ -241,7 +273,16 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
     header = {"ragmeter": "results", "judge": getattr(judge_obj, "name", None) or "code", "metrics": names,
               "thresholds": {k: list(v) for k, v in thresholds.items()}, "invalid_records": [], "duration_s": 0.0,
               **({"profile": profile.name} if profile is not None else {})}
-    sink = _Sink(out, header, resume)
+    if getattr(recorder, "key", None):
+        header["run_key"] = recorder.key
+    sink = _Sink(out, header, resume)  # first: it refuses a file of another run before the store is touched
+    if recorder is not None:
+        try:
+            recorder.start({"judge": header["judge"], "metrics": list(names), "thresholds": dict(thresholds),
+                            "profile": header.get("profile")})
+        except BaseException:
+            sink._fh.close()  # the file as it was (its header already names the run key)
+            raise
     skipped = 0
 
     def todo() -> Iterator[Sample]:
@@ -265,6 +306,8 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
         if response_time is not None and add_response_time([result], *response_time):
             timed = True
         sink.write(result)
+        if recorder is not None:
+            recorder.add(result)
         if bar is not None:
             bar.update(1)
 

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from ragmeter.judges import OfflineJudge
 from ragmeter.judges.base import Usage
 from ragmeter.store import RunInfo, Store, TrendPoint
-from ragmeter.store.engine import APP_VERSION_VARS, GIT_COMMIT_VARS, database_url, environment_info, write
+from ragmeter.store.engine import APP_VERSION_VARS, GIT_COMMIT_VARS, StoreError, database_url, environment_info, write
 
 pytest_plugins = ["helpers.postgres"]  # the db_url fixture: each test on SQLite and on PostgreSQL
 
@@ -283,7 +283,7 @@ def test_where_the_database_is(tmp_path, monkeypatch):
     assert database_url("postgresql://u:secret@db:5432/rag").drivername == "postgresql+psycopg"
     assert database_url("postgres://u@db/rag").drivername == "postgresql+psycopg"
     assert database_url("sqlite:///rel.db").database == "rel.db"
-    with pytest.raises(ValueError, match="unsupported database URL 'mysql://u:\\*\\*\\*@h/db'"):
+    with pytest.raises(ValueError, match=r"unsupported database URL 'mysql://u:\[REDACTED\]@h/db'"):
         database_url("mysql://u:pw@h/db")
     with Store(tmp_path / "new" / "dir" / "h.db") as store:  # parent directories are created
         assert store.runs() == []
@@ -316,8 +316,9 @@ def test_write_retries_a_locked_database(tmp_path):
         return conn.execute(sa.text("SELECT 1")).scalar()
 
     assert write(store.engine, fn) == 1 and len(calls) == 3
-    with pytest.raises(sa.exc.OperationalError, match="no such table"):
+    with pytest.raises(StoreError, match=r"^store sqlite:///.*r\.db: no such table: nowhere$") as caught:
         write(store.engine, lambda conn: conn.execute(sa.text("SELECT * FROM nowhere")))
+    assert not caught.value.transient and isinstance(caught.value.__cause__, sa.exc.OperationalError)
 
 
 def test_a_forked_child_writes_its_own_inline_run(db_url):
@@ -336,3 +337,30 @@ def test_a_forked_child_writes_its_own_inline_run(db_url):
     assert os.waitstatus_to_exitcode(status) == 0
     assert store.record_samples([result("parent-2", {"f": 0.5})], "langchain") == parent_run  # parent unaffected
     assert sorted(r.samples for r in store.runs(kind="inline")) == [1, 2]
+
+
+def test_a_run_recorded_as_it_goes_is_finished_once(db_url):
+    """begin_run / add_results / finish_run (evaluate --db): the run is incomplete until finished;
+    finishing adds exactly what the batches left out (missing samples, missing scores) and marks
+    it complete; finishing again changes nothing; find_run finds it by key or by dataset."""
+    store = Store(db_url)
+    run_id = store.begin_run("docs", judge="offline", metrics=["f"], thresholds={"f": (0.8, 0.5)}, key="k-1")
+    store.add_results(run_id, [result("a", {"f": 0.9}, usage=Usage(calls=2)), result("b", {"f": 0.4})])
+    info = store.run_info(run_id)
+    assert (info.complete, info.samples, info.usage.calls, info.metrics) == (False, 2, 2, ["f"])
+    assert store.find_run(key="k-1") == info and store.find_run(key="k-2") is None
+    assert store.find_run(dataset="docs") == info and store.sample_ids(run_id) == {"a", "b"}
+    final = [result("a", {"f": 0.9, "g": 1.0}, usage=Usage(calls=2)), result("b", {"f": 0.4}),
+             result("c", {"f": "error"}, usage=Usage(calls=1))]
+    done = rm.EvaluationResult(final, ["f", "g"], judge="offline", duration_s=3.5,
+                               thresholds={"f": (0.8, 0.5), "g": (0.5, 0.3)})
+    assert store.finish_run(run_id, done) == 1
+    assert store.finish_run(run_id, done) == 0
+    info = store.run_info(run_id)
+    assert (info.complete, info.samples, info.usage.calls, info.metrics, info.duration_s) == (True, 3, 3, ["f", "g"], 3.5)
+    assert store.run(run_id)[0] == final[0] and len(store.run(run_id)) == 3  # the score added to "a" too
+    assert [p.count for p in store.metric_trend("f")] == [2] and [p.errors for p in store.metric_trend("f")] == [1]
+    assert store.find_run(key="k-1").complete
+    with pytest.raises(StoreError, match="no run 99"):
+        store.add_results(99, [result("x", {"f": 0.1})])
+    store.close()

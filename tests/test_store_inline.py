@@ -193,10 +193,21 @@ def test_batches_and_failed_writes(tmp_path, caplog):
             writer.add(sample_result(i))
         assert writer.flush(30)
     assert writer.stats == {"store_written": 3, "store_errors": 5, "store_dropped": 0}
-    assert sum("store: record inline samples failed" in r.message for r in caplog.records) == 1
+    assert sum("refused 3 sample(s) (no such table: scores); not retried" in r.message for r in caplog.records) == 1
     assert writer.close(10)
     assert store.runs(kind="inline")  # a Store given by the caller stays open
     store.close()
+
+
+def test_a_result_after_an_idle_spell_is_written_within_the_interval(tmp_path):
+    """The writer thread sleeps while the queue is empty; the next result wakes it, so a partial
+    batch goes out ``interval`` seconds after it arrived, not only when a full batch or a flush
+    comes (a result scored after a quiet minute used to wait for the next 99)."""
+    writer = StoreWriter(tmp_path / "idle.db", "test", batch=100, interval=0.05)
+    for i in range(3):
+        writer.add(sample_result(i))
+        assert wait_for(lambda: writer.stats["store_written"] == i + 1, timeout=20), writer.stats
+    assert writer.close(10)
 
 
 def test_scorer_flush_and_shutdown_wait_for_the_store(tmp_path):

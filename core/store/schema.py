@@ -23,6 +23,7 @@ from typing import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ragmeter.store.engine import StoreError
 from ragmeter.verdicts import latency_seconds
 
 __all__ = ["metadata", "runs", "samples", "scores", "labels", "schema_version", "SCHEMA_VERSION", "MIGRATIONS",
@@ -103,7 +104,7 @@ _V2_INDEXES = (sa.Index("ix_scores_metric_run", scores.c.metric, scores.c.run_id
                sa.Index("ix_samples_created_at", samples.c.created_at))
 
 
-class StoreVersionError(RuntimeError):
+class StoreVersionError(StoreError):
     """The database was written by a newer ragmeter (its schema version is above ours)."""
 
 
@@ -143,8 +144,8 @@ def _version(conn: Connection) -> int | None:
 
 def _check_not_newer(version: int | None, where: str) -> None:
     if version is not None and version > SCHEMA_VERSION:
-        raise StoreVersionError(f"{where} has schema version {version}, newer than this ragmeter reads "
-                                f"({SCHEMA_VERSION}): upgrade ragmeter (pip install -U ragmeter)")
+        raise StoreVersionError(where, f"schema version {version}, newer than this ragmeter reads "
+                                       f"({SCHEMA_VERSION}): upgrade ragmeter (pip install -U ragmeter)")
 
 
 def current_version(conn: Connection, where: str) -> int | None:
@@ -163,7 +164,7 @@ def migrate(conn: Connection, where: str) -> int:
     version = current_version(conn, where)
     if version is None:
         if sa.inspect(conn).has_table("runs"):
-            raise RuntimeError(f"{where} has a 'runs' table but no ragmeter schema_version: not a ragmeter store")
+            raise StoreError(where, "a 'runs' table but no ragmeter schema_version: not a ragmeter store")
         metadata.create_all(conn)
         conn.execute(schema_version.insert().values(version=SCHEMA_VERSION, applied_at=_utcnow()))
         return SCHEMA_VERSION

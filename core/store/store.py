@@ -16,7 +16,7 @@ from ragmeter.data import RecordError
 from ragmeter.judges.base import Usage
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.store import codec
-from ragmeter.store.engine import create_engine, database_url, environment_info, read, write
+from ragmeter.store.engine import StoreError, create_engine, database_url, environment_info, read, store_name, write
 from ragmeter.store.schema import SCHEMA_VERSION, current_version, migrate, runs, samples, scores
 from ragmeter.store.schema import labels as label_rows
 from ragmeter.labels.io import Label
@@ -44,7 +44,9 @@ class RunInfo:
     """One stored run without its samples: when, what (``kind`` "evaluate" or "inline", the
     ``dataset``, the inline ``source`` and ``process``), which code (``app_version``,
     ``git_commit``), the ``judge``, ``metrics`` and ``thresholds``, the judge ``usage``, the
-    ``duration_s``, ``tags`` and the number of ``samples``."""
+    ``duration_s``, ``tags`` and the number of ``samples``. ``complete`` is False for a run still
+    being written (``evaluate --db`` records its samples as they are scored) or one whose process
+    was killed: ``evaluate --resume`` finishes it."""
 
     id: int
     created_at: datetime
@@ -61,6 +63,7 @@ class RunInfo:
     duration_s: float
     tags: list[str]
     samples: int
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -94,19 +97,30 @@ class Store:
     run of kind ``"inline"`` per (``source``, process): a deployment's process is one run, its
     app version and commit recorded once; :meth:`metric_trend` with ``by="day"`` gives the time
     series across processes.
+
+    ``read_only=True`` never writes (SQLite: ``mode=ro``, ``immutable=1`` in a folder that
+    cannot be written, see :mod:`ragmeter.store.engine`): a database that is missing or needs an
+    upgrade is an error instead. ``where`` names the store in messages (password redacted).
+    Database errors are :class:`~ragmeter.store.engine.StoreError` (one line: the store and the cause).
     """
 
-    def __init__(self, url_or_path: str | os.PathLike | None = None):
+    def __init__(self, url_or_path: str | os.PathLike | None = None, *, read_only: bool = False):
         self.url = database_url(url_or_path)
-        self.where = self.url.render_as_string(hide_password=True)
-        self.engine = create_engine(self.url)
+        self.where = store_name(self.url)
+        self.read_only = read_only
+        self.engine = create_engine(self.url, read_only=read_only)
         self._dialect = self.engine.dialect.name
         self._text = codec.TextCleaner(self._dialect)
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._inline: dict[str, tuple[str, int]] = {}  # source -> (process token, run id)
         try:
-            if read(self.engine, lambda conn: current_version(conn, self.where)) != SCHEMA_VERSION:
+            version = read(self.engine, lambda conn: current_version(conn, self.where))
+            if version != SCHEMA_VERSION and read_only:
+                raise StoreError(self.where, "no ragmeter tables" if version is None else
+                                 f"schema version {version}, older than this ragmeter reads ({SCHEMA_VERSION}); "
+                                 "opened read-only, so it cannot be upgraded here")
+            if version != SCHEMA_VERSION:
                 write(self.engine, lambda conn: migrate(conn, self.where))
         except BaseException:
             self.engine.dispose()
@@ -217,6 +231,101 @@ class Store:
                 rows = []
         if rows:
             conn.execute(scores.insert(), rows)
+
+    # ------------------------------------------------------------------ runs recorded as they go
+
+    def begin_run(self, dataset: str | None, *, judge: str | None, metrics: list[str],
+                  thresholds: dict[str, tuple[float, float]], profile: str | None = None, key: str | None = None,
+                  tags: Iterable[str] | None = None, kind: str = "evaluate") -> int:
+        """Start a run whose samples are added as they are scored (:meth:`add_results`); it is
+        incomplete (:attr:`RunInfo.complete` False) until :meth:`finish_run`. ``key`` (e.g. the
+        one a results file's header carries) finds it again with :meth:`find_run`. Returns its id."""
+        env, now, text = environment_info(), codec.naive_utc(), self._text
+        settings = {"metrics": list(metrics), "thresholds": thresholds, **({"profile": profile} if profile else {}),
+                    "incomplete": True, **({"key": key} if key else {})}
+        row = {"created_at": now, "kind": kind, "dataset": text(dataset), "source": None, "process": None,
+               "app_version": text(env["app_version"]), "git_commit": text(env["git_commit"]), "judge": text(judge),
+               "duration_s": 0.0, "tags": codec.dumps(codec.tags_of(tags)), "settings": codec.dumps(settings),
+               "usage": codec.dumps(Usage().to_dict()), "invalid": "[]"}
+        return write(self._engine(), lambda conn: conn.execute(runs.insert(), row).inserted_primary_key[0])
+
+    def add_results(self, run_id: int, results: Iterable[SampleResult]) -> None:
+        """Add scored samples to run ``run_id`` (begun with :meth:`begin_run`) in one transaction,
+        with the run's time and tags; the run's usage grows by theirs."""
+        batch = list(results)
+        if not batch:
+            return
+
+        def tx(conn: Connection) -> None:
+            run = self._run_row(conn, run_id)
+            usage = Usage.from_dict(codec.loads(run.usage, {}))
+            for r in batch:
+                usage = usage + r.usage
+            conn.execute(runs.update().where(runs.c.id == run_id).values(usage=codec.dumps(usage.to_dict())))
+            self._insert(conn, run_id, batch, codec.loads(run.tags, []), run.created_at)
+
+        write(self._engine(), tx)
+
+    def finish_run(self, run_id: int, result: EvaluationResult) -> int:
+        """Make run ``run_id`` hold ``result`` and mark it complete, in one transaction: the samples
+        (by id) and scores not stored yet are added (what a killed process or a failed write left
+        out; nothing is stored twice), and the metrics, thresholds, judge, usage, duration and
+        invalid records are ``result``'s. Returns how many samples were added."""
+        def tx(conn: Connection) -> int:
+            run = self._run_row(conn, run_id)
+            rows: dict[str, int] = dict(conn.execute(sa.select(samples.c.sample_id, samples.c.id)  # type: ignore[arg-type]
+                                                     .where(samples.c.run_id == run_id)).all())
+            have = set(conn.execute(sa.select(scores.c.sample_row_id, scores.c.metric)
+                                    .where(scores.c.run_id == run_id)).all())
+            tags, added, missing, extra = codec.loads(run.tags, []), 0, [], []
+            for r in result.results:
+                row_id = rows.get(self._text(r.sample.id))
+                if row_id is None:
+                    missing.append(r)
+                else:
+                    extra += [s for s in codec.score_rows(r, row_id, run_id, self._text)
+                              if (row_id, s["metric"]) not in have]
+                if len(missing) >= _SCORE_BATCH:
+                    self._insert(conn, run_id, missing, tags, run.created_at)
+                    added, missing = added + len(missing), []
+            self._insert(conn, run_id, missing, tags, run.created_at)
+            if extra:
+                conn.execute(scores.insert(), extra)
+            settings = {**codec.loads(run.settings, {}), "metrics": result.metrics, "thresholds": result.thresholds,
+                        **({"profile": result.profile} if result.profile else {})}
+            settings.pop("incomplete", None)
+            conn.execute(runs.update().where(runs.c.id == run_id).values(
+                judge=self._text(result.judge), settings=codec.dumps(settings), duration_s=float(result.duration_s),
+                usage=codec.dumps(result.usage.to_dict()), invalid=codec.dumps([e.to_dict() for e in result.invalid])))
+            return added + len(missing)
+
+        return write(self._engine(), tx)
+
+    def find_run(self, *, key: str | None = None, dataset: str | None = None, kind: str = "evaluate") -> RunInfo | None:
+        """The newest run of ``kind`` begun with ``key`` (see :meth:`begin_run`), or else, without a
+        key, the newest of ``dataset``; None when there is none."""
+        count = sa.select(sa.func.count()).where(samples.c.run_id == runs.c.id).scalar_subquery()
+        q = sa.select(runs, count.label("n_samples")).where(runs.c.kind == kind).order_by(runs.c.id.desc())
+        if key is not None:
+            find = sa.func.strpos if self._dialect == "postgresql" else sa.func.instr
+            q = q.where(find(runs.c.settings, codec.dumps({"key": key})[1:-1]) > 0)
+        elif dataset is not None:
+            q = q.where(runs.c.dataset == dataset)
+        for row in read(self._engine(), lambda conn: conn.execute(q.limit(20)).all()):
+            if key is None or codec.loads(row.settings, {}).get("key") == key:
+                return _run_info(row)
+        return None
+
+    def sample_ids(self, run_id: int) -> set[str]:
+        """The ids of the samples stored in run ``run_id``."""
+        q = sa.select(samples.c.sample_id).where(samples.c.run_id == run_id)
+        return set(read(self._engine(), lambda conn: conn.execute(q).scalars().all()))
+
+    def _run_row(self, conn: Connection, run_id: int) -> Any:
+        run = conn.execute(sa.select(runs).where(runs.c.id == run_id).with_for_update()).first()
+        if run is None:
+            raise StoreError(self.where, f"no run {run_id}")
+        return run
 
     # ------------------------------------------------------------------ reading
 
@@ -379,4 +488,4 @@ def _run_info(row: Any) -> RunInfo:
                    judge=row.judge, metrics=list(settings.get("metrics") or []),
                    thresholds={k: tuple(v) for k, v in (settings.get("thresholds") or {}).items()},
                    usage=Usage.from_dict(codec.loads(row.usage, {})), duration_s=row.duration_s,
-                   tags=codec.loads(row.tags, []), samples=row.n_samples)
+                   tags=codec.loads(row.tags, []), samples=row.n_samples, complete=not settings.get("incomplete"))

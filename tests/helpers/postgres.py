@@ -165,6 +165,15 @@ class PostgresServer(ServerProcess):
                 time.sleep(0.05)
         return False
 
+    def restart(self, down: float = 0.0, timeout: float = 60.0) -> None:
+        """Stop the server (fast shutdown: open sessions are cut), leave it down ``down`` seconds,
+        start it again on the same port and data directory; returns once it accepts connections."""
+        self.stop(cleanup=False)
+        time.sleep(down)
+        self.proc = self._spawn(self.bindir, self.root, self.port, self._run_as)
+        if not self._wait_ready(timeout):
+            raise RuntimeError(f"PostgreSQL did not come back:\n{self.log_tail()}")
+
     def url(self, database: str = "postgres") -> str:
         """``postgresql://ragmeter@127.0.0.1:<port>/<database>``."""
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
