@@ -4,8 +4,8 @@ which extra to install, as the judges do::
     with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
         from opentelemetry.sdk.trace import SpanProcessor
 
-raises, without the SDK, ``ModuleNotFoundError: ragmeter.tracing needs opentelemetry.sdk, which is
-not installed: pip install "ragmeter[otel]"``.
+raises, without the SDK, ``ModuleNotFoundError: ragmeter.tracing needs opentelemetry, which is not
+installed: pip install "ragmeter[otel]"``.
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ def missing_extra(what: str, extra: str, module: str) -> ModuleNotFoundError:
 @contextmanager
 def needs_extra(what: str, extra: str, *packages: str) -> Iterator[None]:
     """Imports in this block that fail because one of ``packages`` (top-level names, e.g.
-    ``"langchain_core"``) is missing raise a ModuleNotFoundError naming the install command of
-    ``extra``; any other import error passes unchanged."""
+    ``"langchain_core"``) or a module of it is missing raise a ModuleNotFoundError naming that
+    package and the install command of ``extra``; any other import error passes unchanged."""
     try:
         yield
     except ModuleNotFoundError as err:
         top = (err.name or "").split(".")[0]
         if top not in packages:
             raise
-        raise missing_extra(what, extra, err.name or top) from err
+        error = missing_extra(what, extra, top)
+        error.name = err.name  # the module that was missing
+        raise error from err
