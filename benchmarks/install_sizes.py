@@ -39,7 +39,8 @@ def measure(extra: str, cache: bool) -> tuple[float, int]:
         start = time.perf_counter()
         subprocess.run(pip + FIRST.get(extra, []) + ["-e", f"{ROOT}[{extra}]"], check=True)
         seconds = time.perf_counter() - start
-        size = int(subprocess.run(["du", "-sm", str(venv)], capture_output=True, text=True, check=True).stdout.split()[0])
+        du = subprocess.run(["du", "-sm", str(venv)], capture_output=True, text=True, check=True)
+        size = int(du.stdout.split()[0])
     return seconds, size
 
 

@@ -84,7 +84,7 @@ def rst_to_markdown(text: str) -> str:
             end = i
             while end < len(lines) and lines[end].strip():
                 end += 1
-            block = [re.sub(r"\s*# doctest:.*$", "", l) for l in lines[i:end]]
+            block = [re.sub(r"\s*# doctest:.*$", "", text) for text in lines[i:end]]
             out += ["```pycon", *textwrap.dedent("\n".join(block)).split("\n"), "```"]
             i = end
             continue
@@ -188,7 +188,7 @@ def metrics_page() -> str:
     from ragmeter.metrics.ir import _FUNCTIONS, RetrievalMetric
 
     rows, sections = [], []
-    for group, names in (("judged", REGISTRY), ("string", STRING_METRICS)):
+    for group, names in (("RAG", REGISTRY), ("string", STRING_METRICS)):
         for name in names:
             cls = metric_class(name)
             metric = cls()
@@ -377,9 +377,10 @@ def _source_tree(folder: Path) -> Path:
 @event_priority(100)  # before mkdocstrings reads its handler settings
 def on_config(config: Any) -> Any:
     """Point mkdocstrings at the linked source tree and register the docstring conversion."""
-    _GRIFFE["tmp"] = tmp = tempfile.mkdtemp(prefix="ragmeter-docs-")
+    if "tmp" not in _GRIFFE:  # once per process (mkdocs serve calls this on every rebuild)
+        _GRIFFE["tmp"] = tmp = tempfile.mkdtemp(prefix="ragmeter-docs-")
+        _GRIFFE["src"] = str(_source_tree(Path(tmp)))
     _GRIFFE.pop("package", None)
-    _GRIFFE["src"] = str(_source_tree(Path(tmp)))
     python = config.plugins["mkdocstrings"].config.handlers.setdefault("python", {})
     python["paths"] = [_GRIFFE["src"]]
     python.setdefault("options", {})["extensions"] = [f"{Path(__file__).resolve()}:RstDocstrings"]

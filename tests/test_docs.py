@@ -54,6 +54,12 @@ class Block:
         return f"{self.page}:{self.line}"
 
 
+def _closes(line: str, fence: str) -> bool:
+    """Whether ``line`` closes a block opened with ``fence`` (the same character, at least as many)."""
+    text = line.strip()
+    return text.startswith(fence) and text == fence[0] * len(text)
+
+
 def parse_blocks(text: str, page: str) -> list[Block]:
     """Every fenced block of a Markdown page, with the output block that follows a runnable one
     folded into it (see the module docstring)."""
@@ -68,7 +74,7 @@ def parse_blocks(text: str, page: str) -> list[Block]:
         fence, indent = m["fence"], len(m["indent"])
         lang = m["info"].strip().split(" ")[0].split("{")[0].lower()
         end = i + 1
-        while end < len(lines) and not (lines[end].strip().startswith(fence) and lines[end].strip() == fence[0] * len(lines[end].strip())):
+        while end < len(lines) and not _closes(lines[end], fence):
             end += 1
         body = "\n".join(line[indent:] if line[:indent].strip() == "" else line for line in lines[i + 1:end])
         before = i - 1
@@ -284,11 +290,13 @@ def test_home_and_metrics_pages_in_chromium(browser, served, tmp_path):
     browser.get(served + "/")
     _wait(browser, "return document.readyState === 'complete'")
     assert browser.title == "ragmeter"
-    assert browser.execute_script("return document.querySelector('article h1').firstChild.textContent.trim()") == "ragmeter"
+    heading = browser.execute_script("return document.querySelector('article h1').firstChild.textContent.trim()")
+    assert heading == "ragmeter"
     picture = browser.execute_script("const i = document.querySelector('article img'); "
                                      "return i && i.complete ? [i.naturalWidth, i.src] : null")
     assert picture and picture[0] == PICTURE_WINDOW[0] and picture[1].endswith("assets/report.png")
-    nav = browser.execute_script("return [...document.querySelectorAll('.md-nav__link')].map(a => a.textContent.trim())")
+    nav = browser.execute_script("return [...document.querySelectorAll('.md-nav__link')]"
+                                 ".map(a => a.textContent.trim())")
     assert {"Install", "Metrics", "Judges", "Command line", "ragmeter.metrics", "Contributing"} <= set(nav)
     full_page(browser, max_height=4000)
     screenshot(browser, "docs-home.png", tmp_path)
@@ -341,7 +349,8 @@ def test_readme_picture_is_the_report_today(browser, tmp_path):
 
     report = tmp_path / "report.html"
     env = {**_env(tmp_path), "RAGMETER_CACHE_DIR": str(tmp_path / "cache")}
-    run = subprocess.run([sys.executable, "-m", "ragmeter.cli", "evaluate", str(ROOT / "examples" / "rag_samples.jsonl"),
+    samples = str(ROOT / "examples" / "rag_samples.jsonl")
+    run = subprocess.run([sys.executable, "-m", "ragmeter.cli", "evaluate", samples,
                           "--judge", "offline", "--no-progress", "--out", str(report)],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
