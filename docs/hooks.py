@@ -212,7 +212,9 @@ def metrics_page() -> str:
         "Generated from the metric registry (`ragmeter.metrics.REGISTRY`, `STRING_METRICS`, "
         "`RETRIEVAL_METRICS`) when the manual is built. *Judge tasks* are the tasks the metric asked "
         "when it ran alone with the offline judge on a sample with a reference and again without one; "
-        "each task runs once per sample and serves every metric of the run that needs it. *Pass / warn*: "
+        "each task runs once per sample and serves every metric of the run that needs it (an LLM judge "
+        "answers `rate_chunks` and `attribute_statements` in one `review_context` call when a run needs "
+        "both). *Pass / warn*: "
         "a value at or above the first is `pass`, at or above the second `warn`, else `fail`; every "
         "level is a constructor argument (`Faithfulness(threshold=0.9, warn=0.8)`).",
         "",

@@ -370,3 +370,13 @@ def test_readme_picture_is_the_report_today(browser, tmp_path):
     assert result[:2] == [width, height] == result[2:4], f"picture {result[:2]}, screenshot {result[2:4]}"
     assert result[4] < 0.02, (f"{result[4]:.1%} of the pixels of docs/assets/report.png differ from today's report "
                               f"({tmp_path / 'report.png'}); RAGMETER_UPDATE_SCREENSHOTS=1 rewrites it")
+
+
+def test_install_page_has_one_line_per_extra():
+    """docs/install.md lists every extra of pyproject.toml with its install line, and no other."""
+    import tomllib
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    page = (DOCS / "install.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r'^\| `([\w-]+)` \| `pip install (?:"torch==[\d.]+" )?"ragmeter\[([\w-]+)\]"` \|', page, re.M))
+    assert set(rows) == extras and all(name == extra for name, extra in rows.items())
