@@ -12,7 +12,8 @@ a run id (``"12"``) or a tag (the newest run carrying it).
 of the smaller run's ids are in the other run and no id repeats): per metric, over the samples
 with a value in both runs, the two means and the mean difference d = current - baseline, a
 percentile bootstrap 95% interval of d (``n_boot`` resamples of the pairs, ``seed``), the paired
-t-test and Wilcoxon signed-rank p-values (scipy), and Cohen's dz = mean(d) / sd(d) (sd with n - 1).
+t-test and Wilcoxon signed-rank p-values (scipy: without it every p-value is None and ``p_note``
+says why; the rest needs numpy only), and Cohen's dz = mean(d) / sd(d) (sd with n - 1).
 
 **Unpaired** (A/B traffic): the two means over all values, the difference of means with a
 bootstrap interval (each group resampled on its own), Welch's t-test and Mann-Whitney U p-values,
@@ -60,7 +61,8 @@ class MetricComparison:
     a side), ``p_values`` (paired: ``t`` and ``wilcoxon``; unpaired: ``welch`` and
     ``mann_whitney``; None where undefined, e.g. no variance), ``effect_size`` (``effect`` names it:
     ``"cohen_dz"`` or ``"hedges_g"``), ``required_n`` (pairs, or samples per group, to detect
-    ``min_detectable``), the ``tolerance`` and the ``verdict``."""
+    ``min_detectable``), the ``tolerance``, the ``verdict``, and ``p_note``: why no p-value was
+    computed (scipy is not installed), else None."""
 
     metric: str
     paired: bool
@@ -77,6 +79,7 @@ class MetricComparison:
     min_detectable: float
     required_n: int | None
     verdict: str
+    p_note: str | None = None
 
 
 @dataclass
@@ -167,6 +170,10 @@ class Comparison:
                          "-" if c.required_n is None else str(c.required_n), c.verdict])
         return header, rows
 
+    def _p_notes(self) -> list[str]:
+        """Why p-values are missing (one line per distinct reason)."""
+        return [f"p-values: {note}" for note in dict.fromkeys(c.p_note for c in self.metrics.values() if c.p_note)]
+
     def _headline(self) -> str:
         if not self.paired:  # independent groups: no sample is expected in both, so none is "only in" one
             return (f"unpaired comparison, {self.names[0]} -> {self.names[1]}: {self.shared + len(self.only_a)} "
@@ -183,7 +190,7 @@ class Comparison:
         """A plain-text report: the metric table, then the worst per-sample regressions (at most
         ``max_rows``, saying how many were left out) and, when paired, the samples in one run only."""
         header, rows = self._rows()
-        lines = [self._headline(), text_table(header, rows), "",
+        lines = [self._headline(), text_table(header, rows), *self._p_notes(), "",
                  f"{len(self.regressions)} sample regressions, {len(self.improvements)} improvements"]
         shown = self.regressions[:max_rows]
         if len(shown) < len(self.regressions):
@@ -201,6 +208,7 @@ class Comparison:
         lines = ["# ragmeter comparison", "", f"{self._headline()}. Gate: **{'passed' if self.passed else 'FAILED'}**.", "",
                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+        lines += ["", *notes] if (notes := self._p_notes()) else []
         if self.regressions:
             lines += ["", f"## Sample regressions ({len(self.regressions)})", ""]
             if len(self.regressions) > max_rows:
@@ -283,37 +291,51 @@ def _bootstrap_ci(a: np.ndarray, b: np.ndarray, paired: bool, n_boot: int, seed:
     return float(low), float(high)
 
 
-def _stats(metric: str, a: np.ndarray, b: np.ndarray, paired: bool, tolerance: float, min_detectable: float,
-           n_boot: int, seed: int) -> MetricComparison:
+#: ``MetricComparison.p_note`` when scipy cannot be imported.
+NO_SCIPY = 'not computed: scipy is not installed (pip install "ragmeter[stats]")'
+
+
+def _p_values(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[dict[str, float | None], str | None]:
+    """The tests' p-values (None where undefined: no variance, no difference) and, when scipy is
+    missing, every p-value None and the note saying so."""
+    tests = ("t", "wilcoxon") if paired else ("welch", "mann_whitney")
     try:
         from scipy import stats
     except ImportError:
-        raise ImportError("comparing runs needs scipy: pip install 'ragmeter[stats]'") from None
+        return dict.fromkeys(tests), NO_SCIPY
+    p: dict[str, float | None] = {}
+    if paired:
+        d = b - a
+        sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+        p["t"] = _finite(stats.ttest_rel(b, a).pvalue) if sd > 0 else None
+        p["wilcoxon"] = _finite(stats.wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else None
+    else:
+        ok = len(a) > 1 and len(b) > 1
+        p["welch"] = (_finite(stats.ttest_ind(b, a, equal_var=False).pvalue)
+                      if ok and float(a.var(ddof=1)) + float(b.var(ddof=1)) > 0 else None)
+        p["mann_whitney"] = (_finite(stats.mannwhitneyu(b, a, alternative="two-sided").pvalue)
+                             if len(a) and len(b) and np.ptp(np.concatenate([a, b])) > 0 else None)
+    return p, None
 
+
+def _stats(metric: str, a: np.ndarray, b: np.ndarray, paired: bool, tolerance: float, min_detectable: float,
+           n_boot: int, seed: int) -> MetricComparison:
     mean_a = float(a.mean()) if len(a) else None
     mean_b = float(b.mean()) if len(b) else None
     diff = mean_b - mean_a if mean_a is not None and mean_b is not None else None
     ci = _bootstrap_ci(a, b, paired, n_boot, seed)
-    p: dict[str, float | None] = {}
+    p, p_note = _p_values(a, b, paired)
     effect = required = None
     if paired:
         d = b - a
         sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
         if sd > 0:
-            p["t"] = _finite(stats.ttest_rel(b, a).pvalue)
             effect = float(d.mean()) / sd
-        else:
-            p["t"] = None
-        p["wilcoxon"] = _finite(stats.wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else None
         required = required_sample_size(sd ** 2, min_detectable, paired=True) if len(d) > 1 else None
     else:
         var_a = float(a.var(ddof=1)) if len(a) > 1 else None
         var_b = float(b.var(ddof=1)) if len(b) > 1 else None
-        ok = var_a is not None and var_b is not None
-        p["welch"] = _finite(stats.ttest_ind(b, a, equal_var=False).pvalue) if ok and var_a + var_b > 0 else None
-        p["mann_whitney"] = (_finite(stats.mannwhitneyu(b, a, alternative="two-sided").pvalue)
-                             if len(a) and len(b) and np.ptp(np.concatenate([a, b])) > 0 else None)
-        if ok:
+        if var_a is not None and var_b is not None:
             pooled = ((len(a) - 1) * var_a + (len(b) - 1) * var_b) / (len(a) + len(b) - 2)
             if pooled > 0:
                 effect = diff / math.sqrt(pooled) * (1 - 3 / (4 * (len(a) + len(b)) - 9))
@@ -325,7 +347,8 @@ def _stats(metric: str, a: np.ndarray, b: np.ndarray, paired: bool, tolerance: f
     else:
         verdict = NO_CHANGE
     return MetricComparison(metric, paired, len(a), len(b), mean_a, mean_b, diff, ci, p,
-                            "cohen_dz" if paired else "hedges_g", effect, tolerance, min_detectable, required, verdict)
+                            "cohen_dz" if paired else "hedges_g", effect, tolerance, min_detectable, required, verdict,
+                            p_note)
 
 
 # --------------------------------------------------------------------------- loading

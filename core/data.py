@@ -600,7 +600,10 @@ def save_samples(samples: Iterable[Sample], path: Any) -> Path:
 
 
 def samples_to_pandas(samples: Iterable[Sample]):
-    """A pandas DataFrame with one row per sample (requires pandas)."""
-    import pandas as pd
+    """A pandas DataFrame with one row per sample (needs pandas: ``pip install "ragmeter[pandas]"``)."""
+    from ragmeter._extras import needs_extra
+
+    with needs_extra("samples_to_pandas()", "pandas", "pandas"):
+        import pandas as pd
 
     return pd.DataFrame([s.to_dict() for s in samples])

@@ -190,8 +190,11 @@ class EvaluationResult:
         return rows
 
     def to_pandas(self):
-        """A pandas DataFrame of :meth:`to_records` (requires pandas)."""
-        import pandas as pd
+        """A pandas DataFrame of :meth:`to_records` (needs pandas: ``pip install "ragmeter[pandas]"``)."""
+        from ragmeter._extras import needs_extra
+
+        with needs_extra("to_pandas()", "pandas", "pandas"):
+            import pandas as pd
 
         return pd.DataFrame(self.to_records(), columns=self._columns())
 

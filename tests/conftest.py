@@ -11,3 +11,15 @@ def _isolated_environment(tmp_path_factory):
         mp.delenv(key, raising=False)
     yield
     mp.undo()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``heavy`` (PyTorch, ONNX Runtime, tokenizers, Ray: the ``dev`` extra, not the
+    light ``test`` one) run only when ``-m`` names the marker (``python -m pytest -m heavy``, as
+    .ci/run does in a step of its own); every other run leaves them out, ``-m "not slow"`` too."""
+    if "heavy" in (config.getoption("markexpr") or ""):
+        return
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if not item.get_closest_marker("heavy")]

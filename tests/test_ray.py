@@ -89,6 +89,7 @@ def test_cli_names_the_ray_executor():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # Ray: run in .ci/run's step of its own (python -m pytest -m heavy)
 def test_same_scores_and_calls_as_asyncio_and_the_cache_file_is_shared(ray_runtime, tmp_path):
     data = records(8)
     with FakeLLMServer() as server:
@@ -110,6 +111,7 @@ def test_same_scores_and_calls_as_asyncio_and_the_cache_file_is_shared(ray_runti
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # Ray: run in .ci/run's step of its own (python -m pytest -m heavy)
 def test_requests_per_minute_hold_for_all_workers_together(ray_runtime):
     # 600 rpm: 10 a second after a burst of 10, for both workers together: any 1 s holds at most
     # 10 + 10 (+1 at the window's edges), and the 38 requests after the burst take at least 3.8 s.
@@ -125,6 +127,7 @@ def test_requests_per_minute_hold_for_all_workers_together(ray_runtime):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # Ray: run in .ci/run's step of its own (python -m pytest -m heavy)
 def test_a_killed_worker_has_its_samples_scored_again(ray_runtime):
     data = records(12)
     with FakeLLMServer(latency=0.3) as server:
@@ -163,6 +166,7 @@ def quiet_after_cancel(server: FakeLLMServer, quiet: float = 1.0, limit: float =
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # Ray: run in .ci/run's step of its own (python -m pytest -m heavy)
 def test_an_interrupted_streamed_run_resumes_where_it_stopped(ray_runtime, tmp_path):
     src, out = tmp_path / "big.jsonl", tmp_path / "results.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records(16)))

@@ -17,10 +17,13 @@ import logging
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
-from opentelemetry import context as otel_context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from ragmeter._extras import needs_extra
+
+with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
+    from opentelemetry import context as otel_context
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ragmeter.data import RecordError
 from ragmeter.guard import never_raise

@@ -28,13 +28,16 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
-from opentelemetry.trace.status import Status, StatusCode
+from ragmeter._extras import needs_extra
+
+with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
+    from opentelemetry.attributes import BoundedAttributes
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+    from opentelemetry.trace.status import Status, StatusCode
 
 from ragmeter.data import RecordError
 from ragmeter.fileio import JSON_ERRORS, decode_text, json_problem, json_text, text_problem

@@ -62,8 +62,11 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Sequence
 
-from opentelemetry import context as otel_context
-from opentelemetry.sdk.trace import SpanProcessor
+from ragmeter._extras import needs_extra
+
+with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
+    from opentelemetry import context as otel_context
+    from opentelemetry.sdk.trace import SpanProcessor
 
 from ragmeter.capture import capture_content_setting, without_content
 from ragmeter.guard import guarded, never_raise

@@ -47,9 +47,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlsplit
 
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from ragmeter._extras import needs_extra
+
+with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from ragmeter.guard import never_raise
 from ragmeter.tracing.offline import _CountingExporter

@@ -52,8 +52,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from opentelemetry import trace as otel_trace
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+from ragmeter._extras import needs_extra
+
+with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from ragmeter.capture import content_captured
 from ragmeter.guard import never_raise

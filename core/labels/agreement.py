@@ -206,9 +206,12 @@ def judge_vs_humans(judge: Sequence[float], human: Sequence[float], threshold: f
     Returns ``spearman`` and ``kendall`` (scipy's rho and tau-b, with p-values), the confusion
     table and ``balanced_accuracy`` of judge pass (value >= ``threshold``) against human pass
     (rating >= ``human_pass_at``), and ``suggested_threshold`` (:func:`suggest_threshold`) with
-    ``suggested_ci``, its bootstrap interval over items.
+    ``suggested_ci``, its bootstrap interval over items. Needs scipy (``pip install "ragmeter[stats]"``).
     """
-    from scipy import stats
+    from ragmeter._extras import needs_extra
+
+    with needs_extra("judge_vs_humans()", "stats", "scipy"):
+        from scipy import stats
 
     pairs = [(float(j), float(h)) for j, h in zip(judge, human) if not is_missing(j) and not is_missing(h)]
     js, hs = [p[0] for p in pairs], [p[1] for p in pairs]

@@ -26,9 +26,12 @@ translates LangChain events (LangChain is imported here and nowhere else; LangGr
 :mod:`~ragmeter.integrations.langchain.hook` installs it through the configure hook.
 """
 
-from ragmeter.integrations.langchain.handler import RagmeterCallbackHandler
-from ragmeter.integrations.langchain.hook import instrument, uninstrument
-from ragmeter.integrations.langchain.runs import ANSWER_KEYS, ID_KEYS, QUESTION_KEYS, SCORE_KEYS
+from ragmeter._extras import needs_extra
+
+with needs_extra("ragmeter.integrations.langchain", "langchain", "langchain_core"):
+    from ragmeter.integrations.langchain.handler import RagmeterCallbackHandler
+    from ragmeter.integrations.langchain.hook import instrument, uninstrument
+    from ragmeter.integrations.langchain.runs import ANSWER_KEYS, ID_KEYS, QUESTION_KEYS, SCORE_KEYS
 
 __all__ = ["RagmeterCallbackHandler", "instrument", "uninstrument",
            "QUESTION_KEYS", "ANSWER_KEYS", "SCORE_KEYS", "ID_KEYS"]

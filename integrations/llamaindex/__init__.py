@@ -34,13 +34,16 @@ core (:class:`ragmeter.capture.CaptureRecorder`, :func:`ragmeter.metrics.scoring
 
 from __future__ import annotations
 
-from ragmeter.integrations.llamaindex.capture import RagmeterInstrumentation
-from ragmeter.integrations.llamaindex.evaluators import (
-    EVALUATOR_CLASSES,
-    RagmeterEvaluationResult,
-    RagmeterEvaluator,
-    make_evaluators,
-)
+from ragmeter._extras import needs_extra
+
+with needs_extra("ragmeter.integrations.llamaindex", "llamaindex", "llama_index"):
+    from ragmeter.integrations.llamaindex.capture import RagmeterInstrumentation
+    from ragmeter.integrations.llamaindex.evaluators import (
+        EVALUATOR_CLASSES,
+        RagmeterEvaluationResult,
+        RagmeterEvaluator,
+        make_evaluators,
+    )
 
 globals().update({cls.__name__: cls for cls in EVALUATOR_CLASSES.values()})
 
