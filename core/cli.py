@@ -252,7 +252,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             raise ValueError(f"--out {path}: unknown comparison report type (use .md, .json or .txt)")
     db = args.db or os.environ.get("RAGMETER_DB")
     cmp = compare(args.baseline, args.current, tolerance=parse_tolerance(args.tolerance), n_boot=args.n_boot,
-                  seed=args.seed, paired=args.paired, min_detectable=args.min_detectable, db=db)
+                  seed=args.seed, paired=args.paired, min_detectable=args.min_detectable, db=db,
+                  allow_judge_change=args.allow_judge_change)
     print(cmp.to_text(max_rows=args.max_rows), end="")
     for path in args.out or []:
         cmp.save(path, max_rows=args.max_rows)
@@ -367,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "METRIC=X for one (repeatable; default 0.05)")
     p.add_argument("--fail-under", action="append", metavar="[METRIC=]X", help="exit 1 when the current mean of a metric is below X")
     p.add_argument("--fail-on-sample-regression", action="store_true", help="exit 1 when any sample regressed")
+    p.add_argument("--allow-judge-change", action="store_true",
+                   help="gate across judges: without it, a metric judged by a different judge (model, prompts, "
+                        "settings, rules: the judge fingerprint) in the two runs fails the gate")
     p.add_argument("--db", metavar="PATH|URL", help="history store for run ids and tags (default $RAGMETER_DB, else ragmeter.db)")
     p.add_argument("-o", "--out", action="append", metavar="PATH", help="write the comparison: .md, .json or .txt (repeatable)")
     p.add_argument("--max-rows", type=int, default=20, help="sample regressions listed (default 20)")

@@ -115,6 +115,12 @@ class Comparison:
     shared: int
     names: tuple[str, str] = ("baseline", "current")
     current_means: dict[str, float | None] = field(default_factory=dict)
+    #: metric -> what changed in the judge that scored it (see :func:`ragmeter.trust.judge_changes`)
+    judge_changes: dict[str, list[str]] = field(default_factory=dict)
+    #: what could not be told about the judges, and a ragmeter version change that left them as they were
+    judge_notes: list[str] = field(default_factory=list)
+    #: gate across judges: when False (default), a metric judged differently fails the gate
+    allow_judge_change: bool = False
 
     def gate(self, fail_under: Mapping[str, float] | None = None, fail_on_sample_regression: bool = False) -> list[str]:
         """Why the gate fails (empty when it passes): a metric that regressed (see the module
@@ -139,7 +145,27 @@ class Comparison:
         if fail_on_sample_regression and self.regressions:
             out.append(f"{len(self.regressions)} sample regressions; worst: "
                        + ", ".join(f"{r.metric} {r.describe()}" for r in self.regressions[:3]))
+        out += self._judge_gate()
         return out
+
+    def _judge_gate(self) -> list[str]:
+        """The gate's verdict on the judges: a metric judged differently in the two runs fails
+        unless ``allow_judge_change``."""
+        if not self.judge_changes or self.allow_judge_change:
+            return []
+        from ragmeter.trust.judges import describe_changes
+
+        return [f"judged differently ({line}): the two runs' scores are not comparable; "
+                "--allow-judge-change / allow_judge_change=True to gate across judges"
+                for line in describe_changes(self.judge_changes)]
+
+    def _judge_lines(self) -> list[str]:
+        from ragmeter.trust.judges import describe_changes
+
+        lines = [f"JUDGE CHANGED {line}" for line in describe_changes(self.judge_changes)]
+        if lines and self.allow_judge_change:
+            lines.append("(--allow-judge-change: gated across judges)")
+        return lines + [f"note: {n}" for n in self.judge_notes]
 
     @property
     def passed(self) -> bool:
@@ -152,7 +178,9 @@ class Comparison:
                 "metrics": {m: {**asdict(c), "ci": list(c.ci) if c.ci else None} for m, c in self.metrics.items()},
                 "regressions": [asdict(r) for r in self.regressions],
                 "improvements": [asdict(r) for r in self.improvements],
-                "only_a": self.only_a, "only_b": self.only_b, "current_means": self.current_means}
+                "only_a": self.only_a, "only_b": self.only_b, "current_means": self.current_means,
+                "judge_changes": self.judge_changes, "judge_notes": self.judge_notes,
+                "allow_judge_change": self.allow_judge_change}
 
     def _rows(self) -> tuple[list[str], list[list[str]]]:
         tests = ("t", "wilcoxon") if self.paired else ("welch", "mann_whitney")
@@ -176,7 +204,7 @@ class Comparison:
         """A plain-text report: the metric table, then the worst per-sample regressions (at most
         ``max_rows``, saying how many were left out) and the samples in one run only."""
         header, rows = self._rows()
-        lines = [self._headline(), text_table(header, rows), "",
+        lines = [self._headline(), *self._judge_lines(), text_table(header, rows), "",
                  f"{len(self.regressions)} sample regressions, {len(self.improvements)} improvements"]
         shown = self.regressions[:max_rows]
         if len(shown) < len(self.regressions):
@@ -192,6 +220,7 @@ class Comparison:
         """The same report in Markdown."""
         header, rows = self._rows()
         lines = ["# ragmeter comparison", "", f"{self._headline()}. Gate: **{'passed' if self.passed else 'FAILED'}**.", "",
+                 *[f"- {_md_cell(line)}" for line in self._judge_lines()], *([""] if self._judge_lines() else []),
                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
         if self.regressions:
@@ -403,13 +432,16 @@ def _sample_changes(metric: str, sid: str, before: tuple, after: tuple, tol: flo
 
 def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_boot: int = 2000, seed: int = 0,
             paired: bool | None = None, min_detectable: float | Mapping[str, float] | None = None,
-            ratings: Sequence[str] = (), db: str | os.PathLike | None = None) -> Comparison:
+            ratings: Sequence[str] = (), db: str | os.PathLike | None = None,
+            allow_judge_change: bool = False) -> Comparison:
     """Compare baseline ``a`` with current ``b`` (see the module doc for the statistics and the
     verdict). ``a`` / ``b``: EvaluationResults, results files, or store run ids / tags (``db``).
     ``tolerance``: one number or metric -> number (``"*"`` for the rest). ``paired``: None decides
     from the sample ids. ``min_detectable``: the difference the required sample size is for
     (default: the tolerance). ``ratings``: numeric ``metadata`` keys compared like metrics
-    (``human_*`` keys always are)."""
+    (``human_*`` keys always are). The runs' judges are compared metric by metric
+    (``judge_changes``, :func:`ragmeter.trust.judge_changes`): a metric judged differently fails
+    the gate unless ``allow_judge_change``."""
     (ra, name_a), (rb, name_b) = load_run(a, db), load_run(b, db)
     if name_a == name_b:
         name_a, name_b = "baseline", "current"
@@ -446,8 +478,12 @@ def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_
     regressions.sort(key=lambda r: (order[r.kind], r.delta if r.delta is not None else -(r.before or 0.0)))
     improvements.sort(key=lambda r: -(r.delta if r.delta is not None else r.after or 0.0))
     means = {m: float(v.mean()) if len(v := _values(rows_b, m)) else None for m in metrics_b}
+    from ragmeter.trust.judges import judge_changes
+
+    changes, notes = judge_changes(ra, rb, [m for m in metrics if m in ra.metrics and m in rb.metrics])
     return Comparison(paired, out, regressions, improvements, [s for s in cells_a if s not in cells_b],
-                      [s for s in cells_b if s not in cells_a], len(shared), (name_a, name_b), means)
+                      [s for s in cells_b if s not in cells_a], len(shared), (name_a, name_b), means,
+                      judge_changes=changes, judge_notes=notes, allow_judge_change=allow_judge_change)
 
 
 def compare_variants(result: Any, tag_key: str = "variant", a: str | None = None, b: str | None = None,

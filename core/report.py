@@ -77,6 +77,25 @@ def _usage_line(result: Any) -> str:
             f"{u.completion_tokens} completion, cost: {cost}")
 
 
+def judge_lines(result: Any) -> list[str]:
+    """One line per judge fingerprint of ``result`` (the metrics that need no judge left out):
+    ``"94b632263819: offline, endpoint local, embedder local:all-MiniLM-L6-v2, rules 78a5..., ragmeter 0.1.0"``."""
+    from ragmeter.judges.fingerprint import CODE_FINGERPRINT, JudgeFingerprint
+
+    lines = []
+    for fid, d in result.judges.items():
+        if fid == CODE_FINGERPRINT.id:
+            continue
+        fp = JudgeFingerprint.from_dict(d)
+        parts = [fp.name] + [f"{k} {v}" for k, v in (("endpoint", fp.endpoint), ("prompts", fp.prompts),
+                                                         ("temperature", fp.temperature), ("seed", fp.seed),
+                                                         ("rules", fp.rules), ("embedder", fp.embedder)) if v is not None]
+        if fp.members:
+            parts.append("members " + ", ".join(f"{m.name} ({m.id})" for m in fp.members))
+        lines.append(f"{fid}: {', '.join(parts)}, ragmeter {fp.ragmeter}")
+    return lines
+
+
 def relevance_lines(result: Any) -> list[str]:
     """The relevance band of each relevance metric's mean (see
     :func:`ragmeter.profiles.relevance_band`) under the run's profile (``result.profile``, else
@@ -100,6 +119,7 @@ def markdown_report(result: Any, max_problems: int = 50) -> str:
     lines = ["# ragmeter report", "",
              f"- samples: {len(result)} scored, {len(result.invalid)} invalid records",
              f"- judge: {result.judge}",
+             *[f"  - fingerprint {_md_cell(line)}" for line in judge_lines(result)],
              *([f"- profile: {result.profile} ({get_profile(result.profile).description})"]
                if result.profile else []),
              f"- {_usage_line(result)}",

@@ -128,6 +128,8 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     if profile_obj is not None:
         metric_list = profile_obj.metrics(metric_list)
     judge_obj = resolve_judge(judge, metric_list)
+    if judge_obj is not None:
+        judge_obj.fingerprint  # made here, once: the Scores carry its id (also when scored in other processes)
     executor = executor or AsyncioExecutor(concurrency or default_concurrency(judge_obj))
     results: list[SampleResult | None] = [None] * len(dataset)
     bar = None

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Iterator
 from ragmeter.data import RecordError, Sample
 from ragmeter.fileio import JSON_ERRORS, decode_text, json_problem, json_text, parse_json
 from ragmeter.judges.base import Embedder, Judge
+from ragmeter.judges.fingerprint import CODE_FINGERPRINT, fingerprints_of
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.metrics.requests import Limits
 from ragmeter.result import EvaluationResult, SampleResult, _stats
@@ -240,7 +241,9 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
     thresholds = {m.name: (m.threshold, m.warn) for m in metric_list}
     header = {"ragmeter": "results", "judge": getattr(judge_obj, "name", None) or "code", "metrics": names,
               "thresholds": {k: list(v) for k, v in thresholds.items()}, "invalid_records": [], "duration_s": 0.0,
-              **({"profile": profile.name} if profile is not None else {})}
+              **({"profile": profile.name} if profile is not None else {}),
+              "judges": fingerprints_of([judge_obj.fingerprint.id if judge_obj is not None else None,
+                                         CODE_FINGERPRINT.id])}
     sink = _Sink(out, header, resume)
     skipped = 0
 

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from ragmeter.aggregate import GRADE_THRESHOLDS, grade
 from ragmeter.data import Score
+from ragmeter.judges.fingerprint import CODE_FINGERPRINT
 from ragmeter.metrics import REGISTRY
 from ragmeter.result import SampleResult
 
@@ -267,7 +268,7 @@ def response_time_score(latency_s: float, pass_under: float = RESPONSE_TIME_LEVE
              "fail": f"over {w:g} s (fail)"}[label]
     return Score(RESPONSE_TIME, value, explanation=f"response time {t:.2f} s: {level}",
                  details={"latency_s": t, "pass_under": p, "warn_under": w, "threshold": 1.0, "warn": 0.5},
-                 judge="code", label=label)
+                 judge="code", label=label, fingerprint=CODE_FINGERPRINT.id)
 
 
 def add_response_time(results: Iterable[SampleResult], pass_under: float = RESPONSE_TIME_LEVELS[0],
@@ -290,5 +291,5 @@ def add_response_time(results: Iterable[SampleResult], pass_under: float = RESPO
     for r, t in zip(results, latencies):
         r.scores[RESPONSE_TIME] = (response_time_score(t, pass_under, warn_under) if t is not None else
                                    Score(RESPONSE_TIME, None, "no response time was captured for this sample",
-                                         judge="code"))
+                                         judge="code", fingerprint=CODE_FINGERPRINT.id))
     return True

@@ -49,7 +49,8 @@ class RunEntry:
     ``summary`` is :meth:`ragmeter.EvaluationResult.summary` (per metric: count, mean, median,
     std, min, max, errors, n/a, pass, warn, fail); ``values`` the per-metric values for the
     distributions (may be empty for older runs that only feed the trends); ``thresholds`` metric
-    -> (pass, warn). ``label`` names the run on the trend axis (default ``"run <id>"``).
+    -> (pass, warn). ``label`` names the run on the trend axis (default ``"run <id>"``);
+    ``judges`` has one line per judge fingerprint (:func:`ragmeter.report.judge_lines`).
     """
 
     id: str
@@ -67,6 +68,7 @@ class RunEntry:
     usage: Usage | None = None
     duration_s: float | None = None
     invalid: list[str] = field(default_factory=list)
+    judges: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.id = str(self.id)
@@ -94,8 +96,11 @@ class RunEntry:
         if RESPONSE_TIME in metrics:
             thresholds.setdefault(RESPONSE_TIME, (1.0, 0.5))
         values = {m: [v for v in full.values(m) if v is not None] for m in metrics}
+        from ragmeter.report import judge_lines
+
         base = {"judge": result.judge, "samples": len(result), "usage": result.usage,
-                "duration_s": result.duration_s, "invalid": [str(e) for e in result.invalid]}
+                "duration_s": result.duration_s, "invalid": [str(e) for e in result.invalid],
+                "judges": judge_lines(result)}
         return cls(id=str(id), summary=full.summary(), thresholds=thresholds, values=values, **{**base, **fields})
 
 

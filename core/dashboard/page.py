@@ -77,6 +77,9 @@ def _header(title: str, runs: Sequence[RunEntry], views: list[SampleView], nav: 
         value = getattr(latest, key)
         if value:
             facts.append(f"{key.replace('_', ' ')} {escape(str(value)[:40])}")
+    for line in latest.judges:  # each judge's fingerprint: id shown, its fields on hover
+        fid, _, fields = line.partition(": ")
+        facts.append(f'<span class="fingerprint" title="{escape(fields)}">fingerprint {escape(fid)}</span>')
     if latest.created_at is not None:
         facts.append(escape(latest.created_at.isoformat(timespec="seconds")))
     if latest.usage is not None:
