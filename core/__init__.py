@@ -17,9 +17,10 @@ from ragmeter.monitor import Monitor
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.runner import aevaluate, evaluate
 from ragmeter.sweep import sweep
+from ragmeter.trust import trust_card
 
 __all__ = [
     "compare", "compare_variants",
     "Context", "Sample", "Score", "Dataset", "RecordError", "EvaluationResult", "SampleResult",
-    "evaluate", "aevaluate", "sweep", "Limits", "load_samples", "save_samples", "samples_from_records", "Monitor", "__version__",
+    "evaluate", "aevaluate", "sweep", "trust_card", "Limits", "load_samples", "save_samples", "samples_from_records", "Monitor", "__version__",
 ]

@@ -145,9 +145,13 @@ def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = ()) -
     if db:
         from ragmeter.store import Store
 
+        from ragmeter.trust.anchors import new_judge_lines
+
         with Store(db) as store:
             run_id = store.record_run(result, dataset=getattr(args, "dataset", None))
+            drift = new_judge_lines(store, run_id)  # a new judge: its shift on the anchor set, when checked
         wrote.append(f"recorded run {run_id} in {store.where}")
+        wrote += drift
     failures = _check_thresholds(result.summary(), parse_fail_under(getattr(args, "fail_under", None)))
     errored, total, first = score_errors(result)
     all_errored = hasattr(args, "allow_errors") and not args.allow_errors and total and errored == total
@@ -253,7 +257,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     db = args.db or os.environ.get("RAGMETER_DB")
     cmp = compare(args.baseline, args.current, tolerance=parse_tolerance(args.tolerance), n_boot=args.n_boot,
                   seed=args.seed, paired=args.paired, min_detectable=args.min_detectable, db=db,
-                  allow_judge_change=args.allow_judge_change)
+                  allow_judge_change=args.allow_judge_change, labels=args.labels)
     print(cmp.to_text(max_rows=args.max_rows), end="")
     for path in args.out or []:
         cmp.save(path, max_rows=args.max_rows)
@@ -371,6 +375,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-judge-change", action="store_true",
                    help="gate across judges: without it, a metric judged by a different judge (model, prompts, "
                         "settings, rules: the judge fingerprint) in the two runs fails the gate")
+    p.add_argument("--labels", metavar="LABELS",
+                   help="human labels (.jsonl / .json / .csv, see 'ragmeter trust'): also compare each labeled metric "
+                        "in human units (PPI++: the judge's scores corrected by the labels); a fall there beyond the "
+                        "tolerance fails the gate, and a metric judged differently is gated in human units")
     p.add_argument("--db", metavar="PATH|URL", help="history store for run ids and tags (default $RAGMETER_DB, else ragmeter.db)")
     p.add_argument("-o", "--out", action="append", metavar="PATH", help="write the comparison: .md, .json or .txt (repeatable)")
     p.add_argument("--max-rows", type=int, default=20, help="sample regressions listed (default 20)")

@@ -134,9 +134,14 @@ class EvaluationResult:
         """Every sample's value for ``metric`` (None where it has none)."""
         return [s.value for s in self.scores(metric)]
 
-    def summary(self) -> dict[str, dict[str, Any]]:
+    def summary(self, labels: Any = None) -> dict[str, dict[str, Any]]:
         """Per metric: mean, median, std, min, max over the values, and the count of values,
-        errors, not-applicable scores and pass / warn / fail labels."""
+        errors, not-applicable scores and pass / warn / fail labels.
+
+        ``labels`` (a labels file or :class:`~ragmeter.labels.Label` objects): each labeled
+        metric also gets its mean in human units from the judge and the labels (PPI++,
+        :func:`ragmeter.trust.human_estimates`): ``human_mean``, ``human_ci`` (95%),
+        ``human_n`` (labeled samples), ``human_scale``, or ``human_reason`` when it cannot be made."""
         out: dict[str, dict[str, Any]] = {}
         for metric in self.metrics:
             scores = self.scores(metric)
@@ -151,6 +156,13 @@ class EvaluationResult:
                 "fail": sum(s.label == "fail" for s in scores),
             })
             out[metric] = row
+        if labels is not None:
+            from ragmeter.trust.estimates import human_estimates
+
+            for metric, est in human_estimates(self, labels).items():
+                if metric in out:
+                    out[metric].update(human_mean=est["mean"], human_ci=est["ci"], human_n=est["n"],
+                                       human_scale=est["scale"], **({"human_reason": est["reason"]} if est["reason"] else {}))
         return out
 
     def problems(self, threshold: float | None = None) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """The dashboard of a history store: the last runs' trends, the newest run's summary and its
-worst samples, the inline samples' daily means, and the human labels' agreement with each other
-and with the judge (``ragmeter dashboard``)."""
+worst samples, the inline samples' daily means, the human labels' agreement with each other
+and with the judge, and the newest run's trust card and its judge's drift on the anchor set
+(``ragmeter dashboard``)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,23 @@ def render_store(store: Any, *, runs: int = 30, samples: int = 500, title: str =
     listed = store.samples(run_id=latest.id, limit=samples)
     daily = {m: [tuple(p) for p in store.metric_trend(m, by="day", kind="inline")] for m in latest.metrics}
     agreement, leniency = _human_labels(store, latest.id)
+    trust, drift = _trust(store, latest.id)
     return render(entries, listed, title=title, verdicts=verdicts, daily={m: p for m, p in daily.items() if p},
-                  agreement=agreement, leniency=leniency, sweeps=sweeps)
+                  agreement=agreement, leniency=leniency, sweeps=sweeps, trust=trust, drift=drift)
+
+
+def _trust(store: Any, run_id: int) -> tuple[dict | None, dict | None]:
+    """The trust card stored with run ``run_id`` and the shift on the anchor set of the judge
+    that scored it against the judge checked before it (None each when there is none)."""
+    from ragmeter.trust.anchors import judge_drift
+
+    judges = [ids[0] for ids in store.run_fingerprints(run_id).values() if len(ids) == 1]
+    drift = None
+    for fid in dict.fromkeys(judges):
+        drift = judge_drift(store, fid)
+        if drift is not None:
+            break
+    return store.trust_card(run_id), drift
 
 
 def _human_labels(store: Any, run_id: int) -> tuple[dict, dict]:

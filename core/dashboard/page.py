@@ -24,6 +24,7 @@ from ragmeter.dashboard.conversations import conversations_section
 from ragmeter.dashboard.drilldown import drilldown, fmt
 from ragmeter.dashboard.model import RunEntry, SampleEntry, SampleView, Verdicts, sample_views
 from ragmeter.dashboard.sweeps import sweeps_section
+from ragmeter.dashboard.trust import trust_section
 from ragmeter.data import label_for
 from ragmeter.judges.base import Usage
 from ragmeter.result import EvaluationResult
@@ -261,7 +262,8 @@ def _invalid(run: RunEntry) -> str:
 def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ragmeter dashboard",
            verdicts: Verdicts | None = None, daily: Mapping[str, Sequence[Sequence[Any]]] | None = None,
            agreement: Mapping[str, Any] | None = None, leniency: Mapping[str, Sequence[Any]] | None = None,
-           sweeps: Sequence[Any] = ()) -> str:
+           sweeps: Sequence[Any] = (), trust: Mapping[str, Any] | None = None,
+           drift: Mapping[str, Any] | None = None) -> str:
     """The dashboard page as HTML text.
 
     ``runs``: :class:`RunEntry` objects, oldest first; the last one is the summary's and the
@@ -273,6 +275,8 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
     by="day")``; without it they are computed from the given samples of inline runs.
     ``agreement`` / ``leniency``: the "Human labels" section (:mod:`ragmeter.dashboard.agreement`).
     ``sweeps``: :class:`~ragmeter.dashboard.sweeps.SweepEntry` objects, the "Sweeps" section.
+    ``trust`` / ``drift``: the "Trust" section (:mod:`ragmeter.dashboard.trust`): the latest
+    run's trust card (its dict) and the judge's shift on the anchor set.
     Raises ValueError when ``runs`` is empty.
     """
     runs = list(runs)
@@ -285,7 +289,7 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
     daily = dict(daily) if daily is not None else _daily_points(runs, views)
     sections = [_summary(latest, views), _trends(runs, daily), sweeps_section(sweeps), _distributions(latest, views),
                 conversations_section(views, metrics), _samples(views, metrics),
-                agreement_section(agreement or {}, leniency), _invalid(latest)]
+                agreement_section(agreement or {}, leniency), trust_section(trust, drift), _invalid(latest)]
     body = "".join([_header(title, runs, views, _nav(sections)), "<main>", *sections, "</main>"])
     js = _asset("dashboard.js")
     script_hash = "sha256-" + base64.b64encode(hashlib.sha256(f"\n{js}\n".encode("utf-8")).digest()).decode("ascii")
@@ -293,7 +297,9 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
     return page.substitute(title=escape(title), css=_asset("dashboard.css"), js=js, script_hash=script_hash, body=body)
 
 
-def render_result(result: EvaluationResult, *, title: str = "ragmeter report", verdicts: Verdicts | None = None) -> str:
-    """The dashboard page of one run (what ``ragmeter evaluate --out report.html`` writes)."""
+def render_result(result: EvaluationResult, *, title: str = "ragmeter report", verdicts: Verdicts | None = None,
+                  trust: Mapping[str, Any] | None = None) -> str:
+    """The dashboard page of one run (what ``ragmeter evaluate --out report.html`` writes);
+    ``trust``: its trust card (:meth:`ragmeter.trust.TrustCard.to_dict`), shown in a panel."""
     run = RunEntry.from_result(result, verdicts=verdicts)
-    return render([run], SampleEntry.from_result(result, run.id), title=title, verdicts=verdicts)
+    return render([run], SampleEntry.from_result(result, run.id), title=title, verdicts=verdicts, trust=trust)

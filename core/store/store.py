@@ -19,6 +19,8 @@ from ragmeter.store import codec
 from ragmeter.store.engine import create_engine, database_url, environment_info, read, write
 from ragmeter.store.schema import SCHEMA_VERSION, current_version, migrate, runs, samples, scores
 from ragmeter.store.schema import judges as judge_rows
+from ragmeter.store.schema import trust_cards as card_rows
+from ragmeter.store.schema import anchor_results as anchor_rows
 from ragmeter.store.schema import labels as label_rows
 from ragmeter.judges.fingerprint import JudgeFingerprint, fingerprints_of, lookup
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -372,6 +374,61 @@ class Store:
             except ValueError:
                 continue  # written by a newer ragmeter with fields this one does not read
         return out
+
+    def run_fingerprints(self, run_id: int) -> dict[str, list[str]]:
+        """Metric -> the fingerprint ids of the judges that scored it in run ``run_id``, most
+        scores first (one query; no sample is read)."""
+        q = (sa.select(scores.c.metric, scores.c.judge_fingerprint, sa.func.count())
+             .where(scores.c.run_id == run_id, scores.c.judge_fingerprint.is_not(None))
+             .group_by(scores.c.metric, scores.c.judge_fingerprint))
+        rows = read(self._engine(), lambda conn: conn.execute(q).all())
+        out: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for metric, fid, n in rows:
+            out[metric].append((-int(n), fid))
+        return {m: [fid for _, fid in sorted(v)] for m, v in out.items()}
+
+    # ------------------------------------------------------------------ trust
+
+    def record_trust_card(self, run_id: int, card: dict) -> int:
+        """Store a trust card (:meth:`ragmeter.trust.TrustCard.to_dict`) with run ``run_id``;
+        returns its id. KeyError when there is no such run."""
+        self.run_info(run_id)
+        now = codec.naive_utc()
+        return write(self._engine(), lambda conn: conn.execute(card_rows.insert(), {
+            "run_id": run_id, "created_at": now, "card": codec.dumps(card)}).inserted_primary_key[0])
+
+    def trust_card(self, run_id: int) -> dict | None:
+        """The newest trust card stored with run ``run_id`` (its dict), None when it has none."""
+        q = sa.select(card_rows.c.card).where(card_rows.c.run_id == run_id).order_by(card_rows.c.id.desc()).limit(1)
+        text = read(self._engine(), lambda conn: conn.execute(q).scalar())
+        return codec.loads(text) if text is not None else None
+
+    def record_anchor_results(self, anchor_set: str, anchor_hash: str, fingerprint: str, judge: str | None,
+                              results: dict[str, dict]) -> None:
+        """Store one judge's results on an anchor set (:func:`ragmeter.trust.check_anchors`): one
+        row per metric (``n``, ``mean`` and the rest of the metric's ``results`` as JSON), all
+        with the same time."""
+        now, text = codec.naive_utc(), self._text
+        rows = [{"created_at": now, "anchor_set": text(anchor_set), "anchor_hash": anchor_hash, "fingerprint": fingerprint,
+                 "judge": text(judge), "metric": text(metric), "n": int(r["n"]), "mean": r["mean"],
+                 "result": codec.dumps({k: v for k, v in r.items() if k not in ("n", "mean")})}
+                for metric, r in results.items()]
+        if rows:
+            write(self._engine(), lambda conn: conn.execute(anchor_rows.insert(), rows))
+
+    def anchor_results(self, anchor_hash: str | None = None) -> list[dict]:
+        """Stored anchor results, newest first (optionally of one anchor set): dicts of
+        ``anchor_set``, ``anchor_hash``, ``fingerprint``, ``judge``, ``metric``, ``n``, ``mean``,
+        ``created_at`` (UTC, ISO text; one check's rows share it) and the stored statistics and
+        ``values`` (sample id -> the judge's value). The fingerprints are registered."""
+        q = sa.select(anchor_rows).order_by(anchor_rows.c.id.desc())
+        if anchor_hash is not None:
+            q = q.where(anchor_rows.c.anchor_hash == anchor_hash)
+        rows = read(self._engine(), lambda conn: conn.execute(q).all())
+        self.judges({r.fingerprint for r in rows})
+        return [{**codec.loads(r.result, {}), "anchor_set": r.anchor_set, "anchor_hash": r.anchor_hash,
+                 "fingerprint": r.fingerprint, "judge": r.judge, "metric": r.metric, "n": r.n, "mean": r.mean,
+                 "created_at": codec.utc(r.created_at).isoformat(timespec="microseconds")} for r in rows]
 
     # ------------------------------------------------------------------ human labels
 
