@@ -123,6 +123,10 @@ def _print_result(result: Any, out: Any) -> None:
           + (f", {errored} scores errored" if errored else ""), file=out)
     print(text_table(_HEADER, summary_rows(result)), file=out)
     print(_usage_line(result), file=out)
+    from ragmeter.report import repeat_lines
+
+    for line in repeat_lines(result):
+        print(line, file=out)
     for err in result.invalid:
         print(f"invalid record: {err}", file=sys.stderr)
 
@@ -186,7 +190,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     metrics = resolve_metrics(metric_list(args.metrics), dataset)
     result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency, progress=not args.no_progress,
-                      profile=args.profile, executor=executor_from(args))
+                      profile=args.profile, executor=executor_from(args), repeats=args.repeats,
+                      repeat_band=args.repeat_band)
     if args.judge is None:
         from ragmeter.judges.spec import default_judge_notice
 
@@ -217,7 +222,7 @@ def _cmd_evaluate_streamed(args: argparse.Namespace) -> int:
     args.dataset = Path(args.file).stem
     result = evaluate(args.file, metric_list(args.metrics), args.judge, concurrency=args.concurrency,
                       progress=not args.no_progress, profile=args.profile, executor=executor_from(args),
-                      out=streams[0], resume=True)
+                      out=streams[0], resume=True, repeats=args.repeats, repeat_band=args.repeat_band)
     if not result.scored and not result.skipped:
         for err in result.invalid:
             print(f"invalid record: {err}", file=sys.stderr)
@@ -334,6 +339,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="the Ray cluster (ray://head:10001, auto); default $RAY_ADDRESS, else a local Ray runtime")
     p.add_argument("--workers", type=int, default=None, help="Ray workers (default: one per CPU of the cluster)")
+    p.add_argument("--repeats", type=int, default=1, metavar="K",
+                   help="ask an LLM judge K times per score: the value is their mean, each Score keeps every value "
+                        "and the spread, and unstable scores (verdicts that differ, or a spread over 0.3) are flagged; "
+                        "the extra calls are counted (default 1)")
+    p.add_argument("--repeat-band", type=float, default=None, metavar="W",
+                   help="repeat only scores whose first value is within W of the metric's threshold")
     p.add_argument("--resume", action="store_true",
                    help="stream: read FILE a line at a time and append each result to the .jsonl --out as it is "
                         "scored (memory bounded by --concurrency, not the dataset); samples already in that file are "

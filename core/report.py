@@ -96,6 +96,24 @@ def judge_lines(result: Any) -> list[str]:
     return lines
 
 
+def repeat_lines(result: Any) -> list[str]:
+    """What the judge's repeats found (``evaluate(..., repeats=k)``, :mod:`ragmeter.trust.repeats`):
+    per metric, the scores repeated, the extra judge calls and the unstable ones; nothing
+    without repeats."""
+    lines = []
+    for metric in result.metrics:
+        runs = [(r.sample.id, s.details["repeats"]) for r in result for s in [r.scores.get(metric)]
+                if s is not None and isinstance(s.details.get("repeats"), dict)]
+        if not runs:
+            continue
+        unstable = [str(sid) for sid, rep in runs if rep.get("unstable")]
+        calls = sum(int(rep.get("calls") or 0) for _, rep in runs)
+        shown = ", ".join(unstable[:10]) + (f" (+{len(unstable) - 10} more)" if len(unstable) > 10 else "")
+        lines.append(f"repeats: {metric}: {len(runs)} scores asked {max(rep['k'] for _, rep in runs)} times "
+                     f"({calls} extra judge calls); {len(unstable)} unstable" + (f": {shown}" if unstable else ""))
+    return lines
+
+
 def relevance_lines(result: Any) -> list[str]:
     """The relevance band of each relevance metric's mean (see
     :func:`ragmeter.profiles.relevance_band`) under the run's profile (``result.profile``, else
@@ -129,6 +147,9 @@ def markdown_report(result: Any, max_problems: int = 50) -> str:
     bands = relevance_lines(result)
     if bands:
         lines += [""] + bands
+    repeats = repeat_lines(result)
+    if repeats:
+        lines += [""] + [f"- {_md_cell(line)}" for line in repeats]
     problems = result.problems()
     if problems:
         lines += ["", f"## Problems ({len(problems)})", "", "| sample | metric | value | label | why |", "|---|---|---|---|---|"]

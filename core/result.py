@@ -166,13 +166,14 @@ class EvaluationResult:
         return out
 
     def problems(self, threshold: float | None = None) -> list[dict[str, Any]]:
-        """Scores that need a look, worst first: errors, ensemble disagreements, and values below
+        """Scores that need a look, worst first: errors, ensemble disagreements, scores whose
+        repeated judge calls were unstable (:mod:`ragmeter.trust.repeats`), and values below
         ``threshold`` (or, without one, scores labelled warn or fail against their metric's own
         thresholds)."""
         rows = []
         for r in self.results:
             for name, s in r.scores.items():
-                if s.status == "error" or s.details.get("disagreement"):
+                if s.status == "error" or s.details.get("disagreement") or (s.details.get("repeats") or {}).get("unstable"):
                     bad = True
                 elif s.value is None:
                     bad = False

@@ -218,7 +218,7 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
                           concurrency: int | None = None, progress: bool = True, executor: Executor | None = None,
                           limits: Limits | None = None,
                           response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
-                          profile: Any = None) -> StreamedResult:
+                          profile: Any = None, repeats: int = 1, repeat_band: float | None = None) -> StreamedResult:
     """Score ``samples`` streaming the results into ``out`` (a ``.jsonl`` results file); see the
     module docstring. Arguments as :func:`ragmeter.aevaluate`; with ``metrics=None`` the
     retrieval metrics are added when the first sample carries ``relevant_ids``. A sample without
@@ -273,7 +273,7 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
 
     start = time.perf_counter()
     try:
-        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits), todo(), done)
+        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band), todo(), done)
     finally:
         if bar is not None:
             bar.close()

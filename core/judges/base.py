@@ -10,6 +10,7 @@ LLM backends render the task's prompt and validate the structured answer
 from __future__ import annotations
 
 import abc
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -18,7 +19,11 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from ragmeter.judges.fingerprint import JudgeFingerprint
 
-__all__ = ["Usage", "TaskResult", "JudgeError", "InvalidOutput", "Judge", "Embedder"]
+__all__ = ["Usage", "TaskResult", "JudgeError", "InvalidOutput", "Judge", "Embedder", "REPEAT"]
+
+#: The repeat a judge call belongs to (0: the first; see :mod:`ragmeter.trust.repeats`): a judge
+#: that caches its answers keeps it in the key, so a repeat is asked again, not read back.
+REPEAT: ContextVar[int] = ContextVar("ragmeter_repeat", default=0)
 
 
 @dataclass

@@ -30,7 +30,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ragmeter.judges.base import Embedder, InvalidOutput, Judge, JudgeError, TaskResult, Usage
+from ragmeter.judges.base import REPEAT, Embedder, InvalidOutput, Judge, JudgeError, TaskResult, Usage
 from ragmeter.judges.cache import JudgeCache, cache_key, resolve_cache
 from ragmeter.judges.pricing import cost_of, price_for
 from ragmeter.judges.ratelimit import RateLimiter
@@ -149,8 +149,11 @@ class LLMJudge(Judge):
 
     # ------------------------------------------------------------------ cache
     def cache_key(self, spec: TaskSpec, inputs: dict) -> str:
-        """The cache key of ``spec`` on ``inputs`` for this judge."""
+        """The cache key of ``spec`` on ``inputs`` for this judge (and the repeat, after the
+        first: :data:`~ragmeter.judges.base.REPEAT`)."""
         params = {"temperature": self.temperature, **self.transport.cache_params()}
+        if REPEAT.get():
+            params["repeat"] = REPEAT.get()
         return cache_key("judge/v1", self.transport.backend, self.transport.model, spec.name, spec.version,
                          _prompt_hash(spec), inputs, params)
 
