@@ -162,8 +162,9 @@ def test_the_mean_in_human_units_and_the_worst_disagreements():
     assert rows[0]["question"].startswith("question ") and rows[0]["judge"]["evidence"] == [
         f"unsupported: 'claim {rows[0]['sample_id'][1:]}'"]
     hidden = trust_card(*synthetic(captured=False)[:2], n_boot=50, worst=3).metrics["faithfulness"]["worst"]
-    assert all(r["question"] is None and r["judge"]["explanation"] is None and r["judge"]["evidence"] == []
-               for r in hidden)
+    assert all(r["question"] is None and r["answer"] is None and r["judge"]["explanation"] is None
+               and r["judge"]["evidence"] == [] for r in hidden)
+    assert rows[0]["answer"] == f"answer {rows[0]['sample_id'][1:]}"
 
 
 def _write_labels(path, labels, extra_lines=()):

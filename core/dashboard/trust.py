@@ -88,6 +88,8 @@ def metric_panel(m: Mapping[str, Any]) -> str:
                 f'{_num(h["value"], 2)} <span class="lab {"pass" if h["pass"] else "fail"}">{"pass" if h["pass"] else "fail"}</span>']
         if row.get("question"):
             bits.append(f'<div class="q-full">{escape(row["question"])}</div>')
+        if row.get("answer"):
+            bits.append(f'<div class="q-full"><b>answer:</b> {escape(row["answer"])}</div>')
         if j.get("explanation"):
             bits.append(f'<div class="muted">{escape(j["explanation"])}</div>')
         bits += [f'<div class="evidence">{escape(e)}</div>' for e in (j.get("evidence") or [])[:4]]

@@ -195,6 +195,7 @@ def _metric_card(result: Any, metric: str, matched: MatchedLabels, *, n_boot: in
         value, score, r = judged[ids[i]]
         shown = content_captured(r.sample)
         rows.append({"sample_id": ids[i], "question": r.sample.question if shown else None,
+                     "answer": r.sample.answer if shown else None,
                      "judge": {"value": float(value), "pass": bool(jpass[i]), **_evidence(score, r)},
                      "human": {"value": float(h[i]), "pass": bool(hpass[i]), "annotators": len(items[ids[i]].values)},
                      "gap": float(abs(v[i] - h01[i]))})
@@ -242,8 +243,9 @@ def fitness(card: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
         trend = (low >= floor, f"{name}'s lower bound {low:.3f} {'>=' if low >= floor else '<'} {floor}")
     checks.append(trend)
     checks.append((True, "always"))
+    rules = [USES[0][1], f"{name}'s 95% lower bound >= {floor} on >= {_TREND_N} labeled items", USES[2][1]]
     out = [{"use": use, "rule": rule, "why": reason, "fit": fit, "because": because}
-           for (use, rule, reason), (fit, because) in zip(USES, checks)]
+           for (use, _, reason), rule, (fit, because) in zip(USES, rules, checks)]
     return out, next(o["use"] for o in out if o["fit"])
 
 
@@ -313,14 +315,15 @@ def _scale_text(m: Mapping[str, Any]) -> str:
             + (f", {len(m['without_value'])} without a judge value" if m["without_value"] else ""))
 
 
-def _ppi_text(p: Mapping[str, Any]) -> str:
-    labels = (f"labels alone {_num(p['labels'])} {_ci(p['labels_ci'])} (n {p['n']})"
+def _ppi_lines(p: Mapping[str, Any]) -> list[str]:
+    """The mean in human units: PPI++ (or why not), then the judge's and the labels' own."""
+    labels = (f"labels alone {_num(p['labels'])} {_ci(p['labels_ci'])} ({p['n']} items)"
               if p.get("labels") is not None else "labels alone n/a")
     judge = f"judge alone {_num(p['judge'])}" if p.get("judge") is not None else "judge alone n/a"
-    if p["mean"] is None:
-        return f"{judge}; {labels}; PPI++ n/a: {p['reason']}"
-    return (f"PPI++ {_num(p['mean'])} {_ci(p['ci'])} from {p['n']} labeled + {p['N']} judged items "
-            f"(lambda {_num(p['lam'], 2)}); {judge}; {labels}")
+    first = (f"PPI++ n/a: {p['reason']}" if p["mean"] is None else
+             f"PPI++ {_num(p['mean'])} {_ci(p['ci'])} ({p['n']} labeled + {p['N']} judged items, "
+             f"lambda {_num(p['lam'], 2)})")
+    return [first, f"{judge}; {labels}"]
 
 
 def _confusion_text(c: Mapping[str, int]) -> str:
@@ -335,13 +338,15 @@ def _disagreement_lines(row: Mapping[str, Any]) -> list[str]:
              f"{_num(h['value'], 2)} ({'pass' if h['pass'] else 'fail'}, {who})"]
     if row.get("question"):
         lines.append(f"  question: {_short(row['question'])}")
+    if row.get("answer"):
+        lines.append(f"  answer: {_short(row['answer'])}")
     if j.get("explanation"):
         lines.append(f"  judge: {_short(j['explanation'])}")
     lines += [f"  {_short(e)}" for e in j.get("evidence") or []][:4]
     return lines
 
 
-def _short(text: str, limit: int = 160) -> str:
+def _short(text: str, limit: int = 90) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
@@ -403,13 +408,17 @@ class TrustCard:
             pr = m["pass_rates"]
             lines.append(f"  pass rate: judge {_num(pr['judge'])}, people {_num(pr['humans'])}")
             lines.append(f"  at threshold {m['threshold']:g}: {_confusion_text(m['confusion'])}")
-            lines.append(f"  mean in human units: {_ppi_text(m['ppi'])}")
-            lines.append("  fitness:")
+            first, second = _ppi_lines(m["ppi"])
+            lines += [f"  mean in human units: {first}", f"                       {second}"]
+            lines.append("  fitness (on the 95% lower bounds):")
             width = max(len(f["use"]) for f in m["fitness"])
             for f in m["fitness"]:
                 status = "fit" if f["fit"] else "not fit"
-                lines.append(f"    {f['use']:<{width}}  {status:<7}  rule: {f['rule']}"
-                             + (f" ({f['because']})" if f["because"] != "always" else ""))
+                if f["because"] == "always":
+                    lines.append(f"    {f['use']:<{width}}  {status:<7}  always")
+                else:
+                    lines += [f"    {f['use']:<{width}}  {status:<7}  {f['because']}",
+                              f"    {'':<{width}}  {'':<7}  rule: {f['rule']}"]
             lines.append(f"  -> fit for {m['verdict']}")
             if m["worst"]:
                 lines.append("  worst disagreements:")
@@ -435,7 +444,7 @@ class TrustCard:
                     "| statistic | value | 95% CI |", "|---|---|---|"]
             out += ["| " + " | ".join(_md_cell(c) for c in _stat_cells(k, s)) + " |" for k, s in m["statistics"].items()]
             out += ["", f"- at threshold {m['threshold']:g}: {_confusion_text(m['confusion'])}",
-                    f"- mean in human units: {_md_cell(_ppi_text(m['ppi']))}", "",
+                    f"- mean in human units: {_md_cell('; '.join(_ppi_lines(m['ppi'])))}", "",
                     "| use | fit | rule | why |", "|---|---|---|---|"]
             out += [f"| {f['use']} | {'**fit**' if f['fit'] else 'not fit'} | {_md_cell(f['rule'])} | "
                     f"{_md_cell(f['because'])} |" for f in m["fitness"]]
