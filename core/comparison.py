@@ -26,6 +26,16 @@ the pooled variance; paired runs give the number of pairs n = (z_0.975 + z_0.8)^
 lower end > 0; otherwise ``"no detectable change"`` (a small change, or one the data cannot tell
 from noise). Fewer than two values on a side give no interval, hence no detectable change.
 
+**Judges** (:func:`ragmeter.trust.judge_changes`): each metric's judge fingerprints in the two
+runs are compared; a metric judged differently (another model, prompt, setting or rule) fails the
+gate unless ``allow_judge_change``, since the two means then measure different things. With a
+store (``db``) holding both judges' anchor results, the notes say how much of the change the
+judge's shift on the anchors accounts for.
+
+**Human units** (``labels=``): each labeled metric's change is also estimated in human units with
+PPI++ (:mod:`ragmeter.trust.ppi`), with the same tolerance rule; a fall there fails the gate, and
+a metric judged differently is gated on it alone.
+
 **Per sample** (matched by id): a regression is a value that fell by more than the tolerance,
 became n/a, or became an error; samples present in only one run are listed. Human ratings
 (``metadata`` numbers under a ``human_*`` key, or the keys named by ``ratings=``) are compared
@@ -199,7 +209,8 @@ class Comparison:
 
     @property
     def passed(self) -> bool:
-        """True when no metric regressed (the default gate: :meth:`gate` with no options)."""
+        """True when the default gate passes (:meth:`gate` with no options): no metric regressed,
+        none was judged by another judge (unless ``allow_judge_change``), none fell in human units."""
         return not self.gate()
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,7 +18,8 @@
   store as one run (dataset ``pytest``) tagged ``pytest`` and ``pytest:<session id>``, each sample
   also tagged ``test:<node id>``, so a CI job's trend shows in ``ragmeter dashboard``; when the
   judge differs from the previous recorded pytest run's (its fingerprint: model, prompts,
-  settings), the summary says which field changed.
+  settings), the summary says which field changed, and the new judge's shift on the anchor set
+  when both judges were checked on one (``ragmeter trust check``).
 
 The plugin does nothing (and imports no more than this module) in a run without assertions.
 """
@@ -110,7 +111,10 @@ class _Collector:
             run_id = store.record_run(run, dataset="pytest", tags=["pytest", f"pytest:{self.session_id}"])
             self.recorded = f"recorded run {run_id} in {store.where} (tag pytest:{self.session_id})"
             if previous is not None:
+                from ragmeter.trust.anchors import new_judge_lines
+
                 self.judge_lines = _judge_change_lines(store.run(previous.id), run, previous.id)
+                self.judge_lines += new_judge_lines(store, run_id)  # its shift on the anchors, when checked
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """The summary table: per metric, assertions, mean, lowest value, below floor."""

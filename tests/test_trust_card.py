@@ -237,3 +237,18 @@ def test_rm_trust_card_from_a_results_file(tmp_path):
     run.save(tmp_path / "r.jsonl")
     card = rm.trust_card(str(tmp_path / "r.jsonl"), labels, n_boot=50)
     assert card.verdict("faithfulness") == "exploration only" and "TrustCard('r.jsonl'" in repr(card)
+
+
+def test_the_dashboard_makes_the_card_from_the_stores_labels(tmp_path):
+    """No card stored with the newest run, but labels in the store that count for it: the
+    dashboard shows the card it makes from them."""
+    from ragmeter.dashboard import render_store
+
+    run, labels, _, _ = synthetic(n_samples=60, n_labeled=40)
+    with Store(tmp_path / "h.db") as store:
+        store.record_run(run)
+        assert '<section id="trust">' not in render_store(store)
+        store.record_labels(labels)
+        page = render_store(store)
+    assert '<section id="trust">' in page and "run 1: 40 labels counted" in page
+    assert 'data-metric="faithfulness" data-verdict="exploration only"' in page

@@ -38,9 +38,10 @@ def render_store(store: Any, *, runs: int = 30, samples: int = 500, title: str =
 
 
 def _trust(store: Any, run_id: int) -> tuple[dict | None, dict | None]:
-    """The trust card stored with run ``run_id`` and the shift on the anchor set of the judge
-    that scored it against the judge checked before it (None each when there is none)."""
-    from ragmeter.trust.anchors import judge_drift
+    """The trust card of run ``run_id`` (the one stored with it, else one made from the store's
+    labels when some count for it) and the shift on the anchor set of the judge that scored it
+    against the judge checked before it (None each when there is none)."""
+    from ragmeter.trust import judge_drift, trust_card
 
     judges = [ids[0] for ids in store.run_fingerprints(run_id).values() if len(ids) == 1]
     drift = None
@@ -48,7 +49,14 @@ def _trust(store: Any, run_id: int) -> tuple[dict | None, dict | None]:
         drift = judge_drift(store, fid)
         if drift is not None:
             break
-    return store.trust_card(run_id), drift
+    card = store.trust_card(run_id)
+    if card is None:
+        labels = store.labels()
+        made = trust_card(store.run(run_id), labels) if labels else None
+        card = made.to_dict() if made is not None and made.metrics else None
+        if card is not None:
+            card["run"] = f"run {run_id}"
+    return card, drift
 
 
 def _human_labels(store: Any, run_id: int) -> tuple[dict, dict]:
