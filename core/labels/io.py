@@ -74,15 +74,22 @@ class LabelSet(list):
         self.errors: list[RecordError] = list(errors)
 
 
-def _text(record: Mapping, location: str, *names: str, required: bool = True, default: Any = None) -> str | None:
+def _text(record: Mapping, location: str, *names: str, default: Any = None) -> str | None:
+    """The first of the fields ``names`` that holds text (or ``default``), stripped; None when none does."""
     raw = next((record[n] for n in names if record.get(n) is not None and str(record[n]).strip()), default)
     if raw is None or not str(raw).strip():
-        if required:
-            raise RecordError(location, names[0], "missing")
         return None
     if isinstance(raw, (dict, list, bool)):
         raise RecordError(location, names[0], f"expected a string, got {type(raw).__name__}")
     return str(raw).strip()
+
+
+def _required(record: Mapping, location: str, *names: str, default: Any = None) -> str:
+    """:func:`_text`, or a :class:`RecordError` naming the first field when it is missing."""
+    text = _text(record, location, *names, default=default)
+    if text is None:
+        raise RecordError(location, names[0], "missing")
+    return text
 
 
 def parse_label(record: Any, location: str, annotator: str | None = None) -> Label:
@@ -96,12 +103,12 @@ def parse_label(record: Any, location: str, annotator: str | None = None) -> Lab
 
     if not isinstance(record, Mapping):
         raise RecordError(location, None, f"expected an object, got {type(record).__name__}")
-    sample_id = _text(record, location, "sample_id", "id")
-    who = _text(record, location, "annotator", default=annotator)
-    criterion = _text(record, location, "criterion", "metric")
+    sample_id = _required(record, location, "sample_id", "id")
+    who = _required(record, location, "annotator", default=annotator)
+    criterion = _required(record, location, "criterion", "metric")
     if len(criterion) > _MAX_NAME:
         raise RecordError(location, "criterion", f"longer than {_MAX_NAME} characters")
-    scale = _text(record, location, "scale", required=False)
+    scale = _text(record, location, "scale")
     if scale is not None and scale not in SCALES:
         raise RecordError(location, "scale", f"unknown scale {scale!r} (one of {', '.join(SCALES)})")
     page_scale = scale is None and criterion in CRITERIA
@@ -111,14 +118,14 @@ def parse_label(record: Any, location: str, annotator: str | None = None) -> Lab
         hint = (f" (the labeling page rates {criterion} 1-5; a label on another scale names it, e.g. "
                 '"scale": "binary")') if page_scale else ""
         raise RecordError(location, "value", str(exc) + hint) from None
-    given = _text(record, location, "answer_hash", required=False)
+    given = _text(record, location, "answer_hash")
     answer = record.get("answer")
     if answer is not None and not isinstance(answer, str):
         raise RecordError(location, "answer", f"expected the answer's text, got {type(answer).__name__}")
     hashed = answer_hash(answer) if isinstance(answer, str) else None
     if given is not None and hashed is not None and given != hashed:
         raise RecordError(location, "answer_hash", f"{given!r} is not the hash of the record's answer ({hashed!r})")
-    cluster = _text(record, location, "cluster", required=False)
+    cluster = _text(record, location, "cluster")
     return Label(sample_id, who, criterion, value, given or hashed, cluster, scale, where=location)
 
 

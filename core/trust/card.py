@@ -246,7 +246,7 @@ def fitness(card: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
     rules = [USES[0][1], f"{name}'s 95% lower bound >= {floor} on >= {_TREND_N} labeled items", USES[2][1]]
     out = [{"use": use, "rule": rule, "why": reason, "fit": fit, "because": because}
            for (use, _, reason), rule, (fit, because) in zip(USES, rules, checks)]
-    return out, next(o["use"] for o in out if o["fit"])
+    return out, next(str(o["use"]) for o in out if o["fit"])
 
 
 def _load_result(result: Any, db: Any = None) -> tuple[Any, str, int | None]:
