@@ -8,6 +8,8 @@ The core imports no framework: LangChain, LlamaIndex and OpenTelemetry are loade
 ``ragmeter.integrations.*`` and ``ragmeter.tracing``.
 """
 
+__version__ = "0.1.0"  # first: modules imported below read it
+
 from ragmeter.comparison import compare, compare_variants
 from ragmeter.data import Context, Dataset, RecordError, Sample, Score, load_samples, samples_from_records, save_samples
 from ragmeter.metrics.requests import Limits
@@ -15,11 +17,10 @@ from ragmeter.monitor import Monitor
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.runner import aevaluate, evaluate
 from ragmeter.sweep import sweep
-
-__version__ = "0.1.0"
+from ragmeter.trust import trust_card
 
 __all__ = [
     "compare", "compare_variants",
     "Context", "Sample", "Score", "Dataset", "RecordError", "EvaluationResult", "SampleResult",
-    "evaluate", "aevaluate", "sweep", "Limits", "load_samples", "save_samples", "samples_from_records", "Monitor", "__version__",
+    "evaluate", "aevaluate", "sweep", "trust_card", "Limits", "load_samples", "save_samples", "samples_from_records", "Monitor", "__version__",
 ]

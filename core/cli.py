@@ -133,6 +133,10 @@ def _print_result(result: Any, out: Any) -> None:
     if latency:
         print(latency, file=out)
     print(_usage_line(result), file=out)
+    from ragmeter.report import repeat_lines
+
+    for line in repeat_lines(result):
+        print(line, file=out)
     for err in result.invalid:
         print(f"invalid record: {err}", file=sys.stderr)
 
@@ -194,11 +198,12 @@ def open_recorder(args: argparse.Namespace, *, stream: str | None = None, resume
         return None
 
 
-def _record(result: Any, args: argparse.Namespace, recorder: Any) -> tuple[str | None, bool]:
+def _record(result: Any, args: argparse.Namespace, recorder: Any) -> tuple[list[str], bool]:
     """Record ``result`` in the ``--db`` store: finish the run ``recorder`` wrote as it went, or
-    record it now. Returns (the line to print, whether the store failed; its error is printed)."""
+    record it now. Returns (the lines to print: where it was recorded, and a new judge's shift on
+    the anchor set when it was checked; whether the store failed: its error is printed)."""
     if recorder is None and not db_of(args):
-        return None, False
+        return [], False
     stream = getattr(args, "stream", None)
     if recorder is None:  # the store failed at the start (or the run was not recorded as it went): try it now
         recorder = open_recorder(args, stream=stream, resume=bool(stream))
@@ -210,14 +215,20 @@ def _record(result: Any, args: argparse.Namespace, recorder: Any) -> tuple[str |
     if recorder is None:
         failed = getattr(args, "store_failed", None)
         error_line(f"{failed}; the run was not recorded", failed)
-        return None, True
+        return [], True
     try:
         line, err = recorder.finish(result)
+        if line:
+            from ragmeter.trust.anchors import new_judge_lines
+
+            # a new judge: its shift on the anchor set, when checked
+            lines = [line, *new_judge_lines(recorder.store, recorder.run_id)]
     finally:
         recorder.close()
     if err:
         error_line(err)
-    return line, err is not None
+        return [], True
+    return lines, False
 
 
 def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = (), recorder: Any = None) -> int:
@@ -236,9 +247,8 @@ def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = (), r
             unwritten += 1
             continue
         wrote.append(f"wrote {path}")
-    line, store_failed = _record(result, args, recorder)
-    if line:
-        wrote.append(line)
+    lines, store_failed = _record(result, args, recorder)
+    wrote += lines
     unwritten += store_failed
     failures = _check_thresholds(result.summary(), parse_fail_under(getattr(args, "fail_under", None)))
     errored, total, first = score_errors(result)
@@ -294,7 +304,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             dataset = todo
         result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency,
                           progress=not args.no_progress and len(dataset) > 0, profile=args.profile,
-                          executor=executor_from(args), recorder=recorder)
+                          executor=executor_from(args), recorder=recorder, repeats=args.repeats,
+                          repeat_band=args.repeat_band)
     except BaseException:
         if recorder is not None:
             recorder.close()  # what was scored stays recorded (the run marked incomplete)
@@ -350,7 +361,8 @@ def _cmd_evaluate_streamed(args: argparse.Namespace, stream: str) -> int:
     try:
         result = evaluate(args.file, metric_list(args.metrics), args.judge, concurrency=args.concurrency,
                           progress=not args.no_progress, profile=args.profile, executor=executor_from(args),
-                          out=stream, resume=args.resume, recorder=recorder)
+                          out=stream, resume=args.resume, recorder=recorder, repeats=args.repeats,
+                          repeat_band=args.repeat_band)
     except BaseException:
         if recorder is not None:
             recorder.close()  # what was scored stays recorded (the run marked incomplete)
@@ -399,7 +411,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             raise ValueError(f"--out {path}: unknown comparison report type (use .md, .json or .txt)")
     db = args.db or os.environ.get("RAGMETER_DB")
     cmp = compare(args.baseline, args.current, tolerance=parse_tolerance(args.tolerance), n_boot=args.n_boot,
-                  seed=args.seed, paired=args.paired, min_detectable=args.min_detectable, db=db)
+                  seed=args.seed, paired=args.paired, min_detectable=args.min_detectable, db=db,
+                  allow_judge_change=args.allow_judge_change, labels=args.labels)
     print(cmp.to_text(max_rows=args.max_rows), end="")
     for path in args.out or []:
         cmp.save(path, max_rows=args.max_rows)
@@ -484,6 +497,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="the Ray cluster (ray://head:10001, auto); default $RAY_ADDRESS, else a local Ray runtime")
     p.add_argument("--workers", type=int, default=None, help="Ray workers (default: one per CPU of the cluster)")
+    p.add_argument("--repeats", type=int, default=1, metavar="K",
+                   help="ask an LLM judge K times per score: the value is their mean, each Score keeps every value "
+                        "and the spread, and unstable scores (verdicts that differ, or a spread over 0.3) are flagged; "
+                        "the extra calls are counted (default 1)")
+    p.add_argument("--repeat-band", type=float, default=None, metavar="W",
+                   help="repeat only scores whose first value is within W of the metric's threshold")
     p.add_argument("--resume", action="store_true",
                    help="stream: read FILE a line at a time and append each result to the .jsonl --out as it is "
                         "scored (memory bounded by --concurrency, not the dataset); samples already in that file are "
@@ -530,6 +549,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "METRIC=X for one (repeatable; default 0.05)")
     p.add_argument("--fail-under", action="append", metavar="[METRIC=]X", help="exit 1 when the current mean of a metric is below X")
     p.add_argument("--fail-on-sample-regression", action="store_true", help="exit 1 when any sample regressed")
+    p.add_argument("--allow-judge-change", action="store_true",
+                   help="gate across judges: without it, a metric judged by a different judge (model, prompts, "
+                        "settings, rules: the judge fingerprint) in the two runs fails the gate")
+    p.add_argument("--labels", metavar="LABELS",
+                   help="human labels (.jsonl / .json / .csv, see 'ragmeter trust'): also compare each labeled metric "
+                        "in human units (PPI++: the judge's scores corrected by the labels); a fall there beyond the "
+                        "tolerance fails the gate, and a metric judged differently is gated in human units")
     p.add_argument("--db", metavar="PATH|URL", help="history store for run ids and tags (default $RAGMETER_DB, else ragmeter.db)")
     p.add_argument("-o", "--out", action="append", metavar="PATH", help="write the comparison: .md, .json or .txt (repeatable)")
     p.add_argument("--max-rows", type=int, default=20, help="sample regressions listed (default 20)")

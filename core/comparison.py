@@ -27,6 +27,16 @@ the pooled variance; paired runs give the number of pairs n = (z_0.975 + z_0.8)^
 lower end > 0; otherwise ``"no detectable change"`` (a small change, or one the data cannot tell
 from noise). Fewer than two values on a side give no interval, hence no detectable change.
 
+**Judges** (:func:`ragmeter.trust.judge_changes`): each metric's judge fingerprints in the two
+runs are compared; a metric judged differently (another model, prompt, setting or rule) fails the
+gate unless ``allow_judge_change``, since the two means then measure different things. With a
+store (``db``) holding both judges' anchor results, the notes say how much of the change the
+judge's shift on the anchors accounts for.
+
+**Human units** (``labels=``): each labeled metric's change is also estimated in human units with
+PPI++ (:mod:`ragmeter.trust.ppi`), with the same tolerance rule; a fall there fails the gate, and
+a metric judged differently is gated on it alone.
+
 **Per sample** (matched by id): a regression is a value that fell by more than the tolerance,
 became n/a, or became an error; samples present in only one run are listed. Human ratings
 (``metadata`` numbers under a ``human_*`` key, or the keys named by ``ratings=``) are compared
@@ -118,6 +128,14 @@ class Comparison:
     shared: int
     names: tuple[str, str] = ("baseline", "current")
     current_means: dict[str, float | None] = field(default_factory=dict)
+    #: metric -> what changed in the judge that scored it (see :func:`ragmeter.trust.judge_changes`)
+    judge_changes: dict[str, list[str]] = field(default_factory=dict)
+    #: what could not be told about the judges, and a ragmeter version change that left them as they were
+    judge_notes: list[str] = field(default_factory=list)
+    #: gate across judges: when False (default), a metric judged differently fails the gate
+    allow_judge_change: bool = False
+    #: metric -> the change in human units from labels (see :func:`ragmeter.trust.estimates.difference_estimates`)
+    human: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def gate(self, fail_under: Mapping[str, float] | None = None, fail_on_sample_regression: bool = False) -> list[str]:
         """Why the gate fails (empty when it passes): a metric that regressed (see the module
@@ -125,7 +143,7 @@ class Comparison:
         and with ``fail_on_sample_regression`` any per-sample regression."""
         out = []
         for m, c in self.metrics.items():
-            if c.verdict == REGRESSED:
+            if c.verdict == REGRESSED and not (m in self.judge_changes and self._in_human_units(m)):
                 worst = [r.describe() for r in self.regressions if r.metric == m][:3]
                 out.append(f"{m}: mean fell by {-c.diff:.4f} ({c.mean_a:.4f} -> {c.mean_b:.4f}, 95% CI "
                            f"{c.ci[0]:+.4f} to {c.ci[1]:+.4f}, tolerance {c.tolerance})"
@@ -142,11 +160,60 @@ class Comparison:
         if fail_on_sample_regression and self.regressions:
             out.append(f"{len(self.regressions)} sample regressions; worst: "
                        + ", ".join(f"{r.metric} {r.describe()}" for r in self.regressions[:3]))
+        out += self._judge_gate() + self._human_gate()
         return out
+
+    def _in_human_units(self, metric: str) -> bool:
+        """Whether labels put both runs' ``metric`` in human units (``human``, with a verdict)."""
+        return (self.human.get(metric) or {}).get("verdict") is not None
+
+    def _human_gate(self) -> list[str]:
+        """The gate in human units (``compare(..., labels=...)``): a metric whose mean, corrected
+        by the labels (PPI++), fell by more than its tolerance with an interval below zero."""
+        out = []
+        for m, h in self.human.items():
+            if h.get("verdict") == REGRESSED:
+                out.append(f"{m}: in human units ({h['scale']}) the mean fell by {-h['mean']:.4f} ({h['method']}, 95% CI "
+                           f"{h['ci'][0]:+.4f} to {h['ci'][1]:+.4f}, tolerance {h['tolerance']:g})")
+        return out
+
+    def _human_lines(self) -> list[str]:
+        if not self.human:
+            return []
+        rows = []
+        for m, h in self.human.items():
+            a, b = h["baseline"], h["current"]
+            ci = f"[{h['ci'][0]:+.4f}, {h['ci'][1]:+.4f}]" if h.get("ci") else "-"
+            rows.append([m, h["scale"], f"{a['n']}/{b['n']}", _num(a["mean"]), _num(b["mean"]), _num(h["mean"], True), ci,
+                         h["method"].removeprefix("PPI++ ") if h.get("mean") is not None else (h.get("reason") or "-"),
+                         h.get("verdict") or "-"])
+        header = ["metric", "labels", "labeled", self.names[0], self.names[1], "diff", "95% CI", "method", "verdict"]
+        return ["", "in human units (PPI++: the judge's scores corrected by the labels):", text_table(header, rows)]
+
+    def _judge_gate(self) -> list[str]:
+        """The gate's verdict on the judges: a metric judged differently in the two runs fails
+        unless ``allow_judge_change``."""
+        changes = {m: c for m, c in self.judge_changes.items() if not self._in_human_units(m)}
+        if not changes or self.allow_judge_change:
+            return []
+        from ragmeter.trust.judges import describe_changes
+
+        return [f"judged differently ({line}): the two runs' scores are not comparable; "
+                "--allow-judge-change / allow_judge_change=True to gate across judges, or --labels to compare "
+                "in human units" for line in describe_changes(changes)]
+
+    def _judge_lines(self) -> list[str]:
+        from ragmeter.trust.judges import describe_changes
+
+        lines = [f"JUDGE CHANGED {line}" for line in describe_changes(self.judge_changes)]
+        if lines and self.allow_judge_change:
+            lines.append("(--allow-judge-change: gated across judges)")
+        return lines + [f"note: {n}" for n in self.judge_notes]
 
     @property
     def passed(self) -> bool:
-        """True when no metric regressed (the default gate: :meth:`gate` with no options)."""
+        """True when the default gate passes (:meth:`gate` with no options): no metric regressed,
+        none was judged by another judge (unless ``allow_judge_change``), none fell in human units."""
         return not self.gate()
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,7 +222,9 @@ class Comparison:
                 "metrics": {m: {**asdict(c), "ci": list(c.ci) if c.ci else None} for m, c in self.metrics.items()},
                 "regressions": [asdict(r) for r in self.regressions],
                 "improvements": [asdict(r) for r in self.improvements],
-                "only_a": self.only_a, "only_b": self.only_b, "current_means": self.current_means}
+                "only_a": self.only_a, "only_b": self.only_b, "current_means": self.current_means,
+                "judge_changes": self.judge_changes, "judge_notes": self.judge_notes,
+                "allow_judge_change": self.allow_judge_change, "human": self.human}
 
     def _rows(self) -> tuple[list[str], list[list[str]]]:
         tests = ("t", "wilcoxon") if self.paired else ("welch", "mann_whitney")
@@ -190,7 +259,8 @@ class Comparison:
         """A plain-text report: the metric table, then the worst per-sample regressions (at most
         ``max_rows``, saying how many were left out) and, when paired, the samples in one run only."""
         header, rows = self._rows()
-        lines = [self._headline(), text_table(header, rows), *self._p_notes(), "",
+        lines = [self._headline(), *self._judge_lines(), text_table(header, rows), *self._p_notes(),
+                 *self._human_lines(), "",
                  f"{len(self.regressions)} sample regressions, {len(self.improvements)} improvements"]
         shown = self.regressions[:max_rows]
         if len(shown) < len(self.regressions):
@@ -206,9 +276,12 @@ class Comparison:
         """The same report in Markdown."""
         header, rows = self._rows()
         lines = ["# ragmeter comparison", "", f"{self._headline()}. Gate: **{'passed' if self.passed else 'FAILED'}**.", "",
+                 *[f"- {_md_cell(line)}" for line in self._judge_lines()], *([""] if self._judge_lines() else []),
                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
         lines += ["", *notes] if (notes := self._p_notes()) else []
+        if self.human:
+            lines += ["", "```text", *self._human_lines()[1:], "```"]
         if self.regressions:
             lines += ["", f"## Sample regressions ({len(self.regressions)})", ""]
             if len(self.regressions) > max_rows:
@@ -433,13 +506,19 @@ def _sample_changes(metric: str, sid: str, before: tuple, after: tuple, tol: flo
 
 def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_boot: int = 2000, seed: int = 0,
             paired: bool | None = None, min_detectable: float | Mapping[str, float] | None = None,
-            ratings: Sequence[str] = (), db: str | os.PathLike | None = None) -> Comparison:
+            ratings: Sequence[str] = (), db: str | os.PathLike | None = None,
+            allow_judge_change: bool = False, labels: Any = None) -> Comparison:
     """Compare baseline ``a`` with current ``b`` (see the module doc for the statistics and the
     verdict). ``a`` / ``b``: EvaluationResults, results files, or store run ids / tags (``db``).
     ``tolerance``: one number or metric -> number (``"*"`` for the rest). ``paired``: None decides
     from the sample ids. ``min_detectable``: the difference the required sample size is for
     (default: the tolerance). ``ratings``: numeric ``metadata`` keys compared like metrics
-    (``human_*`` keys always are)."""
+    (``human_*`` keys always are). The runs' judges are compared metric by metric
+    (``judge_changes``, :func:`ragmeter.trust.judge_changes`): a metric judged differently fails
+    the gate unless ``allow_judge_change``. ``labels`` (a labels file or Label objects): each
+    labeled metric is also compared in human units (``human``: PPI++, see
+    :func:`ragmeter.trust.estimates.difference_estimates`); a fall there beyond the tolerance fails
+    the gate too, and a metric judged differently is then gated in human units alone."""
     (ra, name_a), (rb, name_b) = load_run(a, db), load_run(b, db)
     if name_a == name_b:
         name_a, name_b = "baseline", "current"
@@ -476,8 +555,45 @@ def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_
     regressions.sort(key=lambda r: (order[r.kind], r.delta if r.delta is not None else -(r.before or 0.0)))
     improvements.sort(key=lambda r: -(r.delta if r.delta is not None else r.after or 0.0))
     means = {m: float(v.mean()) if len(v := _values(rows_b, m)) else None for m in metrics_b}
-    return Comparison(paired, out, regressions, improvements, [s for s in cells_a if s not in cells_b],
-                      [s for s in cells_b if s not in cells_a], len(shared), (name_a, name_b), means)
+    from ragmeter.trust.judges import judge_changes
+
+    changes, notes = judge_changes(ra, rb, [m for m in metrics if m in ra.metrics and m in rb.metrics])
+    human = {}
+    if labels is not None:
+        from ragmeter.trust.estimates import difference_estimates
+
+        human = difference_estimates(ra, rb, labels, paired=paired, tolerance=tolerance)
+    cmp = Comparison(paired, out, regressions, improvements, [s for s in cells_a if s not in cells_b],
+                     [s for s in cells_b if s not in cells_a], len(shared), (name_a, name_b), means,
+                     judge_changes=changes, judge_notes=notes, allow_judge_change=allow_judge_change, human=human)
+    _attribute_to_anchors(cmp, ra, rb, db, n_boot, seed)
+    return cmp
+
+
+def _attribute_to_anchors(cmp: Comparison, a: EvaluationResult, b: EvaluationResult, db: Any, n_boot: int,
+                          seed: int) -> None:
+    """For each metric judged differently whose two judges were checked on one anchor set in the
+    store: how much of the change in means the judge's shift on the anchors accounts for
+    (:func:`ragmeter.trust.anchors.anchor_attribution`), as notes."""
+    db = db or os.environ.get("RAGMETER_DB")
+    if not cmp.judge_changes or not db:
+        return
+    from ragmeter.store import Store
+    from ragmeter.trust.anchors import anchor_attribution
+
+    with Store(db) as store:
+        for m in cmp.judge_changes:
+            fa, fb, c = a.fingerprints(m), b.fingerprints(m), cmp.metrics.get(m)
+            if len(fa) != 1 or len(fb) != 1 or c is None or c.diff is None:
+                continue
+            att = anchor_attribution(store, fa[0], fb[0], m, c.diff, n_boot=n_boot, seed=seed)
+            if att is None:
+                continue
+            share = f" ({att['share']:.0%} of it)" if att["share"] is not None and 0 < abs(att["share"]) < 10 else ""
+            cmp.judge_notes.append(
+                f"{m}: the mean changed by {c.diff:+.4f}; the judge's shift on the anchor set {att['anchor_set']} is "
+                f"{att['shift']:+.4f} [{att['ci'][0]:+.4f}, {att['ci'][1]:+.4f}] over {att['n']} anchors{share}; "
+                f"what the judge's shift does not account for: {att['left']:+.4f}")
 
 
 def compare_variants(result: Any, tag_key: str = "variant", a: str | None = None, b: str | None = None,

@@ -427,7 +427,9 @@ class Score:
     that makes no claims, a sample with no reference). Never NaN, never a silent default.
     ``details`` holds the evidence (per-claim verdicts, per-chunk scores, judge calls and tokens),
     ``judge`` says who judged (``"offline"``, ``"openai:gpt-4o-mini"``, ``"code"``), ``label`` is
-    pass / warn / fail against the metric's thresholds (None without a value). ``error`` and
+    pass / warn / fail against the metric's thresholds (None without a value), ``fingerprint``
+    the id of the judge's :class:`~ragmeter.judges.fingerprint.JudgeFingerprint` (backend, model,
+    endpoint, prompt versions, settings: ``ragmeter.judges.fingerprint.lookup(id)``). ``error`` and
     ``explanation`` pass through :func:`ragmeter.redact.redact` when the Score is made, so a
     credential echoed by an upstream error reaches no report, export or span.
     """
@@ -439,6 +441,7 @@ class Score:
     error: str | None = None
     judge: str | None = None
     label: str | None = None
+    fingerprint: str | None = None
 
     def __post_init__(self) -> None:
         self.error = redact(self.error)
@@ -478,6 +481,7 @@ class Score:
             "value": self.value,
             "label": self.label,
             "judge": self.judge,
+            "fingerprint": self.fingerprint,
             "explanation": self.explanation,
             "error": self.error,
             "details": self.details,
@@ -488,7 +492,13 @@ class Score:
         """Inverse of :meth:`to_dict`."""
         return cls(metric=d["metric"], value=d.get("value"), explanation=d.get("explanation") or "",
                    details=dict(d.get("details") or {}), error=d.get("error"), judge=d.get("judge"),
-                   label=d.get("label"))
+                   label=d.get("label"), fingerprint=_fingerprint_id(d.get("fingerprint")))
+
+
+def _fingerprint_id(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"'fingerprint' must be a judge fingerprint id (a string), got {_type_name(value)}")
+    return value or None
 
 
 class Dataset(list):

@@ -21,7 +21,10 @@
   value and how many fell below their floor;
 - with ``--ragmeter-db PATH|URL`` (or ``$RAGMETER_DB``) every scored sample goes to the history
   store as one run (dataset ``pytest``) tagged ``pytest`` and ``pytest:<session id>``, each sample
-  also tagged ``test:<node id>``, so a CI job's trend shows in ``ragmeter dashboard``.
+  also tagged ``test:<node id>``, so a CI job's trend shows in ``ragmeter dashboard``; when the
+  judge differs from the previous recorded pytest run's (its fingerprint: model, prompts,
+  settings), the summary says which field changed, and the new judge's shift on the anchor set
+  when both judges were checked on one (``ragmeter trust check``).
 
 The plugin does nothing (and imports no more than this module) in a run without assertions.
 """
@@ -63,6 +66,7 @@ class _Collector:
         self.records: list[tuple[Any, dict[str, float], list[str], str | None]] = []
         self.session_id = os.environ.get("GITHUB_RUN_ID") or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
         self.recorded: str | None = None
+        self.judge_lines: list[str] = []  # the judge's change since the previous recorded pytest run
 
     def _observe(self, result: Any, floors: dict[str, float], failures: list[str], test: str | None) -> None:
         self.records.append((result, floors, failures, test))
@@ -111,8 +115,14 @@ class _Collector:
         with never_raise("pytest_plugin.record_run", on_error=failed):
             try:
                 with Store(db) as store:
+                    previous = next(iter(store.runs(limit=1, dataset="pytest")), None)
                     run_id = store.record_run(run, dataset="pytest", tags=["pytest", f"pytest:{self.session_id}"])
                     self.recorded = f"recorded run {run_id} in {store.where} (tag pytest:{self.session_id})"
+                    if previous is not None:
+                        from ragmeter.trust.anchors import new_judge_lines
+
+                        self.judge_lines = _judge_change_lines(store.run(previous.id), run, previous.id)
+                        self.judge_lines += new_judge_lines(store, run_id)  # its shift on the anchors, when checked
             except StoreError as err:  # the store's own failure: its one line (store and cause), no traceback
                 self.recorded = f"could not record the run in the history store: {err}"
 
@@ -142,6 +152,19 @@ class _Collector:
         tr.write_line(text_table(["metric", "asserted", "mean", "min", "below floor", "no value"], table))
         if self.recorded:
             tr.write_line(self.recorded)
+        for line in self.judge_lines:
+            tr.write_line(line)
+
+
+def _judge_change_lines(before: Any, after: Any, before_id: int) -> list[str]:
+    """What changed in the judge between the previous pytest run and this one (empty when
+    nothing did): the scores of the two runs are then not comparable."""
+    from ragmeter.trust.judges import describe_changes, judge_changes
+
+    metrics = [m for m in after.metrics if m in before.metrics]
+    changes, _ = judge_changes(before, after, metrics)
+    return [f"judge changed since run {before_id}: {line} (scores are not comparable with that run's)"
+            for line in describe_changes(changes)]
 
 
 def _dataset_path(name: Any, test_file: Any, rootpath: Any) -> Path:

@@ -88,6 +88,41 @@ def latency_line(result: Any) -> str | None:
         return None
     return (f"response time: p50 {lat['p50_s']:.2f} s, p95 {lat['p95_s']:.2f} s, max {lat['max_s']:.2f} s "
             f"({lat['count']} samples)")
+def judge_lines(result: Any) -> list[str]:
+    """One line per judge fingerprint of ``result`` (the metrics that need no judge left out):
+    ``"94b632263819: offline, endpoint local, embedder local:all-MiniLM-L6-v2, rules 78a5..., ragmeter 0.1.0"``."""
+    from ragmeter.judges.fingerprint import CODE_FINGERPRINT, JudgeFingerprint
+
+    lines = []
+    for fid, d in result.judges.items():
+        if fid == CODE_FINGERPRINT.id:
+            continue
+        fp = JudgeFingerprint.from_dict(d)
+        parts = [fp.name] + [f"{k} {v}" for k, v in (("endpoint", fp.endpoint), ("prompts", fp.prompts),
+                                                         ("temperature", fp.temperature), ("seed", fp.seed),
+                                                         ("rules", fp.rules), ("embedder", fp.embedder)) if v is not None]
+        if fp.members:
+            parts.append("members " + ", ".join(f"{m.name} ({m.id})" for m in fp.members))
+        lines.append(f"{fid}: {', '.join(parts)}, ragmeter {fp.ragmeter}")
+    return lines
+
+
+def repeat_lines(result: Any) -> list[str]:
+    """What the judge's repeats found (``evaluate(..., repeats=k)``, :mod:`ragmeter.trust.repeats`):
+    per metric, the scores repeated, the extra judge calls and the unstable ones; nothing
+    without repeats."""
+    lines = []
+    for metric in result.metrics:
+        runs = [(r.sample.id, s.details["repeats"]) for r in result for s in [r.scores.get(metric)]
+                if s is not None and isinstance(s.details.get("repeats"), dict)]
+        if not runs:
+            continue
+        unstable = [str(sid) for sid, rep in runs if rep.get("unstable")]
+        calls = sum(int(rep.get("calls") or 0) for _, rep in runs)
+        shown = ", ".join(unstable[:10]) + (f" (+{len(unstable) - 10} more)" if len(unstable) > 10 else "")
+        lines.append(f"repeats: {metric}: {len(runs)} scores asked {max(rep['k'] for _, rep in runs)} times "
+                     f"({calls} extra judge calls); {len(unstable)} unstable" + (f": {shown}" if unstable else ""))
+    return lines
 
 
 def relevance_lines(result: Any) -> list[str]:
@@ -114,6 +149,7 @@ def markdown_report(result: Any, max_problems: int = 50) -> str:
     lines = ["# ragmeter report", "",
              f"- samples: {len(result)} scored, {len(result.invalid)} invalid records",
              f"- judge: {result.judge}",
+             *[f"  - fingerprint {_md_cell(line)}" for line in judge_lines(result)],
              *([f"- profile: {result.profile} ({get_profile(result.profile).description})"]
                if result.profile else []),
              f"- {_usage_line(result)}",
@@ -124,6 +160,9 @@ def markdown_report(result: Any, max_problems: int = 50) -> str:
     bands = relevance_lines(result)
     if bands:
         lines += [""] + bands
+    repeats = repeat_lines(result)
+    if repeats:
+        lines += [""] + [f"- {_md_cell(line)}" for line in repeats]
     problems = result.problems()
     if problems:
         lines += ["", f"## Problems ({len(problems)})", "", "| sample | metric | value | label | why |", "|---|---|---|---|---|"]

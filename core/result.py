@@ -109,6 +109,23 @@ class EvaluationResult:
             total = total + r.usage
         return total
 
+    @property
+    def judges(self) -> dict[str, dict[str, Any]]:
+        """The fingerprints of the judges that scored this run: ``{id: fingerprint dict}`` (see
+        :mod:`ragmeter.judges.fingerprint`; a composite judge's members included)."""
+        from ragmeter.judges.fingerprint import fingerprints_of
+
+        return fingerprints_of(s.fingerprint for r in self.results for s in r.scores.values())
+
+    def fingerprints(self, metric: str) -> list[str]:
+        """The fingerprint ids of the judges that scored ``metric``, most scores first (one for a
+        run with one judge; an inline run may hold several)."""
+        counts: dict[str, int] = {}
+        for s in self.scores(metric):
+            if s.fingerprint:
+                counts[s.fingerprint] = counts.get(s.fingerprint, 0) + 1
+        return sorted(counts, key=lambda k: -counts[k])
+
     def scores(self, metric: str) -> list[Score]:
         """Every sample's Score for ``metric``, in sample order."""
         return [r.scores[metric] for r in self.results if metric in r.scores]
@@ -117,9 +134,14 @@ class EvaluationResult:
         """Every sample's value for ``metric`` (None where it has none)."""
         return [s.value for s in self.scores(metric)]
 
-    def summary(self) -> dict[str, dict[str, Any]]:
+    def summary(self, labels: Any = None) -> dict[str, dict[str, Any]]:
         """Per metric: mean, median, std, min, max over the values, and the count of values,
-        errors, not-applicable scores and pass / warn / fail labels."""
+        errors, not-applicable scores and pass / warn / fail labels.
+
+        ``labels`` (a labels file or :class:`~ragmeter.labels.Label` objects): each labeled
+        metric also gets its mean in human units from the judge and the labels (PPI++,
+        :func:`ragmeter.trust.human_estimates`): ``human_mean``, ``human_ci`` (95%),
+        ``human_n`` (labeled samples), ``human_scale``, or ``human_reason`` when it cannot be made."""
         out: dict[str, dict[str, Any]] = {}
         for metric in self.metrics:
             scores = self.scores(metric)
@@ -134,16 +156,24 @@ class EvaluationResult:
                 "fail": sum(s.label == "fail" for s in scores),
             })
             out[metric] = row
+        if labels is not None:
+            from ragmeter.trust.estimates import human_estimates
+
+            for metric, est in human_estimates(self, labels).items():
+                if metric in out:
+                    out[metric].update(human_mean=est["mean"], human_ci=est["ci"], human_n=est["n"],
+                                       human_scale=est["scale"], **({"human_reason": est["reason"]} if est["reason"] else {}))
         return out
 
     def problems(self, threshold: float | None = None) -> list[dict[str, Any]]:
-        """Scores that need a look, worst first: errors, ensemble disagreements, and values below
+        """Scores that need a look, worst first: errors, ensemble disagreements, scores whose
+        repeated judge calls were unstable (:mod:`ragmeter.trust.repeats`), and values below
         ``threshold`` (or, without one, scores labelled warn or fail against their metric's own
         thresholds)."""
         rows = []
         for r in self.results:
             for name, s in r.scores.items():
-                if s.status == "error" or s.details.get("disagreement"):
+                if s.status == "error" or s.details.get("disagreement") or (s.details.get("repeats") or {}).get("unstable"):
                     bad = True
                 elif s.value is None:
                     bad = False
@@ -214,6 +244,7 @@ class EvaluationResult:
             "metrics": self.metrics,
             "thresholds": {k: list(v) for k, v in self.thresholds.items()},
             **({"profile": self.profile} if self.profile else {}),
+            "judges": self.judges,
             "summary": self.summary(),
             "usage": self.usage.to_dict(),
             "duration_s": round(self.duration_s, 3),
@@ -234,7 +265,7 @@ class EvaluationResult:
         sample with its Scores. ``ragmeter report`` / ``compare`` read it back."""
         header = {"ragmeter": "results", "judge": self.judge, "metrics": self.metrics,
                   "thresholds": {k: list(v) for k, v in self.thresholds.items()},
-                  **({"profile": self.profile} if self.profile else {}),
+                  **({"profile": self.profile} if self.profile else {}), "judges": self.judges,
                   "invalid_records": [e.to_dict() for e in self.invalid], "duration_s": round(self.duration_s, 3)}
         lines = [json_text(header)] + [json_text(r.to_dict()) for r in self.results]
         text = "\n".join(lines) + "\n"
@@ -352,6 +383,7 @@ def _number(value: Any, name: str) -> float:
 
 def _header_fields(header: Mapping) -> tuple[list[str], dict[str, tuple[float, float]], list[RecordError], float]:
     """The metrics, thresholds, invalid records and duration of a results file's header line."""
+    read_judges(header.get("judges"))
     metrics = header.get("metrics") or []
     if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
         raise ValueError("'metrics' must be a list of metric names")
@@ -368,3 +400,19 @@ def _header_fields(header: Mapping) -> tuple[list[str], dict[str, tuple[float, f
         raise ValueError("'invalid_records' must be a list of objects")
     errors = [RecordError(e.get("location"), e.get("field"), str(e.get("message", ""))) for e in invalid]
     return metrics, limits, errors, _number(header.get("duration_s", 0.0), "duration_s")
+
+
+def read_judges(table: Any) -> None:
+    """Register the judge fingerprints of a results file's ``judges`` table (``{id: fingerprint}``;
+    see :mod:`ragmeter.judges.fingerprint`). ValueError naming the entry when one is malformed."""
+    if table is None:
+        return
+    if not isinstance(table, Mapping):
+        raise ValueError("'judges' must be an object of fingerprint id -> fingerprint")
+    from ragmeter.judges.fingerprint import JudgeFingerprint
+
+    for key, value in table.items():
+        try:
+            JudgeFingerprint.from_dict({**value, "id": value.get("id") or key} if isinstance(value, Mapping) else value)
+        except ValueError as exc:
+            raise ValueError(f"judges.{key}: {exc}") from None

@@ -63,11 +63,12 @@ def default_concurrency(judge: Judge | None) -> int:
 
 
 def sample_scorer(metrics: Sequence[Metric], judge: Judge | None, embedder: Embedder | None = None,
-                  limits: Limits | None = None) -> Any:
+                  limits: Limits | None = None, repeats: int = 1, repeat_band: float | None = None) -> Any:
     """``fn(sample) -> SampleResult`` for an :class:`Executor`: :func:`score_sample` with the run's
-    metrics, judge, embedder and limits (a picklable ``functools.partial``, for executors that
-    score in other processes)."""
-    return functools.partial(score_sample, metrics=metrics, judge=judge, embedder=embedder, limits=limits)
+    metrics, judge, embedder, limits and repeats (a picklable ``functools.partial``, for
+    executors that score in other processes)."""
+    return functools.partial(score_sample, metrics=metrics, judge=judge, embedder=embedder, limits=limits,
+                             repeats=repeats, repeat_band=repeat_band)
 
 
 def _as_dataset(samples: Any) -> Dataset:
@@ -87,7 +88,8 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
                     executor: Executor | None = None, limits: Limits | None = None,
                     response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
                     profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
-                    resume: bool = False, recorder: Any = None) -> EvaluationResult:
+                    resume: bool = False, recorder: Any = None, repeats: int = 1,
+                    repeat_band: float | None = None) -> EvaluationResult:
     """Score ``samples`` (Samples, dicts, a Dataset, a DataFrame or a file path) with ``metrics``.
 
     ``judge`` is a Judge, a spec such as ``"openai:gpt-4o-mini"`` / ``"offline"``, or None for
@@ -121,19 +123,29 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     judge are resolved, before any is scored (``info``: ``judge``, ``metrics``, ``thresholds``,
     ``profile``; it may raise to refuse the run), then ``recorder.add(result)`` with each
     :class:`SampleResult` as it is scored, on the event loop (it must not block).
+
+    ``repeats`` (> 1) asks an LLM judge that many times per score, optionally only for scores
+    within ``repeat_band`` of the threshold; each Score keeps every value, their mean (its value)
+    and spread, and is flagged when unstable (see :mod:`ragmeter.trust.repeats`).
     """
+    from ragmeter.trust.repeats import check_repeats
+
+    check_repeats(repeats, repeat_band)
     if out is not None or resume:
         from ragmeter.streaming import stream_evaluate  # it imports this module
 
         return await stream_evaluate(samples, metrics, judge, out=out, resume=resume, embedder=embedder,
                                      concurrency=concurrency, progress=progress, executor=executor, limits=limits,
-                                     response_time=response_time, profile=profile, recorder=recorder)
+                                     response_time=response_time, profile=profile, recorder=recorder,
+                                     repeats=repeats, repeat_band=repeat_band)
     dataset = _as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
     profile_obj = get_profile(profile) if profile is not None else None
     if profile_obj is not None:
         metric_list = profile_obj.metrics(metric_list)
     judge_obj = resolve_judge(judge, metric_list)
+    if judge_obj is not None:
+        judge_obj.fingerprint  # made here, once: the Scores carry its id (also when scored in other processes)
     if recorder is not None:
         recorder.start({"judge": getattr(judge_obj, "name", None) or "code", "metrics": [m.name for m in metric_list],
                         "thresholds": {m.name: (m.threshold, m.warn) for m in metric_list},
@@ -155,7 +167,8 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
 
     start = time.perf_counter()
     try:
-        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits), list(dataset), done)
+        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band), list(dataset),
+                           done)
     finally:
         if bar is not None:
             bar.close()
@@ -182,7 +195,8 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
              executor: Executor | None = None, limits: Limits | None = None,
              response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
              profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
-             resume: bool = False, recorder: Any = None) -> EvaluationResult:
+             resume: bool = False, recorder: Any = None, repeats: int = 1,
+             repeat_band: float | None = None) -> EvaluationResult:
     """Synchronous :func:`aevaluate`; also works inside a running event loop (Jupyter).
 
     >>> import ragmeter as rm
@@ -193,4 +207,5 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
     """
     return run_sync(aevaluate(samples, metrics, judge, embedder=embedder, concurrency=concurrency,
                               progress=progress, executor=executor, limits=limits, response_time=response_time,
-                              profile=profile, out=out, resume=resume, recorder=recorder))
+                              profile=profile, out=out, resume=resume, recorder=recorder, repeats=repeats,
+                              repeat_band=repeat_band))

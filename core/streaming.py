@@ -29,6 +29,7 @@ from typing import Any, Iterable, Iterator
 from ragmeter.data import RecordError, Sample
 from ragmeter.fileio import JSON_ERRORS, decode_text, json_problem, json_text, parse_json
 from ragmeter.judges.base import Embedder, Judge
+from ragmeter.judges.fingerprint import CODE_FINGERPRINT, fingerprints_of
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.metrics.requests import Limits
 from ragmeter.result import EvaluationResult, SampleResult, _stats
@@ -247,7 +248,8 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
                           concurrency: int | None = None, progress: bool = True, executor: Executor | None = None,
                           limits: Limits | None = None,
                           response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
-                          profile: Any = None, recorder: Any = None) -> StreamedResult:
+                          profile: Any = None, recorder: Any = None, repeats: int = 1,
+                          repeat_band: float | None = None) -> StreamedResult:
     """Score ``samples`` streaming the results into ``out`` (a ``.jsonl`` results file); see the
     module docstring. Arguments as :func:`ragmeter.aevaluate`; with ``metrics=None`` the
     retrieval metrics are added when the first sample carries ``relevant_ids``. A sample without
@@ -272,7 +274,9 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
     thresholds = {m.name: (m.threshold, m.warn) for m in metric_list}
     header = {"ragmeter": "results", "judge": getattr(judge_obj, "name", None) or "code", "metrics": names,
               "thresholds": {k: list(v) for k, v in thresholds.items()}, "invalid_records": [], "duration_s": 0.0,
-              **({"profile": profile.name} if profile is not None else {})}
+              **({"profile": profile.name} if profile is not None else {}),
+              "judges": fingerprints_of([judge_obj.fingerprint.id if judge_obj is not None else None,
+                                         CODE_FINGERPRINT.id])}
     if getattr(recorder, "key", None):
         header["run_key"] = recorder.key
     sink = _Sink(out, header, resume)  # first: it refuses a file of another run before the store is touched
@@ -313,7 +317,7 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
 
     start = time.perf_counter()
     try:
-        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits), todo(), done)
+        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band), todo(), done)
     finally:
         if bar is not None:
             bar.close()

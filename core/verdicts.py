@@ -26,6 +26,8 @@ from typing import Any, Iterable, Mapping
 from ragmeter.aggregate import GRADE_THRESHOLDS, grade
 from ragmeter.data import Score
 from ragmeter.metrics import DOMAIN_METRICS, REGISTRY
+from ragmeter.judges.fingerprint import CODE_FINGERPRINT
+from ragmeter.metrics import REGISTRY
 from ragmeter.result import SampleResult
 
 __all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "diagnose", "Diagnosis",
@@ -336,7 +338,7 @@ def response_time_score(latency_s: float, pass_under: float = RESPONSE_TIME_LEVE
              "fail": f"over {w:g} s (fail)"}[label]
     return Score(RESPONSE_TIME, value, explanation=f"response time {t:.2f} s: {level}",
                  details={"latency_s": t, "pass_under": p, "warn_under": w, "threshold": 1.0, "warn": 0.5},
-                 judge="code", label=label)
+                 judge="code", label=label, fingerprint=CODE_FINGERPRINT.id)
 
 
 def add_response_time(results: Iterable[SampleResult], pass_under: float = RESPONSE_TIME_LEVELS[0],
@@ -359,5 +361,5 @@ def add_response_time(results: Iterable[SampleResult], pass_under: float = RESPO
     for r, t in zip(results, latencies):
         r.scores[RESPONSE_TIME] = (response_time_score(t, pass_under, warn_under) if t is not None else
                                    Score(RESPONSE_TIME, None, "no response time was captured for this sample",
-                                         judge="code"))
+                                         judge="code", fingerprint=CODE_FINGERPRINT.id))
     return True

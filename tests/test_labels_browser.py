@@ -7,7 +7,7 @@ import json
 
 from helpers import wait_for
 from helpers.browser import browser, console_errors, screenshot  # noqa: F401 (browser: a fixture)
-from ragmeter.labels import Label, export_tasks, import_labels
+from ragmeter.labels import Label, answer_hash, export_tasks, import_labels
 from test_labels_tasks import _result
 
 
@@ -60,8 +60,9 @@ def test_label_three_tasks_with_the_keyboard_and_download_them(browser, tmp_path
     assert wait_for(lambda: target.exists() and target.stat().st_size > 0, timeout=10)
     doc = json.loads(target.read_text())
     assert doc["ragmeter"] == "labels" and doc["annotator"] == "dana"
+    h = {s: answer_hash(f"answer {s[1:]}") for s in ("s2", "s5", "s6")}  # each label names its answer
     assert sorted(import_labels(target), key=lambda lb: (lb.sample_id, lb.criterion)) == [
-        Label("s2", "dana", "faithfulness", None), Label("s2", "dana", "overall", 3),
-        Label("s5", "dana", "faithfulness", 5), Label("s5", "dana", "overall", 4),
-        Label("s6", "dana", "faithfulness", 1), Label("s6", "dana", "overall", 2)]
+        Label("s2", "dana", "faithfulness", None, h["s2"]), Label("s2", "dana", "overall", 3, h["s2"]),
+        Label("s5", "dana", "faithfulness", 5, h["s5"]), Label("s5", "dana", "overall", 4, h["s5"]),
+        Label("s6", "dana", "faithfulness", 1, h["s6"]), Label("s6", "dana", "overall", 2, h["s6"])]
     assert console_errors(browser) == []

@@ -8,7 +8,8 @@ import json
 
 import pytest
 from ragmeter.data import RecordError, Sample, Score
-from ragmeter.labels import CRITERIA, Label, cohen_kappa, agreement_report, export_tasks, import_labels, review_queue
+from ragmeter.labels import (CRITERIA, Label, agreement_report, answer_hash, cohen_kappa, export_tasks, import_labels,
+                             review_queue)
 from ragmeter.result import EvaluationResult, SampleResult
 
 
@@ -77,8 +78,10 @@ def test_a_filled_in_csv_task_file_reads_back_as_labels(tmp_path):
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    assert import_labels(path) == [Label("s5", "ann", "faithfulness", 2), Label("s5", "ann", "overall", 3),
-                                   Label("s2", "ann", "faithfulness", 4), Label("s2", "ann", "overall", None)]
+    h5, h2 = answer_hash("answer 5"), answer_hash("answer 2")  # the labels name the answer they were given on
+    assert rows[0]["answer_hash"] == h5
+    assert import_labels(path) == [Label("s5", "ann", "faithfulness", 2, h5), Label("s5", "ann", "overall", 3, h5),
+                                   Label("s2", "ann", "faithfulness", 4, h2), Label("s2", "ann", "overall", None, h2)]
 
 
 def test_labels_files_in_every_format_and_their_errors(tmp_path):
@@ -94,7 +97,14 @@ def test_labels_files_in_every_format_and_their_errors(tmp_path):
     bad = {"six.csv": ("sample_id,annotator,criterion,value\ns1,a,overall,6\n", r"line 2: field 'value': expected a whole number 1-5"),
            "half.jsonl": ('{"sample_id": "s1", "annotator": "a", "criterion": "overall", "value": 2.5}\n', r"line 1: field 'value'"),
            "who.json": ('[{"sample_id": "s1", "criterion": "overall", "value": 2}]', r"item 1: field 'annotator': missing"),
-           "what.json": ('[{"sample_id": "s1", "annotator": "a", "criterion": "tone", "value": 2}]', r"field 'criterion': unknown criterion 'tone'"),
+           "seven.json": ('[{"sample_id": "s1", "annotator": "a", "criterion": "tone", "value": 7}]',
+                          r"field 'value': expected 0 or 1, a whole number 1-5 or a number in \[0, 1\]"),
+           "scale.json": ('[{"sample_id": "s1", "annotator": "a", "metric": "tone", "value": 1, "scale": "1-10"}]',
+                          r"item 1: field 'scale': unknown scale '1-10'"),
+           "binary.json": ('[{"sample_id": "s1", "annotator": "a", "metric": "tone", "value": 0.5, "scale": "binary"}]',
+                           r"item 1: field 'value': expected 0 or 1 on the binary scale"),
+           "hash.json": ('[{"sample_id": "s1", "annotator": "a", "metric": "tone", "value": 1, "answer": "x", '
+                         '"answer_hash": "abc"}]', r"field 'answer_hash': 'abc' is not the hash of the record's answer"),
            "broken.jsonl": ('{"sample_id": \n', r"line 1: invalid JSON")}
     for name, (text, message) in bad.items():
         (tmp_path / name).write_text(text)

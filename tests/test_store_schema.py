@@ -95,10 +95,10 @@ def versions(url: str) -> list[int]:
 
 
 def test_a_version_1_database_is_upgraded_with_its_data(make_db, db_url):
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     make_v1(db_url)
     store = Store(db_url)
-    assert versions(db_url) == [1, 2, 3]
+    assert versions(db_url) == [1, 2, 3, 4]
     old = store.run(1)
     assert old.metrics == ["faithfulness"] and old.thresholds == {"faithfulness": (0.85, 0.7)} and old.duration_s == 3.5
     assert [(r.sample.id, r["faithfulness"].value, r["faithfulness"].error) for r in old] == [
@@ -111,7 +111,7 @@ def test_a_version_1_database_is_upgraded_with_its_data(make_db, db_url):
     assert store.run(new).results == old.results
     store.close()
     Store(db_url).close()  # opening again migrates nothing
-    assert versions(db_url) == [1, 2, 3]
+    assert versions(db_url) == [1, 2, 3, 4]
     # the upgraded database is the same as one created at the current version
     fresh = make_db()
     Store(fresh).close()
@@ -129,7 +129,7 @@ def test_a_version_2_database_gets_the_labels_table(make_db, db_url):
         assert not sa.inspect(conn).has_table("labels")
     engine.dispose()
     store = Store(db_url)
-    assert versions(db_url) == [1, 2, 3]
+    assert versions(db_url) == [1, 2, 3, 4]
     assert [r.sample.id for r in store.run(1)] == ["s1", "s2"] and store.labels() == []
     assert store.record_labels([Label("s1", "ann", "faithfulness", 4), Label("s2", "ann", "faithfulness", None)],
                                source="labels.csv") == 2
@@ -146,9 +146,9 @@ def test_a_newer_database_is_refused(db_url):
     with engine.begin() as conn:
         conn.execute(sa.text("INSERT INTO schema_version (version, applied_at) VALUES (99, :at)"), {"at": datetime(2030, 1, 1)})
     engine.dispose()
-    with pytest.raises(StoreVersionError, match=r"schema version 99, newer than this ragmeter reads \(3\): upgrade ragmeter"):
+    with pytest.raises(StoreVersionError, match=r"schema version 99, newer than this ragmeter reads \(4\): upgrade ragmeter"):
         Store(db_url)
-    assert versions(db_url) == [3, 99]
+    assert versions(db_url) == [4, 99]
 
 
 def test_a_database_with_other_tables_named_runs_is_left_alone(db_url):

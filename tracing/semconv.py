@@ -9,7 +9,9 @@ and attribute names follow the GenAI semantic conventions' event registry
 * event ``gen_ai.evaluation.result``, parented to the evaluated span;
 * ``gen_ai.evaluation.name`` (required), ``gen_ai.evaluation.score.value`` and
   ``gen_ai.evaluation.score.label`` (conditionally required), ``gen_ai.evaluation.explanation``
-  (recommended), ``error.type`` (the GenAI error group: set when the evaluation failed).
+  (recommended), ``error.type`` (the GenAI error group: set when the evaluation failed);
+* the judge that scored, under the evaluator-identity names proposed for the conventions
+  (``gen_ai.evaluation.evaluator.{id,name,version}``, still a draft).
 
 Those conventions are in *Development* status, so names may change. When they do, the names
 ragmeter emits change the way the GenAI conventions ask instrumentations to migrate: the
@@ -47,6 +49,11 @@ class EvaluationNames:
     score_label: str = "gen_ai.evaluation.score.label"
     explanation: str = "gen_ai.evaluation.explanation"
     error_type: str = "error.type"
+    #: The evaluator's identity, as proposed for the GenAI conventions (a draft:
+    #: open-telemetry/semantic-conventions-genai#359): the judge's fingerprint id, name, version.
+    evaluator_id: str = "gen_ai.evaluation.evaluator.id"
+    evaluator_name: str = "gen_ai.evaluation.evaluator.name"
+    evaluator_version: str = "gen_ai.evaluation.evaluator.version"
 
 
 #: Where a log record carried its event name before the Logs API had an ``event_name`` field

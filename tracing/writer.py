@@ -19,6 +19,9 @@ in a ``ragmeter.carrier.truncated`` event):
 * ``ragmeter.citation.{accuracy,precision,recall}`` (double), ``ragmeter.citation.{count,
   supported_count,partially_count,unsupported_count,invalid_count,uncited_claims}`` (int), when
   a citation metric ran
+* ``ragmeter.judge.{fingerprint,backend,model,endpoint,prompts,temperature,seed,rules,embedder,
+  ragmeter_version,members}``: the judge's fingerprint (:mod:`ragmeter.judges.fingerprint`; the
+  unset fields left out)
 * ``ragmeter.sample.id``, ``ragmeter.judge``, ``ragmeter.judge.calls``, ``ragmeter.cost_usd``,
   ``ragmeter.target.trace_id``, ``ragmeter.target.span_id``, ``ragmeter.target.name``,
   ``output.value`` (a one-line summary Phoenix shows), ``openinference.span.kind = EVALUATOR``
@@ -26,7 +29,8 @@ in a ``ragmeter.carrier.truncated`` event):
 
 Events: one ``gen_ai.evaluation.result`` per metric (``gen_ai.evaluation.name``,
 ``gen_ai.evaluation.score.value``, ``gen_ai.evaluation.score.label``,
-``gen_ai.evaluation.explanation``, ``error.type`` when the score has an error) and, when a
+``gen_ai.evaluation.explanation``, ``error.type`` when the score has an error, and the judge's
+identity under the draft evaluator names of :mod:`ragmeter.tracing.semconv`) and, when a
 citation metric ran, one ``ragmeter.citation.verdicts`` event whose attributes are parallel
 arrays, one entry per citation: ``ragmeter.citation.marker``, ``.statement``, ``.chunk``
 (1-based position, 0 when invalid), ``.chunk_id``, ``.verdict`` (supports / partially /
@@ -60,6 +64,7 @@ with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
 
 from ragmeter.capture import content_captured
 from ragmeter.guard import never_raise
+from ragmeter.judges.fingerprint import CODE_FINGERPRINT, lookup
 from ragmeter.redact import redact
 from ragmeter.suppression import suppressed_context
 from ragmeter.tracing.semconv import EvaluationNames, evaluation_names
@@ -69,7 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["SpanTarget", "current_target", "EvaluationWriter", "writer_for_current_provider",
            "carrier_attributes", "carrier_events", "CARRIER_NAME", "CARRIER_MARKER", "annotator_kind",
-           "identifier_for", "evaluation_result_attributes"]
+           "identifier_for", "evaluation_result_attributes", "judge_attributes", "evaluator_attributes"]
 
 log = logging.getLogger("ragmeter")
 
@@ -159,6 +164,8 @@ def _citation_details(result: "SampleResult") -> dict | None:
 def _metadata_json(score: Any, sample_id: str | None) -> str:
     d = score.details if isinstance(score.details, Mapping) else {}
     meta: dict[str, Any] = {"judge": score.judge, "status": score.status}
+    if getattr(score, "fingerprint", None):
+        meta["judge_fingerprint"] = score.fingerprint
     for k in ("threshold", "warn"):
         if _num(d.get(k)) is not None:
             meta[k] = d[k]
@@ -208,6 +215,7 @@ def carrier_attributes(result: "SampleResult", target: SpanTarget) -> dict[str, 
     judges = sorted({s.judge for _, s in scores if s.judge})
     if judges:
         attrs["ragmeter.judge"] = judges[0] if len(judges) == 1 else ",".join(judges)
+    attrs.update(judge_attributes(s for _, s in scores))
     if usage is not None:
         attrs["ragmeter.judge.calls"] = int(getattr(usage, "calls", 0) or 0)
         cost = _num(getattr(usage, "cost_usd", None))
@@ -240,6 +248,33 @@ def carrier_attributes(result: "SampleResult", target: SpanTarget) -> dict[str, 
     attrs["openinference.span.kind"] = "EVALUATOR"
     attrs[CARRIER_MARKER] = True
     return attrs
+
+
+def judge_attributes(scores: Any) -> dict[str, Any]:
+    """``ragmeter.judge.*`` attributes of the judge that scored ``scores`` (its
+    :class:`~ragmeter.judges.fingerprint.JudgeFingerprint`: fingerprint id, backend, model,
+    endpoint, prompt version, temperature, seed, rules, embedder, ragmeter version); the metrics
+    that need no judge are left out. Several judges: ``ragmeter.judge.fingerprint`` lists their ids."""
+    ids = list(dict.fromkeys(s.fingerprint for s in scores if s.fingerprint and s.fingerprint != CODE_FINGERPRINT.id))
+    if len(ids) > 1:
+        return {"ragmeter.judge.fingerprint": ids}
+    fp = lookup(ids[0]) if ids else None
+    if fp is None:
+        return {"ragmeter.judge.fingerprint": ids[0]} if ids else {}
+    return fp.attributes("ragmeter.judge")
+
+
+def evaluator_attributes(score: Any, names: EvaluationNames | None = None) -> dict[str, Any]:
+    """The evaluator identity of a ``gen_ai.evaluation.result`` event, under the draft evaluator
+    names of :mod:`ragmeter.tracing.semconv`: the judge's fingerprint id, its name and its version
+    (the offline judge's rules version, an LLM judge's prompt version, else the ragmeter version)."""
+    fp = lookup(getattr(score, "fingerprint", None))
+    if fp is None:
+        return {}
+    names = names or evaluation_names()
+    values = {names.evaluator_id: fp.id, names.evaluator_name: fp.name,
+              names.evaluator_version: fp.rules or fp.prompts or fp.ragmeter}
+    return {k: v for k, v in values.items() if v}
 
 
 def _citation_event(cit: Mapping, contexts: list, with_content: bool = True) -> dict[str, Any] | None:
@@ -275,7 +310,8 @@ def evaluation_result_attributes(metric: str, score: Any, with_content: bool = T
                                  names: EvaluationNames | None = None) -> dict[str, Any]:
     """The attributes of one ``gen_ai.evaluation.result`` event (span event or log record) for
     ``score``: name, score value and label, explanation (the error when there is one, else the
-    explanation unless ``with_content`` is False; redacted), ``error.type`` on failure. Names
+    explanation unless ``with_content`` is False; redacted), ``error.type`` on failure, the
+    judge's identity (:func:`evaluator_attributes`). Names
     from :mod:`ragmeter.tracing.semconv`."""
     names = names or evaluation_names()
     attrs: dict[str, Any] = {names.name: metric}
@@ -288,6 +324,7 @@ def evaluation_result_attributes(metric: str, score: Any, with_content: bool = T
         attrs[names.explanation] = text
     if score.error:
         attrs[names.error_type] = redact(score.error.split(":", 1)[0].strip()[:100]) or "error"
+    attrs.update(evaluator_attributes(score, names))
     return attrs
 
 

@@ -1,7 +1,7 @@
 """The dashboard of a history store: the last runs' trends (per dataset), the newest run's summary
-and its worst samples, the inline samples' daily means, the sweeps, and the human labels'
-agreement with each other and with the judge (``ragmeter dashboard``, with ``--dataset``,
-``--kind`` and ``--tag`` to choose the runs)."""
+and its worst samples, the inline samples' daily means, the sweeps, the human labels' agreement
+with each other and with the judge, and the newest run's trust card and its judge's drift on the
+anchor set (``ragmeter dashboard``, with ``--dataset``, ``--kind`` and ``--tag`` to choose the runs)."""
 
 from __future__ import annotations
 
@@ -45,8 +45,31 @@ def render_store(store: Any, *, runs: int = 30, samples: int = 500, title: str =
         daily = {m: [tuple(p) for p in store.metric_trend(m, by="day", kind="inline", dataset=dataset)]
                  for m in latest.metrics}
     agreement, leniency = _human_labels(store, latest.id)
+    trust, drift = _trust(store, latest.id)
     return render(entries, listed, title=title, verdicts=verdicts, daily={m: p for m, p in daily.items() if p},
-                  agreement=agreement, leniency=leniency, sweeps=sweeps)
+                  agreement=agreement, leniency=leniency, sweeps=sweeps, trust=trust, drift=drift)
+
+
+def _trust(store: Any, run_id: int) -> tuple[dict | None, dict | None]:
+    """The trust card of run ``run_id`` (the one stored with it, else one made from the store's
+    labels when some count for it) and the shift on the anchor set of the judge that scored it
+    against the judge checked before it (None each when there is none)."""
+    from ragmeter.trust import judge_drift, trust_card
+
+    judges = [ids[0] for ids in store.run_fingerprints(run_id).values() if len(ids) == 1]
+    drift = None
+    for fid in dict.fromkeys(judges):
+        drift = judge_drift(store, fid)
+        if drift is not None:
+            break
+    card = store.trust_card(run_id)
+    if card is None:
+        labels = store.labels()
+        made = trust_card(store.run(run_id), labels) if labels else None
+        card = made.to_dict() if made is not None and made.metrics else None
+        if card is not None:
+            card["run"] = f"run {run_id}"
+    return card, drift
 
 
 def _human_labels(store: Any, run_id: int) -> tuple[dict, dict]:

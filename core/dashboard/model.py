@@ -52,7 +52,7 @@ class RunEntry:
     -> (pass, warn). ``label`` names the run on the trend axis (default ``"run <id>"``).
     ``latency``: the app's response times in seconds (``count``, ``p50_s``, ``p95_s``, ``max_s``:
     :func:`ragmeter.verdicts.latency_summary`), None when no sample carries one; ``tags`` the
-    run's tags.
+    run's tags; ``judges`` has one line per judge fingerprint (:func:`ragmeter.report.judge_lines`).
     """
 
     id: str
@@ -72,6 +72,7 @@ class RunEntry:
     invalid: list[str] = field(default_factory=list)
     latency: dict[str, Any] | None = None
     tags: list[str] = field(default_factory=list)
+    judges: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.id = str(self.id)
@@ -100,9 +101,11 @@ class RunEntry:
         if RESPONSE_TIME in metrics:
             thresholds.setdefault(RESPONSE_TIME, (1.0, 0.5))
         values = {m: [v for v in full.values(m) if v is not None] for m in metrics}
+        from ragmeter.report import judge_lines
+
         base = {"judge": result.judge, "samples": len(result), "usage": result.usage,
                 "duration_s": result.duration_s, "invalid": [str(e) for e in result.invalid],
-                "latency": run_latency(result.results)}
+                "latency": run_latency(result.results), "judges": judge_lines(result)}
         return cls(id=str(id), summary=full.summary(), thresholds=thresholds, values=values, **{**base, **fields})
 
 

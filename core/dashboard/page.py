@@ -25,6 +25,7 @@ from ragmeter.dashboard.drilldown import drilldown, fmt
 from ragmeter.dashboard.model import RunEntry, SampleEntry, SampleView, Verdicts, sample_views
 from ragmeter.dashboard.runs import latency_text, runs_section, trends_section
 from ragmeter.dashboard.sweeps import sweeps_section
+from ragmeter.dashboard.trust import trust_section
 from ragmeter.data import label_for
 from ragmeter.judges.base import Usage
 from ragmeter.result import EvaluationResult
@@ -78,6 +79,9 @@ def _header(title: str, runs: Sequence[RunEntry], views: list[SampleView], nav: 
         value = getattr(latest, key)
         if value:
             facts.append(f"{key.replace('_', ' ')} {escape(str(value)[:40])}")
+    for line in latest.judges:  # each judge's fingerprint: id shown, its fields on hover
+        fid, _, fields = line.partition(": ")
+        facts.append(f'<span class="fingerprint" title="{escape(fields)}">fingerprint {escape(fid)}</span>')
     if latest.created_at is not None:
         facts.append(escape(latest.created_at.isoformat(timespec="seconds")))
     if latest.usage is not None:
@@ -258,7 +262,8 @@ def _invalid(run: RunEntry) -> str:
 def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ragmeter dashboard",
            verdicts: Verdicts | None = None, daily: Mapping[str, Sequence[Sequence[Any]]] | None = None,
            agreement: Mapping[str, Any] | None = None, leniency: Mapping[str, Sequence[Any]] | None = None,
-           sweeps: Sequence[Any] = ()) -> str:
+           sweeps: Sequence[Any] = (), trust: Mapping[str, Any] | None = None,
+           drift: Mapping[str, Any] | None = None) -> str:
     """The dashboard page as HTML text.
 
     ``runs``: :class:`RunEntry` objects, oldest first; the last one is the summary's and the
@@ -270,8 +275,9 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
     by="day")``; without it they are computed from the given samples of inline runs.
     ``agreement`` / ``leniency``: the "Human labels" section (:mod:`ragmeter.dashboard.agreement`).
     ``sweeps``: :class:`~ragmeter.dashboard.sweeps.SweepEntry` objects, the "Sweeps" section
-    (with no run, the page is that section alone). Raises ValueError when ``runs`` and
-    ``sweeps`` are both empty.
+    (with no run, the page is that section alone). ``trust`` / ``drift``: the "Trust" section
+    (:mod:`ragmeter.dashboard.trust`): the latest run's trust card (its dict) and the judge's shift
+    on the anchor set. Raises ValueError when ``runs`` and ``sweeps`` are both empty.
     """
     runs = list(runs)
     if not runs and not sweeps:
@@ -288,7 +294,7 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
         daily = dict(daily) if daily is not None else _daily_points(runs, views)
         sections = [_summary(latest, views), trends_section(runs, daily), runs_section(runs), sweeps_section(sweeps),
                     _distributions(latest, views), conversations_section(views, metrics), _samples(views, metrics),
-                    agreement_section(agreement or {}, leniency), _invalid(latest)]
+                    agreement_section(agreement or {}, leniency), trust_section(trust, drift), _invalid(latest)]
         header = _header(title, runs, views, _nav(sections))
     body = "".join([header, "<main>", *sections, "</main>"])
     js = _asset("dashboard.js")
@@ -297,7 +303,9 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
     return page.substitute(title=escape(title), css=_asset("dashboard.css"), js=js, script_hash=script_hash, body=body)
 
 
-def render_result(result: EvaluationResult, *, title: str = "ragmeter report", verdicts: Verdicts | None = None) -> str:
-    """The dashboard page of one run (what ``ragmeter evaluate --out report.html`` writes)."""
+def render_result(result: EvaluationResult, *, title: str = "ragmeter report", verdicts: Verdicts | None = None,
+                  trust: Mapping[str, Any] | None = None) -> str:
+    """The dashboard page of one run (what ``ragmeter evaluate --out report.html`` writes);
+    ``trust``: its trust card (:meth:`ragmeter.trust.TrustCard.to_dict`), shown in a panel."""
     run = RunEntry.from_result(result, verdicts=verdicts)
-    return render([run], SampleEntry.from_result(result, run.id), title=title, verdicts=verdicts)
+    return render([run], SampleEntry.from_result(result, run.id), title=title, verdicts=verdicts, trust=trust)

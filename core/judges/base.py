@@ -10,12 +10,20 @@ LLM backends render the task's prompt and validate the structured answer
 from __future__ import annotations
 
 import abc
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-__all__ = ["Usage", "TaskResult", "JudgeError", "InvalidOutput", "Judge", "Embedder"]
+if TYPE_CHECKING:  # pragma: no cover
+    from ragmeter.judges.fingerprint import JudgeFingerprint
+
+__all__ = ["Usage", "TaskResult", "JudgeError", "InvalidOutput", "Judge", "Embedder", "REPEAT"]
+
+#: The repeat a judge call belongs to (0: the first; see :mod:`ragmeter.trust.repeats`): a judge
+#: that caches its answers keeps it in the key, so a repeat is asked again, not read back.
+REPEAT: ContextVar[int] = ContextVar("ragmeter_repeat", default=0)
 
 
 @dataclass
@@ -106,6 +114,28 @@ class Judge(abc.ABC):
     @abc.abstractmethod
     async def run(self, task: str, inputs: dict) -> TaskResult:
         """Perform ``task`` on ``inputs`` and return the validated answer; raise :class:`JudgeError`."""
+
+    @property
+    def fingerprint(self) -> "JudgeFingerprint":
+        """What identifies this judge (:class:`~ragmeter.judges.fingerprint.JudgeFingerprint`):
+        made from :meth:`describe` once, on first use, and put on every Score it judges."""
+        fp = self.__dict__.get("_fingerprint")
+        if fp is None:
+            from ragmeter.judges.fingerprint import register
+
+            fp = self.__dict__["_fingerprint"] = register(self.describe())
+        return fp
+
+    def describe(self) -> "JudgeFingerprint":
+        """This judge's fingerprint fields. The default names the backend (the part of ``name``
+        before ``:``) and the model (the rest), every task's prompt and schema version and the
+        embedder; LLM, offline and composite judges say more (their endpoint and settings, rules,
+        members)."""
+        from ragmeter.judges.fingerprint import JudgeFingerprint, task_versions
+
+        backend, _, model = (self.name or "judge").partition(":")
+        return JudgeFingerprint(backend=backend, model=model or None, tasks=task_versions(),
+                                embedder=getattr(self.embedder, "name", None))
 
     def check(self) -> None:
         """Raise ValueError naming what is missing when this judge cannot work (e.g. no API key).

@@ -41,6 +41,13 @@ class EnsembleJudge(Judge):
         for judge in self.members:
             judge.check()
 
+    def describe(self) -> Any:
+        """Backend ``ensemble`` with the members' fingerprints, in order (and the spread that flags)."""
+        from ragmeter.judges.fingerprint import JudgeFingerprint
+
+        return JudgeFingerprint(backend="ensemble", model=f"median, max_spread {self.max_spread:g}",
+                                members=tuple(j.fingerprint for j in self.members))
+
     async def run(self, task: str, inputs: dict) -> TaskResult:
         """Not used: :class:`ragmeter.metrics.scoring.EnsembleScorer` asks each member and combines
         Scores with :meth:`combine`."""
@@ -56,8 +63,9 @@ class EnsembleJudge(Judge):
             errors = [f"{j.name}: {s.error}" for j, s in zip(self.members, scores) if s.error]
             if errors:
                 return Score(metric.name, None, error="no judge produced a value: " + "; ".join(errors),
-                             details={"members": members}, judge=self.name)
-            return Score(metric.name, None, explanation=scores[0].explanation, details={"members": members}, judge=self.name)
+                             details={"members": members}, judge=self.name, fingerprint=self.fingerprint.id)
+            return Score(metric.name, None, explanation=scores[0].explanation, details={"members": members},
+                         judge=self.name, fingerprint=self.fingerprint.id)
         value = float(statistics.median(values))
         spread = max(values) - min(values)
         flagged = spread > self.max_spread
@@ -66,4 +74,5 @@ class EnsembleJudge(Judge):
             explanation += f"; judges disagree (spread {spread:.2f} > {self.max_spread})"
         return Score(metric.name, value, explanation=explanation,
                      details={"members": members, "spread": spread, "disagreement": flagged},
-                     judge=self.name, label=label_for(value, metric.threshold, metric.warn))
+                     judge=self.name, label=label_for(value, metric.threshold, metric.warn),
+                     fingerprint=self.fingerprint.id)

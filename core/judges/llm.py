@@ -28,9 +28,9 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ragmeter.judges.base import Embedder, InvalidOutput, Judge, JudgeError, TaskResult, Usage
+from ragmeter.judges.base import REPEAT, Embedder, InvalidOutput, Judge, JudgeError, TaskResult, Usage
 from ragmeter.judges.cache import JudgeCache, cache_key, resolve_cache
 from ragmeter.judges.pricing import cost_of, price_for
 from ragmeter.judges.ratelimit import RateLimiter
@@ -38,6 +38,9 @@ from ragmeter.judges.retry import Dispatcher, RetryPolicy, within
 from ragmeter.judges.tasks import TaskSpec, get_task
 from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, parse_json_answer
 from ragmeter.redact import redact
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragmeter.judges.fingerprint import JudgeFingerprint
 
 __all__ = ["LLMJudge"]
 
@@ -123,10 +126,34 @@ class LLMJudge(Judge):
         """Raise ValueError naming what is missing when the transport cannot send (no request is made)."""
         self.transport.check()
 
+    def describe(self) -> "JudgeFingerprint":
+        """Backend, model, endpoint (kind and host, no credentials), every task's prompt and schema
+        version, temperature, seed and embedder: see :mod:`ragmeter.judges.fingerprint`."""
+        from ragmeter.judges.fingerprint import JudgeFingerprint, endpoint_kind, task_versions
+
+        t = self.transport
+        official = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}.get(t.backend)
+        if official is not None:
+            endpoint = endpoint_kind(getattr(t, "base_url", None), official)
+        else:  # a framework model (LangChain, LlamaIndex): its class, and its endpoint when it names one
+            params = t.cache_params()
+            inner = params.get("params") if isinstance(params.get("params"), dict) else {}
+            url = next((d[k] for d in (inner, params) for k in ("base_url", "api_base") if isinstance(d.get(k), str)),
+                       None)
+            parts = [str(params["class"])] if params.get("class") else []
+            endpoint = " ".join(parts + ([endpoint_kind(url, "")] if url else [])) or None
+        seed = getattr(t, "seed", None)
+        return JudgeFingerprint(backend=t.backend, model=t.model, endpoint=endpoint, tasks=task_versions(),
+                                temperature=self.temperature, seed=seed if isinstance(seed, int) else None,
+                                embedder=getattr(self.embedder, "name", None))
+
     # ------------------------------------------------------------------ cache
     def cache_key(self, spec: TaskSpec, inputs: dict) -> str:
-        """The cache key of ``spec`` on ``inputs`` for this judge."""
+        """The cache key of ``spec`` on ``inputs`` for this judge (and the repeat, after the
+        first: :data:`~ragmeter.judges.base.REPEAT`)."""
         params = {"temperature": self.temperature, **self.transport.cache_params()}
+        if REPEAT.get():
+            params["repeat"] = REPEAT.get()
         return cache_key("judge/v1", self.transport.backend, self.transport.model, spec.name, spec.version,
                          _prompt_hash(spec), inputs, params)
 

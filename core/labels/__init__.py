@@ -9,7 +9,10 @@ between the judge and the annotators).
 
 - :func:`export_tasks` writes tasks (.jsonl, .csv, or an offline .html labeling page) in review
   queue order (:func:`review_queue`), the judge's verdicts hidden unless asked;
-- :func:`import_labels` reads completed labels; :meth:`ragmeter.store.Store.record_labels` keeps them;
+- :func:`import_labels` reads completed labels (1-5 ratings of the page's criteria, or binary,
+  1-5 or 0-1 labels of any metric, each with the hash of the answer it was given on);
+  :meth:`ragmeter.store.Store.record_labels` keeps them; :func:`match_labels` says which count for
+  a run (a label given on another answer does not);
 - :func:`agreement_report` gives Krippendorff's alpha and Cohen's kappa with bootstrap intervals
   per criterion, and judge vs humans per metric (:func:`judge_vs_humans`); :func:`judge_leniency`
   tracks the judge's pass rate against the humans' run by run (drift towards leniency).
@@ -17,10 +20,12 @@ between the judge and the annotators).
 
 from ragmeter.labels.agreement import (alpha_with_ci, balanced_accuracy, bootstrap_ci, cohen_kappa, confusion,
                                        judge_vs_humans, kappa_with_ci, krippendorff_alpha, suggest_threshold)
-from ragmeter.labels.io import Label, import_labels
+from ragmeter.labels.io import Label, LabelSet, answer_hash, import_labels
+from ragmeter.labels.matching import LabeledItem, MatchedLabels, match_labels
 from ragmeter.labels.report import agreement_report, format_report, judge_leniency
 from ragmeter.labels.tasks import CRITERIA, CRITERION_METRICS, export_tasks, review_queue, task_records
 
 __all__ = ["cohen_kappa", "krippendorff_alpha", "alpha_with_ci", "kappa_with_ci", "bootstrap_ci", "confusion",
-           "balanced_accuracy", "suggest_threshold", "judge_vs_humans", "Label", "import_labels", "agreement_report",
+           "balanced_accuracy", "suggest_threshold", "judge_vs_humans", "Label", "LabelSet", "answer_hash",
+           "import_labels", "match_labels", "MatchedLabels", "LabeledItem", "agreement_report",
            "format_report", "judge_leniency", "CRITERIA", "CRITERION_METRICS", "export_tasks", "review_queue", "task_records"]

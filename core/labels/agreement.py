@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 __all__ = ["cohen_kappa", "krippendorff_alpha", "alpha_with_ci", "kappa_with_ci", "bootstrap_ci", "is_missing", "balanced_accuracy",
-           "confusion", "suggest_threshold", "judge_vs_humans"]
+           "confusion", "suggest_threshold", "judge_vs_humans", "ranks", "auroc", "spearman", "reliability"]
 
 _LEVELS = ("nominal", "ordinal", "interval", "ratio")
 
@@ -135,17 +135,103 @@ def krippendorff_alpha(ratings: Any, level: str = "ordinal") -> float:
 
 
 def bootstrap_ci(statistic: Callable[[np.ndarray], float], n_items: int, *, n_boot: int = 1000,
-                 confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+                 confidence: float = 0.95, seed: int = 0, clusters: Sequence[Any] | None = None) -> tuple[float, float]:
     """Percentile bootstrap interval of ``statistic(indices)`` over items drawn with replacement
     (``n_boot`` draws from ``numpy.random.default_rng(seed)``; draws giving NaN are dropped).
-    (NaN, NaN) when no draw gives a number."""
+    (NaN, NaN) when no draw gives a number.
+
+    ``clusters`` (one key per item: a document, a conversation, a query) resamples whole
+    clusters instead (the cluster bootstrap): items of one cluster are not independent, and
+    drawing them one by one makes the interval too narrow. Each draw takes as many clusters as
+    there are, with replacement, and every item of each; with one item per cluster, numbered in
+    item order, the draws are those of the item bootstrap."""
     rng = np.random.default_rng(seed)
-    stats = [statistic(rng.integers(0, n_items, n_items)) for _ in range(n_boot)] if n_items else []
+    if clusters is None:
+        draws = (rng.integers(0, n_items, n_items) for _ in range(n_boot)) if n_items else iter(())
+    else:
+        if len(clusters) != n_items:
+            raise ValueError(f"{len(clusters)} cluster keys for {n_items} items")
+        members = list(_cluster_members(clusters).values())
+        draws = (np.concatenate([members[k] for k in rng.integers(0, len(members), len(members))])
+                 for _ in range(n_boot)) if n_items else iter(())
+    stats = [statistic(idx) for idx in draws]
     stats = np.array([s for s in stats if s is not None and not math.isnan(s)])
     if not len(stats):
         return (float("nan"), float("nan"))
     tail = (1 - confidence) / 2 * 100
     return (float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail)))
+
+
+def _cluster_members(clusters: Sequence[Any]) -> dict[Any, np.ndarray]:
+    """Cluster key -> the indices of its items, clusters in order of first appearance."""
+    out: dict[Any, list[int]] = {}
+    for i, key in enumerate(clusters):
+        out.setdefault(key, []).append(i)
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def ranks(values: Sequence[float]) -> np.ndarray:
+    """1-based ranks of ``values``, tied values sharing their mean rank ([10, 20, 20, 30] ->
+    [1, 2.5, 2.5, 4])."""
+    x = np.asarray(values, dtype=float)
+    _, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
+    mean_rank = np.cumsum(counts) - (counts - 1) / 2
+    return mean_rank[inv.ravel()]
+
+
+def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float:
+    """Area under the ROC curve of ``scores`` for the ``positive`` items (ties count half): the
+    Mann-Whitney statistic ``(R1 - n1 (n1 + 1) / 2) / (n1 n0)``, ``R1`` the sum of the
+    positives' ranks (:func:`ranks`). NaN without both classes.
+
+    >>> auroc([0.9, 0.5, 0.5, 0.1], [True, True, False, False])  # ranks 4, 2.5, 2.5, 1: (6.5 - 3) / 4
+    0.875
+    """
+    s, pos = np.asarray(scores, dtype=float), np.asarray(positive, dtype=bool)
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    if not n1 or not n0:
+        return float("nan")
+    return float((ranks(s)[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation: Pearson's correlation of the two samples' :func:`ranks`
+    (ties share their mean rank). NaN with fewer than two items or a constant sample.
+
+    >>> spearman([1, 2, 3, 4], [10, 30, 20, 40])  # ranks 1 2 3 4 / 1 3 2 4: 1 - 6 * 2 / (4 * 15)
+    0.8
+    """
+    if len(x) != len(y):
+        raise ValueError(f"spearman needs pairs, got {len(x)} and {len(y)} values")
+    if len(x) < 2:
+        return float("nan")
+    rx, ry = ranks(x), ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    denom = math.sqrt(float((rx ** 2).sum() * (ry ** 2).sum()))
+    return float((rx * ry).sum() / denom) if denom else float("nan")
+
+
+def reliability(confidence: Sequence[float], outcome: Sequence[bool], bins: int = 10) -> dict[str, Any]:
+    """Calibration of ``confidence`` (the judge's value in [0, 1], read as the probability that
+    people pass the item) against ``outcome`` (they do): ``bins`` equal-width bins of [0, 1]
+    (the last one closed), each with its ``n``, mean confidence and pass rate; and the expected
+    calibration error ``ece = sum_b n_b / n * |pass rate_b - mean confidence_b|`` (NaN without
+    items).
+
+    >>> reliability([0.1, 0.2, 0.9, 0.8], [False, True, True, True], bins=2)["ece"]  # |0.5-0.15|/2 + |1-0.85|/2
+    0.25
+    """
+    c, o = np.asarray(confidence, dtype=float), np.asarray(outcome, dtype=float)
+    which = np.minimum((c * bins).astype(int), bins - 1)
+    rows, ece = [], 0.0
+    for b in range(bins):
+        m = which == b
+        n = int(m.sum())
+        if n:
+            conf, rate = float(c[m].mean()), float(o[m].mean())
+            ece += n / len(c) * abs(rate - conf)
+            rows.append({"low": b / bins, "high": (b + 1) / bins, "n": n, "confidence": conf, "pass_rate": rate})
+    return {"bins": rows, "ece": round(ece, 12) if len(c) else float("nan")}
 
 
 def alpha_with_ci(ratings: Any, level: str = "ordinal", *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
@@ -220,9 +306,9 @@ def judge_vs_humans(judge: Sequence[float], human: Sequence[float], threshold: f
     out: dict[str, Any] = {"items": len(pairs), "threshold": threshold, "confusion": table,
                            "balanced_accuracy": balanced_accuracy(table)}
     varied = len(pairs) >= 2 and len(set(js)) > 1 and len(set(hs)) > 1
-    rho = stats.spearmanr(js, hs) if varied else None
+    rho = stats.spearmanr(js, hs) if varied else None  # for its p-value; the statistic is spearman()'s
     tau = stats.kendalltau(js, hs) if varied else None
-    out["spearman"] = float(rho.statistic) if rho else float("nan")
+    out["spearman"] = spearman(js, hs) if varied else float("nan")
     out["spearman_p"] = float(rho.pvalue) if rho else float("nan")
     out["kendall"] = float(tau.statistic) if tau else float("nan")
     out["kendall_p"] = float(tau.pvalue) if tau else float("nan")

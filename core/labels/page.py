@@ -5,7 +5,8 @@ criterion, to the next task); ``0`` leaves it blank on purpose (a missing label)
 previous / next task; ``↑`` / ``↓`` previous / next criterion. Labels are kept in the browser's
 local storage (per task set), the progress bar counts tasks with every criterion answered, and
 "Download labels" saves ``{"ragmeter": "labels", "annotator": ..., "labels": [...]}``, the JSON
-:func:`ragmeter.labels.import_labels` reads.
+:func:`ragmeter.labels.import_labels` reads; each label carries the hash of the answer it was
+given on (``answer_hash``).
 """
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ function rate(v){
   else { save(); render(); }
 }
 function download(){
+  const hashes = Object.fromEntries(tasks.map(t => [t.sample_id, t.answer_hash]));
   const labels = Object.entries(state.labels).map(([k, v]) => {
-    const [sample_id, criterion] = k.split('\u0000'); return {sample_id, criterion, value: v};
+    const [sample_id, criterion] = k.split('\u0000');
+    return {sample_id, answer_hash: hashes[sample_id] || null, criterion, value: v};
   });
   const doc = {ragmeter: 'labels', annotator: state.annotator || 'annotator', labels};
   const a = document.createElement('a');

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragmeter.fileio import write_text_atomic
+from ragmeter.labels.io import answer_hash
 from ragmeter.result import EvaluationResult, SampleResult
 
 __all__ = ["CRITERIA", "CRITERION_METRICS", "DISAGREEMENT_SPREAD", "NEAR_THRESHOLD", "review_queue", "export_tasks",
@@ -105,7 +106,7 @@ def task_records(result: EvaluationResult, *, criteria: Sequence[str] = tuple(CR
         s = r.sample
         task = {"sample_id": s.id, "queue_rank": rank, "reason": reason, "question": s.question,
                 "chunks": [getattr(c, "text", c) for c in s.contexts], "answer": s.answer,
-                "criteria": {c: CRITERIA[c] for c in criteria}}
+                "answer_hash": answer_hash(s.answer), "criteria": {c: CRITERIA[c] for c in criteria}}
         if show_verdicts:
             task["judge_verdicts"] = _verdicts(r)
         tasks.append(task)
@@ -121,7 +122,9 @@ def export_tasks(result: EvaluationResult, out: str | os.PathLike, *, criteria: 
                  show_verdicts: bool = False, n: int | None = None, seed: int = 0) -> Path:
     """Write labeling tasks for ``result``'s samples to ``out`` (.jsonl, .csv or .html).
 
-    Each task has the question, the chunks, the answer, the ``criteria`` to rate 1-5 with their
+    Each task has the question, the chunks, the answer and its hash (:func:`answer_hash`: the
+    labels read back carry it, so they count only for runs with that answer), the ``criteria``
+    to rate 1-5 with their
     guide (:data:`CRITERIA`), its place in the review queue and the reason it was chosen
     (:func:`review_queue`; ``n`` keeps the first ``n``). The judge's verdicts are left out unless
     ``show_verdicts`` (so they do not anchor the labels). JSONL: one task per line. CSV: one row
@@ -137,11 +140,11 @@ def export_tasks(result: EvaluationResult, out: str | os.PathLike, *, criteria: 
     elif suffix == ".csv":
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(["sample_id", "queue_rank", "reason", "question", "chunks", "answer", "guide",
+        w.writerow(["sample_id", "queue_rank", "reason", "question", "chunks", "answer", "answer_hash", "guide",
                     *(["judge_verdicts"] if show_verdicts else []), "annotator", *criteria])
         for t in tasks:
             w.writerow([t["sample_id"], t["queue_rank"], t["reason"], t["question"], "\n\n".join(t["chunks"]),
-                        t["answer"] or "", _guide(t["criteria"]),
+                        t["answer"] or "", t["answer_hash"], _guide(t["criteria"]),
                         *([json.dumps(t["judge_verdicts"])] if show_verdicts else []), "", *([""] * len(criteria))])
         write_text_atomic(path, buf.getvalue())
     elif suffix in (".html", ".htm"):

@@ -6,6 +6,7 @@ import copy
 
 from ragmeter.data import Sample, Score, label_for
 from ragmeter.judges.base import Embedder, Judge, JudgeError
+from ragmeter.judges.fingerprint import CODE_FINGERPRINT
 from ragmeter.metrics.requests import LimitError, ScoringContext, TaskRecorder
 
 __all__ = ["Metric"]
@@ -110,6 +111,9 @@ class Metric:
         if rec.notes:
             score.details.setdefault("judge_notes", rec.notes)
         score.judge = score.judge or judge
+        if score.fingerprint is None:
+            score.fingerprint = (ctx.judge.fingerprint if self.uses_judge and ctx.judge is not None
+                                 else CODE_FINGERPRINT).id
         score.label = label_for(score.value, self.threshold, self.warn)
         score.details.setdefault("threshold", self.threshold)
         score.details.setdefault("warn", self.warn)

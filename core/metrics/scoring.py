@@ -67,17 +67,26 @@ class EnsembleScorer:
         return {m.name: self.ensemble.combine(m, [s[m.name] for s in per_member]) for m in metrics}, usage
 
 
-def scorer_for(judge: Judge | None, embedder: Embedder | None = None, limits: Limits | None = None) -> Scorer:
-    """The scorer of a judge: an :class:`EnsembleScorer` for an ensemble, else a :class:`JudgeScorer`."""
-    if isinstance(judge, EnsembleJudge):
-        return EnsembleScorer(judge, embedder, limits)
-    return JudgeScorer(judge, embedder, limits)
+def scorer_for(judge: Judge | None, embedder: Embedder | None = None, limits: Limits | None = None, *,
+               repeats: int = 1, repeat_band: float | None = None) -> Scorer:
+    """The scorer of a judge: an :class:`EnsembleScorer` for an ensemble, else a :class:`JudgeScorer`;
+    wrapped in a :class:`~ragmeter.trust.repeats.RepeatScorer` when ``repeats`` > 1."""
+    scorer: Scorer = EnsembleScorer(judge, embedder, limits) if isinstance(judge, EnsembleJudge) else \
+        JudgeScorer(judge, embedder, limits)
+    if repeats > 1:
+        from ragmeter.trust.repeats import RepeatScorer
+
+        scorer = RepeatScorer(scorer, repeats, repeat_band, deterministic=getattr(judge, "kind", "CODE") == "CODE")
+    return scorer
 
 
 async def score_sample(sample: Sample, metrics: Sequence[Metric], judge: Judge | None = None,
-                       embedder: Embedder | None = None, *, limits: Limits | None = None) -> SampleResult:
+                       embedder: Embedder | None = None, *, limits: Limits | None = None, repeats: int = 1,
+                       repeat_band: float | None = None) -> SampleResult:
     """All ``metrics`` on one ``sample``; judge tasks are shared between metrics. Never raises.
-    ``limits``: the run's :class:`~ragmeter.metrics.requests.Limits` (None: the defaults)."""
+    ``limits``: the run's :class:`~ragmeter.metrics.requests.Limits` (None: the defaults);
+    ``repeats`` / ``repeat_band``: ask the judge again (see :mod:`ragmeter.trust.repeats`)."""
     start = time.perf_counter()
-    scores, usage = await scorer_for(judge, embedder, limits).score(sample, metrics)
+    scorer = scorer_for(judge, embedder, limits, repeats=repeats, repeat_band=repeat_band)
+    scores, usage = await scorer.score(sample, metrics)
     return SampleResult(sample=sample, scores=scores, usage=usage, duration_s=time.perf_counter() - start)

@@ -27,7 +27,18 @@ through psycopg 3 (``pip install 'ragmeter[postgres]'``). Both use one SQLAlchem
 ``scores``
     one row per (sample, metric): ``sample_row_id``, ``run_id``, ``metric``, ``value`` (NULL when
     it could not be computed or does not apply), ``label``, ``error``, ``explanation``,
-    ``details`` (JSON: the evidence), ``judge``.
+    ``details`` (JSON: the evidence), ``judge``, ``judge_fingerprint`` (v4: the judge's id in ``judges``).
+``judges`` (v4)
+    one row per judge fingerprint (:mod:`ragmeter.judges.fingerprint`): ``id``, ``fingerprint``
+    (JSON: backend, model, endpoint, prompt versions, settings, rules, embedder, members).
+``labels`` (v3; v4: any scale, the answer's hash)
+    human labels: ``sample_id``, ``annotator``, ``criterion`` (or metric), ``value``,
+    ``answer_hash`` (the answer it was given on), ``cluster``, ``scale``, ``source``.
+``trust_cards`` (v4)
+    trust cards (:mod:`ragmeter.trust.card`) stored with their run: ``run_id``, ``card`` (JSON).
+``anchor_results`` (v4)
+    a judge's results on an anchor set (:mod:`ragmeter.trust.anchors`): ``anchor_set``,
+    ``anchor_hash``, ``fingerprint``, ``judge``, ``metric``, ``n``, ``mean``, ``result`` (JSON).
 ``schema_version``
     the versions the database went through; see :mod:`ragmeter.store.schema` for migrations.
 

@@ -115,7 +115,8 @@ def score_rows(result: SampleResult, sample_row_id: int, run_id: int, text: Text
     """The ``scores`` rows of ``result``, in its metric order."""
     return [{"sample_row_id": sample_row_id, "run_id": run_id, "metric": text(name), "value": s.value,
              "label": s.label, "error": text(s.error), "explanation": text(s.explanation or ""),
-             "details": dumps(s.details), "judge": text(s.judge)} for name, s in result.scores.items()]
+             "details": dumps(s.details), "judge": text(s.judge), "judge_fingerprint": text(s.fingerprint)}
+            for name, s in result.scores.items()]
 
 
 def sample_result(row: Any, score_rows_: Iterable[Any]) -> SampleResult:
@@ -126,7 +127,8 @@ def sample_result(row: Any, score_rows_: Iterable[Any]) -> SampleResult:
                     reference=row.reference, relevant_ids=loads(row.relevant_ids), id=row.sample_id,
                     metadata=metadata, **{k: v for k, v in turn.items() if k in CONVERSATION_FIELDS})
     scores = {r.metric: Score(metric=r.metric, value=r.value, explanation=r.explanation or "",
-                              details=loads(r.details, {}), error=r.error, judge=r.judge, label=r.label)
+                              details=loads(r.details, {}), error=r.error, judge=r.judge, label=r.label,
+                              fingerprint=r.judge_fingerprint)
               for r in score_rows_}
     return SampleResult(sample=sample, scores=scores, usage=Usage.from_dict(loads(row.usage, {})),
                         duration_s=row.scoring_s or 0.0)

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 from ragmeter.store.engine import StoreError
 from ragmeter.verdicts import latency_seconds
 
-__all__ = ["metadata", "runs", "samples", "scores", "labels", "schema_version", "SCHEMA_VERSION", "MIGRATIONS",
+__all__ = ["metadata", "runs", "samples", "scores", "labels", "judges", "trust_cards", "anchor_results", "schema_version", "SCHEMA_VERSION", "MIGRATIONS",
            "StoreVersionError", "current_version", "migrate"]
 
 metadata = sa.MetaData()
@@ -80,17 +80,57 @@ scores = sa.Table(
     sa.Column("explanation", sa.Text, nullable=False),
     sa.Column("details", _JSON, nullable=False),
     sa.Column("judge", sa.String(256)),
+    sa.Column("judge_fingerprint", sa.String(32)),                   # v4: the judge's fingerprint id (judges.id)
 )
 
-labels = sa.Table(                                                   # v3: human labels
-    "labels", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("sample_id", sa.String(256), nullable=False, index=True),  # the samples' sample_id (any run)
-    sa.Column("annotator", sa.String(256), nullable=False),
-    sa.Column("criterion", sa.String(64), nullable=False),
-    sa.Column("value", sa.Integer),                                   # 1-5; NULL: the annotator left it out
-    sa.Column("source", sa.String(512)),                              # the file the label was imported from
+judges = sa.Table(                                                   # v4: judge fingerprints, content-addressed
+    "judges", metadata,
+    sa.Column("id", sa.String(32), primary_key=True, autoincrement=False),
+    sa.Column("fingerprint", _JSON, nullable=False),                 # JudgeFingerprint.to_dict()
     sa.Column("created_at", sa.DateTime, nullable=False),
+)
+
+
+def _labels_table(meta: sa.MetaData, name: str, v3: bool = False) -> sa.Table:
+    """The ``labels`` table: v3's (whole-number values, no answer hash) or v4's."""
+    columns = [
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("sample_id", sa.String(256), nullable=False, index=True),  # the samples' sample_id (any run)
+        sa.Column("annotator", sa.String(256), nullable=False),
+        sa.Column("criterion", sa.String(64), nullable=False),            # a criterion or a metric name (v4)
+        sa.Column("value", sa.Integer if v3 else sa.Double),              # NULL: the annotator left it out
+    ]
+    if not v3:
+        columns += [sa.Column("answer_hash", sa.String(64)),             # the answer the label was given on
+                    sa.Column("cluster", sa.String(256)),                 # document / conversation / query
+                    sa.Column("scale", sa.String(8))]                     # binary / 1-5 / 0-1 (NULL: inferred)
+    columns += [sa.Column("source", sa.String(512)),                      # the file the label was imported from
+                sa.Column("created_at", sa.DateTime, nullable=False)]
+    return sa.Table(name, meta, *columns)
+
+
+labels = _labels_table(metadata, "labels")                           # v3: human labels; v4: any scale, answer hash
+
+trust_cards = sa.Table(                                              # v4: trust cards, stored with their run
+    "trust_cards", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("card", _JSON, nullable=False),                        # TrustCard.to_dict()
+)
+
+anchor_results = sa.Table(                                           # v4: a judge's results on an anchor set
+    "anchor_results", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("anchor_set", sa.String(256), nullable=False),         # its name (the file's stem)
+    sa.Column("anchor_hash", sa.String(64), nullable=False, index=True),  # its content (samples and labels)
+    sa.Column("fingerprint", sa.String(32), nullable=False, index=True),  # the judge's fingerprint id
+    sa.Column("judge", sa.String(256)),
+    sa.Column("metric", sa.String(128), nullable=False),
+    sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("mean", sa.Double),
+    sa.Column("result", _JSON, nullable=False),                      # statistics and per-item values
 )
 
 schema_version = sa.Table(
@@ -124,11 +164,38 @@ def _v2_latency_and_indexes(conn: Connection) -> None:
 
 def _v3_labels(conn: Connection) -> None:
     """v2 -> v3: the ``labels`` table (human ratings imported with ``ragmeter labels import``)."""
-    labels.create(conn)
+    _labels_table(sa.MetaData(), "labels", v3=True).create(conn)
+
+
+def _v4_trust(conn: Connection) -> None:
+    """v3 -> v4 (trust): the ``judges`` table and ``scores.judge_fingerprint``; ``labels`` rebuilt
+    with real values (binary, 1-5 or 0-1), the answer's hash, a cluster and a scale (v3 labels
+    keep their values; their answer is unknown); the ``trust_cards`` and ``anchor_results``
+    tables."""
+    column_type = sa.String(32).compile(dialect=conn.dialect)
+    conn.exec_driver_sql(f"ALTER TABLE scores ADD COLUMN judge_fingerprint {column_type}")
+    judges.create(conn)
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"ALTER TABLE labels ALTER COLUMN value TYPE {sa.Double().compile(dialect=conn.dialect)}")
+        for column in ("answer_hash", "cluster", "scale"):
+            column_type = labels.c[column].type.compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE labels ADD COLUMN {column} {column_type}")
+    else:  # SQLite cannot change a column's type: the table is rebuilt, its rows copied
+        old = _labels_table(sa.MetaData(), "labels_v3", v3=True)
+        for index in sa.inspect(conn).get_indexes("labels"):
+            conn.exec_driver_sql(f"DROP INDEX {conn.dialect.identifier_preparer.quote(index['name'])}")
+        conn.exec_driver_sql("ALTER TABLE labels RENAME TO labels_v3")
+        labels.create(conn)
+        rows = conn.execute(sa.select(old).order_by(old.c.id)).mappings().all()
+        if rows:
+            conn.execute(labels.insert(), [dict(r) for r in rows])
+        old.drop(conn)
+    trust_cards.create(conn)
+    anchor_results.create(conn)
 
 
 #: ``MIGRATIONS[i]`` upgrades a database from version ``i + 1`` to ``i + 2``.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v2_latency_and_indexes, _v3_labels]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v2_latency_and_indexes, _v3_labels, _v4_trust]
 SCHEMA_VERSION = len(MIGRATIONS) + 1
 
 

@@ -18,7 +18,13 @@ from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.store import codec
 from ragmeter.store.engine import StoreError, create_engine, database_url, environment_info, read, store_name, write
 from ragmeter.store.schema import SCHEMA_VERSION, current_version, migrate, runs, samples, scores
+from ragmeter.store.schema import judges as judge_rows
+from ragmeter.store.schema import trust_cards as card_rows
+from ragmeter.store.schema import anchor_results as anchor_rows
 from ragmeter.store.schema import labels as label_rows
+from ragmeter.judges.fingerprint import JudgeFingerprint, fingerprints_of, lookup
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from ragmeter.labels.io import Label
 from sqlalchemy.engine import Connection
 
@@ -168,6 +174,7 @@ class Store:
                 "usage": codec.dumps(result.usage.to_dict()),
                 "invalid": codec.dumps([e.to_dict() for e in result.invalid])}).inserted_primary_key[0]
             self._insert(conn, run_id, result.results, tags, now)
+            self._insert_judges(conn, result.results, now)
             return run_id
 
         return write(self._engine(), tx)
@@ -215,7 +222,20 @@ class Store:
             judge=run.judge or self._text(judge or codec.judge_of(batch)),
             duration_s=max(0.0, (now - run.created_at).total_seconds())))
         self._insert(conn, run.id, batch, tags, None)
+        self._insert_judges(conn, batch, now)
         return run.id
+
+    def _insert_judges(self, conn: Connection, results: Iterable[SampleResult], now: datetime) -> None:
+        """Store the fingerprints of the judges that scored ``results`` (those not stored yet;
+        concurrent writers of one fingerprint store it once)."""
+        table = fingerprints_of(s.fingerprint for r in results for s in r.scores.values())
+        if not table:
+            return
+        have = {i for (i,) in conn.execute(sa.select(judge_rows.c.id).where(judge_rows.c.id.in_(list(table))))}
+        rows = [{"id": i, "fingerprint": codec.dumps(fp), "created_at": now} for i, fp in table.items() if i not in have]
+        if rows:
+            insert = (pg_insert if self._dialect == "postgresql" else sqlite_insert)(judge_rows)
+            conn.execute(insert.on_conflict_do_nothing(index_elements=["id"]), rows)
 
     def _insert(self, conn: Connection, run_id: int, results: Iterable[SampleResult], tags: list[str],
                 created_at: datetime | None) -> None:
@@ -263,6 +283,7 @@ class Store:
                 usage = usage + r.usage
             conn.execute(runs.update().where(runs.c.id == run_id).values(usage=codec.dumps(usage.to_dict())))
             self._insert(conn, run_id, batch, codec.loads(run.tags, []), run.created_at)
+            self._insert_judges(conn, batch, codec.naive_utc())
 
         write(self._engine(), tx)
 
@@ -291,6 +312,7 @@ class Store:
             self._insert(conn, run_id, missing, tags, run.created_at)
             if extra:
                 conn.execute(scores.insert(), extra)
+            self._insert_judges(conn, result.results, codec.naive_utc())
             settings = {**codec.loads(run.settings, {}), "metrics": result.metrics, "thresholds": result.thresholds,
                         **({"profile": result.profile} if result.profile else {})}
             settings.pop("incomplete", None)
@@ -369,6 +391,7 @@ class Store:
         if found is None:
             raise KeyError(f"no run {run_id} in {self.where}")
         run, rows, score_rows = found
+        self.judges({s.judge_fingerprint for s in score_rows if s.judge_fingerprint})
         by_row: dict[int, list] = defaultdict(list)
         for s in score_rows:
             by_row[s.sample_row_id].append(s)
@@ -449,23 +472,100 @@ class Store:
         return [StoredSample(row.id, row.run_id, codec.utc(row.created_at), codec.loads(row.tags, []), row.latency_s,
                              codec.sample_result(row, by_row[row.id])) for row in rows]
 
+    def judges(self, ids: Iterable[str] | None = None) -> dict[str, JudgeFingerprint]:
+        """The stored judge fingerprints (``ids``: only these), registered in this process so the
+        Scores' ``fingerprint`` ids resolve (:func:`ragmeter.judges.fingerprint.lookup`)."""
+        q = sa.select(judge_rows)
+        if ids is not None:
+            ids = [i for i in ids if lookup(i) is None]  # the ones this process knows need no query
+            if not ids:
+                return {}
+            q = q.where(judge_rows.c.id.in_(ids))
+        rows = read(self._engine(), lambda conn: conn.execute(q).all())
+        out = {}
+        for row in rows:
+            try:
+                out[row.id] = JudgeFingerprint.from_dict({**codec.loads(row.fingerprint, {}), "id": row.id})
+            except ValueError:
+                continue  # written by a newer ragmeter with fields this one does not read
+        return out
+
+    def run_fingerprints(self, run_id: int) -> dict[str, list[str]]:
+        """Metric -> the fingerprint ids of the judges that scored it in run ``run_id``, most
+        scores first (one query; no sample is read)."""
+        q = (sa.select(scores.c.metric, scores.c.judge_fingerprint, sa.func.count())
+             .where(scores.c.run_id == run_id, scores.c.judge_fingerprint.is_not(None))
+             .group_by(scores.c.metric, scores.c.judge_fingerprint))
+        rows = read(self._engine(), lambda conn: conn.execute(q).all())
+        out: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for metric, fid, n in rows:
+            out[metric].append((-int(n), fid))
+        return {m: [fid for _, fid in sorted(v)] for m, v in out.items()}
+
+    # ------------------------------------------------------------------ trust
+
+    def record_trust_card(self, run_id: int, card: dict) -> int:
+        """Store a trust card (:meth:`ragmeter.trust.TrustCard.to_dict`) with run ``run_id``;
+        returns its id. KeyError when there is no such run."""
+        self.run_info(run_id)
+        now = codec.naive_utc()
+        return write(self._engine(), lambda conn: conn.execute(card_rows.insert(), {
+            "run_id": run_id, "created_at": now, "card": codec.dumps(card)}).inserted_primary_key[0])
+
+    def trust_card(self, run_id: int) -> dict | None:
+        """The newest trust card stored with run ``run_id`` (its dict), None when it has none."""
+        q = sa.select(card_rows.c.card).where(card_rows.c.run_id == run_id).order_by(card_rows.c.id.desc()).limit(1)
+        text = read(self._engine(), lambda conn: conn.execute(q).scalar())
+        return codec.loads(text) if text is not None else None
+
+    def record_anchor_results(self, anchor_set: str, anchor_hash: str, fingerprint: str, judge: str | None,
+                              results: dict[str, dict]) -> None:
+        """Store one judge's results on an anchor set (:func:`ragmeter.trust.check_anchors`): one
+        row per metric (``n``, ``mean`` and the rest of the metric's ``results`` as JSON), all
+        with the same time."""
+        now, text = codec.naive_utc(), self._text
+        rows = [{"created_at": now, "anchor_set": text(anchor_set), "anchor_hash": anchor_hash, "fingerprint": fingerprint,
+                 "judge": text(judge), "metric": text(metric), "n": int(r["n"]), "mean": r["mean"],
+                 "result": codec.dumps({k: v for k, v in r.items() if k not in ("n", "mean")})}
+                for metric, r in results.items()]
+        if rows:
+            write(self._engine(), lambda conn: conn.execute(anchor_rows.insert(), rows))
+
+    def anchor_results(self, anchor_hash: str | None = None) -> list[dict]:
+        """Stored anchor results, newest first (optionally of one anchor set): dicts of
+        ``anchor_set``, ``anchor_hash``, ``fingerprint``, ``judge``, ``metric``, ``n``, ``mean``,
+        ``created_at`` (UTC, ISO text; one check's rows share it) and the stored statistics and
+        ``values`` (sample id -> the judge's value). The fingerprints are registered."""
+        q = sa.select(anchor_rows).order_by(anchor_rows.c.id.desc())
+        if anchor_hash is not None:
+            q = q.where(anchor_rows.c.anchor_hash == anchor_hash)
+        rows = read(self._engine(), lambda conn: conn.execute(q).all())
+        self.judges({r.fingerprint for r in rows})
+        return [{**codec.loads(r.result, {}), "anchor_set": r.anchor_set, "anchor_hash": r.anchor_hash,
+                 "fingerprint": r.fingerprint, "judge": r.judge, "metric": r.metric, "n": r.n, "mean": r.mean,
+                 "created_at": codec.utc(r.created_at).isoformat(timespec="microseconds")} for r in rows]
+
     # ------------------------------------------------------------------ human labels
 
     def record_labels(self, labels: Iterable[Label], source: str | None = None) -> int:
-        """Store human labels (:class:`ragmeter.labels.Label`); a label for a (sample, annotator,
-        criterion) already stored replaces it. Returns the number stored."""
+        """Store human labels (:class:`ragmeter.labels.Label`: value, answer hash, cluster,
+        scale); a label for a (sample, answer, annotator, criterion) already stored replaces it.
+        Returns the number stored."""
         text = self._text  # PostgreSQL text cannot hold NUL
-        rows = {(text(lb.sample_id), text(lb.annotator), lb.criterion): lb.value for lb in labels}
+        rows = {(text(lb.sample_id), lb.answer_hash, text(lb.annotator), text(lb.criterion)): lb for lb in labels}
         now = codec.naive_utc()
 
         def tx(conn: Connection) -> int:
-            for sample_id, annotator, criterion in rows:
-                conn.execute(label_rows.delete().where(label_rows.c.sample_id == sample_id,
-                                                       label_rows.c.annotator == annotator,
-                                                       label_rows.c.criterion == criterion))
+            for sample_id, hashed, annotator, criterion in rows:
+                conn.execute(label_rows.delete().where(
+                    label_rows.c.sample_id == sample_id, label_rows.c.annotator == annotator,
+                    label_rows.c.criterion == criterion,
+                    label_rows.c.answer_hash.is_(None) if hashed is None else label_rows.c.answer_hash == hashed))
             if rows:
-                conn.execute(label_rows.insert(), [{"sample_id": k[0], "annotator": k[1], "criterion": k[2], "value": v,
-                                                     "source": text(source), "created_at": now} for k, v in rows.items()])
+                conn.execute(label_rows.insert(), [
+                    {"sample_id": k[0], "answer_hash": k[1], "annotator": k[2], "criterion": k[3],
+                     "value": None if lb.value is None else float(lb.value), "cluster": text(lb.cluster),
+                     "scale": lb.scale, "source": text(source), "created_at": now} for k, lb in rows.items()])
             return len(rows)
 
         return write(self._engine(), tx)
@@ -478,7 +578,13 @@ class Store:
         if criterion is not None:
             q = q.where(label_rows.c.criterion == criterion)
         rows = read(self._engine(), lambda conn: conn.execute(q).all())
-        return [Label(r.sample_id, r.annotator, r.criterion, r.value) for r in rows]
+        return [Label(r.sample_id, r.annotator, r.criterion, _number(r.value), r.answer_hash, r.cluster, r.scale,
+                      where=f"stored label {r.id}" + (f" ({r.source})" if r.source else "")) for r in rows]
+
+
+def _number(value: float | None) -> float | int | None:
+    """A stored label value: whole numbers as int (a 1-5 rating reads back as 4, not 4.0)."""
+    return None if value is None else (int(value) if float(value).is_integer() else float(value))
 
 
 def _run_info(row: Any) -> RunInfo:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from ragmeter.judges.offline.text import content_words
 from ragmeter.judges.offline.verify import confidence, support_threshold, verify
 from ragmeter.judges.tasks import TASKS, get_task
 from ragmeter.specifics import extract_specifics, find_specific
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragmeter.judges.fingerprint import JudgeFingerprint
 
 
 #: What the offline judge adds to a task's items: the graded support and the calibrated confidence.
@@ -127,6 +131,16 @@ class OfflineJudge(Judge):
     def threshold(self) -> float:
         """The support a claim needs (the embedding path has its own, tuned separately)."""
         return support_threshold(self.settings, self.semantic)
+
+    def describe(self) -> "JudgeFingerprint":
+        """Backend ``offline``, the rules version (a hash of the judge's code, word lists and
+        settings: :func:`~ragmeter.judges.fingerprint.offline_rules_version`), the embedder model
+        (``lexical`` without one) and the tasks' schema versions."""
+        from ragmeter.judges.fingerprint import JudgeFingerprint, offline_rules_version, task_versions
+
+        return JudgeFingerprint(backend="offline", endpoint="local", tasks=task_versions(),
+                                rules=offline_rules_version(self.settings),
+                                embedder=getattr(self.semantic, "name", None) or "lexical")
 
     async def run(self, task: str, inputs: dict) -> TaskResult:
         """Answer ``task`` on ``inputs`` (validated against the task like any judge answer)."""
