@@ -1,0 +1,394 @@
+"""``ragmeter serve`` under abuse (issue 33): decompression bombs, bad lengths, chunked bodies, deep
+nesting, half-open connections, slow senders, floods, shutdown with a slow sender in flight, the
+listen backlog, and no secret printed. Every limit is checked by size or count (bytes allocated,
+threads alive, responses of each status), never by wall-clock time; the timings live in
+``benchmarks/serve_abuse.py``."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import tracemalloc
+import zlib
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from helpers import wait_for
+from helpers.process import free_port
+from helpers.tracing import AnswerOverlap, ContextCount, OTLPReceiver, oi_rag
+from ragmeter.tracing.otlp_json import encode_otlp_json
+from ragmeter.tracing.serve import EvaluationService
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def make_service():
+    made = []
+
+    def make(**kw):
+        kw.setdefault("grace_period", 0.2)
+        kw.setdefault("host", "127.0.0.1")
+        svc = EvaluationService([ContextCount(), AnswerOverlap()], port=0, **kw).start()
+        made.append(svc)
+        return svc
+
+    yield make
+    for svc in made:
+        svc.shutdown(5)
+
+
+def _oi_json(n: int = 1) -> bytes:
+    """``n`` OpenInference RAG traces (3 spans each) as an OTLP JSON request body."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource({"service.name": "abuse"}), shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    for _ in range(n):
+        oi_rag(provider)
+    return json.dumps(encode_otlp_json(memory.get_finished_spans())).encode()
+
+
+def _compress(data_chunks, encoding: str) -> bytes:
+    """The chunks compressed as one body: ``gzip``, ``deflate`` (zlib format) or ``raw-deflate``."""
+    wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS, "raw-deflate": -zlib.MAX_WBITS}[encoding]
+    comp = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    out = [comp.compress(chunk) for chunk in data_chunks]
+    return b"".join(out) + comp.flush()
+
+
+def _bomb(size: int, encoding: str = "gzip") -> bytes:
+    """``size`` zero bytes compressed (1 MiB at a time, so the test itself stays small)."""
+    zeros = bytes(MIB)
+    return _compress((zeros for _ in range(size // MIB)), encoding)
+
+
+def _connect(svc, timeout: float = 10.0) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", svc.port), timeout=timeout)
+
+
+def _response(sock: socket.socket) -> tuple[int, dict, bytes]:
+    """Read one HTTP response from ``sock``: ``(status, headers, body)``."""
+    resp = http.client.HTTPResponse(sock, method="POST")
+    resp.begin()
+    return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+
+
+def _request(svc, body: bytes, headers: dict[str, str], path: str = "/v1/traces") -> tuple[int, dict, bytes]:
+    """One POST over a fresh connection with exactly ``headers`` (nothing added)."""
+    with _connect(svc) as sock:
+        head = f"POST {path} HTTP/1.1\r\nHost: x\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        sock.sendall(head.encode() + b"\r\n" + body)
+        return _response(sock)
+
+
+# ---------------------------------------------------------------------------------------- item 1
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_a_decompression_bomb_is_cut_at_the_limit_while_decompressing(make_service, encoding):
+    """64 MiB of zeros in 64 KiB of gzip/deflate against a 1 MiB limit: 413, and the server never
+    allocates much more than the limit (it used to inflate all 64 MiB before looking)."""
+    svc = make_service(max_body=1 * MIB)
+    bomb = _bomb(64 * MIB, encoding)
+    assert len(bomb) < 100_000
+    header = "deflate" if encoding == "raw-deflate" else encoding
+    tracemalloc.start()
+    try:
+        status, _, text = _request(svc, bomb, {"Content-Type": "application/x-protobuf", "Content-Encoding": header,
+                                               "Content-Length": str(len(bomb))})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert status == 413, text
+    assert b"1048576" in text
+    assert peak < 4 * MIB, f"peak {peak / MIB:.1f} MiB"
+    assert svc.stats()["requests_invalid"] == 1
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_compressed_bodies_are_read(make_service, encoding):
+    svc = make_service()
+    raw = _oi_json()
+    body = _compress([raw], encoding)
+    header = "deflate" if encoding == "raw-deflate" else encoding
+    status, _, text = _request(svc, body, {"Content-Type": "application/json", "Content-Encoding": header,
+                                           "Content-Length": str(len(body))})
+    assert status == 200, text
+    assert svc.stats()["spans_received"] == 3
+
+
+def test_a_gzip_body_of_several_members_is_read_whole(make_service):
+    """``gzip -c a b`` writes one member per file; the decompressed body is their concatenation."""
+    svc = make_service()
+    raw = _oi_json()
+    body = gzip.compress(raw[:40]) + gzip.compress(raw[40:])
+    status, _, text = _request(svc, body, {"Content-Type": "application/json", "Content-Encoding": "gzip",
+                                           "Content-Length": str(len(body))})
+    assert status == 200, text
+    assert svc.stats()["spans_received"] == 3
+
+
+def test_an_unknown_content_encoding_is_415(make_service):
+    """A body in an encoding the service cannot read is refused, not parsed as if plain."""
+    svc = make_service()
+    raw = _oi_json()
+    status, _, text = _request(svc, raw, {"Content-Type": "application/json", "Content-Encoding": "br",
+                                          "Content-Length": str(len(raw))})
+    assert status == 415, text
+    assert b"br" in text
+    assert svc.stats()["spans_received"] == 0
+
+
+def test_a_corrupt_gzip_body_is_400(make_service):
+    svc = make_service()
+    body = gzip.compress(_oi_json())[:-12] + b"\x00" * 12
+    status, _, _ = _request(svc, body, {"Content-Type": "application/json", "Content-Encoding": "gzip",
+                                        "Content-Length": str(len(body))})
+    assert status == 400
+
+
+# ---------------------------------------------------------------------------------------- item 3
+
+
+@pytest.mark.parametrize("length", ["-1", "abc", "1e3", "+12", "12, 13"])
+def test_a_bad_content_length_is_400_at_once(make_service, length):
+    """The headers alone are sent and the connection stays open: the answer comes without the
+    service waiting for (or reading) a body (``-1`` used to read until the client hung up)."""
+    svc = make_service()
+    with _connect(svc) as sock:
+        sock.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {length}\r\n\r\n".encode())
+        status, headers, _ = _response(sock)
+    assert status == 400
+    assert headers["connection"] == "close"
+    assert svc.stats()["requests_invalid"] == 1
+
+
+def test_a_content_length_over_the_limit_is_413_at_once(make_service):
+    svc = make_service(max_body=1000)
+    with _connect(svc) as sock:
+        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1001\r\n\r\n")
+        status, headers, _ = _response(sock)
+    assert status == 413 and headers["connection"] == "close"
+
+
+def test_two_different_content_lengths_are_400(make_service):
+    svc = make_service()
+    raw = _oi_json()
+    with _connect(svc) as sock:
+        sock.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(raw)}\r\nContent-Length: 5\r\n\r\n".encode() + raw)
+        assert _response(sock)[0] == 400
+    assert svc.stats()["spans_received"] == 0
+
+
+def test_deeply_nested_json_is_400_not_500(make_service):
+    svc = make_service()
+    body = b"[" * 200_000 + b"]" * 200_000
+    status, _, text = _request(svc, body, {"Content-Type": "application/json", "Content-Length": str(len(body))})
+    assert status == 400, text
+    depth = 200  # an attribute value nested 800 JSON levels deep: parsed, then decoded or refused
+    value = '{"kvlistValue":{"values":[{"key":"k","value":' * depth + '{"stringValue":"leaf"}' + "}]}}" * depth
+    span = ('{"traceId":"%s","spanId":"%s","name":"x","attributes":[{"key":"deep","value":%s}]}'
+            % ("0" * 31 + "1", "0" * 15 + "1", value))
+    body = ('{"resourceSpans":[{"scopeSpans":[{"spans":[%s]}]}]}' % span).encode()
+    status, _, text = _request(svc, body, {"Content-Type": "application/json", "Content-Length": str(len(body))})
+    assert status in (200, 400), text  # read (depth cut) or refused, never a server error
+    assert not any(k.startswith("serve: an export") for k in _failures())
+
+
+def _failures() -> dict:
+    from ragmeter.guard import failures
+
+    return failures()
+
+
+def _chunked(body: bytes, size: int = 100) -> bytes:
+    parts = [body[i:i + size] for i in range(0, len(body), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+def test_a_chunked_body_is_read(make_service):
+    """Transfer-Encoding: chunked (no Content-Length) used to be read as an empty body."""
+    svc = make_service()
+    raw = _oi_json()
+    status, _, text = _request(svc, _chunked(raw), {"Content-Type": "application/json",
+                                                    "Transfer-Encoding": "chunked"})
+    assert status == 200, text
+    assert svc.stats()["spans_received"] == 3
+
+
+def test_a_chunked_gzip_body_is_read(make_service):
+    svc = make_service()
+    body = gzip.compress(_oi_json())
+    status, _, text = _request(svc, _chunked(body, 37), {"Content-Type": "application/json", "Content-Encoding": "gzip",
+                                                         "Transfer-Encoding": "chunked"})
+    assert status == 200, text
+    assert svc.stats()["spans_received"] == 3
+
+
+def test_a_chunked_body_over_the_limit_is_413(make_service):
+    svc = make_service(max_body=10_000)
+    raw = _oi_json(10)
+    assert len(raw) > 10_000
+    status, _, text = _request(svc, _chunked(raw, 4096), {"Content-Type": "application/json",
+                                                          "Transfer-Encoding": "chunked"})
+    assert status == 413, text
+    bomb = _bomb(16 * MIB)
+    status, _, text = _request(svc, _chunked(bomb, 4096), {"Content-Type": "application/x-protobuf",
+                                                           "Content-Encoding": "gzip", "Transfer-Encoding": "chunked"})
+    assert status == 413, text
+
+
+@pytest.mark.parametrize("chunks", [b"zz\r\nabc\r\n0\r\n\r\n", b"-5\r\nabc\r\n0\r\n\r\n", b"3\r\nabcXY0\r\n\r\n"])
+def test_a_malformed_chunked_body_is_400(make_service, chunks):
+    svc = make_service()
+    status, _, _ = _request(svc, chunks, {"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    assert status == 400
+
+
+# ---------------------------------------------------------------------------------------- item 4
+
+
+def test_half_open_connections_take_no_thread_each(make_service):
+    """200 connections that never send a byte used to keep 200 threads alive; now the service
+    has a fixed pool of workers, the connections beyond it and its small wait queue are
+    answered 503 with Retry-After at once, and the service still answers once they go."""
+    svc = make_service()
+    before = threading.active_count()
+    socks = [_connect(svc) for _ in range(200)]
+    try:
+        def answered() -> list:
+            ready = select.select(socks, [], [], 0.2)[0]
+            return ready if len(ready) >= 200 - 2 * 16 else []
+
+        wait_for(answered, timeout=5)
+        assert threading.active_count() - before <= 0
+        refused = 0
+        for sock in select.select(socks, [], [], 0.2)[0]:
+            status, headers, _ = _response(sock)
+            assert status == 503 and headers["retry-after"] == "1"
+            refused += 1
+        assert refused == 200 - svc.workers - svc.waiting
+        assert svc.stats()["connections_refused"] == refused
+    finally:
+        for sock in socks:
+            sock.close()
+    raw = _oi_json()
+
+    def served():
+        try:
+            return _request(svc, raw, {"Content-Type": "application/json", "Content-Length": str(len(raw))})[0] == 200
+        except OSError:
+            return False
+
+    assert wait_for(served, timeout=10)
+
+
+def test_the_listen_backlog_is_the_system_maximum(make_service):
+    """``ss`` shows a listening socket's backlog in Send-Q; the stdlib default was 5, which reset
+    2 of 1,600 connections under 16 senders."""
+    svc = make_service()
+    with open("/proc/sys/net/core/somaxconn") as f:
+        somaxconn = int(f.read())
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{svc.port}"], capture_output=True, text=True, check=True).stdout
+    [line] = out.strip().splitlines()
+    assert int(line.split()[2]) == somaxconn  # the kernel caps listen()'s backlog at somaxconn
+
+
+def _serve_cli(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.cli", "serve", "--otlp-port", str(port), *args,
+                             "-m", "hallucinated_specifics"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env if env is not None else dict(os.environ))
+    return proc, port
+
+
+def _wait_up(proc: subprocess.Popen, port: int) -> None:
+    def up():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                s.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+                return _response(s)[0] == 200
+        except OSError:
+            return False
+
+    assert wait_for(lambda: proc.poll() is not None or up(), timeout=60) and proc.poll() is None
+
+
+@pytest.mark.slow
+def test_sigterm_cuts_a_slow_sender_instead_of_waiting_for_it():
+    """A body trickling in used to hold shutdown for the whole ``--shutdown-timeout`` (30 s by
+    default; 300 s here, so a wait would run into the 60 s limit of ``communicate``)."""
+    proc, port = _serve_cli("--host", "127.0.0.1", "--shutdown-timeout", "300")
+    try:
+        _wait_up(proc, port)
+        slow = socket.create_connection(("127.0.0.1", port), timeout=30)
+        slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"resourceSpans\"")
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # the service has the slow body
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert _response(s)[0] == 200
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        try:
+            data = slow.recv(1000)
+        except ConnectionResetError:
+            data = b""
+        slow.close()
+        assert data == b"" or data.startswith(b"HTTP/1.1 503"), data
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------------------------------- item 2 / 9
+
+
+def test_the_service_listens_on_loopback_by_default():
+    svc = EvaluationService([ContextCount()], port=0)
+    try:
+        assert svc._server.server_address[0] == "127.0.0.1"
+    finally:
+        svc.shutdown(1)
+
+
+@pytest.mark.slow
+def test_serve_never_prints_the_forward_password():
+    receiver = OTLPReceiver()
+    secret = "hunter2-not-for-logs"
+    forward = receiver.url.replace("http://", f"http://otel:{secret}@")
+    proc, port = _serve_cli("--host", "127.0.0.1", "--forward", forward)
+    try:
+        _wait_up(proc, port)
+        raw = _oi_json()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(raw)}\r\n\r\n".encode() + raw)
+            assert _response(s)[0] == 200
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        receiver.close()
+    assert proc.returncode == 0, out
+    assert "1 evaluation spans exported" in out, out  # the credentials still reach the receiver
+    assert secret not in out, out
+    assert "otel:[REDACTED]@127.0.0.1" in out

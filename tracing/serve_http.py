@@ -1,0 +1,629 @@
+"""The HTTP/1.1 server under ``ragmeter serve``, made safe to expose (standard library only).
+
+* **A fixed pool of workers.** :class:`BoundedHTTPServer` accepts connections on one thread and
+  hands them to ``workers`` threads; at most ``waiting`` more wait for a worker. Beyond that a
+  connection is answered ``503`` with ``Retry-After`` and closed at once, so threads and open
+  connections are bounded whatever the number of clients. The listen backlog is the system's
+  maximum (:func:`listen_backlog`), so a burst of connections is queued by the kernel, not reset.
+  A kept-alive connection gives its worker up when another connection waits for one.
+* **Deadlines, not per-read timeouts.** The request line and headers must arrive within
+  ``header_timeout`` seconds of the connection (or of the first byte of a later request on it),
+  the body within ``body_timeout`` seconds of the headers, and a kept-alive connection is closed
+  after ``idle_timeout`` idle seconds; a sender of one byte a second is cut at the deadline. The
+  TLS handshake counts against the header deadline.
+* **The body limit holds for the decompressed size.** :func:`request_framing` checks
+  ``Content-Length`` (digits only, one value, at most the limit: 400 / 413 before a byte of the
+  body is read) and ``Transfer-Encoding: chunked``; :func:`read_body` reads either and inflates
+  ``gzip`` (several members too) or ``deflate`` (zlib or raw) while reading, answering 413 as
+  soon as the wire bytes or the inflated bytes pass the limit, so no more than the limit is ever
+  held; another ``Content-Encoding`` is 415 (:func:`content_decoder`).
+* **Bearer tokens** are compared in constant time (:func:`bearer_ok`); :func:`tls_context` builds
+  the server's TLS context (TLS 1.2 or later).
+
+The OpenTelemetry Collector's ``confighttp`` applies its ``max_request_body_size`` to the inflated
+stream as well (since CVE-2024-36129) and checks its ``bearertokenauth`` in constant time; this
+module does the same with Python's ``zlib`` and ``hmac``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import ipaddress
+import logging
+import queue
+import select
+import socket
+import socketserver
+import ssl
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any, Callable
+
+__all__ = ["BodyError", "BoundedHTTPServer", "HardenedHandler", "request_framing", "content_decoder", "read_body",
+           "bearer_digest", "bearer_ok", "tls_context", "is_loopback", "listen_backlog"]
+
+log = logging.getLogger("ragmeter")
+
+_CHUNK = 65536
+_LINGER_BYTES = 1024 * 1024  # unread body discarded after an early answer, so the client can read it
+
+
+class BodyError(Exception):
+    """A request body that cannot be taken: ``status`` (400, 413, 415 or 501) and the reason."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def listen_backlog() -> int:
+    """The system's largest listen backlog: ``/proc/sys/net/core/somaxconn`` where there is one,
+    else :data:`socket.SOMAXCONN` (the kernel caps ``listen()`` at it anyway)."""
+    try:
+        with open("/proc/sys/net/core/somaxconn") as f:
+            return max(int(f.read().strip()), socket.SOMAXCONN)
+    except (OSError, ValueError):
+        return socket.SOMAXCONN
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) only reaches this machine: every address it
+    resolves to is a loopback address. ``""``, ``0.0.0.0`` and ``::`` (every interface) are not."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    if not host:
+        return False
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def bearer_digest(token: str) -> bytes:
+    """The SHA-256 of a token, the form :func:`bearer_ok` compares (equal lengths, so the
+    comparison tells nothing about the token's length either)."""
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+def bearer_ok(authorization: str | None, digest: bytes) -> bool:
+    """Whether an ``Authorization`` value is ``Bearer <token>`` for the token of ``digest``
+    (constant-time comparison; the scheme is case-insensitive)."""
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    given = given.strip()
+    ok = hmac.compare_digest(hashlib.sha256(given.encode("utf-8", "surrogateescape")).digest(), digest)
+    return ok and scheme.lower() == "bearer" and bool(given)
+
+
+def tls_context(cert: str, key: str | None = None) -> ssl.SSLContext:
+    """A server TLS context (TLS 1.2 or later) from a PEM certificate chain and its key (``key``
+    None: the key is in ``cert``). OSError / ssl.SSLError when they cannot be read."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def request_framing(headers: Any, limit: int) -> int | None:
+    """The body length a request announces: ``Content-Length`` (0 when there is none), or None for
+    ``Transfer-Encoding: chunked``. BodyError 400 for a length that is not one number of digits
+    (``-1``, ``abc``, two different values) or for both headers at once, 413 over ``limit``, 501
+    for another transfer coding. Nothing is read."""
+    te = headers.get_all("Transfer-Encoding") or []
+    cl = headers.get_all("Content-Length") or []
+    if te:
+        codings = [c.strip().lower() for v in te for c in v.split(",") if c.strip()]
+        if codings != ["chunked"]:
+            raise BodyError(501, f"unsupported Transfer-Encoding {', '.join(codings)!r} (chunked only)")
+        if cl:
+            raise BodyError(400, "both Content-Length and Transfer-Encoding")
+        return None
+    values = {v.strip() for v in ",".join(cl).split(",")} if cl else set()
+    if not values:
+        return 0
+    if len(values) != 1:
+        raise BodyError(400, f"conflicting Content-Length values {sorted(values)}")
+    value = values.pop()
+    if not (value.isascii() and value.isdigit()):
+        raise BodyError(400, f"Content-Length {value[:40]!r} is not a number of bytes")
+    if len(value) > 18 or int(value) > limit:
+        raise BodyError(413, f"body over {limit} bytes")
+    return int(value)
+
+
+class _Inflater:
+    """Inflates a ``gzip`` (one or more members) or ``deflate`` (zlib or raw; told apart by the
+    zlib header) stream fed in pieces, keeping at most ``limit`` output bytes: BodyError 413 as
+    soon as the output would pass it, 400 for a corrupt or truncated stream."""
+
+    def __init__(self, coding: str, limit: int):
+        self.coding = coding
+        self.limit = limit
+        self.out = bytearray()
+        self._d: Any = None
+        self._head = b""  # deflate: the first bytes, until there are two to tell zlib from raw
+
+    def _start(self, data: bytes) -> bytes:
+        if self.coding == "gzip":
+            self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            return data
+        data = self._head + data
+        if len(data) < 2:
+            self._head = data
+            return b""
+        cmf, flg = data[0], data[1]
+        zlib_header = cmf & 0x0F == 8 and cmf >> 4 <= 7 and (cmf * 256 + flg) % 31 == 0
+        self._d = zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
+        return data
+
+    def feed(self, data: bytes) -> None:
+        """Inflate the next piece of the stream."""
+        while data:
+            if self._d is not None and self._d.eof:
+                if self.coding != "gzip":
+                    raise BodyError(400, "data after the end of the deflate stream")
+                data = data.lstrip(b"\0")  # padding after a gzip member
+                if not data:
+                    return
+                self._d = None
+            if self._d is None:
+                data = self._start(data)
+                if self._d is None:
+                    return
+            try:
+                out = self._d.decompress(data, self.limit - len(self.out) + 1)
+            except zlib.error as exc:
+                raise BodyError(400, f"corrupt {self.coding} body: {exc}") from None
+            self._grow(out)
+            data = self._d.unconsumed_tail or (self._d.unused_data if self._d.eof else b"")
+
+    def _grow(self, out: bytes) -> None:
+        if len(self.out) + len(out) > self.limit:
+            raise BodyError(413, f"body over {self.limit} bytes once decompressed")
+        self.out += out
+
+    def finish(self) -> bytearray:
+        """The whole inflated body (BodyError 400 when the stream stopped short)."""
+        if self._d is None:
+            if self._head:
+                raise BodyError(400, f"truncated {self.coding} body")
+            return self.out
+        if not self._d.eof:
+            try:
+                self._grow(self._d.flush())  # what zlib holds back (at most its 32 KiB window)
+            except zlib.error as exc:
+                raise BodyError(400, f"corrupt {self.coding} body: {exc}") from None
+            if not self._d.eof:
+                raise BodyError(400, f"truncated {self.coding} body")
+        return self.out
+
+
+class _Plain:
+    """The identity coding: the bytes as they come, at most ``limit``."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.out = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        if len(self.out) + len(data) > self.limit:
+            raise BodyError(413, f"body over {self.limit} bytes")
+        self.out += data
+
+    def finish(self) -> bytearray:
+        return self.out
+
+
+def content_decoder(content_encoding: str | None, limit: int) -> Any:
+    """A decoder for the request's ``Content-Encoding`` (none or ``identity``, ``gzip`` /
+    ``x-gzip``, ``deflate``) that keeps at most ``limit`` decoded bytes; BodyError 415 for any
+    other coding or a chain of codings."""
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
+    codings = [c for c in codings if c != "identity"]
+    if not codings:
+        return _Plain(limit)
+    if len(codings) > 1:
+        raise BodyError(415, f"unsupported Content-Encoding {content_encoding!r} (one of gzip, deflate at most)")
+    coding = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}.get(codings[0])
+    if coding is None:
+        raise BodyError(415, f"unsupported Content-Encoding {codings[0][:40]!r} (gzip, deflate or none)")
+    return _Inflater(coding, limit)
+
+
+def read_body(rfile: Any, length: int | None, decoder: Any) -> bytearray:
+    """Read a body framed by ``length`` (None: chunked) from ``rfile`` through ``decoder``
+    (:func:`content_decoder`), whose limit also bounds the bytes on the wire. BodyError 400 for a
+    body cut short or malformed chunks, 413 past the limit."""
+    limit = decoder.limit
+    if length is not None:
+        left = length
+        while left:
+            piece = rfile.read1(min(left, _CHUNK))
+            if not piece:
+                raise BodyError(400, f"body ended after {length - left} of {length} bytes")
+            left -= len(piece)
+            decoder.feed(piece)
+        return decoder.finish()
+    wire = 0
+    while True:
+        line = rfile.readline(1026)
+        if not line.endswith(b"\n"):
+            raise BodyError(400, "chunk size line too long or body cut short")
+        size_text = line.split(b";", 1)[0].strip()
+        if not size_text or len(size_text) > 16 or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
+            raise BodyError(400, f"bad chunk size {size_text[:20]!r}")
+        size = int(size_text, 16)
+        if size == 0:
+            break
+        wire += size
+        if wire > limit:
+            raise BodyError(413, f"body over {limit} bytes")
+        while size:
+            piece = rfile.read1(min(size, _CHUNK))
+            if not piece:
+                raise BodyError(400, "chunked body cut short")
+            size -= len(piece)
+            decoder.feed(piece)
+        if rfile.readline(3) not in (b"\r\n", b"\n"):
+            raise BodyError(400, "chunk not followed by CRLF")
+    for _ in range(64):  # trailer fields, ignored
+        line = rfile.readline(8194)
+        if line in (b"\r\n", b"\n"):
+            return decoder.finish()
+        if not line.endswith(b"\n"):
+            raise BodyError(400, "chunked body trailer too long or cut short")
+    raise BodyError(400, "too many trailer fields")
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket as a raw stream whose reads fail with TimeoutError once ``deadline`` (a
+    :func:`time.monotonic` value; None: none) has passed, however the bytes trickle in."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.deadline: float | None = None
+        self.timed_out = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self.timed_out = True
+                raise TimeoutError("read deadline passed")
+            self.sock.settimeout(left)
+        try:
+            return self.sock.recv_into(buffer)
+        except TimeoutError:
+            self.timed_out = True
+            raise
+
+
+class HardenedHandler(BaseHTTPRequestHandler):
+    """A request handler for :class:`BoundedHTTPServer`: HTTP/1.1 with keep-alive, the header,
+    body and idle deadlines applied to every read, and an early answer (before the body is read)
+    followed by a bounded lingering close. Subclasses implement ``do_GET`` / ``do_POST`` and call
+    :meth:`begin_body`, :meth:`begin_work` and :meth:`send`."""
+
+    protocol_version = "HTTP/1.1"
+    server: BoundedHTTPServer
+    _linger = False
+
+    def setup(self) -> None:
+        self.connection = self.request
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+        self.reader = _DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self.reader, _CHUNK)
+        self.wfile = socketserver._SocketWriter(self.connection)  # type: ignore[attr-defined]
+
+    def handle(self) -> None:
+        srv = self.server
+        self.close_connection = True
+        self.reader.deadline = srv.accepted_at(self.connection) + srv.header_timeout
+        first = True
+        while True:
+            if not first:
+                if srv.crowded():  # someone waits for a worker: hand this one over
+                    return
+                srv.set_state(self.connection, "keepalive")
+                self.reader.deadline = time.monotonic() + srv.idle_timeout
+            try:
+                if not self.rfile.peek(1):
+                    return  # the client closed
+            except (TimeoutError, OSError):
+                if first and self.reader.timed_out:
+                    srv.note("requests_timed_out")
+                return
+            srv.set_state(self.connection, "reading")
+            if not first:
+                self.reader.deadline = time.monotonic() + srv.header_timeout
+            first = False
+            self.reader.timed_out = False
+            self.close_connection = True
+            self.handle_one_request()
+            if self.reader.timed_out:
+                srv.note("requests_timed_out")
+            if self.close_connection or srv.draining:
+                return
+
+    def handle_expect_100(self) -> bool:
+        """Answer ``Expect: 100-continue`` only when the request will be taken (a refusal is
+        sent instead, before the client sends its body)."""
+        refusal = self.refusal()
+        if refusal is not None:
+            self.send(*refusal, early=True)
+            return False
+        return super().handle_expect_100()
+
+    def refusal(self) -> tuple[int, bytes, dict[str, str]] | None:
+        """Why the request just parsed would be refused before its body is read:
+        ``(status, text, headers)``, or None. Subclasses decide (auth, path, size, load)."""
+        return None
+
+    def begin_body(self) -> None:
+        """The headers are in: the body must arrive within ``body_timeout`` seconds."""
+        self.reader.deadline = time.monotonic() + self.server.body_timeout
+
+    def begin_work(self) -> None:
+        """The request is read: no read deadline while it is handled (shutdown waits for it)."""
+        self.reader.deadline = None
+        self.server.set_state(self.connection, "working")
+
+    def send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
+             content_type: str = "text/plain; charset=utf-8", early: bool = False) -> None:
+        """Answer. ``early``: the body was not (all) read, so the connection closes after the
+        answer, lingering to discard up to 1 MiB of it (the client then reads the answer instead
+        of a connection reset)."""
+        self.connection.settimeout(self.server.header_timeout)  # a client that does not read is cut
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        if early or self.server.draining:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+            self._linger = early
+        self.end_headers()
+        self.wfile.write(body)
+
+    def finish(self) -> None:
+        super().finish()
+        if self._linger:
+            self._linger = False
+            try:
+                self.connection.shutdown(socket.SHUT_WR)
+                deadline = time.monotonic() + min(2.0, self.server.header_timeout)
+                left = _LINGER_BYTES
+                while left > 0 and time.monotonic() < deadline:
+                    self.connection.settimeout(max(0.01, deadline - time.monotonic()))
+                    piece = self.connection.recv(min(left, _CHUNK))
+                    if not piece:
+                        break
+                    left -= len(piece)
+            except OSError:
+                pass
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("ragmeter serve: " + format, *args)
+
+
+_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            b"Content-Length: 28\r\nRetry-After: %d\r\nConnection: close\r\n\r\nall workers busy, retry later")
+
+
+class BoundedHTTPServer(HTTPServer):
+    """An HTTP server with ``workers`` threads and room for ``waiting`` more connections (see the
+    module docstring). ``tls``: an :class:`ssl.SSLContext` (the handshake runs on the worker,
+    within the header deadline). ``note(key)`` is called for ``connections_refused`` and
+    ``requests_timed_out``. :meth:`start` starts the workers, :meth:`stop` stops accepting and
+    cuts the connections that are not being answered."""
+
+    request_queue_size = listen_backlog()
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type, *, workers: int, waiting: int,
+                 header_timeout: float, body_timeout: float, idle_timeout: float, retry_after: int = 1,
+                 tls: ssl.SSLContext | None = None, note: Callable[[str], None] = lambda key: None):
+        if workers < 1 or waiting < 0:
+            raise ValueError(f"workers must be at least 1 and waiting at least 0 (got {workers}, {waiting})")
+        for name, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout),
+                            ("idle_timeout", idle_timeout)):
+            if not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        self.workers, self.waiting = workers, waiting
+        self.header_timeout, self.body_timeout, self.idle_timeout = header_timeout, body_timeout, idle_timeout
+        self.retry_after = retry_after
+        self.tls = tls
+        self.note = note
+        self.draining = False
+        self._slots = threading.BoundedSemaphore(workers + waiting)
+        self._held = 0
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._conns: dict[socket.socket, list] = {}  # socket -> [state, accepted at]
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        super().__init__(address, handler)
+
+    # -------------------------------------------------------------- connections
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Hand the connection to a worker, or answer 503 when every worker and waiting place is
+        taken."""
+        if self.draining or not self._slots.acquire(blocking=False):
+            self.note("connections_refused")
+            self._refuse(request)
+            return
+        with self._lock:
+            self._held += 1
+            self._conns[request] = ["queued", time.monotonic()]
+            crowded = self._held > self.workers
+            idle = [s for s, (state, _) in self._conns.items() if state == "keepalive"] if crowded else []
+        if idle:
+            _cut(idle[0], socket.SHUT_RDWR)  # a kept-alive connection gives its worker up
+        self._queue.put((request, client_address))
+
+    def _refuse(self, sock: socket.socket) -> None:
+        try:
+            if self.tls is None:
+                sock.setblocking(False)
+                try:  # drop the request already sent (a close with unread data would reset the answer)
+                    sock.recv(_CHUNK)
+                except OSError:
+                    pass
+                sock.send(_REFUSED % self.retry_after)
+        except OSError:
+            pass
+        self.shutdown_request(sock)
+
+    def crowded(self) -> bool:
+        """Whether a connection waits for a worker."""
+        return self._held > self.workers
+
+    def accepted_at(self, sock: socket.socket) -> float:
+        """When the connection was accepted (:func:`time.monotonic`)."""
+        with self._lock:
+            entry = self._conns.get(sock)
+        return entry[1] if entry else time.monotonic()
+
+    def set_state(self, sock: socket.socket, state: str) -> None:
+        """Record what the connection is doing: ``reading``, ``working`` or ``keepalive``."""
+        with self._lock:
+            entry = self._conns.get(sock)
+            if entry is not None:
+                entry[0] = state
+
+    def states(self) -> dict[str, int]:
+        """How many connections are in each state (``queued``, ``handshake``, ``reading``,
+        ``working``, ``keepalive``)."""
+        out: dict[str, int] = {}
+        with self._lock:
+            for state, _ in self._conns.values():
+                out[state] = out.get(state, 0) + 1
+        return out
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            sock, address = item
+            conn = sock
+            try:
+                if self.draining:
+                    self._refuse(sock)
+                    continue
+                if self.tls is not None:
+                    conn = self._handshake(sock)
+                    if conn is None:
+                        continue
+                self.finish_request(conn, address)
+            except Exception:
+                log.debug("ragmeter serve: connection from %s failed", address, exc_info=True)
+            finally:
+                with self._lock:
+                    self._conns.pop(sock, None)
+                    self._held -= 1
+                self._slots.release()
+                self.shutdown_request(conn)
+
+    def _handshake(self, sock: socket.socket) -> ssl.SSLSocket | None:
+        self.set_state(sock, "handshake")
+        deadline = self.accepted_at(sock) + self.header_timeout
+        try:
+            conn = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)  # type: ignore[union-attr]
+        except (OSError, ValueError):
+            return None
+        with self._lock:  # the wrapped socket stands for the connection from now on
+            entry = self._conns.pop(sock, None)
+            if entry is not None:
+                self._conns[conn] = entry
+        conn.setblocking(False)
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.note("requests_timed_out")
+                    raise TimeoutError("TLS handshake deadline passed")
+                try:
+                    conn.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    select.select([conn], [], [], left)
+                except ssl.SSLWantWriteError:
+                    select.select([], [conn], [], left)
+        except (OSError, ValueError) as exc:
+            log.debug("ragmeter serve: TLS handshake failed: %s", exc)
+            with self._lock:
+                entry = self._conns.pop(conn, None)
+                if entry is not None:
+                    self._conns[sock] = entry
+            conn.close()
+            return None
+        conn.setblocking(True)
+        return conn
+
+    # -------------------------------------------------------------- lifecycle
+
+    def start(self, poll_interval: float = 0.05) -> threading.Thread:
+        """Start the workers and the accepting thread (returned)."""
+        for i in range(self.workers):
+            t = threading.Thread(target=self._work, name=f"ragmeter-serve-worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        acceptor = threading.Thread(target=self.serve_forever, args=(poll_interval,), name="ragmeter-serve",
+                                    daemon=True)
+        acceptor.start()
+        return acceptor
+
+    def stop(self) -> None:
+        """Stop accepting (the listening socket is closed: new connections are refused by the
+        system) and cut every connection that is not being answered: idle ones and those still
+        sending (a request cut in its body is answered 503)."""
+        self.draining = True
+        self.shutdown()
+        self.socket.close()
+        with self._lock:
+            conns = [(s, state) for s, (state, _) in self._conns.items()]
+        for sock, state in conns:
+            if state == "reading":  # stop its reads only, so the handler can still answer 503
+                _cut(sock, socket.SHUT_RD)
+            elif state != "working":
+                _cut(sock, socket.SHUT_RDWR)
+
+    def busy(self) -> int:
+        """Connections whose request is being answered."""
+        return self.states().get("working", 0)
+
+    def close(self, timeout: float) -> None:
+        """Cut what is left and stop the workers (waiting at most ``timeout`` seconds for them)."""
+        with self._lock:
+            conns = list(self._conns)
+        for sock in conns:
+            _cut(sock, socket.SHUT_RDWR)
+        for _ in self._threads:
+            self._queue.put(None)
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("ragmeter serve: request from %s failed", client_address, exc_info=True)
+
+
+def _cut(sock: socket.socket, how: int) -> None:
+    """Shut a connection down from another thread: its blocked reads return at once. The plain
+    socket call, also for a TLS socket (whose own ``shutdown`` drops its TLS state under the
+    reading thread)."""
+    try:
+        socket.socket.shutdown(sock, how)
+    except OSError:
+        pass
