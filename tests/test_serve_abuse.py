@@ -7,7 +7,6 @@ threads alive, responses of each status), never by wall-clock time; the timings 
 from __future__ import annotations
 
 import gzip
-import http.client
 import json
 import os
 import select
@@ -27,6 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from helpers import wait_for
 from helpers.process import free_port
+from helpers.rawhttp import connect, read_response, request
 from helpers.tracing import AnswerOverlap, ContextCount, OTLPReceiver, oi_rag
 from ragmeter.tracing.otlp_json import encode_otlp_json
 from ragmeter.tracing.serve import EvaluationService
@@ -75,22 +75,12 @@ def _bomb(size: int, encoding: str = "gzip") -> bytes:
 
 
 def _connect(svc, timeout: float = 10.0) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", svc.port), timeout=timeout)
-
-
-def _response(sock: socket.socket) -> tuple[int, dict, bytes]:
-    """Read one HTTP response from ``sock``: ``(status, headers, body)``."""
-    resp = http.client.HTTPResponse(sock, method="POST")
-    resp.begin()
-    return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    return connect(svc.port, timeout)
 
 
 def _request(svc, body: bytes, headers: dict[str, str], path: str = "/v1/traces") -> tuple[int, dict, bytes]:
-    """One POST over a fresh connection with exactly ``headers`` (nothing added)."""
-    with _connect(svc) as sock:
-        head = f"POST {path} HTTP/1.1\r\nHost: x\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        sock.sendall(head.encode() + b"\r\n" + body)
-        return _response(sock)
+    """One POST over a fresh connection with exactly ``headers`` (nothing added but ``Host``)."""
+    return request(svc.port, body, headers, path)
 
 
 # ---------------------------------------------------------------------------------------- item 1
@@ -170,7 +160,7 @@ def test_a_bad_content_length_is_400_at_once(make_service, length):
     with _connect(svc) as sock:
         sock.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {length}\r\n\r\n".encode())
-        status, headers, _ = _response(sock)
+        status, headers, _ = read_response(sock)
     assert status == 400
     assert headers["connection"] == "close"
     assert svc.stats()["requests_invalid"] == 1
@@ -181,7 +171,7 @@ def test_a_content_length_over_the_limit_is_413_at_once(make_service):
     with _connect(svc) as sock:
         sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 1001\r\n\r\n")
-        status, headers, _ = _response(sock)
+        status, headers, _ = read_response(sock)
     assert status == 413 and headers["connection"] == "close"
 
 
@@ -191,7 +181,7 @@ def test_two_different_content_lengths_are_400(make_service):
     with _connect(svc) as sock:
         sock.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {len(raw)}\r\nContent-Length: 5\r\n\r\n".encode() + raw)
-        assert _response(sock)[0] == 400
+        assert read_response(sock)[0] == 400
     assert svc.stats()["spans_received"] == 0
 
 
@@ -260,6 +250,22 @@ def test_a_malformed_chunked_body_is_400(make_service, chunks):
     assert status == 400
 
 
+def test_expect_100_continue_is_answered_before_the_body(make_service):
+    """curl's ``Expect: 100-continue``: the service says go on (or refuses) before the body."""
+    svc = make_service(max_body=10_000)
+    raw = _oi_json()
+    with _connect(svc) as sock:
+        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(raw))
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(raw)
+        assert read_response(sock)[0] == 200
+        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Expect: 100-continue\r\nContent-Length: 20000\r\n\r\n")
+        assert read_response(sock)[0] == 413  # no 100 Continue: the body is not wanted
+    assert svc.stats()["requests"] == 2 and svc.stats()["spans_received"] == 3
+
+
 # ---------------------------------------------------------------------------------------- item 4
 
 
@@ -279,7 +285,7 @@ def test_half_open_connections_take_no_thread_each(make_service):
         assert threading.active_count() - before <= 0
         refused = 0
         for sock in select.select(socks, [], [], 0.2)[0]:
-            status, headers, _ = _response(sock)
+            status, headers, _ = read_response(sock)
             assert status == 503 and headers["retry-after"] == "1"
             refused += 1
         assert refused == 200 - svc.workers - svc.waiting
@@ -296,6 +302,116 @@ def test_half_open_connections_take_no_thread_each(make_service):
             return False
 
     assert wait_for(served, timeout=10)
+
+
+def _trickle(sock: socket.socket, data: bytes, every: float = 0.05) -> int:
+    """Send ``data`` one byte every ``every`` seconds until the server answers or hangs up: how
+    many bytes went out."""
+    sent = 0
+    for i in range(len(data)):
+        if select.select([sock], [], [], every)[0]:
+            return sent
+        try:
+            sock.send(data[i:i + 1])
+        except OSError:
+            return sent
+        sent += 1
+    return sent
+
+
+def test_a_slow_header_sender_is_cut_at_the_header_deadline(make_service):
+    svc = make_service(header_timeout=0.3)
+    with _connect(svc) as sock:
+        head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + b"X-Pad: a\r\n" * 40
+        sent = _trickle(sock, head)
+        assert sent < len(head)
+        assert sock.recv(100) == b""  # closed without an answer: no request was read
+    assert wait_for(lambda: svc.stats()["requests_timed_out"] == 1, timeout=5)
+
+
+def test_a_slow_body_sender_is_cut_at_the_body_deadline(make_service):
+    """1 byte every 50 ms of a 400-byte body against a 0.3 s body deadline: cut with 408
+    long before the body is complete (it used to be read for as long as it took)."""
+    svc = make_service(body_timeout=0.3)
+    with _connect(svc) as sock:
+        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 400\r\n\r\n")
+        sent = _trickle(sock, b" " * 400)
+        assert sent < 400
+        status, headers, _ = read_response(sock)
+    assert status == 408 and headers["connection"] == "close"
+    assert svc.stats()["requests_timed_out"] == 1 and svc.stats()["spans_received"] == 0
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_idle_timeout(make_service):
+    svc = make_service(idle_timeout=0.3)
+    raw = _oi_json()
+    with _connect(svc) as sock:
+        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(raw), raw))
+        status, headers, _ = read_response(sock)
+        assert status == 200 and "connection" not in headers  # kept alive
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # a second request on it is served
+        assert read_response(sock, "GET")[0] == 200
+        assert sock.recv(100) == b""  # then, idle, it is closed
+    assert svc.stats()["requests_timed_out"] == 0  # an idle close is no timed-out request
+
+
+def test_a_kept_alive_connection_gives_its_worker_to_a_waiting_one(make_service):
+    """One worker: a client keeping its connection open after a request does not lock the next
+    client out for the idle timeout."""
+    svc = make_service(workers=1, idle_timeout=300)
+    with _connect(svc) as first:
+        first.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_response(first, "GET")[0] == 200
+        assert wait_for(lambda: svc._server.states().get("keepalive") == 1, timeout=5)
+        status, _, _ = request(svc.port, method="GET", path="/healthz")
+        assert status == 200
+        assert first.recv(100) == b""
+
+
+def test_a_flood_is_served_or_refused_with_bounded_threads_and_memory(make_service):
+    """32 senders at once, each posting a 900 KB body (not a valid request, so it is read and
+    answered 400) to a service with 2 workers: every answer is 400 or 503 with Retry-After, the
+    service never runs more than its 2 workers, and what it allocates stays within a few bodies
+    (one thread and one body per connection would have held all 32)."""
+    svc = make_service(workers=2, max_body=1 * MIB)
+    body = bytes(900_000)
+    answers: list = []
+    gate = threading.Barrier(33)
+
+    def send():
+        gate.wait()
+        try:
+            answers.append(request(svc.port, body, {"Content-Type": "application/x-protobuf",
+                                                    "Content-Length": str(len(body))})[:2])
+        except OSError as exc:  # refused while the request was still being sent
+            answers.append((type(exc).__name__, {}))
+
+    def service_threads() -> int:
+        return sum(t.name.startswith("ragmeter-serve-worker") for t in threading.enumerate())
+
+    senders = [threading.Thread(target=send) for _ in range(32)]
+    for t in senders:
+        t.start()
+    tracemalloc.start()
+    try:
+        gate.wait()
+        most = 0
+        while any(t.is_alive() for t in senders):
+            most = max(most, service_threads())
+            for t in senders:
+                t.join(0.001)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert most == 2
+    statuses = [status for status, _ in answers]
+    assert len(statuses) == 32 and set(statuses) <= {400, 503, "ConnectionResetError", "BrokenPipeError"}, statuses
+    assert statuses.count(400) >= 4  # the workers and the waiting places
+    assert all(headers.get("retry-after") == "1" for status, headers in answers if status == 503)
+    assert svc.stats()["connections_refused"] == 32 - statuses.count(400)
+    assert peak < 8 * MIB, f"peak {peak / MIB:.1f} MiB"
 
 
 def test_the_listen_backlog_is_the_system_maximum(make_service):
@@ -322,7 +438,7 @@ def _wait_up(proc: subprocess.Popen, port: int) -> None:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
                 s.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
-                return _response(s)[0] == 200
+                return read_response(s)[0] == 200
         except OSError:
             return False
 
@@ -341,7 +457,7 @@ def test_sigterm_cuts_a_slow_sender_instead_of_waiting_for_it():
                      b"Content-Length: 1000\r\n\r\n{\"resourceSpans\"")
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # the service has the slow body
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert _response(s)[0] == 200
+            assert read_response(s)[0] == 200
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, out
@@ -380,7 +496,7 @@ def test_serve_never_prints_the_forward_password():
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             s.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       f"Content-Length: {len(raw)}\r\n\r\n".encode() + raw)
-            assert _response(s)[0] == 200
+            assert read_response(s)[0] == 200
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
     finally:

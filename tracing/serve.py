@@ -621,7 +621,7 @@ class _Handler(HardenedHandler):
 
     def do_POST(self) -> None:
         """``/v1/traces``: an OTLP/HTTP export request."""
-        refusal = self.refusal()
+        refusal = None if self.checked else self.refusal()
         if refusal is not None:
             self.send(*refusal, early=True)
             return

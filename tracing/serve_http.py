@@ -316,6 +316,8 @@ class HardenedHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: BoundedHTTPServer
     _linger = False
+    #: The request passed :meth:`refusal` already (when it asked ``Expect: 100-continue``).
+    checked = False
 
     def setup(self) -> None:
         self.connection = self.request
@@ -347,6 +349,7 @@ class HardenedHandler(BaseHTTPRequestHandler):
                 self.reader.deadline = time.monotonic() + srv.header_timeout
             first = False
             self.reader.timed_out = False
+            self.checked = False
             self.close_connection = True
             self.handle_one_request()
             if self.reader.timed_out:
@@ -361,6 +364,7 @@ class HardenedHandler(BaseHTTPRequestHandler):
         if refusal is not None:
             self.send(*refusal, early=True)
             return False
+        self.checked = True
         return super().handle_expect_100()
 
     def refusal(self) -> tuple[int, bytes, dict[str, str]] | None:
@@ -439,6 +443,8 @@ class BoundedHTTPServer(HTTPServer):
                             ("idle_timeout", idle_timeout)):
             if not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         self.workers, self.waiting = workers, waiting
         self.header_timeout, self.body_timeout, self.idle_timeout = header_timeout, body_timeout, idle_timeout
         self.retry_after = retry_after
@@ -522,9 +528,10 @@ class BoundedHTTPServer(HTTPServer):
                     self._refuse(sock)
                     continue
                 if self.tls is not None:
-                    conn = self._handshake(sock)
-                    if conn is None:
+                    wrapped = self._handshake(sock)
+                    if wrapped is None:
                         continue
+                    conn = wrapped
                 self.finish_request(conn, address)
             except Exception:
                 log.debug("ragmeter serve: connection from %s failed", address, exc_info=True)
