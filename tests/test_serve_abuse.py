@@ -269,39 +269,58 @@ def test_expect_100_continue_is_answered_before_the_body(make_service):
 # ---------------------------------------------------------------------------------------- item 4
 
 
-def test_half_open_connections_take_no_thread_each(make_service):
-    """200 connections that never send a byte used to keep 200 threads alive; now the service
-    has a fixed pool of workers, the connections beyond it and its small wait queue are
-    answered 503 with Retry-After at once, and the service still answers once they go."""
+def _served(svc) -> bool:
+    raw = _oi_json()
+    try:
+        return _request(svc, raw, {"Content-Type": "application/json", "Content-Length": str(len(raw))})[0] == 200
+    except OSError:
+        return False
+
+
+def test_half_open_connections_take_no_thread_and_do_not_lock_others_out(make_service):
+    """200 connections that never send a byte used to keep 200 threads alive. Now they wait in
+    the service's waiting room (a selector) without a thread, and requests are served meanwhile."""
     svc = make_service()
     before = threading.active_count()
     socks = [_connect(svc) for _ in range(200)]
     try:
-        def answered() -> list:
-            ready = select.select(socks, [], [], 0.2)[0]
-            return ready if len(ready) >= 200 - 2 * 16 else []
-
-        wait_for(answered, timeout=5)
+        assert wait_for(lambda: svc.stats()["connections_open"] == 200, timeout=10), svc.stats()
         assert threading.active_count() - before <= 0
-        refused = 0
-        for sock in select.select(socks, [], [], 0.2)[0]:
-            status, headers, _ = read_response(sock)
-            assert status == 503 and headers["retry-after"] == "1"
-            refused += 1
-        assert refused == 200 - svc.workers - svc.waiting
-        assert svc.stats()["connections_refused"] == refused
+        assert _served(svc)
+        assert not select.select(socks, [], [], 0.2)[0]  # none of them answered or closed
+        assert svc.stats()["connections_refused"] == 0
     finally:
         for sock in socks:
             sock.close()
-    raw = _oi_json()
+    assert wait_for(lambda: svc.stats()["connections_open"] == 0, timeout=10), svc.stats()
 
-    def served():
-        try:
-            return _request(svc, raw, {"Content-Type": "application/json", "Content-Length": str(len(raw))})[0] == 200
-        except OSError:
-            return False
 
-    assert wait_for(served, timeout=10)
+def test_beyond_the_connection_limit_idle_ones_make_room_else_503(make_service):
+    """50 connections at most: 200 silent ones leave the last 50 open (the oldest idle ones were
+    closed for them) and a request still gets in; 50 connections each holding a partial request
+    (none idle) make the next one get 503 with Retry-After at once."""
+    svc = make_service(max_connections=50)
+    socks = [_connect(svc) for _ in range(200)]
+    try:
+        assert wait_for(lambda: svc.stats()["connections_evicted"] == 150, timeout=10), svc.stats()
+        closed = [s for s in select.select(socks, [], [], 0.5)[0] if s.recv(10) == b""]
+        assert len(closed) == 150 and not set(closed) & set(socks[150:])  # the oldest went
+        assert _served(svc) and svc.stats()["connections_refused"] == 0
+    finally:
+        for sock in socks:
+            sock.close()
+    assert wait_for(lambda: svc.stats()["connections_open"] == 0, timeout=10)
+    partial = [_connect(svc) for _ in range(50)]
+    try:
+        for sock in partial:
+            sock.sendall(b"POST /v1/traces HTTP/1.1\r\n")
+        assert wait_for(lambda: svc._server.states().get("headers") == 50, timeout=10), svc._server.states()
+        status, headers, text = _request(svc, b"", {"Content-Length": "0"})
+        assert status == 503 and headers["retry-after"] == "1" and text == b"server busy, retry later\n"
+        assert svc.stats()["connections_refused"] == 1
+    finally:
+        for sock in partial:
+            sock.close()
 
 
 def _trickle(sock: socket.socket, data: bytes, every: float = 0.05) -> int:
@@ -327,6 +346,7 @@ def test_a_slow_header_sender_is_cut_at_the_header_deadline(make_service):
         assert sent < len(head)
         assert sock.recv(100) == b""  # closed without an answer: no request was read
     assert wait_for(lambda: svc.stats()["requests_timed_out"] == 1, timeout=5)
+    assert svc.stats()["requests"] == 0
 
 
 def test_a_slow_body_sender_is_cut_at_the_body_deadline(make_service):
@@ -357,17 +377,29 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_idle_timeout(make_ser
     assert svc.stats()["requests_timed_out"] == 0  # an idle close is no timed-out request
 
 
-def test_a_kept_alive_connection_gives_its_worker_to_a_waiting_one(make_service):
+def test_an_idle_kept_alive_connection_holds_no_worker(make_service):
     """One worker: a client keeping its connection open after a request does not lock the next
-    client out for the idle timeout."""
+    client out; both are served, on their own connections, in turn."""
     svc = make_service(workers=1, idle_timeout=300)
     with _connect(svc) as first:
         first.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert read_response(first, "GET")[0] == 200
         assert wait_for(lambda: svc._server.states().get("keepalive") == 1, timeout=5)
-        status, _, _ = request(svc.port, method="GET", path="/healthz")
-        assert status == 200
-        assert first.recv(100) == b""
+        assert request(svc.port, method="GET", path="/healthz")[0] == 200
+        first.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_response(first, "GET")[:3:2] == (200, b"ready\n")
+
+
+def test_pipelined_requests_are_all_answered(make_service):
+    svc = make_service()
+    with _connect(svc) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while not data.endswith(b"ready\n"):
+            piece = sock.recv(4096)
+            assert piece, data
+            data += piece
+    assert data.count(b"HTTP/1.1 200 OK\r\n") == 2 and data.index(b"ok\n") < data.index(b"ready\n")
 
 
 def test_a_flood_is_served_or_refused_with_bounded_threads_and_memory(make_service):
@@ -380,11 +412,15 @@ def test_a_flood_is_served_or_refused_with_bounded_threads_and_memory(make_servi
     answers: list = []
     gate = threading.Barrier(33)
 
+    head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\n"
+
     def send():
         gate.wait()
         try:
-            answers.append(request(svc.port, body, {"Content-Type": "application/x-protobuf",
-                                                    "Content-Length": str(len(body))})[:2])
+            with _connect(svc) as sock:  # head and body sent apart: the client copies nothing
+                sock.sendall(head % len(body))
+                sock.sendall(body)
+                answers.append(read_response(sock)[:2])
         except OSError as exc:  # refused while the request was still being sent
             answers.append((type(exc).__name__, {}))
 

@@ -83,6 +83,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             metric_list(args.metrics), args.judge, host=args.host, port=args.otlp_port, grpc_port=args.otlp_grpc_port,
             forward=args.forward, forward_all=args.forward_all, max_body=args.max_body, token=token,
             insecure=args.insecure, tls_cert=args.tls_cert, tls_key=args.tls_key, workers=args.workers,
+            max_connections=args.max_connections,
             header_timeout=args.header_timeout, body_timeout=args.body_timeout, idle_timeout=args.idle_timeout,
             sample_rate=args.sample_rate, max_queue=args.max_queue, concurrency=args.concurrency,
             grace_period=args.grace_period, ttl=args.ttl, max_buffered_spans=args.max_pending_spans,
@@ -142,7 +143,10 @@ def _add_serve(sub: Any) -> None:
                    help="largest request body, on the wire and once decompressed (default 33554432 = 32 MiB); "
                         "larger ones get 413")
     p.add_argument("--workers", type=int, default=16,
-                   help="connections served at once; as many more may wait, beyond them 503 (default 16)")
+                   help="requests served at once (threads); as many more may wait, beyond them 503 (default 16)")
+    p.add_argument("--max-connections", type=int, default=1000,
+                   help="connections open at once, idle ones included; beyond them the longest-idle one is "
+                        "closed, or 503 when none is idle (default 1000, at most half the open-file limit)")
     p.add_argument("--header-timeout", type=float, default=10.0,
                    help="seconds for a request's line and headers, and the TLS handshake (default 10)")
     p.add_argument("--body-timeout", type=float, default=30.0, help="seconds for a request's body (default 30)")

@@ -262,10 +262,12 @@ class CarrierForwarder:
 _METRICS = (  # (stats key, Prometheus type, help)
     ("requests", "counter", "export requests received"),
     ("requests_rejected", "counter", "export requests answered 429 or 503 (full or draining)"),
-    ("requests_invalid", "counter", "export requests answered 400, 413 or 415 (bad length, size, encoding or body)"),
+    ("requests_invalid", "counter", "requests answered 400, 413, 415 or 431 (bad length, size, encoding, body or head)"),
     ("requests_unauthorized", "counter", "requests answered 401 (no or a wrong bearer token)"),
     ("requests_timed_out", "counter", "connections cut at the header, body or TLS handshake deadline"),
-    ("connections_refused", "counter", "connections answered 503 because every worker and waiting place was taken"),
+    ("connections_refused", "counter", "connections answered 503: every worker and waiting place taken, or "
+                                        "max connections open and none idle"),
+    ("connections_evicted", "counter", "idle connections closed to make room for a new one (max connections)"),
     ("connections_open", "gauge", "connections held by the workers or waiting for one"),
     ("spans_received", "counter", "spans received"),
     ("spans_unreadable", "counter", "spans that could not be decoded"),
@@ -311,8 +313,10 @@ class EvaluationService:
     received spans too. ``max_body``: largest request body in bytes, on the wire and decompressed.
     ``token``: the bearer token every request but the health checks must carry (None: none; then
     a ``host`` that is not a loopback address is refused unless ``insecure``). ``tls_cert`` /
-    ``tls_key``: PEM files to serve HTTPS (and gRPC over TLS). ``workers``: connections served at
-    once (as many more may wait; beyond them 503); ``header_timeout`` / ``body_timeout`` /
+    ``tls_key``: PEM files to serve HTTPS (and gRPC over TLS). ``workers``: requests served at
+    once (as many more may wait; beyond them 503); ``max_connections``: connections open at once
+    (idle ones included; beyond them the longest-idle is closed, or 503 when none is idle);
+    ``header_timeout`` / ``body_timeout`` /
     ``idle_timeout``: seconds for the request line and headers, for the body, and between the
     requests of a kept-alive connection. ``sample_rate``, ``max_queue``, ``concurrency``,
     ``grace_period``, ``ttl``, ``max_buffered_spans``, ``max_traces``, ``shutdown_timeout``: the
@@ -324,8 +328,8 @@ class EvaluationService:
                  host: str = "127.0.0.1", port: int = 4318, grpc_port: int | None = None, forward: str | None = None,
                  forward_all: bool = False, max_body: int = 32 * 1024 * 1024, token: str | None = None,
                  insecure: bool = False, tls_cert: str | None = None, tls_key: str | None = None,
-                 workers: int = 16, header_timeout: float = 10.0, body_timeout: float = 30.0,
-                 idle_timeout: float = 30.0, sample_rate: float | None = None,
+                 workers: int = 16, max_connections: int = 1000, header_timeout: float = 10.0,
+                 body_timeout: float = 30.0, idle_timeout: float = 30.0, sample_rate: float | None = None,
                  max_queue: int | None = None,
                  concurrency: int | None = None, grace_period: float | None = None, ttl: float | None = None,
                  max_buffered_spans: int | None = None, max_traces: int | None = None,
@@ -370,14 +374,16 @@ class EvaluationService:
         #: rest takes the samples of the requests already accepted (beyond it they would be dropped).
         self.high_water = max(1, self.processor.scorer.max_queue * 3 // 4)
         self._counts = {"requests": 0, "requests_rejected": 0, "requests_invalid": 0, "requests_unauthorized": 0,
-                        "requests_timed_out": 0, "connections_refused": 0, "spans_received": 0,
+                        "requests_timed_out": 0, "connections_refused": 0, "connections_evicted": 0,
+                        "spans_received": 0,
                         "spans_unreadable": 0}
         self._lock = threading.Lock()
         self._draining = False
         self._server = BoundedHTTPServer((host, port), _handler_for(self), workers=workers, waiting=workers,
-                                         header_timeout=header_timeout, body_timeout=body_timeout,
-                                         idle_timeout=idle_timeout, retry_after=RETRY_AFTER, tls=tls, note=self.count)
-        #: Connections that may wait for a worker (beyond them and the workers: 503).
+                                         max_connections=max_connections, header_timeout=header_timeout,
+                                         body_timeout=body_timeout, idle_timeout=idle_timeout,
+                                         retry_after=RETRY_AFTER, tls=tls, note=self.count)
+        #: Requests that may wait for a worker (beyond them and the workers: 503).
         self.waiting = self._server.waiting
         self._grpc, self._grpc_port = None, None
         if grpc_port is not None:
@@ -444,8 +450,7 @@ class EvaluationService:
         self._draining = True
         timeout = self.processor.shutdown_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
-        if self._thread is not None:
-            self._server.stop()  # no new connections; idle ones and bodies still coming are cut
+        self._server.stop()  # no new connections; idle ones and bodies still coming are cut
         if self._grpc is not None:
             self._grpc.stop(max(0.0, deadline - time.monotonic())).wait()
         while self._server.busy() and time.monotonic() < deadline:  # requests being answered

@@ -34,6 +34,7 @@ import ipaddress
 import logging
 import queue
 import select
+import selectors
 import socket
 import socketserver
 import ssl
@@ -49,6 +50,7 @@ __all__ = ["BodyError", "BoundedHTTPServer", "HardenedHandler", "request_framing
 log = logging.getLogger("ragmeter")
 
 _CHUNK = 65536
+_HEAD = 32768  # the largest request line + headers taken (431 beyond), as nginx's default buffers
 _LINGER_BYTES = 1024 * 1024  # unread body discarded after an early answer, so the client can read it
 
 
@@ -176,8 +178,8 @@ class _Inflater:
                 data = self._start(data)
                 if self._d is None:
                     return
-            try:
-                out = self._d.decompress(data, self.limit - len(self.out) + 1)
+            try:  # a piece at a time: no more than the limit plus one piece is ever held
+                out = self._d.decompress(data, min(self.limit - len(self.out) + 1, 4 * _CHUNK))
             except zlib.error as exc:
                 raise BodyError(400, f"corrupt {self.coding} body: {exc}") from None
             self._grow(out)
@@ -281,25 +283,57 @@ def read_body(rfile: Any, length: int | None, decoder: Any) -> bytearray:
     raise BodyError(400, "too many trailer fields")
 
 
-class _DeadlineReader(io.RawIOBase):
-    """The socket as a raw stream whose reads fail with TimeoutError once ``deadline`` (a
-    :func:`time.monotonic` value; None: none) has passed, however the bytes trickle in."""
+class _Conn:
+    """One client connection: its socket, when the current request's headers are due, what the
+    waiting room read of them already, and what it is doing (``new``: no byte yet; ``keepalive``:
+    between requests; ``headers``: part of the headers in; ``queued``: waiting for a worker;
+    ``reading``: a worker reads it; ``working``: a worker answers it)."""
 
-    def __init__(self, sock: socket.socket):
+    __slots__ = ("sock", "address", "due", "data", "state", "tls_done")
+
+    def __init__(self, sock: socket.socket, address: Any, due: float):
         self.sock = sock
+        self.address = address
+        self.due = due
+        self.data = bytearray()
+        self.state = "new"
+        self.tls_done = False
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The connection as a raw stream: first what the waiting room read already (``prefix``),
+    then the socket, whose reads fail with TimeoutError once ``deadline`` (a
+    :func:`time.monotonic` value; None: none) has passed, however the bytes trickle in. In
+    ``probe`` mode a read that would have to wait returns None instead (nothing buffered)."""
+
+    def __init__(self, sock: socket.socket, prefix: bytes = b""):
+        self.sock = sock
+        self.prefix = prefix
         self.deadline: float | None = None
         self.timed_out = False
+        self.probe = False
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: Any) -> int:
+    def readinto(self, buffer: Any) -> int | None:
+        if self.prefix:
+            n = min(len(buffer), len(self.prefix))
+            buffer[:n] = self.prefix[:n]
+            self.prefix = self.prefix[n:]
+            return n
+        if self.probe:
+            pending = self.sock.pending() if isinstance(self.sock, ssl.SSLSocket) else 0
+            if not pending:
+                return None
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 self.timed_out = True
                 raise TimeoutError("read deadline passed")
             self.sock.settimeout(left)
+        else:
+            self.sock.settimeout(None)
         try:
             return self.sock.recv_into(buffer)
         except TimeoutError:
@@ -308,54 +342,54 @@ class _DeadlineReader(io.RawIOBase):
 
 
 class HardenedHandler(BaseHTTPRequestHandler):
-    """A request handler for :class:`BoundedHTTPServer`: HTTP/1.1 with keep-alive, the header,
-    body and idle deadlines applied to every read, and an early answer (before the body is read)
-    followed by a bounded lingering close. Subclasses implement ``do_GET`` / ``do_POST`` and call
-    :meth:`begin_body`, :meth:`begin_work` and :meth:`send`."""
+    """A request handler for :class:`BoundedHTTPServer`: HTTP/1.1 with keep-alive, the header
+    and body deadlines applied to every read, and an early answer (before the body is read)
+    followed by a bounded lingering close. Between requests the connection goes back to the
+    server's waiting room instead of holding the worker. Subclasses implement ``do_GET`` /
+    ``do_POST`` and call :meth:`begin_body`, :meth:`begin_work` and :meth:`send`."""
 
     protocol_version = "HTTP/1.1"
     server: BoundedHTTPServer
     _linger = False
     #: The request passed :meth:`refusal` already (when it asked ``Expect: 100-continue``).
     checked = False
+    #: The connection goes back to the waiting room when the handler returns.
+    keep = False
 
     def setup(self) -> None:
         self.connection = self.request
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
-        self.reader = _DeadlineReader(self.connection)
+        self.conn: _Conn = self.server.conn_of(self.connection)
+        self.reader = _DeadlineReader(self.connection, bytes(self.conn.data))
+        self.conn.data = bytearray()
         self.rfile = io.BufferedReader(self.reader, _CHUNK)
         self.wfile = socketserver._SocketWriter(self.connection)  # type: ignore[attr-defined]
 
     def handle(self) -> None:
         srv = self.server
-        self.close_connection = True
-        self.reader.deadline = srv.accepted_at(self.connection) + srv.header_timeout
-        first = True
+        self.reader.deadline = self.conn.due
         while True:
-            if not first:
-                if srv.crowded():  # someone waits for a worker: hand this one over
-                    return
-                srv.set_state(self.connection, "keepalive")
-                self.reader.deadline = time.monotonic() + srv.idle_timeout
-            try:
-                if not self.rfile.peek(1):
-                    return  # the client closed
-            except (TimeoutError, OSError):
-                if first and self.reader.timed_out:
-                    srv.note("requests_timed_out")
-                return
-            srv.set_state(self.connection, "reading")
-            if not first:
-                self.reader.deadline = time.monotonic() + srv.header_timeout
-            first = False
             self.reader.timed_out = False
             self.checked = False
             self.close_connection = True
+            srv.set_state(self.conn, "reading")
             self.handle_one_request()
             if self.reader.timed_out:
                 srv.note("requests_timed_out")
             if self.close_connection or srv.draining:
                 return
+            self.reader.deadline = None
+            self.reader.probe = True
+            try:
+                pipelined = self.rfile.peek(1)  # what the client sent after this request (no wait)
+            except OSError:
+                return
+            finally:
+                self.reader.probe = False
+            if not pipelined:
+                self.keep = True
+                return
+            self.reader.deadline = time.monotonic() + srv.header_timeout
 
     def handle_expect_100(self) -> bool:
         """Answer ``Expect: 100-continue`` only when the request will be taken (a refusal is
@@ -379,7 +413,7 @@ class HardenedHandler(BaseHTTPRequestHandler):
     def begin_work(self) -> None:
         """The request is read: no read deadline while it is handled (shutdown waits for it)."""
         self.reader.deadline = None
-        self.server.set_state(self.connection, "working")
+        self.server.set_state(self.conn, "working")
 
     def send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
              content_type: str = "text/plain; charset=utf-8", early: bool = False) -> None:
@@ -420,25 +454,45 @@ class HardenedHandler(BaseHTTPRequestHandler):
         log.debug("ragmeter serve: " + format, *args)
 
 
-_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            b"Content-Length: 28\r\nRetry-After: %d\r\nConnection: close\r\n\r\nall workers busy, retry later")
+_BUSY = b"server busy, retry later\n"
+_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
+            + str(len(_BUSY)).encode() + b"\r\nRetry-After: %d\r\nConnection: close\r\n\r\n" + _BUSY)
+
+
+def _max_open_files() -> int:
+    try:
+        import resource
+
+        return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 1024
 
 
 class BoundedHTTPServer(HTTPServer):
-    """An HTTP server with ``workers`` threads and room for ``waiting`` more connections (see the
-    module docstring). ``tls``: an :class:`ssl.SSLContext` (the handshake runs on the worker,
-    within the header deadline). ``note(key)`` is called for ``connections_refused`` and
-    ``requests_timed_out``. :meth:`start` starts the workers, :meth:`stop` stops accepting and
-    cuts the connections that are not being answered."""
+    """An HTTP server with ``workers`` threads (see the module docstring).
+
+    One thread accepts connections and keeps them in a *waiting room* (a selector) until their
+    request's headers are in (plain HTTP; with TLS, until the first bytes of the handshake):
+    connections that send nothing, or their headers a byte at a time, or wait between requests
+    cost no thread. At most ``max_connections`` connections are open (capped at half the open
+    files the process may have): a new one beyond them closes the longest-waiting idle one (no
+    byte of a request yet), or, when none is idle, is answered 503 with ``Retry-After`` (TLS:
+    closed) at once. A request ready while every worker is busy waits for one, at most
+    ``waiting`` of them; beyond them it is answered 503 too; a request head over 32 KiB is answered 431. ``tls``: an
+    :class:`ssl.SSLContext` (the handshake runs on a worker, within the header deadline).
+    ``note(key)`` is called for ``connections_refused``, ``connections_evicted``,
+    ``requests_timed_out`` and ``requests_invalid`` (431). :meth:`start` starts the threads, :meth:`stop` stops accepting and
+    cuts the connections that are not being answered, :meth:`close` ends the workers."""
 
     request_queue_size = listen_backlog()
-    daemon_threads = True
 
     def __init__(self, address: tuple[str, int], handler: type, *, workers: int, waiting: int,
-                 header_timeout: float, body_timeout: float, idle_timeout: float, retry_after: int = 1,
-                 tls: ssl.SSLContext | None = None, note: Callable[[str], None] = lambda key: None):
-        if workers < 1 or waiting < 0:
-            raise ValueError(f"workers must be at least 1 and waiting at least 0 (got {workers}, {waiting})")
+                 header_timeout: float, body_timeout: float, idle_timeout: float, max_connections: int = 1000,
+                 retry_after: int = 1, tls: ssl.SSLContext | None = None,
+                 note: Callable[[str], None] = lambda key: None):
+        if workers < 1 or waiting < 0 or max_connections < 1:
+            raise ValueError(f"workers and max_connections must be at least 1, waiting at least 0 "
+                             f"(got {workers}, {max_connections}, {waiting})")
         for name, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout),
                             ("idle_timeout", idle_timeout)):
             if not value > 0:
@@ -446,36 +500,196 @@ class BoundedHTTPServer(HTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.workers, self.waiting = workers, waiting
+        self.max_connections = max(1, min(max_connections, _max_open_files() // 2))
         self.header_timeout, self.body_timeout, self.idle_timeout = header_timeout, body_timeout, idle_timeout
         self.retry_after = retry_after
         self.tls = tls
         self.note = note
         self.draining = False
-        self._slots = threading.BoundedSemaphore(workers + waiting)
-        self._held = 0
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._conns: dict[socket.socket, list] = {}  # socket -> [state, accepted at]
+        self._conns: dict[socket.socket, _Conn] = {}  # every open connection
+        self._room: dict[socket.socket, _Conn] = {}  # those in the waiting room (the selector thread's own)
+        self._ready: queue.SimpleQueue = queue.SimpleQueue()  # connections for the workers
+        self._dispatched = 0  # connections given to the workers (being served or waiting for one)
+        self._back: queue.SimpleQueue = queue.SimpleQueue()  # connections the workers give back
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._loop_thread: threading.Thread | None = None
+        self._stopping = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         super().__init__(address, handler)
 
-    # -------------------------------------------------------------- connections
+    # -------------------------------------------------------------- state
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Hand the connection to a worker, or answer 503 when every worker and waiting place is
-        taken."""
-        if self.draining or not self._slots.acquire(blocking=False):
-            self.note("connections_refused")
-            self._refuse(request)
-            return
+    def conn_of(self, sock: socket.socket) -> _Conn:
+        """The connection record of a socket."""
         with self._lock:
-            self._held += 1
-            self._conns[request] = ["queued", time.monotonic()]
-            crowded = self._held > self.workers
-            idle = [s for s, (state, _) in self._conns.items() if state == "keepalive"] if crowded else []
-        if idle:
-            _cut(idle[0], socket.SHUT_RDWR)  # a kept-alive connection gives its worker up
-        self._queue.put((request, client_address))
+            return self._conns[sock]
+
+    def set_state(self, conn: _Conn, state: str) -> None:
+        """Record what the connection is doing."""
+        conn.state = state
+
+    def states(self) -> dict[str, int]:
+        """How many open connections are in each state (see :class:`_Conn`)."""
+        out: dict[str, int] = {}
+        with self._lock:
+            for conn in self._conns.values():
+                out[conn.state] = out.get(conn.state, 0) + 1
+        return out
+
+    def busy(self) -> int:
+        """Connections whose request is being answered."""
+        return self.states().get("working", 0)
+
+    # -------------------------------------------------------------- the waiting room
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"x")
+        except OSError:  # the pipe is full: the loop wakes anyway
+            pass
+
+    def _loop(self) -> None:
+        from ragmeter.guard import never_raise
+
+        sel = selectors.DefaultSelector()
+        self.socket.setblocking(False)
+        sel.register(self.socket, selectors.EVENT_READ, "listen")
+        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        next_expiry = 0.0
+        try:
+            while not self._stopping:
+                with never_raise("serve: the connections' waiting room"):
+                    now = time.monotonic()
+                    soonest = min((c.due for c in self._room.values()), default=now + 0.25)
+                    for key, _ in sel.select(max(0.0, min(0.25, soonest - now))):
+                        if key.data == "listen":
+                            self._accept(sel)
+                        elif key.data == "wake":
+                            self._welcome_back(sel)
+                        else:
+                            self._readable(sel, key.data)
+                    now = time.monotonic()
+                    if now >= next_expiry:  # a sweep at most every 50 ms
+                        self._expire(sel, now)
+                        next_expiry = now + 0.05
+        finally:
+            for conn in list(self._room.values()):
+                self._drop(sel, conn)
+            sel.close()
+
+    def _accept(self, sel: selectors.BaseSelector) -> None:
+        for _ in range(256):  # then let the others have a turn
+            try:
+                sock, address = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # e.g. out of file descriptors: the backlog keeps the rest
+                log.debug("ragmeter serve: accept failed", exc_info=True)
+                return
+            with self._lock:
+                full = len(self._conns) >= self.max_connections
+            if full:
+                idle = next((c for c in self._room.values() if c.state in ("new", "keepalive")), None)
+                if idle is None:
+                    self.note("connections_refused")
+                    self._refuse(sock)
+                    continue
+                self.note("connections_evicted")  # the longest-waiting idle one makes room
+                self._drop(sel, idle)
+            with self._lock:
+                conn = self._conns[sock] = _Conn(sock, address, time.monotonic() + self.header_timeout)
+            sock.setblocking(False)
+            self._room[sock] = conn
+            sel.register(sock, selectors.EVENT_READ, conn)
+
+    def _readable(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
+        if self.tls is not None and not conn.tls_done:
+            self._dispatch(sel, conn)  # the handshake is the worker's
+            return
+        try:
+            piece = conn.sock.recv(_HEAD + 1 - len(conn.data))
+            while piece and isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending():
+                piece += conn.sock.recv(conn.sock.pending())  # decrypted bytes the selector cannot see
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
+            return
+        except OSError:
+            self._drop(sel, conn)
+            return
+        if not piece:  # the client closed
+            self._drop(sel, conn)
+            return
+        if not conn.data and conn.state == "keepalive":
+            conn.due = time.monotonic() + self.header_timeout  # a request begins
+        conn.data += piece
+        conn.state = "headers"
+        tail = bytes(conn.data[-len(piece) - 3:])
+        if b"\r\n\r\n" in tail or b"\n\n" in tail:
+            self._dispatch(sel, conn)
+        elif len(conn.data) > _HEAD:
+            self.note("requests_invalid")
+            try:
+                conn.sock.send(b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+                               b"Connection: close\r\n\r\n")
+            except OSError:
+                pass
+            self._drop(sel, conn)
+
+    def _dispatch(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
+        sel.unregister(conn.sock)
+        del self._room[conn.sock]
+        with self._lock:
+            full = self._dispatched >= self.workers + self.waiting
+            if not full:
+                self._dispatched += 1
+        if full:
+            self.note("connections_refused")
+            self._forget(conn)
+            self._refuse(conn.sock)
+            return
+        conn.state = "queued"
+        self._ready.put(conn)
+
+    def _welcome_back(self, sel: selectors.BaseSelector) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        while True:
+            try:
+                conn = self._back.get_nowait()
+            except queue.Empty:
+                return
+            if self.draining:
+                self._forget(conn)
+                self.shutdown_request(conn.sock)
+                continue
+            conn.state, conn.data, conn.due = "keepalive", bytearray(), time.monotonic() + self.idle_timeout
+            conn.sock.setblocking(False)
+            self._room[conn.sock] = conn
+            sel.register(conn.sock, selectors.EVENT_READ, conn)
+
+    def _expire(self, sel: selectors.BaseSelector, now: float) -> None:
+        for conn in [c for c in self._room.values() if c.due <= now]:
+            if conn.state != "keepalive":  # an idle kept-alive connection just ends; the others were late
+                self.note("requests_timed_out")
+            self._drop(sel, conn)
+
+    def _drop(self, sel: selectors.BaseSelector, conn: _Conn) -> None:
+        try:
+            sel.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        self._room.pop(conn.sock, None)
+        self._forget(conn)
+        self.shutdown_request(conn.sock)
+
+    def _forget(self, conn: _Conn) -> None:
+        with self._lock:
+            self._conns.pop(conn.sock, None)
 
     def _refuse(self, sock: socket.socket) -> None:
         try:
@@ -490,93 +704,65 @@ class BoundedHTTPServer(HTTPServer):
             pass
         self.shutdown_request(sock)
 
-    def crowded(self) -> bool:
-        """Whether a connection waits for a worker."""
-        return self._held > self.workers
-
-    def accepted_at(self, sock: socket.socket) -> float:
-        """When the connection was accepted (:func:`time.monotonic`)."""
-        with self._lock:
-            entry = self._conns.get(sock)
-        return entry[1] if entry else time.monotonic()
-
-    def set_state(self, sock: socket.socket, state: str) -> None:
-        """Record what the connection is doing: ``reading``, ``working`` or ``keepalive``."""
-        with self._lock:
-            entry = self._conns.get(sock)
-            if entry is not None:
-                entry[0] = state
-
-    def states(self) -> dict[str, int]:
-        """How many connections are in each state (``queued``, ``handshake``, ``reading``,
-        ``working``, ``keepalive``)."""
-        out: dict[str, int] = {}
-        with self._lock:
-            for state, _ in self._conns.values():
-                out[state] = out.get(state, 0) + 1
-        return out
+    # -------------------------------------------------------------- the workers
 
     def _work(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
+            conn = self._ready.get()
+            if conn is None:
                 return
-            sock, address = item
-            conn = sock
+            keep = False
             try:
+                conn.sock.setblocking(True)
                 if self.draining:
-                    self._refuse(sock)
+                    self._refuse(conn.sock)
                     continue
-                if self.tls is not None:
-                    wrapped = self._handshake(sock)
-                    if wrapped is None:
-                        continue
-                    conn = wrapped
-                self.finish_request(conn, address)
+                if self.tls is not None and not conn.tls_done and not self._handshake(conn):
+                    continue
+                handler = self.RequestHandlerClass(conn.sock, conn.address, self)
+                keep = handler.keep and not self.draining
             except Exception:
-                log.debug("ragmeter serve: connection from %s failed", address, exc_info=True)
+                log.debug("ragmeter serve: connection from %s failed", conn.address, exc_info=True)
             finally:
                 with self._lock:
-                    self._conns.pop(sock, None)
-                    self._held -= 1
-                self._slots.release()
-                self.shutdown_request(conn)
+                    self._dispatched -= 1
+                if keep:
+                    self._back.put(conn)
+                    self._wake()
+                else:
+                    self._forget(conn)
+                    self.shutdown_request(conn.sock)
 
-    def _handshake(self, sock: socket.socket) -> ssl.SSLSocket | None:
-        self.set_state(sock, "handshake")
-        deadline = self.accepted_at(sock) + self.header_timeout
+    def _handshake(self, conn: _Conn) -> bool:
+        conn.state = "handshake"
         try:
-            conn = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)  # type: ignore[union-attr]
+            tls = self.tls.wrap_socket(conn.sock, server_side=True, do_handshake_on_connect=False)  # type: ignore[union-attr]
         except (OSError, ValueError):
-            return None
-        with self._lock:  # the wrapped socket stands for the connection from now on
-            entry = self._conns.pop(sock, None)
-            if entry is not None:
-                self._conns[conn] = entry
-        conn.setblocking(False)
+            return False
+        with self._lock:  # the TLS socket stands for the connection from now on
+            self._conns.pop(conn.sock, None)
+            self._conns[tls] = conn
+        conn.sock = tls
+        tls.setblocking(False)
         try:
             while True:
-                left = deadline - time.monotonic()
+                left = conn.due - time.monotonic()
                 if left <= 0:
                     self.note("requests_timed_out")
                     raise TimeoutError("TLS handshake deadline passed")
                 try:
-                    conn.do_handshake()
+                    tls.do_handshake()
                     break
                 except ssl.SSLWantReadError:
-                    select.select([conn], [], [], left)
+                    _wait(tls, select.POLLIN, left)
                 except ssl.SSLWantWriteError:
-                    select.select([], [conn], [], left)
+                    _wait(tls, select.POLLOUT, left)
         except (OSError, ValueError) as exc:
             log.debug("ragmeter serve: TLS handshake failed: %s", exc)
-            with self._lock:
-                entry = self._conns.pop(conn, None)
-                if entry is not None:
-                    self._conns[sock] = entry
-            conn.close()
-            return None
-        conn.setblocking(True)
-        return conn
+            return False
+        tls.setblocking(True)
+        conn.tls_done = True
+        return True
 
     # -------------------------------------------------------------- lifecycle
 
@@ -586,44 +772,49 @@ class BoundedHTTPServer(HTTPServer):
             t = threading.Thread(target=self._work, name=f"ragmeter-serve-worker-{i}", daemon=True)
             t.start()
             self._threads.append(t)
-        acceptor = threading.Thread(target=self.serve_forever, args=(poll_interval,), name="ragmeter-serve",
-                                    daemon=True)
-        acceptor.start()
-        return acceptor
+        self._loop_thread = threading.Thread(target=self._loop, name="ragmeter-serve", daemon=True)
+        self._loop_thread.start()
+        return self._loop_thread
 
     def stop(self) -> None:
         """Stop accepting (the listening socket is closed: new connections are refused by the
-        system) and cut every connection that is not being answered: idle ones and those still
-        sending (a request cut in its body is answered 503)."""
+        system), close the waiting room's connections, and cut those still sending their body
+        (their handler answers 503)."""
         self.draining = True
-        self.shutdown()
+        self._stopping = True
+        self._wake()
+        if self._loop_thread is not None:
+            self._loop_thread.join(5)
         self.socket.close()
         with self._lock:
-            conns = [(s, state) for s, (state, _) in self._conns.items()]
-        for sock, state in conns:
-            if state == "reading":  # stop its reads only, so the handler can still answer 503
-                _cut(sock, socket.SHUT_RD)
-            elif state != "working":
-                _cut(sock, socket.SHUT_RDWR)
-
-    def busy(self) -> int:
-        """Connections whose request is being answered."""
-        return self.states().get("working", 0)
+            conns = list(self._conns.values())
+        for conn in conns:
+            if conn.state == "reading":  # stop its reads only, so the handler can still answer 503
+                _cut(conn.sock, socket.SHUT_RD)
 
     def close(self, timeout: float) -> None:
         """Cut what is left and stop the workers (waiting at most ``timeout`` seconds for them)."""
         with self._lock:
-            conns = list(self._conns)
-        for sock in conns:
-            _cut(sock, socket.SHUT_RDWR)
+            conns = list(self._conns.values())
+        for conn in conns:
+            _cut(conn.sock, socket.SHUT_RDWR)
         for _ in self._threads:
-            self._queue.put(None)
+            self._ready.put(None)
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        self._wake_r.close()
+        self._wake_w.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("ragmeter serve: request from %s failed", client_address, exc_info=True)
+
+
+def _wait(sock: socket.socket, event: int, timeout: float) -> None:
+    """Wait until ``sock`` is ready for ``event`` (poll: any descriptor number) or ``timeout``."""
+    poller = select.poll()
+    poller.register(sock, event)
+    poller.poll(max(1, int(timeout * 1000)))
 
 
 def _cut(sock: socket.socket, how: int) -> None:
