@@ -10,14 +10,16 @@ count from ``/proc``:
   once, and the time a normal request then takes;
 * ``slow_body``: a body sent at 1 byte/s; seconds until the server cuts it (or not, in 45 s);
 * ``sigterm_slow``: SIGTERM while that slow body is coming: seconds until the process exits;
-* ``burst``: 16 senders x 100 requests, each on a new connection: connections reset or refused
-  (a listen backlog of 5 resets some) and 503 answers.
+* ``burst``: ``--senders`` (64) senders x 100 requests, each on a new connection: connections
+  reset or refused, 503 answers, and the requests that took a second or more (a SYN dropped by a
+  full listen backlog is sent again after 1 s; the old backlog was 5).
 
 ``--before REV`` runs every probe against the source of a git revision as well (``git archive``
 into a temporary folder, imported in place of the installed package) and prints both::
 
     python benchmarks/serve_abuse.py                       # this tree
     python benchmarks/serve_abuse.py --before ea26972      # and the server before issue 33
+    python benchmarks/serve_abuse.py --before ea26972 --probes burst --senders 16
 
 Prints one JSON line per probe and version, then a Markdown table.
 """
@@ -276,9 +278,12 @@ def probe_burst(source: str | None, senders: int = 16, per_sender: int = 100) ->
     lock = threading.Lock()
     gate = threading.Barrier(senders)
 
+    times: list[float] = []
+
     def send():
         gate.wait()
         for _ in range(per_sender):
+            start = time.monotonic()
             try:
                 with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
                     s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -287,6 +292,7 @@ def probe_burst(source: str | None, senders: int = 16, per_sender: int = 100) ->
                 key = type(exc).__name__
             with lock:
                 counts[key] = counts.get(key, 0) + 1
+                times.append(time.monotonic() - start)
 
     threads = [threading.Thread(target=send) for _ in range(senders)]
     start = time.monotonic()
@@ -294,16 +300,23 @@ def probe_burst(source: str | None, senders: int = 16, per_sender: int = 100) ->
         t.start()
     for t in threads:
         t.join()
-    out = {"probe": "burst", "requests": senders * per_sender, "seconds": round(time.monotonic() - start, 1),
-           "answers": {str(k): v for k, v in sorted(counts.items(), key=str)}}
+    times.sort()
+    out = {"probe": "burst", "senders": senders, "requests": senders * per_sender,
+           "seconds": round(time.monotonic() - start, 1), "answers": {str(k): v for k, v in sorted(counts.items(), key=str)},
+           "over_1s": sum(t >= 1.0 for t in times), "slowest_s": round(times[-1], 2)}
     srv.stop()
     return out
 
 
-def run(source: str | None, bomb_mib: int) -> list[dict]:
-    """Every probe against one source tree (None: the installed package)."""
-    return [probe_bomb(source, bomb_mib), probe_negative_length(source), probe_half_open(source),
-            probe_slow_body(source), probe_sigterm_slow(source), probe_burst(source)]
+PROBES = ("bomb", "negative_length", "half_open", "slow_body", "sigterm_slow", "burst")
+
+
+def run(source: str | None, bomb_mib: int, probes: tuple[str, ...] = PROBES, senders: int = 64) -> list[dict]:
+    """The probes against one source tree (None: the installed package)."""
+    calls = {"bomb": lambda: probe_bomb(source, bomb_mib), "negative_length": lambda: probe_negative_length(source),
+             "half_open": lambda: probe_half_open(source), "slow_body": lambda: probe_slow_body(source),
+             "sigterm_slow": lambda: probe_sigterm_slow(source), "burst": lambda: probe_burst(source, senders)}
+    return [calls[p]() for p in probes]
 
 
 def _summary(r: dict) -> str:
@@ -322,14 +335,22 @@ def _summary(r: dict) -> str:
                 else f"not cut in {r['watched_s']:.0f} s ({r['bytes_sent']} bytes)")
     if p == "sigterm_slow":
         return f"exit {r['exit_seconds_after_sigterm']} s after SIGTERM"
-    return f"{r['requests']} requests: " + ", ".join(f"{k} x{v}" for k, v in r["answers"].items())
+    return (f"{r['requests']} requests from {r['senders']} senders: "
+            + ", ".join(f"{k} x{v}" for k, v in r["answers"].items())
+            + f"; {r['over_1s']} took 1 s or more (slowest {r['slowest_s']} s)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", metavar="REV", help="also run against this git revision's source")
     parser.add_argument("--bomb-mib", type=int, default=1024, help="MiB of zeros in the gzip bomb (default 1024)")
+    parser.add_argument("--probes", default=",".join(PROBES), help=f"comma-separated subset of {', '.join(PROBES)}")
+    parser.add_argument("--senders", type=int, default=64, help="senders of the burst probe (default 64)")
     args = parser.parse_args()
+    probes = tuple(p.strip() for p in args.probes.split(",") if p.strip())
+    unknown = set(probes) - set(PROBES)
+    if unknown:
+        parser.error(f"unknown probes: {', '.join(sorted(unknown))}")
     versions: list[tuple[str, str | None]] = []
     tmp = None
     if args.before:
@@ -341,7 +362,7 @@ def main() -> None:
     versions.append(("this tree", None))
     results: dict[str, list[dict]] = {}
     for label, source in versions:
-        results[label] = run(source, args.bomb_mib)
+        results[label] = run(source, args.bomb_mib, probes, args.senders)
         for r in results[label]:
             print(json.dumps({"version": label, **r}), flush=True)
     labels = list(results)

@@ -120,6 +120,15 @@ def test_the_sdk_exporter_sends_with_the_token_and_fails_without(make_service, r
     assert wait_for(lambda: len(_carriers(receiver)) == 1, timeout=10), svc.stats()
 
 
+def test_the_token_from_the_sdk_environment_variable(make_service, receiver, monkeypatch):
+    """The README's recipe: OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20<token>"."""
+    svc = make_service(token=TOKEN)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"Authorization=Bearer%20{TOKEN}")
+    exporter = OTLPSpanExporter(endpoint=svc.url + "/v1/traces")
+    assert exporter.export(_spans()) == SpanExportResult.SUCCESS
+    assert svc.stats()["requests_unauthorized"] == 0
+
+
 def test_another_address_than_loopback_needs_a_token_or_insecure():
     for host in ("0.0.0.0", "", "::"):
         with pytest.raises(ValueError, match="--insecure"):

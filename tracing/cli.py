@@ -143,7 +143,8 @@ def _add_serve(sub: Any) -> None:
                    help="largest request body, on the wire and once decompressed (default 33554432 = 32 MiB); "
                         "larger ones get 413")
     p.add_argument("--workers", type=int, default=16,
-                   help="requests served at once (threads); as many more may wait, beyond them 503 (default 16)")
+                   help="requests served at once (threads); 8 times as many more may wait, beyond them 503 "
+                        "(default 16)")
     p.add_argument("--max-connections", type=int, default=1000,
                    help="connections open at once, idle ones included; beyond them the longest-idle one is "
                         "closed, or 503 when none is idle (default 1000, at most half the open-file limit)")

@@ -314,7 +314,7 @@ class EvaluationService:
     ``token``: the bearer token every request but the health checks must carry (None: none; then
     a ``host`` that is not a loopback address is refused unless ``insecure``). ``tls_cert`` /
     ``tls_key``: PEM files to serve HTTPS (and gRPC over TLS). ``workers``: requests served at
-    once (as many more may wait; beyond them 503); ``max_connections``: connections open at once
+    once (8 times as many more may wait, holding only their headers; beyond them 503); ``max_connections``: connections open at once
     (idle ones included; beyond them the longest-idle is closed, or 503 when none is idle);
     ``header_timeout`` / ``body_timeout`` /
     ``idle_timeout``: seconds for the request line and headers, for the body, and between the
@@ -379,7 +379,7 @@ class EvaluationService:
                         "spans_unreadable": 0}
         self._lock = threading.Lock()
         self._draining = False
-        self._server = BoundedHTTPServer((host, port), _handler_for(self), workers=workers, waiting=workers,
+        self._server = BoundedHTTPServer((host, port), _handler_for(self), workers=workers, waiting=8 * workers,
                                          max_connections=max_connections, header_timeout=header_timeout,
                                          body_timeout=body_timeout, idle_timeout=idle_timeout,
                                          retry_after=RETRY_AFTER, tls=tls, note=self.count)

@@ -1,16 +1,18 @@
 """The HTTP/1.1 server under ``ragmeter serve``, made safe to expose (standard library only).
 
-* **A fixed pool of workers.** :class:`BoundedHTTPServer` accepts connections on one thread and
-  hands them to ``workers`` threads; at most ``waiting`` more wait for a worker. Beyond that a
-  connection is answered ``503`` with ``Retry-After`` and closed at once, so threads and open
-  connections are bounded whatever the number of clients. The listen backlog is the system's
-  maximum (:func:`listen_backlog`), so a burst of connections is queued by the kernel, not reset.
-  A kept-alive connection gives its worker up when another connection waits for one.
+* **A fixed pool of workers, and a waiting room.** :class:`BoundedHTTPServer` accepts
+  connections on one thread and keeps them in a selector until their request's headers are in;
+  only then does one of ``workers`` threads take the request (at most ``waiting`` more ready
+  requests, holding only their headers, wait for one; beyond them 503 with ``Retry-After``). Connections that send nothing,
+  send their headers a byte at a time, or sit idle between requests cost no thread, and at most
+  ``max_connections`` are open (a new one closes the longest-idle one, or gets 503 when none is
+  idle). The listen backlog is the system's maximum (:func:`listen_backlog`), so a burst of
+  connections is queued by the kernel, not reset.
 * **Deadlines, not per-read timeouts.** The request line and headers must arrive within
   ``header_timeout`` seconds of the connection (or of the first byte of a later request on it),
   the body within ``body_timeout`` seconds of the headers, and a kept-alive connection is closed
   after ``idle_timeout`` idle seconds; a sender of one byte a second is cut at the deadline. The
-  TLS handshake counts against the header deadline.
+  TLS handshake (on a worker) counts against the header deadline.
 * **The body limit holds for the decompressed size.** :func:`request_framing` checks
   ``Content-Length`` (digits only, one value, at most the limit: 400 / 413 before a byte of the
   body is read) and ``Transfer-Encoding: chunked``; :func:`read_body` reads either and inflates
