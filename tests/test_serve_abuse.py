@@ -544,3 +544,22 @@ def test_serve_never_prints_the_forward_password():
     assert "1 evaluation spans exported" in out, out  # the credentials still reach the receiver
     assert secret not in out, out
     assert "otel:[REDACTED]@127.0.0.1" in out
+
+
+@pytest.mark.slow
+def test_a_failing_forward_logs_no_password(make_service, caplog):
+    """The forward endpoint down: what the exporters log (at debug level too) names the host,
+    never the URL's password."""
+    import logging
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    secret = "hunter2-not-for-logs"
+    caplog.set_level(logging.DEBUG)
+    svc = make_service(forward=f"http://otel:{secret}@127.0.0.1:{closed}")
+    raw = _oi_json()
+    assert _request(svc, raw, {"Content-Type": "application/json", "Content-Length": str(len(raw))})[0] == 200
+    assert wait_for(lambda: f"127.0.0.1', port={closed}" in caplog.text, timeout=30), caplog.text[-2000:]
+    svc.shutdown(1)
+    assert secret not in caplog.text
