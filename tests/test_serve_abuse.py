@@ -185,6 +185,21 @@ def test_two_different_content_lengths_are_400(make_service):
     assert svc.stats()["spans_received"] == 0
 
 
+def test_a_transfer_coding_other_than_chunked_is_501(make_service):
+    svc = make_service()
+    status, headers, _ = _request(svc, b"", {"Content-Type": "application/json", "Transfer-Encoding": "gzip, chunked"})
+    assert status == 501 and headers["connection"] == "close"
+
+
+def test_a_request_head_over_32_kib_is_431(make_service):
+    svc = make_service()
+    with _connect(svc) as sock:
+        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"a" * 40_000 + b"\r\n")
+        status, headers, _ = read_response(sock)
+    assert status == 431 and headers["connection"] == "close"
+    assert svc.stats()["requests_invalid"] == 1
+
+
 def test_deeply_nested_json_is_400_not_500(make_service):
     svc = make_service()
     body = b"[" * 200_000 + b"]" * 200_000

@@ -87,7 +87,7 @@ def is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(host, None)
     except OSError:
         return False
-    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+    return bool(infos) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
 
 
 def bearer_digest(token: str) -> bytes:
@@ -364,7 +364,7 @@ class HardenedHandler(BaseHTTPRequestHandler):
         self.conn: _Conn = self.server.conn_of(self.connection)
         self.reader = _DeadlineReader(self.connection, bytes(self.conn.data))
         self.conn.data = bytearray()
-        self.rfile = io.BufferedReader(self.reader, _CHUNK)
+        self.rfile: io.BufferedReader = io.BufferedReader(self.reader, _CHUNK)  # type: ignore[assignment]
         self.wfile = socketserver._SocketWriter(self.connection)  # type: ignore[attr-defined]
 
     def handle(self) -> None:
@@ -721,8 +721,8 @@ class BoundedHTTPServer(HTTPServer):
                     continue
                 if self.tls is not None and not conn.tls_done and not self._handshake(conn):
                     continue
-                handler = self.RequestHandlerClass(conn.sock, conn.address, self)
-                keep = handler.keep and not self.draining
+                handler = self.RequestHandlerClass(conn.sock, conn.address, self)  # type: ignore[arg-type]
+                keep = getattr(handler, "keep", False) and not self.draining
             except Exception:
                 log.debug("ragmeter serve: connection from %s failed", conn.address, exc_info=True)
             finally:
