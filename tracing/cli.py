@@ -113,24 +113,63 @@ def _add_sink_options(p: argparse.ArgumentParser) -> None:
                         "gets a content-hash id")
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
-    from ragmeter.tracing.serve import EvaluationService
+def _serve_token(args: argparse.Namespace) -> str | None:
+    """The bearer token: ``--token``, else the first line of ``--token-file``, else
+    ``$RAGMETER_SERVE_TOKEN`` (None: none). ValueError for both flags or an unreadable file."""
+    import os
 
-    service = EvaluationService(metric_list(args.metrics), args.judge, host=args.host, port=args.otlp_port,
-                                sinks=_serve_sinks(args), id_keys=_id_keys(args.id_keys),
-                                grpc_port=args.otlp_grpc_port, forward=args.forward, forward_all=args.forward_all,
-                                sample_rate=args.sample_rate, max_queue=args.max_queue, concurrency=args.concurrency,
-                                grace_period=args.grace_period, ttl=args.ttl,
-                                max_buffered_spans=args.max_pending_spans, max_traces=args.max_traces,
-                                shutdown_timeout=args.shutdown_timeout)
+    from ragmeter.tracing.serve import TOKEN_ENV
+
+    if args.token is not None and args.token_file is not None:
+        raise ValueError("give --token or --token-file, not both")
+    if args.token_file is not None:
+        try:
+            with open(args.token_file, encoding="utf-8") as f:
+                token = f.readline().strip()
+        except OSError as exc:
+            raise ValueError(f"cannot read the token file {args.token_file}: {exc.strerror or exc}") from None
+        if not token:
+            raise ValueError(f"the token file {args.token_file} is empty")
+        return token
+    return args.token if args.token is not None else (os.environ.get(TOKEN_ENV) or None)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import ssl
+
+    from ragmeter.redact import redact
+    from ragmeter.tracing.serve import EvaluationService
+    from ragmeter.tracing.serve_http import is_loopback
+
+    token = None
+    try:
+        token = _serve_token(args)
+        service = EvaluationService(
+            metric_list(args.metrics), args.judge, host=args.host, port=args.otlp_port, grpc_port=args.otlp_grpc_port,
+            sinks=_serve_sinks(args), id_keys=_id_keys(args.id_keys),
+            forward=args.forward, forward_all=args.forward_all, max_body=args.max_body, token=token,
+            insecure=args.insecure, tls_cert=args.tls_cert, tls_key=args.tls_key, workers=args.workers,
+            max_connections=args.max_connections,
+            header_timeout=args.header_timeout, body_timeout=args.body_timeout, idle_timeout=args.idle_timeout,
+            sample_rate=args.sample_rate, max_queue=args.max_queue, concurrency=args.concurrency,
+            grace_period=args.grace_period, ttl=args.ttl, max_buffered_spans=args.max_pending_spans,
+            max_traces=args.max_traces, shutdown_timeout=args.shutdown_timeout)
+    except (ValueError, OSError, ssl.SSLError) as exc:
+        print(f"ragmeter serve: error: {redact(str(exc), [token] if token else [])}", file=sys.stderr)
+        return EXIT_INPUT
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     service.start()
-    print(f"ragmeter serve: OTLP/HTTP on {service.url}/v1/traces"
+    access = ("bearer token required" if service.secured else "no token") + (", TLS" if args.tls_cert else "")
+    print(f"ragmeter serve: OTLP/HTTP on {service.url}/v1/traces ({access})"
           + (f", OTLP/gRPC on port {service.grpc_port}" if service.grpc_port else "")
-          + (f", forwarding evaluation spans to {service.forward}" if service.forward else ", not forwarding"),
+          + (f", forwarding evaluation spans to {redact(service.forward)}" if service.forward else ", not forwarding"),
           flush=True)
+    if not is_loopback(args.host) and not args.tls_cert:
+        print("ragmeter serve: warning: listening beyond this machine without TLS: "
+              + ("the token and " if service.secured else "") + "the traces travel in clear text; use "
+              "--tls-cert/--tls-key or a TLS-terminating proxy in front", file=sys.stderr, flush=True)
     while not stop.wait(0.5):
         pass
     print("ragmeter serve: draining", flush=True)
@@ -145,12 +184,41 @@ def _add_serve(sub: Any) -> None:
     p = sub.add_parser("serve", help="run an OTLP/HTTP evaluation service",
                        description="Receive OTLP/HTTP traces (protobuf or JSON) at /v1/traces, score the RAG calls "
                                    "in them, and export evaluation spans to the next OTLP endpoint. Endpoints: "
-                                   "/healthz, /readyz, /metrics. SIGTERM drains and stops. Settings left out use "
-                                   "their RAGMETER_* environment variable, else the default shown.")
+                                   "/healthz, /readyz, /metrics. Listens on 127.0.0.1 unless --host says otherwise "
+                                   "(then a token is needed, or --insecure). SIGTERM drains and stops. Settings left "
+                                   "out use their RAGMETER_* environment variable, else the default shown.")
     p.add_argument("-m", "--metrics", action="append", metavar="LIST", help="metrics to score (comma-separated)")
     p.add_argument("-j", "--judge", metavar="SPEC", help="judge spec (see 'ragmeter evaluate --help')")
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only). Another address needs a "
+                        "token, or --insecure")
     p.add_argument("--otlp-port", type=int, default=4318, help="OTLP/HTTP port (default 4318)")
+    p.add_argument("--token-file", metavar="PATH",
+                   help="bearer token (the file's first line) every request but /healthz and /readyz must carry "
+                        "as 'Authorization: Bearer TOKEN' (gRPC: 'authorization' metadata); default "
+                        "$RAGMETER_SERVE_TOKEN")
+    p.add_argument("--token", metavar="TOKEN",
+                   help="the bearer token itself (visible to other users in the process list: prefer --token-file "
+                        "or $RAGMETER_SERVE_TOKEN)")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback --host without a token (anyone who reaches it can send traces and "
+                        "read /metrics)")
+    p.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS (and gRPC over TLS) with this certificate chain")
+    p.add_argument("--tls-key", metavar="PEM", help="the certificate's private key (default: in --tls-cert)")
+    p.add_argument("--max-body", type=int, default=32 * 1024 * 1024, metavar="BYTES",
+                   help="largest request body, on the wire and once decompressed (default 33554432 = 32 MiB); "
+                        "larger ones get 413")
+    p.add_argument("--workers", type=int, default=16,
+                   help="requests served at once (threads); 8 times as many more may wait, beyond them 503 "
+                        "(default 16)")
+    p.add_argument("--max-connections", type=int, default=1000,
+                   help="connections open at once, idle ones included; beyond them the longest-idle one is "
+                        "closed, or 503 when none is idle (default 1000, at most half the open-file limit)")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds for a request's line and headers, and the TLS handshake (default 10)")
+    p.add_argument("--body-timeout", type=float, default=30.0, help="seconds for a request's body (default 30)")
+    p.add_argument("--idle-timeout", type=float, default=30.0,
+                   help="seconds a kept-alive connection may wait for its next request (default 30)")
     p.add_argument("--otlp-grpc-port", type=int, metavar="PORT",
                    help="also receive OTLP/gRPC on PORT, e.g. 4317 (default off; needs grpcio). The Collector's "
                         "loadbalancing exporter speaks gRPC only")

@@ -7,14 +7,18 @@ The applications need no ragmeter install::
     ragmeter serve --otlp-port 4318 --forward http://jaeger:4318 -m faithfulness -j offline
 
 * ``POST /v1/traces``: an ``ExportTraceServiceRequest``, protobuf (``application/x-protobuf``) or
-  JSON (``application/json``), optionally gzip-compressed. The spans are decoded by
+  JSON (``application/json``), optionally gzip- or deflate-compressed, with a ``Content-Length`` or
+  chunked. The spans are decoded by
   :func:`ragmeter.tracing.otlp_json.spans_from_request`; a trace whose parent spans have not
   all arrived (an exporter batch split it) is held (:class:`TraceBuffer`, at most the grace
   period), then the spans go, parents first, to a
   :class:`~ragmeter.tracing.RagmeterSpanProcessor` as ended spans: its grouping, grace period,
   TTL eviction of incomplete traces, sampling and bounded :class:`~ragmeter.inline.BackgroundScorer`
   do the rest. Answers 200 (with ``partialSuccess`` when some spans could not be read), 400 for a
-  body that is not a request, 413 over ``max_body`` bytes, and 429 with ``Retry-After`` when the
+  body that is not a request (or a bad ``Content-Length``, or a corrupt compressed body), 413 over
+  ``max_body`` bytes (on the wire or decompressed), 415 for another content type or encoding than
+  protobuf / JSON and gzip / deflate, 408 for a body not received within ``body_timeout``, 401
+  without the token (when one is set), and 429 with ``Retry-After`` when the
   span inbox is full or the scoring backlog (:meth:`EvaluationService.backlog`) has reached
   :attr:`EvaluationService.high_water` (OTLP clients retry), 503 with ``Retry-After`` while
   shutting down.
@@ -27,8 +31,19 @@ The applications need no ragmeter install::
   draining), ``GET /metrics`` (Prometheus text; ``?format=json`` or ``Accept: application/json``
   for JSON): received spans, scored, dropped, queue depth ... (:meth:`EvaluationService.stats`).
 * :meth:`EvaluationService.shutdown` (SIGTERM in the CLI): stop accepting (readiness 503, new
-  requests 503), finish the RAG calls that have ended, wait for their scores and export the
+  requests 503), cut the connections that are idle or still sending (a request cut in its body
+  is answered 503), finish the RAG calls that have ended, wait for their scores and export the
   carriers, within ``shutdown_timeout`` seconds.
+
+Safe to expose (:mod:`ragmeter.tracing.serve_http` has the HTTP details): it listens on
+``127.0.0.1`` unless told otherwise, and refuses another address without a bearer ``token``
+(``insecure=True`` overrides). With a token, ``/v1/traces`` and ``/metrics`` (and the gRPC
+``Export``) answer 401 (``UNAUTHENTICATED``) without ``Authorization: Bearer <token>``;
+``/healthz`` and ``/readyz`` stay open for load balancers and probes that carry no secret (they
+tell nothing but up / ready). ``tls_cert`` / ``tls_key`` serve HTTPS and gRPC over TLS. The body
+limit ``max_body`` holds on the wire and once decompressed (413); threads are bounded by
+``workers`` (503 with ``Retry-After`` beyond them and ``waiting`` more connections), reads by the
+``header_timeout``, ``body_timeout`` and ``idle_timeout`` deadlines.
 
 Several replicas scale out behind the Collector's ``loadbalancing`` exporter with
 ``routing_key: traceID`` (examples/otel-collector-loadbalancing.yaml), so each trace reaches one
@@ -37,13 +52,10 @@ replica.
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import threading
 import time
-import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlsplit
 
@@ -58,6 +70,8 @@ from ragmeter.guard import never_raise
 from ragmeter.tracing.offline import _CountingExporter
 from ragmeter.tracing.otlp_json import spans_from_request
 from ragmeter.tracing.processor import RagmeterSpanProcessor
+from ragmeter.tracing.serve_http import (BodyError, BoundedHTTPServer, HardenedHandler, bearer_digest, bearer_ok,
+                                         content_decoder, is_loopback, read_body, request_framing, tls_context)
 from ragmeter.tracing.settings import resolve_settings
 from ragmeter.tracing.writer import EvaluationWriter, SpanTarget
 
@@ -68,6 +82,8 @@ log = logging.getLogger("ragmeter")
 
 #: Seconds a client is asked to wait (``Retry-After``) when the service is full or draining.
 RETRY_AFTER = 1
+#: The environment variable ``ragmeter serve`` reads its bearer token from (no ``--token``).
+TOKEN_ENV = "RAGMETER_SERVE_TOKEN"
 _PROTOBUF = "application/x-protobuf"
 _JSON = "application/json"
 
@@ -80,7 +96,7 @@ def traces_endpoint(url: str) -> str:
     return url
 
 
-def _message(body: bytes) -> Any:
+def _message(body: bytes | bytearray) -> Any:
     """A protobuf ``ExportTraceServiceRequest`` parsed from ``body`` (ValueError when it is not one)."""
     from google.protobuf.message import DecodeError
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -101,7 +117,7 @@ def spans_from_message(message: Any, errors: list | None = None) -> list:
     return spans_from_request(MessageToDict(message), errors, "request")
 
 
-def decode_request(body: bytes, content_type: str, errors: list | None = None) -> list:
+def decode_request(body: bytes | bytearray, content_type: str, errors: list | None = None) -> list:
     """The spans (SDK ReadableSpans) of one OTLP/HTTP ``ExportTraceServiceRequest`` body,
     protobuf or JSON by ``content_type``. ValueError when the body is not such a request; spans
     that cannot be read are appended to ``errors`` (the others are returned)."""
@@ -111,6 +127,8 @@ def decode_request(body: bytes, content_type: str, errors: list | None = None) -
         request = json.loads(body)
     except ValueError as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(request, dict):
         raise ValueError(f"expected an ExportTraceServiceRequest object, got {type(request).__name__}")
     return spans_from_request(request, errors, "request")
@@ -247,7 +265,13 @@ class CarrierForwarder:
 _METRICS = (  # (stats key, Prometheus type, help)
     ("requests", "counter", "export requests received"),
     ("requests_rejected", "counter", "export requests answered 429 or 503 (full or draining)"),
-    ("requests_invalid", "counter", "export requests answered 400 or 413"),
+    ("requests_invalid", "counter", "requests answered 400, 413, 415 or 431 (bad length, size, encoding, body or head)"),
+    ("requests_unauthorized", "counter", "requests answered 401 (no or a wrong bearer token)"),
+    ("requests_timed_out", "counter", "connections cut at the header, body or TLS handshake deadline"),
+    ("connections_refused", "counter", "connections answered 503: every worker and waiting place taken, or "
+                                        "max connections open and none idle"),
+    ("connections_evicted", "counter", "idle connections closed to make room for a new one (max connections)"),
+    ("connections_open", "gauge", "connections held by the workers or waiting for one"),
     ("spans_received", "counter", "spans received"),
     ("spans_unreadable", "counter", "spans that could not be decoded"),
     ("spans_dropped", "counter", "spans dropped because the inbox was full"),
@@ -289,18 +313,28 @@ class EvaluationService:
     needs grpcio), e.g. for the Collector's loadbalancing exporter, which speaks gRPC only.
     ``forward``: OTLP/HTTP base or traces URL for the carriers
     (None: scores are only counted and kept in :attr:`results`); ``forward_all``: forward the
-    received spans too. ``max_body``: largest request body in bytes. ``sample_rate``,
-    ``max_queue``, ``concurrency``, ``grace_period``, ``ttl``, ``max_buffered_spans``,
-    ``max_traces``, ``shutdown_timeout``: the processor's settings (None: its ``RAGMETER_*``
-    environment variable, else its default). ``sinks``: more result sinks (Phoenix, Langfuse,
-    evaluation log records: :mod:`ragmeter.tracing.sinks`; those with ``remember(spans)`` are told
-    about every received span); ``id_keys``: the processor's. :meth:`start` binds and serves in a
-    thread.
+    received spans too. ``max_body``: largest request body in bytes, on the wire and decompressed.
+    ``token``: the bearer token every request but the health checks must carry (None: none; then
+    a ``host`` that is not a loopback address is refused unless ``insecure``). ``tls_cert`` /
+    ``tls_key``: PEM files to serve HTTPS (and gRPC over TLS). ``workers``: requests served at
+    once (8 times as many more may wait, holding only their headers; beyond them 503); ``max_connections``: connections open at once
+    (idle ones included; beyond them the longest-idle is closed, or 503 when none is idle);
+    ``header_timeout`` / ``body_timeout`` /
+    ``idle_timeout``: seconds for the request line and headers, for the body, and between the
+    requests of a kept-alive connection. ``sample_rate``, ``max_queue``, ``concurrency``,
+    ``grace_period``, ``ttl``, ``max_buffered_spans``, ``max_traces``, ``shutdown_timeout``: the
+    processor's settings (None: its ``RAGMETER_*`` environment variable, else its default).
+    ``sinks``: more result sinks (Phoenix, Langfuse, evaluation log records:
+    :mod:`ragmeter.tracing.sinks`; those with ``remember(spans)`` are told about every received
+    span); ``id_keys``: the processor's. :meth:`start` binds and serves in a thread.
     """
 
     def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, embedder: Any = None,
-                 host: str = "0.0.0.0", port: int = 4318, grpc_port: int | None = None, forward: str | None = None,
-                 forward_all: bool = False, max_body: int = 32 * 1024 * 1024, sample_rate: float | None = None,
+                 host: str = "127.0.0.1", port: int = 4318, grpc_port: int | None = None, forward: str | None = None,
+                 forward_all: bool = False, max_body: int = 32 * 1024 * 1024, token: str | None = None,
+                 insecure: bool = False, tls_cert: str | None = None, tls_key: str | None = None,
+                 workers: int = 16, max_connections: int = 1000, header_timeout: float = 10.0,
+                 body_timeout: float = 30.0, idle_timeout: float = 30.0, sample_rate: float | None = None,
                  max_queue: int | None = None,
                  concurrency: int | None = None, grace_period: float | None = None, ttl: float | None = None,
                  max_buffered_spans: int | None = None, max_traces: int | None = None,
@@ -308,8 +342,22 @@ class EvaluationService:
                  id_keys: Sequence[str] | None = None):
         if forward_all and not forward:
             raise ValueError("forward_all needs a forward endpoint")
+        if token is not None and not token.strip():
+            raise ValueError("the token is empty")
+        if token is None and not insecure and not is_loopback(host):
+            raise ValueError(f"refusing to listen on {host or 'every interface'!r} without a token: anyone who "
+                             f"can reach it could send traces and read /metrics; set a token (--token-file, "
+                             f"${TOKEN_ENV}) or allow it explicitly (--insecure)")
+        if max_body < 1:
+            raise ValueError(f"max_body must be at least 1 byte, got {max_body}")
+        if tls_key is not None and tls_cert is None:
+            raise ValueError("tls_key needs tls_cert")
         self.forward = traces_endpoint(forward) if forward else None
         self.max_body = max_body
+        self._token_digest = bearer_digest(token.strip()) if token is not None else None
+        self.tls_cert, self.tls_key = tls_cert, tls_key
+        tls = tls_context(tls_cert, tls_key) if tls_cert else None
+        self.workers = workers
         traces = resolve_settings(max_traces=max_traces)["max_traces"]
         self.carriers = CarrierForwarder(self.forward, traces) if self.forward else None
         self.processor = RagmeterSpanProcessor(
@@ -333,12 +381,18 @@ class EvaluationService:
         #: Samples waiting for the scorer from which requests get 429: three quarters of ``max_queue``, the
         #: rest takes the samples of the requests already accepted (beyond it they would be dropped).
         self.high_water = max(1, self.processor.scorer.max_queue * 3 // 4)
-        self._counts = {"requests": 0, "requests_rejected": 0, "requests_invalid": 0, "spans_received": 0,
-                        "spans_unreadable": 0, "_active": 0}
+        self._counts = {"requests": 0, "requests_rejected": 0, "requests_invalid": 0, "requests_unauthorized": 0,
+                        "requests_timed_out": 0, "connections_refused": 0, "connections_evicted": 0,
+                        "spans_received": 0,
+                        "spans_unreadable": 0}
         self._lock = threading.Lock()
         self._draining = False
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._server.daemon_threads = True
+        self._server = BoundedHTTPServer((host, port), _handler_for(self), workers=workers, waiting=8 * workers,
+                                         max_connections=max_connections, header_timeout=header_timeout,
+                                         body_timeout=body_timeout, idle_timeout=idle_timeout,
+                                         retry_after=RETRY_AFTER, tls=tls, note=self.count)
+        #: Requests that may wait for a worker (beyond them and the workers: 503).
+        self.waiting = self._server.waiting
         self._grpc, self._grpc_port = None, None
         if grpc_port is not None:
             from ragmeter.tracing.serve_grpc import grpc_server
@@ -361,9 +415,19 @@ class EvaluationService:
 
     @property
     def url(self) -> str:
-        """``http://host:port`` of the service."""
+        """``http://host:port`` (``https://`` with TLS) of the service."""
         host = self._server.server_address[0]
-        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{self.port}"
+        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "[::1]"}.get(host, f"[{host}]" if ":" in host else host)
+        return f"{'https' if self._server.tls else 'http'}://{host}:{self.port}"
+
+    @property
+    def secured(self) -> bool:
+        """Whether requests must carry the bearer token."""
+        return self._token_digest is not None
+
+    def authorized(self, authorization: str | None) -> bool:
+        """Whether an ``Authorization`` value carries the token (always, when no token is set)."""
+        return self._token_digest is None or bearer_ok(authorization, self._token_digest)
 
     @property
     def ready(self) -> bool:
@@ -377,9 +441,7 @@ class EvaluationService:
 
     def start(self) -> EvaluationService:
         """Serve HTTP on a background thread; returns self."""
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="ragmeter-serve",
-                                        daemon=True)  # polls for shutdown every 50 ms
-        self._thread.start()
+        self._thread = self._server.start(0.05)  # the accepting thread polls for shutdown every 50 ms
         if self._grpc is not None:
             self._grpc.start()
         self._expirer.start()
@@ -396,10 +458,10 @@ class EvaluationService:
         self._draining = True
         timeout = self.processor.shutdown_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
-        self._server.shutdown()  # no new connections
+        self._server.stop()  # no new connections; idle ones and bodies still coming are cut
         if self._grpc is not None:
             self._grpc.stop(max(0.0, deadline - time.monotonic())).wait()
-        while self._counts["_active"] and time.monotonic() < deadline:  # requests being read
+        while self._server.busy() and time.monotonic() < deadline:  # requests being answered
             time.sleep(0.01)
         self._stop.set()
         self.buffer.release_all()
@@ -409,6 +471,7 @@ class EvaluationService:
         if self.forwarder is not None:
             self.forwarder.force_flush(int(max(0.0, deadline - time.monotonic()) * 1000))
             self.forwarder.shutdown()
+        self._server.close(min(1.0, max(0.0, deadline - time.monotonic())))
         self._server.server_close()
         return self.processor.stats["dropped"] == before
 
@@ -419,7 +482,8 @@ class EvaluationService:
         (:attr:`RagmeterSpanProcessor.stats`)."""
         p = self.processor.stats
         with self._lock:
-            out = {k: v for k, v in self._counts.items() if not k.startswith("_")}
+            out = dict(self._counts)
+        out["connections_open"] = sum(self._server.states().values())
         out.update({f"processor_{k}": v for k, v in p.items()})
         out.update(
             spans_dropped=p["spans_dropped"], traces=p["traces"], traces_tracked=p["traces_tracked"],
@@ -464,7 +528,7 @@ class EvaluationService:
         ratio = p["samples_submitted"] / received if received else 0.0
         return p["pending"] + (self._inbox_len() + self.buffer.spans) * ratio
 
-    def receive(self, body: bytes, content_type: str) -> tuple[int, int, str]:
+    def receive(self, body: bytes | bytearray, content_type: str) -> tuple[int, int, str]:
         """Accept one request body: ``(spans accepted, spans rejected, first problem)``.
         ValueError when the body is not a request."""
         errors: list = []
@@ -506,97 +570,99 @@ def _handler_for(service: EvaluationService) -> type:
     return Handler
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(HardenedHandler):
     """OTLP/HTTP receiver plus health, readiness and metrics endpoints."""
 
-    protocol_version = "HTTP/1.1"
     service: EvaluationService
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("ragmeter serve: " + format, *args)
-
-    def _send(self, status: int, body: bytes = b"", content_type: str = "text/plain; charset=utf-8",
-              headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        if self.service._draining:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        self.wfile.write(body)
+    def _unauthorized(self) -> tuple[int, bytes, dict[str, str]]:
+        self.service.count("requests_unauthorized")
+        error = ', error="invalid_token"' if self.headers.get("Authorization") else ""
+        return 401, b"unauthorized: send Authorization: Bearer <token>\n", {
+            "WWW-Authenticate": f'Bearer realm="ragmeter serve"{error}'}
 
     def do_GET(self) -> None:
-        """Health, readiness and metrics."""
+        """Health and readiness (open), metrics (token)."""
+        self.begin_work()
         svc = self.service
+        # a GET with a body (never read) ends the connection
+        early = bool(self.headers.get("Transfer-Encoding")) or self.headers.get("Content-Length", "0").strip() != "0"
         path, _, query = self.path.partition("?")
         if path == "/healthz":
-            self._send(200, b"ok\n")
+            self.send(200, b"ok\n", early=early)
         elif path == "/readyz":
-            self._send(200, b"ready\n") if svc.ready else self._send(503, b"draining\n")
+            self.send(200, b"ready\n", early=early) if svc.ready else self.send(503, b"draining\n", early=early)
+        elif not svc.authorized(self.headers.get("Authorization")):
+            status, text, headers = self._unauthorized()
+            self.send(status, text, headers, early=early)
         elif path == "/metrics":
             stats = svc.stats()
             if "format=json" in query or _JSON in (self.headers.get("Accept") or ""):
-                self._send(200, json.dumps(stats, sort_keys=True).encode(), _JSON)
+                self.send(200, json.dumps(stats, sort_keys=True).encode(), content_type=_JSON, early=early)
             else:
-                self._send(200, prometheus_text(stats).encode(), "text/plain; version=0.0.4; charset=utf-8")
+                self.send(200, prometheus_text(stats).encode(), content_type="text/plain; version=0.0.4; charset=utf-8",
+                          early=early)
         else:
-            self._send(404, b"not found\n")
+            self.send(404, b"not found\n", early=early)
 
-    def do_POST(self) -> None:
-        """``/v1/traces``: an OTLP/HTTP export request."""
+    def refusal(self) -> tuple[int, bytes, dict[str, str]] | None:
+        """Why this export request is refused before its body is read (None: it is read): 401,
+        404, 400 / 413 / 501 (its length), 415 (its type or encoding), 429 / 503 (full, draining)."""
         svc = self.service
-        svc.count("_active")
-        try:
-            with never_raise("serve: an export request", on_error=lambda exc: self._fail()):
-                self._export(svc)
-        finally:
-            svc.count("_active", -1)
-
-    def _fail(self) -> None:
-        with never_raise("serve: answer 500"):
-            self._send(500, b"internal error\n")
-
-    def _export(self, svc: EvaluationService) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
+        if self.command != "POST":
+            return None
+        if not svc.authorized(self.headers.get("Authorization")):
+            return self._unauthorized()
         if self.path.partition("?")[0] != "/v1/traces":
-            self._discard(length)
-            self._send(404, b"not found\n")
-            return
-        if length > svc.max_body:
-            svc.count("requests_invalid")
-            self.close_connection = True
-            self._send(413, f"body over {svc.max_body} bytes\n".encode(), headers={"Connection": "close"})
-            return
-        body = self.rfile.read(length) if length else b""
+            return 404, b"not found\n", {}
         svc.count("requests")
+        try:
+            self._length = request_framing(self.headers, svc.max_body)
+            self._decoder = content_decoder(self.headers.get("Content-Encoding"), svc.max_body)
+        except BodyError as exc:
+            svc.count("requests_invalid")
+            return exc.status, f"{exc}\n".encode(), {}
+        self._ctype = (self.headers.get("Content-Type") or _PROTOBUF).split(";")[0].strip().lower()
+        if self._ctype not in (_PROTOBUF, _JSON):
+            svc.count("requests_invalid")
+            return 415, f"unsupported content type {self._ctype[:60]!r}\n".encode(), {}
         reason = svc.full()
         if reason is not None:
             svc.count("requests_rejected")
-            self._send(503 if svc._draining else 429, (reason + "\n").encode(),
-                       headers={"Retry-After": str(RETRY_AFTER)})
-            return
-        ctype = (self.headers.get("Content-Type") or _PROTOBUF).split(";")[0].strip().lower()
-        if ctype not in (_PROTOBUF, _JSON):
-            svc.count("requests_invalid")
-            self._send(415, f"unsupported content type {ctype!r}\n".encode())
-            return
-        try:
-            if (self.headers.get("Content-Encoding") or "").lower() == "gzip":
-                body = gzip.decompress(body)
-            _, rejected, problem = svc.receive(body, ctype)
-        except (ValueError, OSError, EOFError, zlib.error) as exc:
-            svc.count("requests_invalid")
-            self._send(400, f"{exc}\n".encode())
-            return
-        payload, rtype = _response(ctype, rejected, problem)
-        self._send(200, payload, rtype)
+            return 503 if svc._draining else 429, (reason + "\n").encode(), {"Retry-After": str(RETRY_AFTER)}
+        return None
 
-    def _discard(self, length: int) -> None:
-        while length > 0:
-            chunk = self.rfile.read(min(length, 65536))
-            if not chunk:
-                break
-            length -= len(chunk)
+    def do_POST(self) -> None:
+        """``/v1/traces``: an OTLP/HTTP export request."""
+        refusal = None if self.checked else self.refusal()
+        if refusal is not None:
+            self.send(*refusal, early=True)
+            return
+        svc = self.service
+        self.begin_body()
+        try:
+            body = read_body(self.rfile, self._length, self._decoder)
+        except BodyError as exc:
+            if svc._draining:  # cut by the shutdown
+                self.send(503, b"shutting down\n", {"Retry-After": str(RETRY_AFTER)}, early=True)
+            else:
+                svc.count("requests_invalid")
+                self.send(exc.status, f"{exc}\n".encode(), early=True)
+            return
+        except TimeoutError:
+            self.send(408, b"body not received in time\n", early=True)
+            return
+        self.begin_work()
+        with never_raise("serve: an export request", on_error=lambda exc: self._fail()):
+            try:
+                _, rejected, problem = svc.receive(body, self._ctype)
+            except (ValueError, RecursionError) as exc:
+                svc.count("requests_invalid")
+                self.send(400, f"{str(exc)[:500] or 'nested too deeply'}\n".encode())
+                return
+            payload, rtype = _response(self._ctype, rejected, problem)
+            self.send(200, payload, content_type=rtype)
+
+    def _fail(self) -> None:
+        with never_raise("serve: answer 500"):
+            self.send(500, b"internal error\n")

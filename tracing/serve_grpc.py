@@ -1,7 +1,13 @@
 """The OTLP/gRPC receiver of ``ragmeter serve`` (``--otlp-grpc-port``): the same service as the
 OTLP/HTTP one (:class:`~ragmeter.tracing.serve.EvaluationService`), for senders that speak gRPC
 only, such as the OpenTelemetry Collector's loadbalancing exporter. Needs grpcio (``pip install
-opentelemetry-exporter-otlp-proto-grpc``)."""
+opentelemetry-exporter-otlp-proto-grpc``).
+
+Held to the HTTP receiver's rules: the bearer token in the ``authorization`` metadata
+(``UNAUTHENTICATED`` without it), messages up to ``max_body`` bytes once decompressed
+(``RESOURCE_EXHAUSTED`` beyond; gRPC checks the inflated size), TLS with the same certificate,
+``workers`` threads and at most twice as many calls at once (``RESOURCE_EXHAUSTED`` beyond, which
+OTLP clients retry), and idle connections closed after ``idle_timeout``."""
 
 from __future__ import annotations
 
@@ -43,10 +49,37 @@ def grpc_server(service: EvaluationService, host: str, port: int) -> tuple[Any, 
                 resp.partial_success.error_message = problem
             return resp
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="ragmeter-serve-grpc"),
-                         options=[("grpc.max_receive_message_length", service.max_body)])
+    def refuse(request: Any, context: Any) -> None:
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, "send the metadata authorization: Bearer <token>")
+
+    class BearerToken(grpc.ServerInterceptor):
+        """Lets a call through only with the service's token in its ``authorization`` metadata."""
+
+        def intercept_service(self, continuation: Any, details: Any) -> Any:
+            metadata = dict(details.invocation_metadata or ())
+            if service.authorized(metadata.get("authorization")):
+                return continuation(details)
+            service.count("requests_unauthorized")
+            return grpc.unary_unary_rpc_method_handler(refuse)
+
+    idle_ms = int(service._server.idle_timeout * 1000)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=service.workers, thread_name_prefix="ragmeter-serve-grpc"),
+                         interceptors=[BearerToken()] if service.secured else None,
+                         maximum_concurrent_rpcs=2 * service.workers,
+                         options=[("grpc.max_receive_message_length", service.max_body),
+                                  ("grpc.max_connection_idle_ms", idle_ms)])
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(), server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    address = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+    if service.tls_cert:
+        with open(service.tls_cert, "rb") as f:
+            chain = f.read()
+        key = chain
+        if service.tls_key:
+            with open(service.tls_key, "rb") as f:
+                key = f.read()
+        bound = server.add_secure_port(address, grpc.ssl_server_credentials([(key, chain)]))
+    else:
+        bound = server.add_insecure_port(address)
     if not bound:
-        raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}")
+        raise OSError(f"cannot listen for OTLP/gRPC on {address}")
     return server, bound
