@@ -76,12 +76,19 @@ def test_processor_emits_one_record_per_metric_in_the_judged_span_context():
         assert r.instrumentation_scope.name == "ragmeter"
         attrs = {k: v for k, v in lr.attributes.items() if k != "event.name"}
         by_name[attrs["gen_ai.evaluation.name"]] = attrs
+    from ragmeter import __version__
+    from ragmeter.judges.fingerprint import CODE_FINGERPRINT
+
+    # the judge that scored, under the draft evaluator names (code: no judge, so the ragmeter version)
+    code = {"gen_ai.evaluation.evaluator.id": CODE_FINGERPRINT.id, "gen_ai.evaluation.evaluator.name": "code",
+            "gen_ai.evaluation.evaluator.version": __version__}
     assert by_name["context_count"] == {"gen_ai.evaluation.name": "context_count",
                                         "gen_ai.evaluation.score.value": 0.5,
                                         "gen_ai.evaluation.score.label": "pass",
-                                        "gen_ai.evaluation.explanation": "2 contexts"}
+                                        "gen_ai.evaluation.explanation": "2 contexts", **code}
     assert by_name["always_fails"] == {"gen_ai.evaluation.name": "always_fails", "error.type": "JudgeTimeout",
-                                       "gen_ai.evaluation.explanation": "JudgeTimeout: no answer after 3 tries"}
+                                       "gen_ai.evaluation.explanation": "JudgeTimeout: no answer after 3 tries",
+                                       **code}
     # the carrier span's events say the same
     (carrier,) = [s for s in spans.get_finished_spans() if s.name == "ragmeter.evaluation"]
     assert [dict(e.attributes) for e in carrier.events] == [by_name["context_count"], by_name["always_fails"]]
