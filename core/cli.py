@@ -182,7 +182,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     metrics = resolve_metrics(metric_list(args.metrics), dataset)
     result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency, progress=not args.no_progress,
-                      profile=args.profile, executor=executor_from(args))
+                      profile=args.profile, executor=executor_from(args), capture_content=args.capture_content)
     if args.judge is None:
         from ragmeter.judges.spec import default_judge_notice
 
@@ -213,7 +213,7 @@ def _cmd_evaluate_streamed(args: argparse.Namespace) -> int:
     args.dataset = Path(args.file).stem
     result = evaluate(args.file, metric_list(args.metrics), args.judge, concurrency=args.concurrency,
                       progress=not args.no_progress, profile=args.profile, executor=executor_from(args),
-                      out=streams[0], resume=True)
+                      out=streams[0], resume=True, capture_content=args.capture_content)
     if not result.scored and not result.skipped:
         for err in result.invalid:
             print(f"invalid record: {err}", file=sys.stderr)
@@ -329,6 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="the Ray cluster (ray://head:10001, auto); default $RAY_ADDRESS, else a local Ray runtime")
     p.add_argument("--workers", type=int, default=None, help="Ray workers (default: one per CPU of the cluster)")
+    p.add_argument("--no-content", dest="capture_content", action="store_false", default=None,
+                   help="score the content but write none: no question, chunk, answer, reference, claim, quote or "
+                        "explanation in the reports, the results file, the --db store or the log (default: "
+                        "$RAGMETER_CAPTURE_CONTENT=false does the same)")
     p.add_argument("--resume", action="store_true",
                    help="stream: read FILE a line at a time and append each result to the .jsonl --out as it is "
                         "scored (memory bounded by --concurrency, not the dataset); samples already in that file are "

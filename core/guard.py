@@ -4,7 +4,8 @@ Capture hooks (LangChain callbacks, LlamaIndex span handlers, OpenTelemetry proc
 background scorer must never break, slow or flood the host: a failure in ragmeter's own code is
 logged once per place with its traceback, counted, and swallowed. Later failures at the same
 place are counted and logged at debug level only, so 200 failing samples give one warning, not
-200 tracebacks.
+200 tracebacks. What is logged passes through :func:`ragmeter.privacy.for_log` (credentials
+redacted; no content of a sample scored without content capture).
 
 >>> with never_raise("example: parse"):
 ...     int("not a number")
@@ -18,7 +19,10 @@ import contextlib
 import functools
 import logging
 import threading
+import traceback
 from typing import Any, Callable, Iterator, TypeVar
+
+from ragmeter.privacy import for_log
 
 __all__ = ["never_raise", "guarded", "failures"]
 
@@ -33,11 +37,11 @@ def _record(where: str, exc: BaseException, on_error: Callable[[BaseException], 
     with _lock:
         n = _counts.get(where, 0) + 1
         _counts[where] = n
-    if n == 1:
+    if n == 1:  # the traceback as text, through ragmeter.privacy.for_log: no secrets, no content when off
         log.warning("ragmeter: %s failed (the application is not affected; later failures here are "
-                    "counted, not logged): %s: %s", where, type(exc).__name__, exc, exc_info=exc)
+                    "counted, not logged): %s", where, for_log("".join(traceback.format_exception(exc)).rstrip()))
     else:
-        log.debug("ragmeter: %s failed again (%d times): %s: %s", where, n, type(exc).__name__, exc)
+        log.debug("ragmeter: %s failed again (%d times): %s", where, n, for_log(f"{type(exc).__name__}: {exc}"))
     if on_error is not None:
         try:
             on_error(exc)

@@ -21,6 +21,7 @@ from ragmeter.judges.spec import resolve_judge
 from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, Metric, get_metric
 from ragmeter.metrics.requests import Limits
 from ragmeter.metrics.scoring import score_sample
+from ragmeter.privacy import capture_content_setting
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.profiles import Profile, get_profile
 from ragmeter.verdicts import RESPONSE_TIME, RESPONSE_TIME_LEVELS, add_response_time
@@ -63,11 +64,12 @@ def default_concurrency(judge: Judge | None) -> int:
 
 
 def sample_scorer(metrics: Sequence[Metric], judge: Judge | None, embedder: Embedder | None = None,
-                  limits: Limits | None = None) -> Any:
+                  limits: Limits | None = None, capture_content: bool = True) -> Any:
     """``fn(sample) -> SampleResult`` for an :class:`Executor`: :func:`score_sample` with the run's
-    metrics, judge, embedder and limits (a picklable ``functools.partial``, for executors that
-    score in other processes)."""
-    return functools.partial(score_sample, metrics=metrics, judge=judge, embedder=embedder, limits=limits)
+    metrics, judge, embedder, limits and content setting (a picklable ``functools.partial``, for
+    executors that score in other processes)."""
+    return functools.partial(score_sample, metrics=metrics, judge=judge, embedder=embedder, limits=limits,
+                             capture_content=capture_content)
 
 
 def _as_dataset(samples: Any) -> Dataset:
@@ -87,7 +89,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
                     executor: Executor | None = None, limits: Limits | None = None,
                     response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
                     profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
-                    resume: bool = False) -> EvaluationResult:
+                    resume: bool = False, capture_content: bool | None = None) -> EvaluationResult:
     """Score ``samples`` (Samples, dicts, a Dataset, a DataFrame or a file path) with ``metrics``.
 
     ``judge`` is a Judge, a spec such as ``"openai:gpt-4o-mini"`` / ``"offline"``, or None for
@@ -115,13 +117,19 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     skips the samples already in ``out`` (a re-run of an interrupted job). It returns a
     :class:`~ragmeter.streaming.StreamedResult` that reads ``out`` back (see
     :func:`ragmeter.streaming.stream_evaluate`).
+
+    ``capture_content=False`` (default: ``RAGMETER_CAPTURE_CONTENT``, else True): samples are
+    scored on their content, but the results carry none, so no report, results file, store or
+    log written from them holds a question, chunk, answer, reference, claim, quote or
+    explanation (see :mod:`ragmeter.privacy`).
     """
+    capture_content = capture_content_setting(capture_content)
     if out is not None or resume:
         from ragmeter.streaming import stream_evaluate  # it imports this module
 
         return await stream_evaluate(samples, metrics, judge, out=out, resume=resume, embedder=embedder,
                                      concurrency=concurrency, progress=progress, executor=executor, limits=limits,
-                                     response_time=response_time, profile=profile)
+                                     response_time=response_time, profile=profile, capture_content=capture_content)
     dataset = _as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
     profile_obj = get_profile(profile) if profile is not None else None
@@ -143,7 +151,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
 
     start = time.perf_counter()
     try:
-        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits), list(dataset), done)
+        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, capture_content), list(dataset), done)
     finally:
         if bar is not None:
             bar.close()
@@ -170,7 +178,7 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
              executor: Executor | None = None, limits: Limits | None = None,
              response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
              profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
-             resume: bool = False) -> EvaluationResult:
+             resume: bool = False, capture_content: bool | None = None) -> EvaluationResult:
     """Synchronous :func:`aevaluate`; also works inside a running event loop (Jupyter).
 
     >>> import ragmeter as rm
@@ -181,4 +189,4 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
     """
     return run_sync(aevaluate(samples, metrics, judge, embedder=embedder, concurrency=concurrency,
                               progress=progress, executor=executor, limits=limits, response_time=response_time,
-                              profile=profile, out=out, resume=resume))
+                              profile=profile, out=out, resume=resume, capture_content=capture_content))

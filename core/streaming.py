@@ -217,7 +217,7 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
                           concurrency: int | None = None, progress: bool = True, executor: Executor | None = None,
                           limits: Limits | None = None,
                           response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
-                          profile: Any = None) -> StreamedResult:
+                          profile: Any = None, capture_content: bool = True) -> StreamedResult:
     """Score ``samples`` streaming the results into ``out`` (a ``.jsonl`` results file); see the
     module docstring. Arguments as :func:`ragmeter.aevaluate`; with ``metrics=None`` the
     retrieval metrics are added when the first sample carries ``relevant_ids``. A sample without
@@ -270,7 +270,7 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
 
     start = time.perf_counter()
     try:
-        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits), todo(), done)
+        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, capture_content), todo(), done)
     finally:
         if bar is not None:
             bar.close()

@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Mapping
 
-from ragmeter.capture import content_captured
+from ragmeter.privacy import content_captured, for_output
 from ragmeter.guard import never_raise
 from ragmeter.redact import redact
 from ragmeter.tracing.writer import SpanTarget, annotator_kind, identifier_for
@@ -180,6 +180,7 @@ class PhoenixAnnotationSink:
             spans = self.client.spans
         if spans is None:
             return
+        result = for_output(result)  # no secrets; no content when captured without
         annotations = span_annotations(result, target)
         if annotations:
             with never_raise("phoenix: send span annotations", on_error=self._failed):

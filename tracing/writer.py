@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
-from ragmeter.capture import content_captured
+from ragmeter.privacy import content_captured, for_output
 from ragmeter.guard import never_raise
 from ragmeter.redact import redact
 from ragmeter.suppression import suppressed_context
@@ -357,6 +357,7 @@ class EvaluationWriter:
             self._count("no_sdk_provider")
             return None
         parent = parent or target
+        result = for_output(result)  # no secrets; no content when captured without
         flags = TraceFlags(TraceFlags.SAMPLED)
         parent_ctx = SpanContext(parent.trace_id, parent.span_id, is_remote=False, trace_flags=flags)
         target_ctx = SpanContext(target.trace_id, target.span_id, is_remote=False, trace_flags=flags)

@@ -37,6 +37,7 @@ from ragmeter.judges.ratelimit import RateLimiter
 from ragmeter.judges.retry import Dispatcher, RetryPolicy, within
 from ragmeter.judges.tasks import TaskSpec, get_task
 from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, parse_json_answer
+from ragmeter.privacy import for_log
 from ragmeter.redact import redact
 
 __all__ = ["LLMJudge"]
@@ -177,7 +178,7 @@ class LLMJudge(Judge):
             except InvalidOutput as err:
                 last_error = str(err)
                 log.info("%s: invalid %s answer (attempt %d/%d): %s", self.name, task, attempts, self.max_attempts,
-                         redact(last_error, self.transport.secrets))
+                         for_log(redact(last_error, self.transport.secrets)))
                 if attempts >= self.max_attempts:
                     break
                 turns += [reply.assistant_turn(), Turn("user", retry_instruction(last_error))]

@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
 from ragmeter.judges.base import JudgeError, Usage
 from ragmeter.judges.ratelimit import AdaptiveLimit, ConcurrencyLimit, RateLimiter
+from ragmeter.privacy import for_log
 from ragmeter.redact import redact
 
 __all__ = ["TransientError", "classify_error", "is_overload", "RetryPolicy", "Dispatcher", "within"]
@@ -195,7 +196,7 @@ class Dispatcher:
                     raise JudgeError(f"{what} failed{tries}: {why}", task=task, attempts=getattr(usage, counter),
                                      usage=usage) from None
                 delay = self.retry.delay(n, retry_after)
-                log.info("%s: %s; retry %d/%d in %.2fs", what, why, n + 1, self.retry.max_retries, delay)
+                log.info("%s: %s; retry %d/%d in %.2fs", what, for_log(why), n + 1, self.retry.max_retries, delay)
                 n += 1
                 await self._sleep(delay)
                 continue

@@ -18,6 +18,7 @@ from ragmeter.judges.base import Embedder, Judge, Usage
 from ragmeter.judges.ensemble import EnsembleJudge
 from ragmeter.metrics.base import Metric
 from ragmeter.metrics.requests import Limits, RequestSettings, ScoringContext
+from ragmeter.privacy import content_scope, without_content
 from ragmeter.result import SampleResult
 
 __all__ = ["Scorer", "JudgeScorer", "EnsembleScorer", "scorer_for", "score_sample"]
@@ -75,9 +76,17 @@ def scorer_for(judge: Judge | None, embedder: Embedder | None = None, limits: Li
 
 
 async def score_sample(sample: Sample, metrics: Sequence[Metric], judge: Judge | None = None,
-                       embedder: Embedder | None = None, *, limits: Limits | None = None) -> SampleResult:
+                       embedder: Embedder | None = None, *, limits: Limits | None = None,
+                       capture_content: bool = True) -> SampleResult:
     """All ``metrics`` on one ``sample``; judge tasks are shared between metrics. Never raises.
-    ``limits``: the run's :class:`~ragmeter.metrics.requests.Limits` (None: the defaults)."""
+    ``limits``: the run's :class:`~ragmeter.metrics.requests.Limits` (None: the defaults).
+    ``capture_content=False``: scored on the content, but the result carries none
+    (:func:`ragmeter.privacy.without_content`) and log lines written meanwhile quote none."""
     start = time.perf_counter()
-    scores, usage = await scorer_for(judge, embedder, limits).score(sample, metrics)
-    return SampleResult(sample=sample, scores=scores, usage=usage, duration_s=time.perf_counter() - start)
+    if capture_content:
+        scores, usage = await scorer_for(judge, embedder, limits).score(sample, metrics)
+    else:
+        with content_scope(sample):
+            scores, usage = await scorer_for(judge, embedder, limits).score(sample, metrics)
+    result = SampleResult(sample=sample, scores=scores, usage=usage, duration_s=time.perf_counter() - start)
+    return result if capture_content else without_content(result)
