@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import math
 import os
 import sys
 import textwrap
@@ -59,19 +60,37 @@ def metric_list(values: Sequence[str] | None) -> list[str] | None:
     return out
 
 
-def parse_fail_under(values: Sequence[str] | None) -> dict[str, float]:
-    """``["0.7"]`` -> {"*": 0.7}; ``["faithfulness=0.85"]`` -> {"faithfulness": 0.85}."""
+def metric_values(values: Sequence[str] | None, flag: str) -> dict[str, float]:
+    """``[METRIC=]X`` options, repeated and / or comma-separated, as {metric: X} (``"*"`` for a
+    bare X, every metric): ``["0.1", "faithfulness=0.03,answer_relevancy=0.08"]`` -> {"*": 0.1,
+    "faithfulness": 0.03, "answer_relevancy": 0.08}. A value that is not a finite number, or a
+    metric given twice, is a ValueError naming ``flag``."""
     out: dict[str, float] = {}
-    for v in values or []:
-        name, sep, num = v.rpartition("=")
-        key = name.strip() if sep else "*"
+    for item in (x.strip() for v in values or [] for x in v.split(",")):
+        if not item:
+            continue
+        name, sep, num = item.partition("=")
+        key, num = (name.strip(), num) if sep else ("*", name)
         try:
             value = float(num)
         except ValueError:
-            raise ValueError(f"--fail-under {v!r}: expected a number or METRIC=NUMBER") from None
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"--fail-under {v!r}: threshold must be between 0 and 1")
+            value = math.nan
+        if not key or not math.isfinite(value):
+            raise ValueError(f"{flag} {item!r}: expected a number or METRIC=NUMBER (repeat the option or "
+                             "separate with commas)")
+        if key in out:
+            raise ValueError(f"{flag} {item!r}: {'every metric' if key == '*' else key} is given twice")
         out[key] = value
+    return out
+
+
+def parse_fail_under(values: Sequence[str] | None) -> dict[str, float]:
+    """``["0.7"]`` -> {"*": 0.7}; ``["faithfulness=0.85"]`` -> {"faithfulness": 0.85} (see
+    :func:`metric_values`: repeatable, comma lists)."""
+    out = metric_values(values, "--fail-under")
+    for key, value in out.items():
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"--fail-under {key}={value:g}: threshold must be between 0 and 1")
     return out
 
 
@@ -230,14 +249,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def parse_tolerance(values: Sequence[str] | None) -> float | dict[str, float]:
-    """``None`` -> 0.05; ``["0.02"]`` -> 0.02; ``["faithfulness=0.03", "0.1"]`` -> {"faithfulness": 0.03, "*": 0.1}."""
-    out: dict[str, float] = {}
-    for v in values or []:
-        name, sep, num = v.rpartition("=")
-        try:
-            out[name.strip() if sep else "*"] = float(num)
-        except ValueError:
-            raise ValueError(f"--tolerance {v!r}: expected a number or METRIC=NUMBER") from None
+    """``None`` -> 0.05; ``["0.02"]`` -> 0.02; ``["faithfulness=0.03", "0.1"]`` (or
+    ``["faithfulness=0.03,0.1"]``) -> {"faithfulness": 0.03, "*": 0.1}. Metric names are checked
+    against the runs by :func:`ragmeter.comparison.compare` (a typo is an error, not ignored)."""
+    out = metric_values(values, "--tolerance")
+    for key, value in out.items():
+        if value < 0:
+            raise ValueError(f"--tolerance {key}={value:g}: a tolerance is 0 or more")
     if not out:
         return 0.05
     return out["*"] if list(out) == ["*"] else {"*": 0.05, **out}
@@ -362,13 +380,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Per metric: both means, the difference with a bootstrap 95% CI, p-values (paired t and "
                                    "Wilcoxon, or Welch and Mann-Whitney when samples do not match), effect size and a verdict; "
                                    "per sample: values that fell by more than the tolerance, became n/a or an error. Exit 1 "
-                                   "when a metric regressed (mean fell by more than its tolerance, CI excluding zero), a floor "
+                                   "when a metric regressed (mean fell by more than its tolerance, CI excluding zero; or the "
+                                   "share of samples with no value, n/a or error, rose by more than its tolerance), a floor "
                                    "is broken, or (opt-in) any sample regressed.")
     p.add_argument("baseline", metavar="BASELINE", help="results .jsonl / .json, or a run id or tag in the history store (--db)")
     p.add_argument("current", metavar="CURRENT", help="the run to check, same forms as BASELINE")
     p.add_argument("--tolerance", action="append", metavar="[METRIC=]X",
-                   help="largest fall of a mean (and of a sample's value) that is not a regression; all metrics, or "
-                        "METRIC=X for one (repeatable; default 0.05)")
+                   help="largest fall of a mean (and of a sample's value), and largest rise of the share of samples "
+                        "with no value (n/a or error), that is not a regression; all metrics, or METRIC=X for one "
+                        "(repeatable or comma-separated; an unknown metric is an error; default 0.05)")
     p.add_argument("--fail-under", action="append", metavar="[METRIC=]X", help="exit 1 when the current mean of a metric is below X")
     p.add_argument("--fail-on-sample-regression", action="store_true", help="exit 1 when any sample regressed")
     p.add_argument("--db", metavar="PATH|URL", help="history store for run ids and tags (default $RAGMETER_DB, else ragmeter.db)")
