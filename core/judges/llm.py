@@ -67,8 +67,11 @@ class LLMJudge(Judge):
     * ``embedder``: the :class:`Embedder` metrics use for vectors (None: no embeddings).
     * ``cache``: None (default location), a path, a :class:`JudgeCache`, or False (no cache).
     * ``max_attempts``: answers asked for per task before giving up on invalid ones (default 3).
-    * ``max_retries``, ``backoff_base``, ``backoff_max``, ``max_retry_after``: retries of
-      transient failures per request (:class:`RetryPolicy`).
+    * ``max_retries``, ``backoff_base``, ``backoff_max``, ``max_retry_after``, ``max_wait``:
+      retries of transient failures per request (:class:`RetryPolicy`): when the provider says
+      wait (429, Retry-After, rate-limit reset headers) every request of the judge pauses, and a
+      request is retried until it has waited ``max_wait`` seconds (60) in all; other transient
+      failures ``max_retries`` times (4).
     * ``max_concurrency``: the most requests in flight at once (default 64; None: no cap). With
       ``adaptive_concurrency`` (default True) the judge starts at ``initial_concurrency`` (16),
       grows while the provider answers and halves on 429 / overloaded replies (AIMD,
@@ -92,7 +95,7 @@ class LLMJudge(Judge):
     def __init__(self, transport: Transport, *, embedder: Embedder | None = None,
                  cache: JudgeCache | str | os.PathLike | bool | None = None,
                  max_attempts: int = 3, max_retries: int = 4, backoff_base: float = 0.5,
-                 backoff_max: float = 30.0, max_retry_after: float = 60.0,
+                 backoff_max: float = 30.0, max_retry_after: float = 60.0, max_wait: float = 60.0,
                  max_concurrency: int | None = 64, adaptive_concurrency: bool = True, initial_concurrency: int = 16,
                  rpm: float | None = None, tpm: float | None = None,
                  rate_limiter: RateLimiter | None = None, max_tokens: int | None | Any = _DEFAULT,
@@ -116,9 +119,9 @@ class LLMJudge(Judge):
         limiter = rate_limiter if rate_limiter is not None else RateLimiter(rpm, tpm, clock=clock, sleep=sleep)
         self.dispatcher = Dispatcher(
             retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max,
-                              max_retry_after=max_retry_after),
+                              max_retry_after=max_retry_after, max_wait=max_wait),
             max_concurrency=max_concurrency, limiter=limiter, sleep=sleep, secrets=transport.secrets,
-            adaptive=adaptive_concurrency, initial_concurrency=initial_concurrency)
+            adaptive=adaptive_concurrency, initial_concurrency=initial_concurrency, clock=clock)
 
     def check(self) -> None:
         """Raise ValueError naming what is missing when the transport cannot send (no request is made)."""
