@@ -7,7 +7,8 @@ Exit status: 0 when the run completed (bad records are reported, not fatal; some
 errored are counted in the summary), 1 when a ``--fail-under`` threshold is not met (or the
 ``compare`` gate fails) or when every score of a run errored (unless ``--allow-errors``), 2 for
 unusable input: a missing or unreadable file, no valid record, an unknown metric or judge, a
-malformed results file; 2 as well when a report could not be written (the others still are).
+malformed results file; 2 as well when a report could not be written (the others still are);
+130 after Ctrl-C (one line says what was kept and how to resume; no traceback).
 A closed stdout (``ragmeter evaluate ... | head -1``) is a normal end: reports are written before
 anything is printed, and the exit status is the one the run would have had.
 """
@@ -30,6 +31,8 @@ from ragmeter.metrics import metrics_help
 from ragmeter.profiles import PROFILES
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT = 0, 1, 2
+#: Exit status after Ctrl-C (128 + SIGINT, as a shell reports a command stopped by it).
+EXIT_INTERRUPTED = 130
 
 _DESCRIPTION = """\
 Score retrieval-augmented generation.
@@ -92,6 +95,17 @@ def parse_fail_under(values: Sequence[str] | None) -> dict[str, float]:
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"--fail-under {key}={value:g}: threshold must be between 0 and 1")
     return out
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (``--concurrency 0`` is an error, not the default)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 or str(value) != text.strip().lstrip("+"):
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 _REPORT_TYPES = (".md", ".markdown", ".html", ".htm", ".json", ".jsonl", ".csv")
@@ -307,7 +321,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-errors", action="store_true",
                    help="exit 0 even when every score errored (e.g. an unreachable judge); without it that is "
                         "exit 1. When only some scores errored the run passes and the summary counts them")
-    p.add_argument("--concurrency", type=int, default=None,
+    p.add_argument("--concurrency", type=positive_int, default=None,
                    help="samples scored at once (default: the judge's cap on requests in flight, 64 for an LLM judge; else 8)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--db", metavar="PATH|URL",
@@ -346,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "pip install 'ragmeter[ray]'); with ray, --concurrency is per worker")
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="the Ray cluster (ray://head:10001, auto); default $RAY_ADDRESS, else a local Ray runtime")
-    p.add_argument("--workers", type=int, default=None, help="Ray workers (default: one per CPU of the cluster)")
+    p.add_argument("--workers", type=positive_int, default=None, help="Ray workers (default: one per CPU of the cluster)")
     p.add_argument("--no-content", dest="capture_content", action="store_false", default=None,
                    help="score the content but write none: no question, chunk, answer, reference, claim, quote or "
                         "explanation in the reports, the results file, the --db store or the log (default: "
@@ -421,9 +435,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             msg = err.args[0] if isinstance(err, KeyError) and err.args else err
             print(f"ragmeter: error: {msg}", file=sys.stderr)
             return EXIT_INPUT
+        except KeyboardInterrupt:  # Ctrl-C: stop, say what was kept and how to go on; no traceback
+            print(f"ragmeter: interrupted; {interrupted_hint(args)}", file=sys.stderr)
+            return EXIT_INTERRUPTED
     finally:
         out.flush()  # here, not at interpreter exit, where a closed pipe prints "Exception ignored"
         sys.stdout = real
+
+
+def interrupted_hint(args: argparse.Namespace) -> str:
+    """What an interrupted command kept and how to go on: a streamed ``evaluate --resume`` run
+    names its results file and how many results it holds (the same command scores only the rest);
+    another ``evaluate`` says how to make a run resumable."""
+    if getattr(args, "command", None) != "evaluate":
+        return "nothing more was written"
+    streams = [p for p in getattr(args, "out", None) or [] if Path(p).suffix.lower() == ".jsonl"]
+    if getattr(args, "resume", False) and len(streams) == 1:
+        try:
+            with open(streams[0], encoding="utf-8", errors="replace") as fh:
+                done = max(0, sum(1 for line in fh if line.strip()) - 1)  # the first line is the header
+        except OSError:
+            done = 0
+        return (f"{done} results so far in {streams[0]}; run the same command again to score only the rest "
+                "(--resume skips the samples already there)")
+    return ("no report was written; to keep each result as it is scored, run with --resume --out results.jsonl: "
+            "after an interruption the same command then scores only the rest")
 
 
 def _closed_pipe(exc: BaseException) -> bool:

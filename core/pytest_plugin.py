@@ -11,7 +11,7 @@
   loads (a path relative to the test file, else to the rootdir) and the judge
   :func:`ragmeter.testing.assert_rag` uses by default in that test (else ``--ragmeter-judge``);
 - fixture ``ragmeter_dataset``: the marker's dataset as a :class:`ragmeter.Dataset` (records that
-  could not be loaded fail the test, naming line and field);
+  could not be loaded fail the test, naming line and field, and so does a file with no sample);
 - a summary table at the end of the run: per metric, the assertions, their mean, the lowest
   value and how many fell below their floor;
 - with ``--ragmeter-db PATH|URL`` (or ``$RAGMETER_DB``) every scored sample goes to the history
@@ -137,7 +137,8 @@ class _Collector:
 @pytest.fixture
 def ragmeter_dataset(request: pytest.FixtureRequest) -> Any:
     """The dataset named by the test's ``@pytest.mark.ragmeter(dataset=...)``, loaded with
-    :func:`ragmeter.load_samples`; records that could not be loaded fail the test."""
+    :func:`ragmeter.load_samples`; records that could not be loaded, or no sample at all, fail the
+    test, naming the file."""
     from ragmeter.data import load_samples
 
     marker = request.node.get_closest_marker("ragmeter")
@@ -151,4 +152,6 @@ def ragmeter_dataset(request: pytest.FixtureRequest) -> Any:
     dataset = load_samples(path)
     if dataset.errors:
         pytest.fail(f"{path}: {len(dataset.errors)} records could not be loaded: " + "; ".join(map(str, dataset.errors[:5])))
+    if not dataset:  # a test over 0 samples asserts nothing: not a pass
+        pytest.fail(f"{path}: the dataset has no samples (an empty file asserts nothing)", pytrace=False)
     return dataset

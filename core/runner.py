@@ -124,6 +124,8 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     explanation (see :mod:`ragmeter.privacy`).
     """
     capture_content = capture_content_setting(capture_content)
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
+        raise ValueError(f"concurrency must be a whole number of at least 1 (None: the default), got {concurrency!r}")
     if out is not None or resume:
         from ragmeter.streaming import stream_evaluate  # it imports this module
 
