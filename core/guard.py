@@ -16,6 +16,7 @@ redacted; no content of a sample scored without content capture).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 import threading
@@ -37,9 +38,9 @@ def _record(where: str, exc: BaseException, on_error: Callable[[BaseException], 
     with _lock:
         n = _counts.get(where, 0) + 1
         _counts[where] = n
-    if n == 1:  # the traceback as text, through ragmeter.privacy.for_log: no secrets, no content when off
-        log.warning("ragmeter: %s failed (the application is not affected; later failures here are "
-                    "counted, not logged): %s", where, for_log("".join(traceback.format_exception(exc)).rstrip()))
+    if n == 1:
+        _warn_with_traceback("ragmeter: %s failed (the application is not affected; later failures here are "
+                             "counted, not logged): %s: %s", (where, type(exc).__name__, for_log(exc)), exc)
     else:
         log.debug("ragmeter: %s failed again (%d times): %s", where, n, for_log(f"{type(exc).__name__}: {exc}"))
     if on_error is not None:
@@ -47,6 +48,25 @@ def _record(where: str, exc: BaseException, on_error: Callable[[BaseException], 
             on_error(exc)
         except Exception:  # the error handler itself must not raise either
             log.debug("ragmeter: error handler of %s failed", where, exc_info=True)
+
+
+def _warn_with_traceback(msg: str, args: tuple, exc: BaseException) -> None:
+    """A warning with ``exc``'s traceback, as ``log.warning(..., exc_info=exc)`` would write it, but
+    its text through :func:`ragmeter.privacy.for_log` (no secrets; no content of a sample scored
+    without content capture): the record's ``exc_text`` (what handlers print) is the redacted
+    traceback, and ``exc_info`` holds a copy of the exception whose message is redacted too."""
+    if not log.isEnabledFor(logging.WARNING):
+        return
+    try:
+        clean = copy.copy(exc)
+        clean.args = (for_log(exc),)
+        clean.__traceback__ = exc.__traceback__
+        exc_info: Any = (type(exc), clean, exc.__traceback__)
+    except Exception:  # an exception that cannot be copied: the text alone
+        exc_info = None
+    record = log.makeRecord(log.name, logging.WARNING, __file__, 0, msg, args, exc_info)
+    record.exc_text = for_log("".join(traceback.format_exception(exc)).rstrip())
+    log.handle(record)
 
 
 @contextlib.contextmanager

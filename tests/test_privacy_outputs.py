@@ -413,3 +413,16 @@ def test_redaction_finds_each_shape_and_leaves_ordinary_text(text, want):
     assert (redact_value(tree) is tree) is (want == text)
     assert redact_value(tree)["details"][0]["quote"] == want
     assert redact_value({"nested": {"Password": 1234, "tokens": 5}}) == {"nested": {"Password": "[REDACTED]", "tokens": 5}}
+
+
+def test_a_guarded_failure_logs_its_traceback_without_the_secret(logs):
+    """A failure swallowed by ragmeter.guard is logged once with its traceback: the text redacted,
+    and the exception on the record a redacted copy (the type and frames kept)."""
+    from ragmeter.guard import never_raise
+
+    with never_raise(f"privacy test {secrets.token_hex(4)}"):
+        raise KeyError("upstream said Authorization: Bearer tok-5e4d3c2b1a9f8e7d")
+    [record] = [r for r in logs.records if "privacy test" in r.getMessage()]
+    assert record.exc_info[0] is KeyError and "tok-5e4d3c2b1a9f8e7d" not in str(record.exc_info[1])
+    assert "Traceback" in log_text(logs) and hits(log_text(logs), SECRET_VALUES) == []
+    assert "[REDACTED]" in log_text(logs)
