@@ -18,8 +18,9 @@ imports no framework and no OpenTelemetry: what a *target* is, and how a result 
 is the integration's business.
 
 Privacy: ``capture_content=False`` (or ``RAGMETER_CAPTURE_CONTENT=false``) keeps what leaves the
-recorder free of content (:func:`without_content`); run metadata and error texts are the
-integrations' to redact (:mod:`ragmeter.redact`) before they record.
+recorder free of content (:func:`without_content`, :mod:`ragmeter.privacy`); run metadata and
+error texts are the integrations' to redact (:mod:`ragmeter.redact`) before they record, and every
+writer redacts again.
 """
 
 from __future__ import annotations
@@ -99,8 +100,9 @@ class CaptureRecorder:
 
     ``capture_content=False`` (default: ``RAGMETER_CAPTURE_CONTENT``, else True) keeps no content:
     samples are scored as captured, in memory, but what is kept (:attr:`samples`,
-    :meth:`export_jsonl`) and what results carry (``result.sample``, so also the trace writes) is
-    :func:`without_content`.
+    :meth:`export_jsonl`) and what results carry (``result.sample`` and every score's explanation
+    and details, so also the trace and store writes and ``on_result``) is :func:`without_content`
+    (see :mod:`ragmeter.privacy`).
 
     Off the request path: an integration's hook hands the raw event data to :meth:`defer`, which
     returns at once; building the Sample and :meth:`record` run on the recorder's capture thread,

@@ -74,9 +74,10 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def capture_content_setting(value: bool | None = None) -> bool:
-    """Whether captures keep content (questions, chunk texts, answers, references): ``value`` when
-    given, else ``RAGMETER_CAPTURE_CONTENT`` (true / false, 1 / 0, yes / no, on / off), else True.
-    An unreadable environment value is logged as a warning and True is used."""
+    """Whether captures and :func:`ragmeter.evaluate` keep content (questions, chunk texts, answers,
+    references, and the scores' claims, quotes and explanations): ``value`` when given, else
+    ``RAGMETER_CAPTURE_CONTENT`` (true / false, 1 / 0, yes / no, on / off), else True. An
+    unreadable environment value is logged as a warning and True is used."""
     if value is not None:
         if not isinstance(value, bool):
             raise ValueError(f"capture_content must be True, False or None, got {value!r}")
