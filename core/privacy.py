@@ -44,7 +44,7 @@ import os
 import re
 from typing import Any, Iterable, Iterator, Mapping
 
-from ragmeter.data import Context, Sample, Score
+from ragmeter.data import Sample, Score
 from ragmeter.redact import redact, redact_value
 
 __all__ = ["without_content", "content_captured", "for_output", "for_log", "content_scope", "placeholder",
@@ -162,17 +162,15 @@ def _sample_without_content(sample: Sample) -> Sample:
         meta["retrievers"] = [dict(r, query=placeholder(r["query"])) if isinstance(r, dict) and
                               isinstance(r.get("query"), str) else r for r in meta["retrievers"]]
     meta["content_captured"] = False
-    contexts = [Context(text=placeholder(c.text), id=c.id, score=c.score, metadata=dict(c.metadata))
-                for c in sample.contexts]
-    return Sample(placeholder(sample.question), contexts,
-                  answer=None if sample.answer is None else placeholder(sample.answer),
-                  reference=None if sample.reference is None else placeholder(sample.reference),
-                  relevant_ids=sample.relevant_ids, id=sample.id, metadata=meta,
-                  conversation_id=sample.conversation_id, turn=sample.turn,
-                  history=[dict(m, content=placeholder(m["content"])) if isinstance(m.get("content"), str) else m
-                           for m in sample.history],
-                  standalone_question=None if sample.standalone_question is None
-                  else placeholder(sample.standalone_question))
+    contexts = [dataclasses.replace(c, text=placeholder(c.text), metadata=dict(c.metadata)) for c in sample.contexts]
+    # dataclasses.replace: fields this function does not name are kept as they are
+    return dataclasses.replace(
+        sample, question=placeholder(sample.question), contexts=contexts,
+        answer=None if sample.answer is None else placeholder(sample.answer),
+        reference=None if sample.reference is None else placeholder(sample.reference), metadata=meta,
+        history=[dict(m, content=placeholder(m["content"])) if isinstance(m.get("content"), str) else m
+                 for m in sample.history],
+        standalone_question=None if sample.standalone_question is None else placeholder(sample.standalone_question))
 
 
 def _content_needles(sample: Sample) -> tuple[str, ...]:
@@ -217,9 +215,8 @@ def _details_without_content(value: Any, key: str | None = None, depth: int = 0)
 
 
 def _score_without_content(score: Score, needles: Iterable[str]) -> Score:
-    return Score(score.metric, score.value, explanation=placeholder(score.explanation) if score.explanation else "",
-                 details=_details_without_content(score.details), error=_scrub(score.error, needles),
-                 judge=score.judge, label=score.label)
+    return dataclasses.replace(score, explanation=placeholder(score.explanation) if score.explanation else "",
+                               details=_details_without_content(score.details), error=_scrub(score.error, needles))
 
 
 # --------------------------------------------------------------------------- secrets
@@ -237,10 +234,10 @@ def _redacted_sample(sample: Sample) -> Sample:
     if same:
         return sample
     question, answer, reference, standalone = texts
-    return Sample(question, [Context(text=t, id=c.id, score=c.score, metadata=m) for (t, m), c in zip(contexts, sample.contexts)],
-                  answer=answer, reference=reference, relevant_ids=sample.relevant_ids, id=sample.id, metadata=metadata,
-                  conversation_id=sample.conversation_id, turn=sample.turn, history=history,
-                  standalone_question=standalone)
+    return dataclasses.replace(
+        sample, question=question, answer=answer, reference=reference, metadata=metadata, history=history,
+        standalone_question=standalone,
+        contexts=[dataclasses.replace(c, text=t, metadata=m) for (t, m), c in zip(contexts, sample.contexts)])
 
 
 def _redacted_score(score: Score) -> Score:
@@ -249,5 +246,4 @@ def _redacted_score(score: Score) -> Score:
     details = redact_value(score.details)
     if details is score.details:
         return score
-    return Score(score.metric, score.value, explanation=score.explanation, details=details, error=score.error,
-                 judge=score.judge, label=score.label)
+    return dataclasses.replace(score, details=details)
