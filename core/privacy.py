@@ -211,6 +211,8 @@ def _details_without_content(value: Any, key: str | None = None, depth: int = 0)
         return out
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_details_without_content(v, key, depth + 1) for v in value]
+    if callable(getattr(value, "tolist", None)):  # NumPy arrays and scalars: numbers, as JSON writes them
+        return _details_without_content(value.tolist(), key, depth + 1)
     return placeholder(str(value))
 
 

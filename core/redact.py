@@ -113,7 +113,7 @@ def _walk(value: Any, extra: tuple[str, ...], depth: int) -> Any:
             if isinstance(v, _LEAVES) and (v is None or not isinstance(k, str) or not _secret_key(k)):
                 out[k] = v
                 continue
-            if isinstance(k, str) and v != "" and v != MASK and _secret_key(k):
+            if isinstance(k, str) and _secret_key(k) and not (isinstance(v, str) and v in ("", MASK)):
                 new = MASK
             else:
                 new = redact(v, extra) if type(v) is str else _walk(v, extra, depth + 1)
