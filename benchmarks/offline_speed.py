@@ -61,7 +61,11 @@ The largest record (``--max-record``): every field at its default
 the answer either at its 100,000 characters (~1,400 distinct claims: past ``max_claims``, so the
 five claim metrics refuse it and the other seven score it) or at ~190 distinct claims (every
 metric scores it). All 12 metrics, caches cleared, question and chunks at a quarter, half and all
-of their limits (results of this version, 2 CPUs shared with other jobs)::
+of their limits (results of this version, 2 CPUs shared with other jobs); first, the time to
+refuse a record whose answer is 10 MB, 100 times its limit (the tests check that refusal by size
+and count: no judge task sees a text past the limit, the big record costs no task)::
+
+    a 10 MB answer (over the limit) refused in 0.12 s   (2026-11-28, load ~11 on 2 CPUs)
 
     | path      | answer       | chunks x0.25 | chunks x0.5 | chunks x1 |
     |-----------|--------------|-------------:|------------:|----------:|
@@ -259,10 +263,25 @@ def max_record(context_scale: float = 1.0, most_claims: bool = False, seed: int 
     return Sample(question=question, contexts=chunks, answer=answer, reference=reference, id="max")
 
 
+def _over_limit(judge) -> float:
+    """Seconds to refuse a record with a 10 MB answer (100x ``max_answer_chars``): every text
+    metric's score a LimitError, the retrieval metrics scored (tests check this by size and count)."""
+    import ragmeter as rm
+
+    record = max_record(0.25)
+    record.answer, record.id = (record.answer + " ") * (10_000_000 // (len(record.answer) + 1) + 1), "big"
+    t0 = time.perf_counter()
+    result = rm.evaluate([record], judge=judge, progress=False)
+    elapsed = time.perf_counter() - t0
+    assert {s.error.split(":")[0] for s in result[0].scores.values() if s.error} == {"LimitError"}
+    return elapsed
+
+
 def _max_record_table(paths: list[str]) -> None:
     import ragmeter as rm
     from ragmeter.judges.offline import OfflineJudge
 
+    print(f"a 10 MB answer (over the limit) refused in {_over_limit(OfflineJudge(embeddings=False)):.2f} s")
     scales = (0.25, 0.5, 1.0)
     print("| path      | answer       | " + " | ".join(f"chunks x{s:<4g}" for s in scales) + " |")
     print("|-----------|--------------|" + "|".join("-------------:" for _ in scales) + "|")

@@ -18,8 +18,9 @@ imports no framework and no OpenTelemetry: what a *target* is, and how a result 
 is the integration's business.
 
 Privacy: ``capture_content=False`` (or ``RAGMETER_CAPTURE_CONTENT=false``) keeps what leaves the
-recorder free of content (:func:`without_content`); run metadata and error texts are the
-integrations' to redact (:mod:`ragmeter.redact`) before they record.
+recorder free of content (:func:`without_content`, :mod:`ragmeter.privacy`); run metadata and
+error texts are the integrations' to redact (:mod:`ragmeter.redact`) before they record, and every
+writer redacts again.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ import time
 from typing import Any, Callable, Iterable
 
 from ragmeter.conversations import no_retrieval_turn
-from ragmeter.data import Context, Sample, save_samples
+from ragmeter.data import Sample, save_samples
 from ragmeter.guard import never_raise
 from ragmeter.inline import BackgroundScorer, register_exit_hook, store_writer, weak_hook
+from ragmeter.privacy import (CAPTURE_CONTENT_ENV, CONTENT_METADATA_KEYS, capture_content_setting, content_captured,
+                              without_content)
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.runner import evaluate, resolve_metrics
 
@@ -60,70 +63,8 @@ REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY = "reference", "relevant_ids", "sampl
 TraceWriter = Callable[[SampleResult, Any], "bool | None"]
 
 
-#: The environment variable that sets ``capture_content`` when it is not given (``true`` / ``false``).
-CAPTURE_CONTENT_ENV = "RAGMETER_CAPTURE_CONTENT"
-#: Sample metadata keys that hold content (replaced like the fields by :func:`without_content`);
-#: ``retrievers[i]["query"]`` too.
-CONTENT_METADATA_KEYS = ("partial_answer",)
 #: Captured runs waiting to be turned into samples before new ones are dropped (``capture_dropped``).
 MAX_DEFERRED = 10_000
-
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
-def capture_content_setting(value: bool | None = None) -> bool:
-    """Whether captures keep content (questions, chunk texts, answers, references): ``value`` when
-    given, else ``RAGMETER_CAPTURE_CONTENT`` (true / false, 1 / 0, yes / no, on / off), else True.
-    An unreadable environment value is logged as a warning and True is used."""
-    if value is not None:
-        if not isinstance(value, bool):
-            raise ValueError(f"capture_content must be True, False or None, got {value!r}")
-        return value
-    raw = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower()
-    if not raw or raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    log.warning("ragmeter: %s=%r is not true or false; content is captured", CAPTURE_CONTENT_ENV, raw)
-    return True
-
-
-def _placeholder(text: str) -> str:
-    return f"[not captured: {len(text)} chars]"
-
-
-def without_content(sample: Sample) -> Sample:
-    """A copy of ``sample`` that carries no content: the question, the answer, the reference and
-    every chunk text become ``"[not captured: N chars]"`` (N: the original length), as do
-    ``metadata["partial_answer"]`` and each ``metadata["retrievers"][i]["query"]``; ids, scores,
-    ``relevant_ids``, the rest of the metadata (latency, tokens, models, trace ids, redacted run
-    metadata and errors) are kept, and ``metadata["content_captured"]`` is False. The id is kept
-    as it is (captures always set one), so results still match their runs."""
-    meta = dict(sample.metadata)
-    for key in CONTENT_METADATA_KEYS:
-        if isinstance(meta.get(key), str):
-            meta[key] = _placeholder(meta[key])
-    if isinstance(meta.get("retrievers"), list):
-        meta["retrievers"] = [dict(r, query=_placeholder(r["query"])) if isinstance(r, dict) and
-                              isinstance(r.get("query"), str) else r for r in meta["retrievers"]]
-    meta["content_captured"] = False
-    contexts = [Context(text=_placeholder(c.text), id=c.id, score=c.score, metadata=dict(c.metadata))
-                for c in sample.contexts]
-    return Sample(_placeholder(sample.question), contexts,
-                  answer=None if sample.answer is None else _placeholder(sample.answer),
-                  reference=None if sample.reference is None else _placeholder(sample.reference),
-                  relevant_ids=sample.relevant_ids, id=sample.id, metadata=meta,
-                  conversation_id=sample.conversation_id, turn=sample.turn,
-                  history=[dict(m, content=_placeholder(m["content"])) for m in sample.history],
-                  standalone_question=None if sample.standalone_question is None
-                  else _placeholder(sample.standalone_question))
-
-
-def content_captured(sample: Any) -> bool:
-    """False for a sample made by :func:`without_content` (sinks then write no content)."""
-    meta = getattr(sample, "metadata", None)
-    return not (isinstance(meta, dict) and meta.get("content_captured") is False)
-
 
 def scorable(sample: Sample) -> bool:
     """Whether a captured sample is scored: status ``"ok"`` and at least one context, or a chat
@@ -159,8 +100,9 @@ class CaptureRecorder:
 
     ``capture_content=False`` (default: ``RAGMETER_CAPTURE_CONTENT``, else True) keeps no content:
     samples are scored as captured, in memory, but what is kept (:attr:`samples`,
-    :meth:`export_jsonl`) and what results carry (``result.sample``, so also the trace writes) is
-    :func:`without_content`.
+    :meth:`export_jsonl`) and what results carry (``result.sample`` and every score's explanation
+    and details, so also the trace and store writes and ``on_result``) is :func:`without_content`
+    (see :mod:`ragmeter.privacy`).
 
     Off the request path: an integration's hook hands the raw event data to :meth:`defer`, which
     returns at once; building the Sample and :meth:`record` run on the recorder's capture thread,
@@ -341,14 +283,13 @@ class CaptureRecorder:
                                               maxlen=self._records.maxlen)
         scored = [(full or kept, kept, t) for _, kept, t, full in batch if scorable(full or kept)]
         kwargs.setdefault("progress", False)
+        kwargs.setdefault("capture_content", self.capture_content)
         if self.embedder is not None:
             kwargs.setdefault("embedder", self.embedder)
         if not scored:
             return EvaluationResult([], self._metric_names([]), judge=self._judge_name())
         result = evaluate([s for s, _, _ in scored], self.metrics, self.judge, **kwargs)
-        kept_and_target = {id(s): (kept, t) for s, kept, t in scored}
-        for r in result:
-            kept, target = kept_and_target.get(id(r.sample), (r.sample, None))
+        for r, (_, kept, target) in zip(result, scored):  # results come in the order of the samples
             r.sample = kept
             self._evaluated.append(r)
             if target is not None:

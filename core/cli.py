@@ -8,9 +8,10 @@ errored are counted in the summary), 1 when a ``--fail-under`` threshold is not 
 ``compare`` gate fails) or when every score of a run errored (unless ``--allow-errors``), 2 for
 unusable input: a missing or unreadable file, no valid record, an unknown metric or judge, a
 malformed results file; 2 as well when a report or the history store could not be written (the
-others still are, and the summary is printed). A closed stdout (``ragmeter evaluate ... | head -1``)
-is a normal end: reports are written before anything is printed, and the exit status is the one
-the run would have had.
+others still are, and the summary is printed); 130 after Ctrl-C (one line says what was kept and
+how to resume; no traceback). A closed stdout (``ragmeter evaluate ... | head -1``) is a normal
+end: reports are written before anything is printed, and the exit status is the one the run would
+have had.
 
 Errors are one line, ``ragmeter: error: ...`` (a store's names the store, password redacted, and
 the cause); ``RAGMETER_DEBUG=1`` prints the traceback after it.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import math
 import os
 import sys
 import textwrap
@@ -36,6 +38,8 @@ from ragmeter.profiles import PROFILES
 EXIT_OK, EXIT_THRESHOLD, EXIT_INPUT = 0, 1, 2
 #: Set to 1 for the traceback after an error's one line.
 DEBUG_VAR = "RAGMETER_DEBUG"
+#: Exit status after Ctrl-C (128 + SIGINT, as a shell reports a command stopped by it).
+EXIT_INTERRUPTED = 130
 
 _DESCRIPTION = """\
 Score retrieval-augmented generation.
@@ -66,20 +70,49 @@ def metric_list(values: Sequence[str] | None) -> list[str] | None:
     return out
 
 
-def parse_fail_under(values: Sequence[str] | None) -> dict[str, float]:
-    """``["0.7"]`` -> {"*": 0.7}; ``["faithfulness=0.85"]`` -> {"faithfulness": 0.85}."""
+def metric_values(values: Sequence[str] | None, flag: str) -> dict[str, float]:
+    """``[METRIC=]X`` options, repeated and / or comma-separated, as {metric: X} (``"*"`` for a
+    bare X, every metric): ``["0.1", "faithfulness=0.03,answer_relevancy=0.08"]`` -> {"*": 0.1,
+    "faithfulness": 0.03, "answer_relevancy": 0.08}. A value that is not a finite number, or a
+    metric given twice, is a ValueError naming ``flag``."""
     out: dict[str, float] = {}
-    for v in values or []:
-        name, sep, num = v.rpartition("=")
-        key = name.strip() if sep else "*"
+    for item in (x.strip() for v in values or [] for x in v.split(",")):
+        if not item:
+            continue
+        name, sep, num = item.partition("=")
+        key, num = (name.strip(), num) if sep else ("*", name)
         try:
             value = float(num)
         except ValueError:
-            raise ValueError(f"--fail-under {v!r}: expected a number or METRIC=NUMBER") from None
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"--fail-under {v!r}: threshold must be between 0 and 1")
+            value = math.nan
+        if not key or not math.isfinite(value):
+            raise ValueError(f"{flag} {item!r}: expected a number or METRIC=NUMBER (repeat the option or "
+                             "separate with commas)")
+        if key in out:
+            raise ValueError(f"{flag} {item!r}: {'every metric' if key == '*' else key} is given twice")
         out[key] = value
     return out
+
+
+def parse_fail_under(values: Sequence[str] | None) -> dict[str, float]:
+    """``["0.7"]`` -> {"*": 0.7}; ``["faithfulness=0.85"]`` -> {"faithfulness": 0.85} (see
+    :func:`metric_values`: repeatable, comma lists)."""
+    out = metric_values(values, "--fail-under")
+    for key, value in out.items():
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"--fail-under {key}={value:g}: threshold must be between 0 and 1")
+    return out
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (``--concurrency 0`` is an error, not the default)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 or str(value) != text.strip().lstrip("+"):
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 _REPORT_TYPES = (".md", ".markdown", ".html", ".htm", ".json", ".jsonl", ".csv")
@@ -305,7 +338,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency,
                           progress=not args.no_progress and len(dataset) > 0, profile=args.profile,
                           executor=executor_from(args), recorder=recorder, repeats=args.repeats,
-                          repeat_band=args.repeat_band)
+                          repeat_band=args.repeat_band, capture_content=args.capture_content)
     except BaseException:
         if recorder is not None:
             recorder.close()  # what was scored stays recorded (the run marked incomplete)
@@ -362,7 +395,7 @@ def _cmd_evaluate_streamed(args: argparse.Namespace, stream: str) -> int:
         result = evaluate(args.file, metric_list(args.metrics), args.judge, concurrency=args.concurrency,
                           progress=not args.no_progress, profile=args.profile, executor=executor_from(args),
                           out=stream, resume=args.resume, recorder=recorder, repeats=args.repeats,
-                          repeat_band=args.repeat_band)
+                          repeat_band=args.repeat_band, capture_content=args.capture_content)
     except BaseException:
         if recorder is not None:
             recorder.close()  # what was scored stays recorded (the run marked incomplete)
@@ -389,14 +422,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def parse_tolerance(values: Sequence[str] | None) -> float | dict[str, float]:
-    """``None`` -> 0.05; ``["0.02"]`` -> 0.02; ``["faithfulness=0.03", "0.1"]`` -> {"faithfulness": 0.03, "*": 0.1}."""
-    out: dict[str, float] = {}
-    for v in values or []:
-        name, sep, num = v.rpartition("=")
-        try:
-            out[name.strip() if sep else "*"] = float(num)
-        except ValueError:
-            raise ValueError(f"--tolerance {v!r}: expected a number or METRIC=NUMBER") from None
+    """``None`` -> 0.05; ``["0.02"]`` -> 0.02; ``["faithfulness=0.03", "0.1"]`` (or
+    ``["faithfulness=0.03,0.1"]``) -> {"faithfulness": 0.03, "*": 0.1}. Metric names are checked
+    against the runs by :func:`ragmeter.comparison.compare` (a typo is an error, not ignored)."""
+    out = metric_values(values, "--tolerance")
+    for key, value in out.items():
+        if value < 0:
+            raise ValueError(f"--tolerance {key}={value:g}: a tolerance is 0 or more")
     if not out:
         return 0.05
     return out["*"] if list(out) == ["*"] else {"*": 0.05, **out}
@@ -455,7 +487,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-errors", action="store_true",
                    help="exit 0 even when every score errored (e.g. an unreachable judge); without it that is "
                         "exit 1. When only some scores errored the run passes and the summary counts them")
-    p.add_argument("--concurrency", type=int, default=None,
+    p.add_argument("--concurrency", type=positive_int, default=None,
                    help="samples scored at once (default: the judge's cap on requests in flight, 64 for an LLM judge; else 8)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--db", metavar="PATH|URL",
@@ -496,7 +528,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "pip install 'ragmeter[ray]'); with ray, --concurrency is per worker")
     p.add_argument("--ray-address", metavar="ADDRESS", default=None,
                    help="the Ray cluster (ray://head:10001, auto); default $RAY_ADDRESS, else a local Ray runtime")
-    p.add_argument("--workers", type=int, default=None, help="Ray workers (default: one per CPU of the cluster)")
+    p.add_argument("--workers", type=positive_int, default=None, help="Ray workers (default: one per CPU of the cluster)")
+    p.add_argument("--no-content", dest="capture_content", action="store_false", default=None,
+                   help="score the content but write none: no question, chunk, answer, reference, claim, quote or "
+                        "explanation in the reports, the results file, the --db store or the log (default: "
+                        "$RAGMETER_CAPTURE_CONTENT=false does the same)")
     p.add_argument("--repeats", type=int, default=1, metavar="K",
                    help="ask an LLM judge K times per score: the value is their mean, each Score keeps every value "
                         "and the spread, and unstable scores (verdicts that differ, or a spread over 0.3) are flagged; "
@@ -540,13 +576,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Per metric: both means, the difference with a bootstrap 95% CI, p-values (paired t and "
                                    "Wilcoxon, or Welch and Mann-Whitney when samples do not match), effect size and a verdict; "
                                    "per sample: values that fell by more than the tolerance, became n/a or an error. Exit 1 "
-                                   "when a metric regressed (mean fell by more than its tolerance, CI excluding zero), a floor "
+                                   "when a metric regressed (mean fell by more than its tolerance, CI excluding zero; or the "
+                                   "share of samples with no value, n/a or error, rose by more than its tolerance), a floor "
                                    "is broken, or (opt-in) any sample regressed.")
     p.add_argument("baseline", metavar="BASELINE", help="results .jsonl / .json, or a run id or tag in the history store (--db)")
     p.add_argument("current", metavar="CURRENT", help="the run to check, same forms as BASELINE")
     p.add_argument("--tolerance", action="append", metavar="[METRIC=]X",
-                   help="largest fall of a mean (and of a sample's value) that is not a regression; all metrics, or "
-                        "METRIC=X for one (repeatable; default 0.05)")
+                   help="largest fall of a mean (and of a sample's value), and largest rise of the share of samples "
+                        "with no value (n/a or error), that is not a regression; all metrics, or METRIC=X for one "
+                        "(repeatable or comma-separated; an unknown metric is an error; default 0.05)")
     p.add_argument("--fail-under", action="append", metavar="[METRIC=]X", help="exit 1 when the current mean of a metric is below X")
     p.add_argument("--fail-on-sample-regression", action="store_true", help="exit 1 when any sample regressed")
     p.add_argument("--allow-judge-change", action="store_true",
@@ -587,9 +625,34 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             error_line(err.args[0] if isinstance(err, KeyError) and err.args else err, err)
             return EXIT_INPUT
+        except KeyboardInterrupt:  # Ctrl-C: stop, say what was kept and how to go on; no traceback
+            print(f"ragmeter: interrupted; {interrupted_hint(args)}", file=sys.stderr)
+            return EXIT_INTERRUPTED
     finally:
         out.flush()  # here, not at interpreter exit, where a closed pipe prints "Exception ignored"
         sys.stdout = real
+
+
+def interrupted_hint(args: argparse.Namespace) -> str:
+    """What an interrupted command kept and how to go on: a streamed ``evaluate --resume`` run
+    names its results file and how many results it holds (the same command scores only the rest);
+    another ``evaluate`` says how to make a run resumable."""
+    if getattr(args, "command", None) != "evaluate":
+        return "nothing more was written"
+    streams = [p for p in getattr(args, "out", None) or [] if Path(p).suffix.lower() == ".jsonl"]
+    if db_of(args):  # recorded as it went (and streamed into a .jsonl --out)
+        return ("what was scored is recorded in the history store (the run marked incomplete); run the same "
+                "command with --resume to score only the rest")
+    if getattr(args, "resume", False) and len(streams) == 1:
+        try:
+            with open(streams[0], encoding="utf-8", errors="replace") as fh:
+                done = max(0, sum(1 for line in fh if line.strip()) - 1)  # the first line is the header
+        except OSError:
+            done = 0
+        return (f"{done} results so far in {streams[0]}; run the same command again to score only the rest "
+                "(--resume skips the samples already there)")
+    return ("no report was written; to keep each result as it is scored, run with --resume --out results.jsonl: "
+            "after an interruption the same command then scores only the rest")
 
 
 def _closed_pipe(exc: BaseException) -> bool:

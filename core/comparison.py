@@ -23,9 +23,15 @@ variance with power 0.8 at alpha 0.05 (two-sided): n = 2 (z_0.975 + z_0.8)^2 s^2
 the pooled variance; paired runs give the number of pairs n = (z_0.975 + z_0.8)^2 s_d^2 / delta^2.
 
 **Verdict** per metric, with tolerance t: ``"regressed"`` when the mean fell by more than t
-(d < -t) AND the interval excludes zero (its upper end < 0); ``"improved"`` when d > t and the
-lower end > 0; otherwise ``"no detectable change"`` (a small change, or one the data cannot tell
-from noise). Fewer than two values on a side give no interval, hence no detectable change.
+(d < -t) AND the interval excludes zero (its upper end < 0), or when the share of samples with no
+value (n/a or error) rose by more than t (paired: over the shared samples that have the metric in
+both runs; unpaired: each run over its own samples): answers that went blank or "I don't know."
+become n/a and leave the pairs, so the mean alone would not see them; ``"improved"`` when d > t and
+the lower end > 0; otherwise ``"no detectable change"`` (a small change, or one the data cannot
+tell from noise). Fewer than two values on a side give no interval, hence no change of the mean.
+
+``tolerance`` (and ``min_detectable``) is one number or metric -> number, ``"*"`` for the rest;
+a metric name that is in neither run is an error that suggests the nearest name.
 
 **Judges** (:func:`ragmeter.trust.judge_changes`): each metric's judge fingerprints in the two
 runs are compared; a metric judged differently (another model, prompt, setting or rule) fails the
@@ -57,8 +63,8 @@ import numpy as np
 from ragmeter.report import _md_cell, text_table
 from ragmeter.result import EvaluationResult, SampleResult
 
-__all__ = ["compare", "compare_variants", "load_run", "required_sample_size", "Comparison", "MetricComparison",
-           "SampleChange", "REGRESSED", "IMPROVED", "NO_CHANGE"]
+__all__ = ["compare", "compare_variants", "load_run", "required_sample_size", "check_metric_names", "Comparison",
+           "MetricComparison", "SampleChange", "REGRESSED", "IMPROVED", "NO_CHANGE"]
 
 REGRESSED, IMPROVED, NO_CHANGE = "regressed", "improved", "no detectable change"
 _ALPHA, _POWER = 0.05, 0.8
@@ -90,6 +96,32 @@ class MetricComparison:
     required_n: int | None
     verdict: str
     p_note: str | None = None
+    #: samples without a value (``na`` + ``errors``) out of ``counted``, baseline and current
+    #: (paired: the shared samples that have the metric in both runs)
+    na: tuple[int, int] = (0, 0)
+    errors: tuple[int, int] = (0, 0)
+    counted: tuple[int, int] = (0, 0)
+
+    @property
+    def missing_rates(self) -> tuple[float, float] | None:
+        """The share of counted samples without a value (n/a or error) in each run; None when
+        a run counted none."""
+        if not all(self.counted):
+            return None
+        return ((self.na[0] + self.errors[0]) / self.counted[0], (self.na[1] + self.errors[1]) / self.counted[1])
+
+    @property
+    def missing_regressed(self) -> bool:
+        """Whether the share of samples without a value rose by more than the tolerance."""
+        rates = self.missing_rates
+        return rates is not None and rates[1] - rates[0] > self.tolerance + 1e-12
+
+    def missing_change(self) -> str:
+        """``"0 -> 2 of 3"``: samples without a value, baseline -> current (``"-"`` with none counted)."""
+        if not any(self.counted):
+            return "-"
+        a, b = self.na[0] + self.errors[0], self.na[1] + self.errors[1]
+        return f"{a} -> {b} of {self.counted[1]}" if self.paired else f"{a}/{self.counted[0]} -> {b}/{self.counted[1]}"
 
 
 @dataclass
@@ -143,16 +175,27 @@ class Comparison:
         and with ``fail_on_sample_regression`` any per-sample regression."""
         out = []
         for m, c in self.metrics.items():
-            if c.verdict == REGRESSED and not (m in self.judge_changes and self._in_human_units(m)):
-                worst = [r.describe() for r in self.regressions if r.metric == m][:3]
+            if c.verdict != REGRESSED or (m in self.judge_changes and self._in_human_units(m)):
+                continue  # a metric judged differently is gated in human units alone
+            worst = [r.describe() for r in self.regressions if r.metric == m][:3]
+            if c.diff is not None and c.ci is not None and c.diff < -c.tolerance and c.ci[1] < 0:
                 out.append(f"{m}: mean fell by {-c.diff:.4f} ({c.mean_a:.4f} -> {c.mean_b:.4f}, 95% CI "
                            f"{c.ci[0]:+.4f} to {c.ci[1]:+.4f}, tolerance {c.tolerance})"
                            + (f"; worst samples: {', '.join(worst)}" if worst else ""))
+            if c.missing_regressed:
+                rates = c.missing_rates or (0.0, 0.0)
+                gone = [r.describe() for r in self.regressions if r.metric == m and r.kind in ("became n/a", "became error")]
+                out.append(f"{m}: samples without a value rose {c.missing_change()} (n/a {c.na[0]} -> {c.na[1]}, errors "
+                           f"{c.errors[0]} -> {c.errors[1]}; share {rates[0]:.1%} -> {rates[1]:.1%}, tolerance "
+                           f"{c.tolerance})" + (f"; e.g. {', '.join(gone[:3])}" if gone else ""))
         for m, floor in (fail_under or {}).items():
             names = list(self.current_means) if m == "*" else [m]
             for name in names:
                 if name not in self.current_means:
-                    out.append(f"{name}: no such metric in the current run")
+                    import difflib
+
+                    near = difflib.get_close_matches(name, list(self.current_means), n=1, cutoff=0.6)
+                    out.append(f"{name}: no such metric in the current run" + (f" (did you mean {near[0]!r}?)" if near else ""))
                     continue
                 mean = self.current_means[name]
                 if mean is None or mean < floor:
@@ -219,7 +262,9 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         """Everything as one JSON-serialisable dict."""
         return {"paired": self.paired, "names": list(self.names), "shared": self.shared, "passed": self.passed,
-                "metrics": {m: {**asdict(c), "ci": list(c.ci) if c.ci else None} for m, c in self.metrics.items()},
+                "metrics": {m: {**asdict(c), "ci": list(c.ci) if c.ci else None, "na": list(c.na),
+                                "errors": list(c.errors), "counted": list(c.counted),
+                                "missing_regressed": c.missing_regressed} for m, c in self.metrics.items()},
                 "regressions": [asdict(r) for r in self.regressions],
                 "improvements": [asdict(r) for r in self.improvements],
                 "only_a": self.only_a, "only_b": self.only_b, "current_means": self.current_means,
@@ -229,14 +274,14 @@ class Comparison:
     def _rows(self) -> tuple[list[str], list[list[str]]]:
         tests = ("t", "wilcoxon") if self.paired else ("welch", "mann_whitney")
         header = ["metric", "n", self.names[0], self.names[1], "diff", "95% CI", *(f"p {t}" for t in tests),
-                  "dz" if self.paired else "g", "n needed", "verdict"]
+                  "dz" if self.paired else "g", "n needed", "n/a+errors", "verdict"]
         rows = []
         for m, c in self.metrics.items():
             n = str(c.n_a) if c.paired else f"{c.n_a}/{c.n_b}"
             ci = f"[{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]" if c.ci else "-"
             rows.append([m, n, _num(c.mean_a), _num(c.mean_b), _num(c.diff, True), ci,
                          *(_p(c.p_values.get(t)) for t in tests), _num(c.effect_size, True),
-                         "-" if c.required_n is None else str(c.required_n), c.verdict])
+                         "-" if c.required_n is None else str(c.required_n), c.missing_change(), c.verdict])
         return header, rows
 
     def _p_notes(self) -> list[str]:
@@ -531,6 +576,9 @@ def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_
         paired = unique and bool(shared) and len(shared) >= 0.5 * min(len(cells_a), len(cells_b))
     elif paired and not unique:
         raise ValueError("paired comparison needs unique sample ids in each run")
+    for what, given in (("tolerance", tolerance), ("min_detectable", min_detectable)):
+        if isinstance(given, Mapping):
+            check_metric_names(given, [*metrics_a, *(m for m in metrics_b if m not in metrics_a)], what)
     metrics = [m for m in metrics_a if m in metrics_b]
     out: dict[str, MetricComparison] = {}
     regressions: list[SampleChange] = []
@@ -545,7 +593,17 @@ def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_
             vb = np.array([y for _, y in pairs], dtype=float)
         else:
             va, vb = _values(rows_a, m), _values(rows_b, m)
-        out[m] = _stats(m, va, vb, paired, tol, delta, n_boot, seed)
+        c = out[m] = _stats(m, va, vb, paired, tol, delta, n_boot, seed)
+        if paired:
+            both = [(cells_a[s][m], cells_b[s][m]) for s in shared if m in cells_a[s] and m in cells_b[s]]
+            side_a, side_b = [x for x, _ in both], [y for _, y in both]
+        else:
+            side_a, side_b = [c_[m] for _, c_ in rows_a if m in c_], [c_[m] for _, c_ in rows_b if m in c_]
+        c.na = (sum(x[1] == "n/a" for x in side_a), sum(x[1] == "n/a" for x in side_b))
+        c.errors = (sum(x[1] == "error" for x in side_a), sum(x[1] == "error" for x in side_b))
+        c.counted = (len(side_a), len(side_b))
+        if c.missing_regressed:
+            c.verdict = REGRESSED
         for sid in shared:
             if m in cells_a[sid] and m in cells_b[sid]:
                 change = _sample_changes(m, sid, cells_a[sid][m], cells_b[sid][m], tol)
@@ -594,6 +652,19 @@ def _attribute_to_anchors(cmp: Comparison, a: EvaluationResult, b: EvaluationRes
                 f"{m}: the mean changed by {c.diff:+.4f}; the judge's shift on the anchor set {att['anchor_set']} is "
                 f"{att['shift']:+.4f} [{att['ci'][0]:+.4f}, {att['ci'][1]:+.4f}] over {att['n']} anchors{share}; "
                 f"what the judge's shift does not account for: {att['left']:+.4f}")
+
+
+def check_metric_names(given: Mapping[str, Any], known: Sequence[str], what: str) -> None:
+    """Raise ValueError for a key of ``given`` (besides ``"*"``) that is not in ``known``, naming
+    the nearest known name: ``--tolerance faithfulnes=0.3`` is a typo, not a rule for nothing."""
+    import difflib
+
+    for name in given:
+        if name != "*" and name not in known:
+            near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ValueError(f"{what} for {name!r}: no such metric in these runs{hint} "
+                             f"(metrics: {', '.join(known) or 'none'})")
 
 
 def compare_variants(result: Any, tag_key: str = "variant", a: str | None = None, b: str | None = None,

@@ -21,6 +21,7 @@ in-flight work (:mod:`ragmeter.streaming` relies on it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import os
@@ -241,11 +242,25 @@ class RayExecutor:
         worker = ray.remote(_Worker).options(max_restarts=self.max_restarts, max_task_retries=self.max_restarts,
                                              **self.worker_options)
         self.actors = [worker.remote(payload) for _ in range(n)]
+        in_flight: set = set()
+
+        def runner(actor: Any) -> Callable[[Any], Awaitable[Any]]:
+            async def run(item: Any) -> Any:
+                ref = actor.run.remote(item)
+                in_flight.add(ref)
+                result = await ref  # (cancelled: left in in_flight, for the finally below)
+                in_flight.discard(ref)
+                return result
+            return run
+
         try:
             await asyncio.gather(*(a.ready.remote() for a in self.actors))
-            await _feed(iter(enumerate(items)), [a.run.remote for a in self.actors for _ in range(self.concurrency)],
+            await _feed(iter(enumerate(items)), [runner(a) for a in self.actors for _ in range(self.concurrency)],
                         on_done)
         finally:
+            for ref in list(in_flight):  # stopped (Ctrl-C, an error): cancel what is out, so that it is not retried
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref)
             for actor in [*self.actors, *(a for _, a in limiters.values())]:
                 ray.kill(actor)
             self.actors = []

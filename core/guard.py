@@ -4,7 +4,8 @@ Capture hooks (LangChain callbacks, LlamaIndex span handlers, OpenTelemetry proc
 background scorer must never break, slow or flood the host: a failure in ragmeter's own code is
 logged once per place with its traceback, counted, and swallowed. Later failures at the same
 place are counted and logged at debug level only, so 200 failing samples give one warning, not
-200 tracebacks.
+200 tracebacks. What is logged passes through :func:`ragmeter.privacy.for_log` (credentials
+redacted; no content of a sample scored without content capture).
 
 >>> with never_raise("example: parse"):
 ...     int("not a number")
@@ -15,10 +16,14 @@ place are counted and logged at debug level only, so 200 failing samples give on
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 import threading
+import traceback
 from typing import Any, Callable, Iterator, TypeVar
+
+from ragmeter.privacy import for_log
 
 __all__ = ["never_raise", "guarded", "failures"]
 
@@ -34,15 +39,34 @@ def _record(where: str, exc: BaseException, on_error: Callable[[BaseException], 
         n = _counts.get(where, 0) + 1
         _counts[where] = n
     if n == 1:
-        log.warning("ragmeter: %s failed (the application is not affected; later failures here are "
-                    "counted, not logged): %s: %s", where, type(exc).__name__, exc, exc_info=exc)
+        _warn_with_traceback("ragmeter: %s failed (the application is not affected; later failures here are "
+                             "counted, not logged): %s: %s", (where, type(exc).__name__, for_log(exc)), exc)
     else:
-        log.debug("ragmeter: %s failed again (%d times): %s: %s", where, n, type(exc).__name__, exc)
+        log.debug("ragmeter: %s failed again (%d times): %s", where, n, for_log(f"{type(exc).__name__}: {exc}"))
     if on_error is not None:
         try:
             on_error(exc)
         except Exception:  # the error handler itself must not raise either
             log.debug("ragmeter: error handler of %s failed", where, exc_info=True)
+
+
+def _warn_with_traceback(msg: str, args: tuple, exc: BaseException) -> None:
+    """A warning with ``exc``'s traceback, as ``log.warning(..., exc_info=exc)`` would write it, but
+    its text through :func:`ragmeter.privacy.for_log` (no secrets; no content of a sample scored
+    without content capture): the record's ``exc_text`` (what handlers print) is the redacted
+    traceback, and ``exc_info`` holds a copy of the exception whose message is redacted too."""
+    if not log.isEnabledFor(logging.WARNING):
+        return
+    try:
+        clean = copy.copy(exc)
+        clean.args = (for_log(exc),)
+        clean.__traceback__ = exc.__traceback__
+        exc_info: Any = (type(exc), clean, exc.__traceback__)
+    except Exception:  # an exception that cannot be copied: the text alone
+        exc_info = None
+    record = log.makeRecord(log.name, logging.WARNING, __file__, 0, msg, args, exc_info)
+    record.exc_text = for_log("".join(traceback.format_exception(exc)).rstrip())
+    log.handle(record)
 
 
 @contextlib.contextmanager

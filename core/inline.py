@@ -28,6 +28,7 @@ from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS
 from ragmeter.metrics.scoring import score_sample
+from ragmeter.privacy import content_captured
 from ragmeter.redact import redact
 from ragmeter.result import SampleResult
 from ragmeter.runner import resolve_metrics
@@ -228,7 +229,8 @@ class BackgroundScorer:
                on_done: Callable[[SampleResult], None] | None = None, report_as: Sample | None = None) -> bool:
         """Queue ``sample`` for scoring; never blocks, never raises. ``on_done`` runs after
         ``on_result`` for this sample only. ``report_as``: the sample the result carries instead
-        of the one scored (e.g. :func:`ragmeter.capture.without_content` of it)."""
+        of the one scored; when it is :func:`ragmeter.privacy.without_content` of it, the result's
+        scores carry no content either (see :mod:`ragmeter.privacy`)."""
         queued = False
         with never_raise("inline: queue a sample for scoring", on_error=lambda exc: self._count("dropped")):
             queued = self._queue(sample, key, on_done, report_as)
@@ -377,7 +379,8 @@ class BackgroundScorer:
                 async with self._sem:
                     metrics = self._with_retrieval if (self._with_retrieval and sample.relevant_ids) else self.metrics
                     with instrumentation_suppressed():
-                        result = await score_sample(sample, metrics, self._judge, self.embedder)
+                        result = await score_sample(sample, metrics, self._judge, self.embedder,
+                                                    capture_content=content_captured(report_as or sample))
                 if report_as is not None:
                     result.sample = report_as
                 self.results.append(result)

@@ -13,10 +13,11 @@
 - fixture ``ragmeter_sample``: one test per sample of the marker's dataset (parametrized, the
   sample id in the test id: ``test_answers_are_grounded[refund-window]``), so every failing
   sample is reported, each with its own evidence; a record that could not be loaded is one
-  failing test naming its line and field;
+  failing test naming its line and field, and a file with no sample one failing test naming it;
 - fixture ``ragmeter_dataset``: the whole dataset as a :class:`ragmeter.Dataset` in one test
-  (records that could not be loaded fail the test, naming line and field; a ``for`` loop over it
-  stops at the first failing sample, as any loop of asserts does);
+  (records that could not be loaded fail the test, naming line and field, and so does a file
+  with no sample; a ``for`` loop over it stops at the first failing sample, as any loop of
+  asserts does);
 - a summary table at the end of the run: per metric, the assertions, their mean, the lowest
   value and how many fell below their floor;
 - with ``--ragmeter-db PATH|URL`` (or ``$RAGMETER_DB``) every scored sample goes to the history
@@ -226,9 +227,9 @@ def ragmeter_sample(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def ragmeter_dataset(request: pytest.FixtureRequest) -> Any:
     """The dataset named by the test's ``@pytest.mark.ragmeter(dataset=...)``, loaded with
-    :func:`ragmeter.load_samples`; records that could not be loaded fail the test. A loop of
-    ``assert_rag`` over it stops at the first failing sample: take ``ragmeter_sample`` for one
-    test per sample."""
+    :func:`ragmeter.load_samples`; records that could not be loaded, or no sample at all, fail the
+    test, naming the file. A loop of ``assert_rag`` over it stops at the first failing sample:
+    take ``ragmeter_sample`` for one test per sample."""
     from ragmeter.data import load_samples
 
     marker = request.node.get_closest_marker("ragmeter")
@@ -239,4 +240,6 @@ def ragmeter_dataset(request: pytest.FixtureRequest) -> Any:
     dataset = load_samples(path)
     if dataset.errors:
         pytest.fail(f"{path}: {len(dataset.errors)} records could not be loaded: " + "; ".join(map(str, dataset.errors[:5])))
+    if not dataset:  # a test over 0 samples asserts nothing: not a pass
+        pytest.fail(f"{path}: the dataset has no samples (an empty file asserts nothing)", pytrace=False)
     return dataset

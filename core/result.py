@@ -16,6 +16,7 @@ from ragmeter.conversations import ConversationResult, conversation_results
 from ragmeter.data import RecordError, Sample, Score
 from ragmeter.fileio import JSON_ERRORS, json_problem, json_text, parse_json, read_text, write_text_atomic
 from ragmeter.judges.base import Usage
+from ragmeter.privacy import for_output
 from ragmeter.report import markdown_report
 
 __all__ = ["SampleResult", "EvaluationResult"]
@@ -35,8 +36,10 @@ class SampleResult:
         return self.scores[metric]
 
     def to_dict(self) -> dict:
-        """Plain-dict form: one JSONL line of a results file."""
-        return {"sample": self.sample.to_dict(), "scores": {k: s.to_dict() for k, s in self.scores.items()},
+        """Plain-dict form: one JSONL line of a results file, as every writer writes it
+        (:func:`ragmeter.privacy.for_output`: no secrets; no content when captured without)."""
+        out = for_output(self)
+        return {"sample": out.sample.to_dict(), "scores": {k: s.to_dict() for k, s in out.scores.items()},
                 "usage": self.usage.to_dict(), "duration_s": round(self.duration_s, 6)}
 
     @classmethod
@@ -169,9 +172,9 @@ class EvaluationResult:
         """Scores that need a look, worst first: errors, ensemble disagreements, scores whose
         repeated judge calls were unstable (:mod:`ragmeter.trust.repeats`), and values below
         ``threshold`` (or, without one, scores labelled warn or fail against their metric's own
-        thresholds)."""
+        thresholds). Texts as a report writes them (:func:`ragmeter.privacy.for_output`)."""
         rows = []
-        for r in self.results:
+        for r in map(for_output, self.results):
             for name, s in r.scores.items():
                 if s.status == "error" or s.details.get("disagreement") or (s.details.get("repeats") or {}).get("unstable"):
                     bad = True
@@ -201,10 +204,11 @@ class EvaluationResult:
     def to_records(self) -> list[dict[str, Any]]:
         """One flat dict per sample: id, question, answer, then ``<metric>`` value and
         ``<metric>_label`` / ``<metric>_error`` columns; ``conversation_id`` and ``turn`` after the
-        id when any sample belongs to a conversation."""
+        id when any sample belongs to a conversation. Texts as a report writes them
+        (:func:`ragmeter.privacy.for_output`)."""
         rows = []
         chat = self._has_conversations()
-        for r in self.results:
+        for r in map(for_output, self.results):
             row: dict[str, Any] = {"sample_id": r.sample.id}
             if chat:
                 row.update(conversation_id=r.sample.conversation_id, turn=r.sample.turn)

@@ -21,6 +21,7 @@ from ragmeter.judges.spec import resolve_judge
 from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, Metric, get_metric
 from ragmeter.metrics.requests import Limits
 from ragmeter.metrics.scoring import score_sample
+from ragmeter.privacy import capture_content_setting
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.profiles import Profile, get_profile
 from ragmeter.verdicts import RESPONSE_TIME, RESPONSE_TIME_LEVELS, add_response_time
@@ -63,12 +64,13 @@ def default_concurrency(judge: Judge | None) -> int:
 
 
 def sample_scorer(metrics: Sequence[Metric], judge: Judge | None, embedder: Embedder | None = None,
-                  limits: Limits | None = None, repeats: int = 1, repeat_band: float | None = None) -> Any:
+                  limits: Limits | None = None, repeats: int = 1, repeat_band: float | None = None,
+                  capture_content: bool = True) -> Any:
     """``fn(sample) -> SampleResult`` for an :class:`Executor`: :func:`score_sample` with the run's
-    metrics, judge, embedder, limits and repeats (a picklable ``functools.partial``, for
-    executors that score in other processes)."""
+    metrics, judge, embedder, limits, repeats and content setting (a picklable
+    ``functools.partial``, for executors that score in other processes)."""
     return functools.partial(score_sample, metrics=metrics, judge=judge, embedder=embedder, limits=limits,
-                             repeats=repeats, repeat_band=repeat_band)
+                             repeats=repeats, repeat_band=repeat_band, capture_content=capture_content)
 
 
 def _as_dataset(samples: Any) -> Dataset:
@@ -89,7 +91,7 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
                     response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
                     profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
                     resume: bool = False, recorder: Any = None, repeats: int = 1,
-                    repeat_band: float | None = None) -> EvaluationResult:
+                    repeat_band: float | None = None, capture_content: bool | None = None) -> EvaluationResult:
     """Score ``samples`` (Samples, dicts, a Dataset, a DataFrame or a file path) with ``metrics``.
 
     ``judge`` is a Judge, a spec such as ``"openai:gpt-4o-mini"`` / ``"offline"``, or None for
@@ -127,17 +129,25 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     ``repeats`` (> 1) asks an LLM judge that many times per score, optionally only for scores
     within ``repeat_band`` of the threshold; each Score keeps every value, their mean (its value)
     and spread, and is flagged when unstable (see :mod:`ragmeter.trust.repeats`).
+
+    ``capture_content=False`` (default: ``RAGMETER_CAPTURE_CONTENT``, else True): samples are
+    scored on their content, but the results carry none, so no report, results file, store or
+    log written from them holds a question, chunk, answer, reference, claim, quote or
+    explanation (see :mod:`ragmeter.privacy`).
     """
     from ragmeter.trust.repeats import check_repeats
 
     check_repeats(repeats, repeat_band)
+    capture_content = capture_content_setting(capture_content)
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
+        raise ValueError(f"concurrency must be a whole number of at least 1 (None: the default), got {concurrency!r}")
     if out is not None or resume:
         from ragmeter.streaming import stream_evaluate  # it imports this module
 
         return await stream_evaluate(samples, metrics, judge, out=out, resume=resume, embedder=embedder,
                                      concurrency=concurrency, progress=progress, executor=executor, limits=limits,
                                      response_time=response_time, profile=profile, recorder=recorder,
-                                     repeats=repeats, repeat_band=repeat_band)
+                                     repeats=repeats, repeat_band=repeat_band, capture_content=capture_content)
     dataset = _as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
     profile_obj = get_profile(profile) if profile is not None else None
@@ -167,8 +177,8 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
 
     start = time.perf_counter()
     try:
-        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band), list(dataset),
-                           done)
+        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band,
+                                         capture_content), list(dataset), done)
     finally:
         if bar is not None:
             bar.close()
@@ -196,7 +206,7 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
              response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
              profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
              resume: bool = False, recorder: Any = None, repeats: int = 1,
-             repeat_band: float | None = None) -> EvaluationResult:
+             repeat_band: float | None = None, capture_content: bool | None = None) -> EvaluationResult:
     """Synchronous :func:`aevaluate`; also works inside a running event loop (Jupyter).
 
     >>> import ragmeter as rm
@@ -208,4 +218,4 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
     return run_sync(aevaluate(samples, metrics, judge, embedder=embedder, concurrency=concurrency,
                               progress=progress, executor=executor, limits=limits, response_time=response_time,
                               profile=profile, out=out, resume=resume, recorder=recorder, repeats=repeats,
-                              repeat_band=repeat_band))
+                              repeat_band=repeat_band, capture_content=capture_content))

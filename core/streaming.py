@@ -249,7 +249,7 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
                           limits: Limits | None = None,
                           response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
                           profile: Any = None, recorder: Any = None, repeats: int = 1,
-                          repeat_band: float | None = None) -> StreamedResult:
+                          repeat_band: float | None = None, capture_content: bool = True) -> StreamedResult:
     """Score ``samples`` streaming the results into ``out`` (a ``.jsonl`` results file); see the
     module docstring. Arguments as :func:`ragmeter.aevaluate`; with ``metrics=None`` the
     retrieval metrics are added when the first sample carries ``relevant_ids``. A sample without
@@ -317,7 +317,8 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
 
     start = time.perf_counter()
     try:
-        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band), todo(), done)
+        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band,
+                                         capture_content), todo(), done)
     finally:
         if bar is not None:
             bar.close()

@@ -130,7 +130,8 @@ def test_judge_backs_off_on_429_with_retry_after_and_grows_again(server):
     results = asyncio.run(go())
     assert len(results) == 48 and all(r.output["score"] == 1.0 for r in results)
     rejected = len(server.chat_requests) - 48  # requests answered 429
-    assert rejected > 0 and sleep.waits and set(sleep.waits) == {7.0}  # every retry waited the Retry-After
+    assert rejected > 0 and sleep.waits.count(7.0) >= rejected  # each request answered 429 waited the Retry-After
+    assert all(0 < w <= 7.0 for w in sleep.waits)  # the others what was left of the judge's pause
     assert slots.epoch >= 1 and not slots.slow_start
     assert sum(r.usage.retries for r in results) == rejected
     assert slots.limit <= allowed * 2  # cut from 16 to the provider's size, then additive increase only

@@ -197,3 +197,19 @@ def test_report_reads_the_json_that_evaluate_writes(tmp_path, capsys):
     (tmp_path / "bad.json").write_text(json.dumps({"judge": "x"}))
     code, _, err = run(["report", tmp_path / "bad.json"], capsys)
     assert code == 2 and "not a ragmeter results file (no 'samples' list" in err
+
+
+def test_concurrency_zero_is_an_error_not_the_default(capsys):
+    """``--concurrency 0`` ran with the default (0 is falsy); now it is refused before any work."""
+    import ragmeter as rm
+
+    for bad in ("0", "-3", "2.5", "x"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["evaluate", "examples/rag_samples.jsonl", "-j", "offline", "--concurrency", bad])
+        assert exit_.value.code == 2
+        assert f"argument --concurrency: expected a whole number of at least 1, got '{bad}'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["evaluate", "examples/rag_samples.jsonl", "--executor", "ray", "--workers", "0"])
+    assert "argument --workers" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="concurrency must be a whole number of at least 1"):
+        rm.evaluate("examples/rag_samples.jsonl", ["mrr"], concurrency=0, progress=False)

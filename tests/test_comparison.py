@@ -98,7 +98,7 @@ def test_verdicts_follow_tolerance_and_interval():
     assert compare(run(base), run(small_drop)).metrics["m"].verdict == NO_CHANGE
     assert compare(run(base), run(small_drop), tolerance=0.02).metrics["m"].verdict == REGRESSED
     assert compare(run(base), run(small_drop), tolerance={"m": 0.02}).passed is False
-    assert compare(run(base), run(small_drop), tolerance={"other": 0.01, "*": 0.1}).passed
+    assert compare(run(base), run(small_drop), tolerance={"*": 0.1}).passed
     noisy = [1.0, 0.1, 1.0, 0.2, 0.9, 0.5]          # mean falls 0.1 but the pairs disagree
     c = compare(run(base), run(noisy)).metrics["m"]
     assert c.diff == pytest.approx(-0.1) and c.ci[0] < 0 < c.ci[1] and c.verdict == NO_CHANGE
@@ -247,3 +247,63 @@ def test_cli_store_refs_and_unpaired(tmp_path, capsys, monkeypatch):
     code, _, err = cli(["compare", "typo.jsnl", "x.jsonl"], capsys)
     assert code == 2 and "typo.jsnl: no such results file, and no history store" in err
     assert not (tmp_path / "ragmeter.db").exists()
+
+
+# ---------------------------------------------------------------------------- issue 33, item 10
+
+
+def test_answers_gone_blank_are_a_regression_through_the_share_without_a_value(tmp_path, capsys):
+    """Answers set to "" or "I don't know." become n/a, leave the pairs (the mean of what is left
+    does not move), and used to pass the gate. 20 samples: 4 going blank is 0 -> 4 of 20 without a
+    value, +20% against the tolerance 0.05: regressed, exit 1, said in the table and the message."""
+    rows = [json.loads(line) for line in open("examples/rag_samples.jsonl")]
+    for i, r in enumerate(rows[:4]):
+        r["answer"] = "" if i % 2 else "I don't know."
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base, cur = tmp_path / "base.jsonl", tmp_path / "cur.jsonl"
+    for data, out in (("examples/rag_samples.jsonl", base), (blank, cur)):
+        assert main(["evaluate", str(data), "-j", "offline", "-m", "faithfulness", "--no-progress", "-o", str(out)]) == 0
+    capsys.readouterr()
+    code, out, err = cli(["compare", base, cur], capsys)
+    assert code == 1  # exit 0 before: nothing regressed
+    c = compare(base, cur).metrics["faithfulness"]
+    assert c.verdict == REGRESSED and (c.na, c.errors, c.counted) == ((0, 4), (0, 0), (20, 20))
+    assert c.n_a == 16 and abs(c.diff) < 0.05  # the pairs left: the mean alone sees nothing
+    assert "0 -> 4 of 20" in out and "regressed" in out
+    assert "FAIL faithfulness: samples without a value rose 0 -> 4 of 20 (n/a 0 -> 4, errors 0 -> 0; share 0.0% -> 20.0%" in err
+    assert "became n/a" in out
+
+
+def test_share_without_a_value_against_the_tolerance_by_hand():
+    base = [0.9] * 20
+    one, two = base[:19] + ["n/a"], base[:18] + ["n/a", "error"]
+    # 1 of 20 = 5.0%: not more than 0.05; 2 of 20 = 10%: more
+    assert compare(run(base), run(one)).metrics["m"].verdict == NO_CHANGE
+    c = compare(run(base), run(two)).metrics["m"]
+    assert c.verdict == REGRESSED and c.na == (0, 1) and c.errors == (0, 1) and c.missing_rates == (0.0, 0.1)
+    assert compare(run(base), run(two), tolerance=0.1).passed  # 10% is not more than 0.1
+    assert compare(run(two), run(base)).passed  # fewer without a value is no regression
+    # unpaired: each run's own share, 0/4 -> 2/5 = 40%
+    u = compare(run([0.5] * 4, ids="abcd"), run([0.5, 0.5, 0.5, "n/a", "n/a"], ids="vwxyz")).metrics["m"]
+    assert not u.paired and u.counted == (4, 5) and u.missing_change() == "0/4 -> 2/5" and u.verdict == REGRESSED
+
+
+def test_tolerance_names_are_checked_and_lists_accepted(tmp_path, capsys):
+    a, b = tmp_path / "base.jsonl", tmp_path / "cur.jsonl"
+    run([0.9 - i % 3 / 100 for i in range(30)], metric="faithfulness").save(a)
+    run([0.5 + i % 5 / 100 for i in range(30)], metric="faithfulness").save(b)
+    code, _, err = cli(["compare", a, b, "--tolerance", "faithfulnes=0.3"], capsys)
+    assert code == 2 and "tolerance for 'faithfulnes': no such metric in these runs; did you mean 'faithfulness'?" in err
+    with pytest.raises(ValueError, match="did you mean 'faithfulness'"):
+        compare(a, b, tolerance={"faithfulnes": 0.5})
+    code, _, err = cli(["compare", a, b, "--tolerance", "faithfulness=0.5,0.01"], capsys)  # comma list
+    assert code == 0, err
+    code, _, err = cli(["compare", a, b, "--tolerance", "0.01", "--tolerance", "faithfulness=0.5"], capsys)  # repeated
+    assert code == 0, err
+    code, _, err = cli(["compare", a, b, "--tolerance", "faithfulness=0.5,faithfulness=0.1"], capsys)
+    assert code == 2 and "given twice" in err
+    code, _, err = cli(["compare", a, b, "--tolerance", "faithfulness=-1"], capsys)
+    assert code == 2 and "0 or more" in err
+    code, _, err = cli(["compare", a, b, "--tolerance", "0.9", "--fail-under", "faithfulnes=0.5"], capsys)
+    assert code == 1 and "faithfulnes: no such metric in the current run (did you mean 'faithfulness'?)" in err

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -82,22 +81,19 @@ stats = proc.stats
 def test_a_timed_out_shutdown_drops_what_is_pending_and_exit_does_not_wait(path):
     with FakeLLMServer(lambda req: hang(60)) as server:
         code = f"TESTS = {TESTS!r}\nURL = {server.openai_url!r}\n" + textwrap.dedent(SHUTDOWN_SCRIPTS[path]) + (
-            "\nprint(json.dumps({'done': done, 'shutdown_s': time.monotonic() - t0, 'stats': stats}), flush=True)\n")
-        t0 = time.monotonic()
+            "\nprint(json.dumps({'done': done, 'stats': stats}), flush=True)\n")
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                               env={**os.environ, "PYTHONPATH": TESTS})
-        elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr
     import json
 
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["done"] in (False, None)
-    assert out["shutdown_s"] < 4.0  # the timeout (1 s) plus a bounded grace to cancel
-    stats = out["stats"]
+    assert out["done"] in (False, None)  # the judge hangs: shutdown gave up at its timeout ...
+    stats = out["stats"]  # ... and dropped the 5 samples it held, none left for exit to wait for
     assert stats["pending"] == 0 and stats["dropped"] == 5 and stats["scored"] == 0, (stats, proc.stderr)
     assert "Task was destroyed" not in proc.stderr
-    assert proc.stderr.count("gave up") == 1, proc.stderr  # said once
-    assert elapsed < 15.0  # interpreter exit did not wait another exit_timeout (30 s)
+    # said once: interpreter exit, which would wait exit_timeout (30 s) and say it too, did not wait again
+    assert proc.stderr.count("gave up") == 1, proc.stderr
 
 
 @pytest.mark.slow  # starts a Python subprocess
@@ -109,12 +105,10 @@ def test_interpreter_exit_gives_up_after_exit_timeout_once():
             scorer.submit(Sample(f"q{i}?", ["Some context."], answer="An answer.", id=f"s{i}"))
         # no shutdown(): the exit hook waits exit_timeout, then gives up
     """)
-    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - t0 < 10.0
     assert "Task was destroyed" not in proc.stderr
-    assert proc.stderr.count("gave up after 1 s: 3 sample(s)") == 1, proc.stderr
+    assert proc.stderr.count("gave up after 1 s: 3 sample(s)") == 1, proc.stderr  # waited once, gave up once
 
 
 # ---------------------------------------------------------------------------- an unusable judge
@@ -205,9 +199,9 @@ def test_the_run_tree_is_read_off_the_request_thread():
 
     handler._sample_from_run = held
     chain = langchain_chain()
-    t0 = time.perf_counter()
     answers = [chain.invoke(f"What is the capital of France {i}?", config={"callbacks": [handler]}) for i in range(3)]
-    assert time.perf_counter() - t0 < 5.0 and answers == [chain.invoke("What is the capital of France?")] * 3
+    assert answers == [chain.invoke("What is the capital of France?")] * 3
+    assert len(threads) <= 1  # 3 answers while at most the first sample is being built (held by the gate)
     gate.set()
     samples = handler.samples  # waits for the capture thread
     assert [s.question for s in samples] == [f"What is the capital of France {i}?" for i in range(3)]  # in order

@@ -267,6 +267,7 @@ def test_offline_recorder_scores_content_but_returns_samples_without_it():
     rec.record(Sample(QUESTION, [KB["d1"]], answer=ANSWER, id="s1"))
     assert not leaks(texts(rec.samples[0].to_dict()))
     result = rec.evaluate()
-    assert result[0].scores["echo"].explanation == f"the answer says: {ANSWER}"  # scored on the content
+    echo = result[0].scores["echo"]  # scored on the content; its explanation quoted it, and is not kept
+    assert echo.value == 1.0 and echo.explanation == f"[not captured: {len(f'the answer says: {ANSWER}')} chars]"
     assert result[0].sample is rec.samples[0] and not leaks(texts(result[0].sample.to_dict()))
     assert len(rec.evaluate()) == 0  # nothing left to score, no content left in memory

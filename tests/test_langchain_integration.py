@@ -454,13 +454,10 @@ def test_full_queue_drops_counts_and_never_blocks(retriever, chain, caplog):
     handler = RagmeterCallbackHandler(metrics=[GatedMetric(gate)], max_queue=1)
     qs = [f"Question {i} about France?" for i in range(5)]
     with caplog.at_level(logging.WARNING, logger="ragmeter"):
-        t0 = time.perf_counter()
         outs = [chain.invoke(q, config={"callbacks": [handler]}) for q in qs]
-        elapsed = time.perf_counter() - t0
-    assert elapsed < 2.0  # scoring is held by the gate: the chain did not wait for it
     assert outs == [chain.invoke(q) for q in qs]
-    stats = handler.stats
-    assert (stats["captured"], stats["queued"], stats["dropped"], stats["pending"]) == (5, 1, 4, 1)
+    stats = handler.stats  # 5 answers while the gate holds all scoring: the chain did not wait for it
+    assert (stats["captured"], stats["queued"], stats["dropped"], stats["pending"], stats["scored"]) == (5, 1, 4, 1, 0)
     assert any("backlog full" in r.getMessage() for r in caplog.records)
     assert handler.flush(timeout=0.05) is False
     gate.set()

@@ -9,7 +9,6 @@ import json
 import random
 import string
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +45,30 @@ def lexical():
     return OfflineJudge(embeddings=False)
 
 
+def longest_text(value) -> int:
+    """The longest string inside ``value`` (a judge task's inputs)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return max((longest_text(v) for v in value), default=0)
+    return 0
+
+
+class Watching(OfflineJudge):
+    """The offline judge, counting its tasks and noting the longest text any task was given."""
+
+    def __init__(self):
+        super().__init__(embeddings=False)
+        self.tasks, self.longest = 0, 0
+
+    async def run(self, task, inputs):  # noqa: D102
+        self.tasks += 1
+        self.longest = max(self.longest, longest_text(inputs))
+        return await super().run(task, inputs)
+
+
 @pytest.fixture(scope="module")
 def examples():
     return [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
@@ -55,13 +78,16 @@ def values(result):
     return [{k: (s.value, s.error) for k, s in r.scores.items()} for r in result]
 
 
-def test_a_10mb_answer_is_refused_in_seconds_and_the_others_are_scored(lexical, examples):
+def test_a_10mb_answer_is_refused_before_any_judge_work_and_the_others_are_scored(examples):
+    """Checked by size and count, not time (it ran for many minutes before the limit; the time to
+    refuse it is in benchmarks/offline_speed.py --max-record): no judge task is given a text past
+    the limit, and the big record costs no task at all."""
     big = dict(examples[0], id="big", answer=varied_text(10_000_000))
-    records = [examples[1], big, examples[2]]
-    t0 = time.perf_counter()
-    result = rm.evaluate(records, judge=lexical, progress=False)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 5, f"took {elapsed:.1f} s"  # unbounded, this ran for many minutes
+    judge = Watching()
+    result = rm.evaluate([examples[1], big, examples[2]], judge=judge, progress=False)
+    alone_judge = Watching()
+    alone = rm.evaluate([examples[1], examples[2]], judge=alone_judge, progress=False)
+    assert judge.longest <= 100_000 and judge.tasks == alone_judge.tasks > 0
     by_id = {r.sample.id: r for r in result}
     assert list(by_id["big"].scores) == list(DEFAULT_METRICS + DEFAULT_RETRIEVAL_METRICS)
     assert by_id["big"].scores["mrr"].value is not None  # retrieval metrics read ids only
@@ -74,7 +100,6 @@ def test_a_10mb_answer_is_refused_in_seconds_and_the_others_are_scored(lexical, 
     for r in (by_id[examples[1]["id"]], by_id[examples[2]["id"]]):
         assert all(s.error is None for s in r.scores.values())
         assert r.scores["faithfulness"].value is not None
-    alone = rm.evaluate([examples[1], examples[2]], judge=lexical, progress=False)
     assert values(alone) == [values(result)[0], values(result)[2]]  # the big record changes nothing else
 
 
@@ -195,18 +220,17 @@ def test_long_texts_find_the_same_specifics_through_the_index():
 
 
 @pytest.mark.slow
-def test_the_largest_record_within_the_limits_is_scored_in_seconds(lexical):
+def test_the_largest_record_within_the_limits_is_scored(lexical):
     # every field at its default limit (4 chunks of 100,000 characters, ~190 claims, ~190
-    # reference statements), all 12 metrics: ~4 s; it took ~30 s while the offline judge's work
-    # grew with the square of the text (benchmarks/offline_speed.py --max-record)
+    # reference statements), all 12 metrics, with no error. How long it takes (~4 s; ~30 s while the
+    # offline judge's work grew with the square of the text) is a benchmark, not a test:
+    # python benchmarks/offline_speed.py --max-record
     from offline_speed import max_record
 
     record = max_record(1.0, most_claims=True)
-    t0 = time.perf_counter()
     result = rm.evaluate([record], metrics=list(rm.metrics.REGISTRY), judge=lexical, progress=False)
-    elapsed = time.perf_counter() - t0
     assert not [s.error for s in result[0].scores.values() if s.error]
-    assert elapsed < 20, f"took {elapsed:.1f} s"
+    assert all(s.value is not None or s.status == "n/a" for s in result[0].scores.values())
 
 
 def test_requests_doctests():

@@ -9,7 +9,6 @@ import gc
 import inspect
 import subprocess
 import sys
-import time
 import weakref
 from collections import OrderedDict
 
@@ -116,12 +115,11 @@ def test_batch_eval_runner_shares_judge_work_and_failures_return_fast(index, jud
     qe = engine(index)
     animals = ANIMALS[:4]
     evaluators = make_evaluators(["faithfulness", "citation_accuracy", "hallucinated_specifics"], judge)
-    evaluators["broken"] = RagmeterFaithfulnessEvaluator(_BrokenJudge({}))
+    broken = _BrokenJudge({})
+    evaluators["broken"] = RagmeterFaithfulnessEvaluator(broken)
     runner = BatchEvalRunner(evaluators, workers=4)
-    t0 = time.perf_counter()
     results = runner.evaluate_queries(qe, queries=[question(a) for a in animals])
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 3.0  # BatchEvalRunner's retry waits >= 4 s: nothing was retried
+    assert sum(broken.calls.values()) == len(animals)  # one call per query: BatchEvalRunner retried nothing
     assert [r.score for r in results["faithfulness"]] == [1.0] * 4
     assert all(r.passing for r in results["faithfulness"])
     assert [r.score for r in results["hallucinated_specifics"]] == [1.0] * 4

@@ -10,7 +10,6 @@ connection pool sized to the judge's cap. Real SDKs against the local fake serve
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -161,13 +160,11 @@ def test_http_timeout_is_the_sdk_timeout_error(backend, server):
     async def go():
         route, body = await warm_route(judge, timeout=0.25)
         server.push(hang(2.0))
-        t0 = time.monotonic()
-        with pytest.raises(sdk.APITimeoutError) as info:
+        with pytest.raises(sdk.APITimeoutError) as info:  # the read timeout, not the answer 2 s later
             await route.post(body, 0.25)
-        return time.monotonic() - t0, info.value
+        return info.value
 
-    elapsed, exc = asyncio.run(go())
-    assert 0.2 <= elapsed < 1.5  # the read timeout, not the 2 s answer
+    exc = asyncio.run(go())
     assert classify_error(exc) == (True, None)
 
 

@@ -180,7 +180,7 @@ def test_wal_switch_waits_for_a_writer_sqlite_would_not_wait_for(tmp_path):
         conn.execute("INSERT INTO other VALUES (1)")
         held.set()
         time.sleep(0.4)
-        released.append(time.monotonic())
+        released.append(True)
         conn.execute("COMMIT")
         conn.close()
 
@@ -192,9 +192,8 @@ def test_wal_switch_waits_for_a_writer_sqlite_would_not_wait_for(tmp_path):
         raw.execute("PRAGMA journal_mode = WAL")
     raw.close()
     store = Store(str(path))
-    opened = time.monotonic()
+    assert released  # it waited for the writer to let go (not an error, not before)
     thread.join()
-    assert released and opened >= released[0]
     with sqlite3.connect(path) as check:
         assert check.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()

@@ -128,6 +128,27 @@ def test_plugin_marker_fixture_summary_and_store(pytester):
         assert len(store.samples(info.id, tag="test:test_rag.py::test_grounded")) == 4
 
 
+def test_an_empty_dataset_fails_the_test_naming_the_file(pytester):
+    """0 samples asserted is no pass: an empty (or blank-lines-only) dataset file fails the test."""
+    pytester.makefile(".jsonl", empty="", blank="\n\n")
+    pytester.makepyfile(test_empty="""
+        import pytest
+
+        @pytest.mark.ragmeter(dataset="empty.jsonl", judge="offline")
+        def test_empty(ragmeter_dataset):
+            for sample in ragmeter_dataset:
+                assert sample
+
+        @pytest.mark.ragmeter(dataset="blank.jsonl", judge="offline")
+        def test_blank(ragmeter_dataset):
+            pass
+    """)
+    result = pytester.runpytest(*PLUGIN)
+    result.assert_outcomes(errors=2)
+    out = result.stdout.str()
+    assert "empty.jsonl: the dataset has no samples" in out and "blank.jsonl: the dataset has no samples" in out
+
+
 @pytest.mark.slow
 def test_every_failing_sample_of_a_dataset_is_its_own_failure_without_ragmeter_frames(pytester):
     """``ragmeter_sample`` runs the test once per sample (issue 38: a loop stopped at the first

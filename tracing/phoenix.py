@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping, Sequence
 
-from ragmeter.capture import content_captured
+from ragmeter.privacy import content_captured, for_output
 from ragmeter.guard import never_raise
 from ragmeter.redact import redact
 from ragmeter.tracing.sinks import CountingSink
@@ -175,6 +175,7 @@ class PhoenixAnnotationSink(CountingSink):
             spans = self.client.spans
         if spans is None:
             return
+        result = for_output(result)  # no secrets; no content when captured without
         annotations = span_annotations(result, target)
         if annotations:
             with never_raise("phoenix: send span annotations", on_error=self._failed):

@@ -41,8 +41,9 @@ used. Durations are in seconds.
 * ``shutdown_timeout`` / ``RAGMETER_SHUTDOWN_TIMEOUT`` (30.0): how long ``shutdown`` waits for evaluations;
   what is still being scored then is given up (counted in ``dropped``, one warning)
 * ``capture_content`` / ``RAGMETER_CAPTURE_CONTENT`` (true): False keeps no content in what the
-  processor writes: results carry :func:`ragmeter.capture.without_content` samples, carriers and
-  Phoenix annotations no explanations or quotes (the spans it reads are the application's)
+  processor writes: results carry :func:`ragmeter.capture.without_content` samples and scores, so
+  carriers, Phoenix annotations, the store and the log no question, chunk, answer, claim, quote or
+  explanation (the spans it reads are the application's)
 * ``store`` (None: off; no environment variable): a :class:`ragmeter.store.Store`, SQLite path or
   ``postgresql://`` URL where every result is recorded as an inline sample of source ``"otel"``
 * ``evaluation_logs`` / ``RAGMETER_EVALUATION_LOGS`` (false): also emit each score as a

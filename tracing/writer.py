@@ -62,7 +62,7 @@ with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
     from opentelemetry import trace as otel_trace
     from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
-from ragmeter.capture import content_captured
+from ragmeter.privacy import content_captured, for_output
 from ragmeter.guard import never_raise
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT, lookup
 from ragmeter.redact import redact
@@ -409,6 +409,7 @@ class EvaluationWriter:
             self._count("no_sdk_provider")
             return None
         parent = parent or target
+        result = for_output(result)  # no secrets; no content when captured without
         flags = TraceFlags(TraceFlags.SAMPLED)
         parent_ctx = SpanContext(parent.trace_id, parent.span_id, is_remote=False, trace_flags=flags)
         target_ctx = SpanContext(target.trace_id, target.span_id, is_remote=False, trace_flags=flags)

@@ -9,6 +9,7 @@ from typing import Any, Iterable, Mapping
 
 from ragmeter.data import Score
 from ragmeter.judges.base import Usage
+from ragmeter.privacy import for_output
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.verdicts import (RESPONSE_TIME, Diagnosis, composite_inputs, composite_score, diagnose, grade,
                                latency_seconds, response_time_score, run_latency, weakest_metric)
@@ -168,7 +169,7 @@ def sample_views(samples: Iterable[Any], verdicts: Verdicts) -> list[SampleView]
     """A :class:`SampleView` of each entry (a :class:`SampleEntry` or anything with its attributes)."""
     views = []
     for i, entry in enumerate(samples):
-        r: SampleResult = entry.result
+        r: SampleResult = for_output(entry.result)  # no secrets; no content when captured without
         latency = getattr(entry, "latency_s", None)
         latency = latency if latency is not None else latency_seconds(r.sample.metadata)
         scores = with_response_time(r, latency, verdicts)

@@ -44,7 +44,8 @@ class CachedEmbedder(Embedder):
 
     def __init__(self, *, cache: JudgeCache | str | os.PathLike | bool | None = None, batch_size: int = 256,
                  max_retries: int = 4, backoff_base: float = 0.5, backoff_max: float = 30.0,
-                 max_retry_after: float = 60.0, max_concurrency: int | None = 4, rpm: float | None = None,
+                 max_retry_after: float = 60.0, max_wait: float = 60.0, max_concurrency: int | None = 4,
+                 rpm: float | None = None,
                  tpm: float | None = None, prices: float | tuple[float, float] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
@@ -57,16 +58,18 @@ class CachedEmbedder(Embedder):
         self.max_concurrency = max_concurrency
         self.dispatcher = Dispatcher(
             retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max,
-                              max_retry_after=max_retry_after),
+                              max_retry_after=max_retry_after, max_wait=max_wait),
             max_concurrency=max_concurrency, limiter=RateLimiter(rpm, tpm, clock=clock, sleep=sleep), sleep=sleep,
-            secrets=self.secrets)
+            secrets=self.secrets, clock=clock)
         self._batchers: PerLoop[_Batcher] = PerLoop(functools.partial(_Batcher, self))
 
     def share_limits(self, dispatcher: Dispatcher) -> None:
         """Send every request under ``dispatcher``'s cap on requests in flight too (a judge's: the
-        judge's and the embedder's requests then share one concurrency budget)."""
+        judge's and the embedder's requests then share one concurrency budget), and wait out its
+        pauses (one provider: when it says wait, both wait)."""
         if dispatcher.slots is not None:
             self.dispatcher.slots = dispatcher.slots
+        self.dispatcher.pause = dispatcher.pause
 
     async def _embed_batch(self, texts: list[str]) -> tuple[np.ndarray, int]:  # pragma: no cover - interface
         raise NotImplementedError

@@ -37,6 +37,7 @@ from ragmeter.judges.ratelimit import RateLimiter
 from ragmeter.judges.retry import Dispatcher, RetryPolicy, within
 from ragmeter.judges.tasks import TaskSpec, get_task
 from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, parse_json_answer
+from ragmeter.privacy import for_log
 from ragmeter.redact import redact
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,8 +70,11 @@ class LLMJudge(Judge):
     * ``embedder``: the :class:`Embedder` metrics use for vectors (None: no embeddings).
     * ``cache``: None (default location), a path, a :class:`JudgeCache`, or False (no cache).
     * ``max_attempts``: answers asked for per task before giving up on invalid ones (default 3).
-    * ``max_retries``, ``backoff_base``, ``backoff_max``, ``max_retry_after``: retries of
-      transient failures per request (:class:`RetryPolicy`).
+    * ``max_retries``, ``backoff_base``, ``backoff_max``, ``max_retry_after``, ``max_wait``:
+      retries of transient failures per request (:class:`RetryPolicy`): when the provider says
+      wait (429, Retry-After, rate-limit reset headers) every request of the judge pauses, and a
+      request is retried until it has waited ``max_wait`` seconds (60) in all; other transient
+      failures ``max_retries`` times (4).
     * ``max_concurrency``: the most requests in flight at once (default 64; None: no cap). With
       ``adaptive_concurrency`` (default True) the judge starts at ``initial_concurrency`` (16),
       grows while the provider answers and halves on 429 / overloaded replies (AIMD,
@@ -94,7 +98,7 @@ class LLMJudge(Judge):
     def __init__(self, transport: Transport, *, embedder: Embedder | None = None,
                  cache: JudgeCache | str | os.PathLike | bool | None = None,
                  max_attempts: int = 3, max_retries: int = 4, backoff_base: float = 0.5,
-                 backoff_max: float = 30.0, max_retry_after: float = 60.0,
+                 backoff_max: float = 30.0, max_retry_after: float = 60.0, max_wait: float = 60.0,
                  max_concurrency: int | None = 64, adaptive_concurrency: bool = True, initial_concurrency: int = 16,
                  rpm: float | None = None, tpm: float | None = None,
                  rate_limiter: RateLimiter | None = None, max_tokens: int | None | Any = _DEFAULT,
@@ -118,9 +122,9 @@ class LLMJudge(Judge):
         limiter = rate_limiter if rate_limiter is not None else RateLimiter(rpm, tpm, clock=clock, sleep=sleep)
         self.dispatcher = Dispatcher(
             retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max,
-                              max_retry_after=max_retry_after),
+                              max_retry_after=max_retry_after, max_wait=max_wait),
             max_concurrency=max_concurrency, limiter=limiter, sleep=sleep, secrets=transport.secrets,
-            adaptive=adaptive_concurrency, initial_concurrency=initial_concurrency)
+            adaptive=adaptive_concurrency, initial_concurrency=initial_concurrency, clock=clock)
 
     def check(self) -> None:
         """Raise ValueError naming what is missing when the transport cannot send (no request is made)."""
@@ -204,7 +208,7 @@ class LLMJudge(Judge):
             except InvalidOutput as err:
                 last_error = str(err)
                 log.info("%s: invalid %s answer (attempt %d/%d): %s", self.name, task, attempts, self.max_attempts,
-                         redact(last_error, self.transport.secrets))
+                         for_log(redact(last_error, self.transport.secrets)))
                 if attempts >= self.max_attempts:
                     break
                 turns += [reply.assistant_turn(), Turn("user", retry_instruction(last_error))]

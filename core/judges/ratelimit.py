@@ -1,4 +1,5 @@
-"""Limits on what a judge sends: a cap on requests in flight and requests / tokens per minute.
+"""Limits on what a judge sends: a cap on requests in flight, requests / tokens per minute, and a
+pause every request honours when the provider says wait (:class:`Pause`).
 
 Both work across threads and event loops: ragmeter runs one judge from ``asyncio.run`` in a sync
 wrapper, from background threads (inline scoring) and from the caller's loop, and a limit must
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import math
 import threading
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
-__all__ = ["TokenBucket", "RateLimiter", "ConcurrencyLimit", "AdaptiveLimit"]
+__all__ = ["TokenBucket", "RateLimiter", "ConcurrencyLimit", "AdaptiveLimit", "Pause", "PauseTooLong"]
 
 
 class TokenBucket:
@@ -270,3 +272,152 @@ class AdaptiveLimit(ConcurrencyLimit):
             self._successes = 0
             self.limit = max(self.floor, self.limit // 2)
             return True
+
+
+class Pause:
+    """When the provider says wait, every request of the judge waits: one pause shared by every
+    thread and event loop that uses the judge (a circuit breaker's open and half-open states).
+
+    :meth:`hold` (a 429, or a Retry-After / rate-limit reset header) moves the end of the pause to
+    at least ``seconds`` from now. :meth:`wait`, called before each request is sent, sleeps until
+    the pause ends; then one request goes first (the *probe*) while the others wait for its
+    answer: :meth:`done` with ``ok=True`` (or no answer within the length of the last pause, at
+    least 1 s) lets them all go; a new :meth:`hold` pauses again; a failure the provider did not
+    ask to wait for passes the probe on. So a storm of 429s costs about one request per pause, not
+    one per request in flight. ``clock`` / ``sleep`` as for :class:`TokenBucket`; waiting for the
+    probe's answer is a wake-up, not a sleep (works across threads and event loops).
+
+    >>> p = Pause(clock=lambda: 10.0)
+    >>> p.hold(2.0), p.remaining()
+    (12.0, 2.0)
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
+        self._clock, self._sleep = clock, sleep
+        self._lock = threading.Lock()
+        self._until = 0.0  # clock time the pause ends
+        self._length = 0.0  # of the last pause
+        self._recovering = False  # paused since the last answer: one probe first
+        self._probe = 0  # number of the probe out (0: none)
+        self._probes = 0
+        self._probe_since = 0.0
+        self._waiters: collections.deque = collections.deque()  # (loop, future) waiting for the probe
+        self.holds = 0  #: how many times the provider said wait
+
+    def __getstate__(self) -> dict:
+        """Pickled without the lock and the waiters, unpaused: a copy in another process starts fresh."""
+        state = self.__dict__.copy()
+        del state["_lock"], state["_waiters"]
+        state.update(_until=0.0, _recovering=False, _probe=0)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._waiters = collections.deque()
+
+    def hold(self, seconds: float) -> float:
+        """The provider said wait ``seconds``: every request waits until then, and one goes first.
+        Returns the clock time the pause ends (the request that was told waits it out itself and
+        passes it to :meth:`wait` as ``served``)."""
+        with self._lock:
+            now = self._clock()
+            self._until = max(self._until, now + max(0.0, seconds))
+            self._length = max(0.0, seconds)
+            self._recovering, self._probe = True, 0
+            self.holds += 1
+            until = self._until
+            waiters, self._waiters = self._waiters, collections.deque()
+        _wake(waiters)  # to sleep on the new pause
+        return until
+
+    def remaining(self) -> float:
+        """Seconds until the pause ends (0 when not paused)."""
+        with self._lock:
+            return max(0.0, self._until - self._clock())
+
+    def blocked(self, served: float = -math.inf) -> bool:
+        """Whether a request must not be sent now: paused (beyond ``served``, see :meth:`wait`),
+        or a probe is out."""
+        with self._lock:
+            return (self._clock() < self._until and self._until > served) or (self._recovering and self._probe != 0)
+
+    async def wait(self, budget: float = math.inf, served: float = -math.inf) -> tuple[float, int, float]:
+        """Sleep until a request may be sent; ``(seconds waited, probe, served)``: ``probe`` is
+        non-zero when this request goes first (pass it to :meth:`done` with the outcome).
+        ``served``: the end of a pause this request has waited out (see :meth:`hold`; returned
+        updated, for :meth:`blocked`: a fake ``sleep`` in tests does not move the clock). Raises
+        :class:`PauseTooLong` when what is left of the pause is longer than ``budget`` seconds
+        (a pause that long is not waited for; shorter ones are, however many come)."""
+        waited = 0.0
+        while True:
+            loop = asyncio.get_running_loop()
+            fut = None
+            with self._lock:
+                now = self._clock()
+                if now < self._until and self._until > served:
+                    delay = self._until - now
+                elif not self._recovering:
+                    return waited, 0, served
+                elif self._probe == 0:
+                    self._probes += 1
+                    self._probe = self._probes
+                    self._probe_since = now
+                    return waited, self._probe, served
+                else:  # a probe is out: wait for its answer, at most the last pause's length (>= 1 s)
+                    fut = loop.create_future()
+                    self._waiters.append((loop, fut))
+                    delay = max(1.0, self._length) - (now - self._probe_since)
+                    probe = self._probe
+            if fut is None:
+                if delay > budget:
+                    raise PauseTooLong(delay)
+                await self._sleep(delay)
+                waited += delay
+                served = max(served, now + delay)  # waited out, whatever the clock says (a fake sleep)
+                continue
+            start = self._clock()
+            try:
+                await asyncio.wait_for(fut, max(0.0, delay))
+            except asyncio.TimeoutError:
+                with self._lock:
+                    if self._probe == probe:  # no answer from the probe in time: go
+                        self._recovering, self._probe = False, 0
+            finally:
+                with self._lock:
+                    try:
+                        self._waiters.remove((loop, fut))
+                    except ValueError:
+                        pass
+            waited += max(0.0, self._clock() - start)
+
+    def done(self, probe: int, ok: bool) -> None:
+        """A request finished: ``ok`` (answered) or not. The probe's answer lets the others go; a
+        probe that failed without the provider saying wait (no :meth:`hold`) passes the probe on."""
+        if not probe:
+            return
+        with self._lock:
+            if self._probe != probe:
+                return
+            if ok:
+                self._recovering = False
+            self._probe = 0
+            waiters, self._waiters = self._waiters, collections.deque()
+        _wake(waiters)
+
+
+def _wake(waiters: Iterable[tuple[asyncio.AbstractEventLoop, asyncio.Future]]) -> None:
+    for loop, fut in waiters:
+        try:
+            loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
+        except RuntimeError:  # loop closed
+            pass
+
+
+class PauseTooLong(Exception):
+    """The provider's pause outlasts what a request may still wait (``seconds`` left of it)."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"{seconds:.1f} s")
+        self.seconds = seconds

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ragmeter.fileio import write_text_atomic
 from ragmeter.labels.io import answer_hash
+from ragmeter.privacy import for_output
 from ragmeter.result import EvaluationResult, SampleResult
 
 __all__ = ["CRITERIA", "CRITERION_METRICS", "DISAGREEMENT_SPREAD", "NEAR_THRESHOLD", "review_queue", "export_tasks",
@@ -103,6 +104,7 @@ def task_records(result: EvaluationResult, *, criteria: Sequence[str] = tuple(CR
     queue = review_queue(result, seed=seed)[:n]
     tasks = []
     for rank, (r, reason) in enumerate(queue, start=1):
+        r = for_output(r)  # no secrets; no content when captured without
         s = r.sample
         task = {"sample_id": s.id, "queue_rank": rank, "reason": reason, "question": s.question,
                 "chunks": [getattr(c, "text", c) for c in s.contexts], "answer": s.answer,

@@ -18,6 +18,7 @@ from ragmeter.judges.base import Embedder, Judge, Usage
 from ragmeter.judges.ensemble import EnsembleJudge
 from ragmeter.metrics.base import Metric
 from ragmeter.metrics.requests import Limits, RequestSettings, ScoringContext
+from ragmeter.privacy import content_scope, without_content
 from ragmeter.result import SampleResult
 
 __all__ = ["Scorer", "JudgeScorer", "EnsembleScorer", "scorer_for", "score_sample"]
@@ -82,11 +83,18 @@ def scorer_for(judge: Judge | None, embedder: Embedder | None = None, limits: Li
 
 async def score_sample(sample: Sample, metrics: Sequence[Metric], judge: Judge | None = None,
                        embedder: Embedder | None = None, *, limits: Limits | None = None, repeats: int = 1,
-                       repeat_band: float | None = None) -> SampleResult:
+                       repeat_band: float | None = None, capture_content: bool = True) -> SampleResult:
     """All ``metrics`` on one ``sample``; judge tasks are shared between metrics. Never raises.
     ``limits``: the run's :class:`~ragmeter.metrics.requests.Limits` (None: the defaults);
-    ``repeats`` / ``repeat_band``: ask the judge again (see :mod:`ragmeter.trust.repeats`)."""
+    ``repeats`` / ``repeat_band``: ask the judge again (see :mod:`ragmeter.trust.repeats`).
+    ``capture_content=False``: scored on the content, but the result carries none
+    (:func:`ragmeter.privacy.without_content`) and log lines written meanwhile quote none."""
     start = time.perf_counter()
     scorer = scorer_for(judge, embedder, limits, repeats=repeats, repeat_band=repeat_band)
-    scores, usage = await scorer.score(sample, metrics)
-    return SampleResult(sample=sample, scores=scores, usage=usage, duration_s=time.perf_counter() - start)
+    if capture_content:
+        scores, usage = await scorer.score(sample, metrics)
+    else:
+        with content_scope(sample):
+            scores, usage = await scorer.score(sample, metrics)
+    result = SampleResult(sample=sample, scores=scores, usage=usage, duration_s=time.perf_counter() - start)
+    return result if capture_content else without_content(result)

@@ -14,6 +14,7 @@ from typing import Any, Iterable, NamedTuple
 import sqlalchemy as sa
 from ragmeter.data import RecordError
 from ragmeter.judges.base import Usage
+from ragmeter.privacy import for_output
 from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.store import codec
 from ragmeter.store.engine import StoreError, create_engine, database_url, environment_info, read, store_name, write
@@ -241,7 +242,7 @@ class Store:
                 created_at: datetime | None) -> None:
         rows: list[dict] = []
         now = codec.naive_utc()
-        for r in results:
+        for r in map(for_output, results):  # no secrets; no content when captured without
             at = created_at or codec.started_at(r.sample) or now
             row = codec.sample_row(r, run_id, at, codec.tags_of(tags, r.sample), self._text)
             row_id = conn.execute(samples.insert(), row).inserted_primary_key[0]

@@ -97,9 +97,9 @@ class RagmeterCallbackHandler(RunTracker):
 
     ``capture_content=False`` (default: the ``RAGMETER_CAPTURE_CONTENT`` environment variable,
     else True) scores each run as captured, in memory, but keeps and writes no content: the
-    samples (:attr:`samples`, :meth:`export_jsonl`, ``result.sample``) are
-    :func:`ragmeter.capture.without_content` copies, and the evaluation spans carry no
-    explanations or quotes (see :mod:`ragmeter.tracing.writer`).
+    samples (:attr:`samples`, :meth:`export_jsonl`, ``result.sample``) and the results' scores
+    are :func:`ragmeter.capture.without_content` copies, so the store, the evaluation spans and
+    the log carry no question, chunk, answer, claim, quote or explanation (:mod:`ragmeter.privacy`).
 
     ``store`` (a :class:`ragmeter.store.Store`, a SQLite path or a ``postgresql://`` URL; None:
     off) records every result in the store as an inline sample of source ``"langchain"`` (what

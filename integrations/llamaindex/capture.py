@@ -84,9 +84,9 @@ class RagmeterInstrumentation:
     context, through :func:`ragmeter.redact.redact_value` (credentials masked); error texts are
     redacted. ``capture_content=False`` (default: ``RAGMETER_CAPTURE_CONTENT``, else True) scores
     each query as captured, in memory, but keeps and writes no content: the samples
-    (:attr:`samples`, :meth:`export_jsonl`, ``result.sample``) are
-    :func:`ragmeter.capture.without_content` copies, and the evaluation spans carry no
-    explanations or quotes. The query's thread only hands the finished query over; the Sample is
+    (:attr:`samples`, :meth:`export_jsonl`, ``result.sample``) and the results' scores are
+    :func:`ragmeter.capture.without_content` copies, so the store, the evaluation spans and the
+    log carry no question, chunk, answer, claim, quote or explanation (:mod:`ragmeter.privacy`). The query's thread only hands the finished query over; the Sample is
     built on the capture thread.
 
     ``store`` (a :class:`ragmeter.store.Store`, a SQLite path or a ``postgresql://`` URL; None:

@@ -151,6 +151,7 @@ class Recorded:
     headers: dict
     started: float
     finished: float = 0.0
+    sent_bytes: int = 0  #: bytes of the reply's body the client took (a trickled reply cut short: fewer)
 
     @property
     def protocol(self) -> str:
@@ -442,9 +443,9 @@ class FakeLLMServer:
             return None
         return self.responder(req)
 
-    def _handle(self, path: str, body: dict, headers: dict) -> tuple[int, Any, dict, float]:
-        """``(status, payload, headers, trickle)``: payload is a JSON-able dict or a :class:`Raw`."""
-        req = Recorded(path, body, headers, time.monotonic())
+    def _handle(self, req: Recorded) -> tuple[int, Any, dict, float]:
+        """``(status, payload, headers, trickle)`` for ``req``: payload is a JSON-able dict or a :class:`Raw`."""
+        body, headers = req.body, req.headers
         with self._lock:
             self.requests.append(req)
             self._in_flight += 1
@@ -507,11 +508,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not (path.endswith("/chat/completions") or path.endswith("/messages") or path.endswith("/embeddings")):
             self._send(404, {"error": {"message": f"no route {path}"}}, {})
             return
-        status, payload, headers, every = self.server_owner._handle(
-            path, body, {k.lower(): v for k, v in self.headers.items()})
-        self._send(status, payload, headers, every)
+        req = Recorded(path, body, {k.lower(): v for k, v in self.headers.items()}, time.monotonic())
+        status, payload, headers, every = self.server_owner._handle(req)
+        self._send(status, payload, headers, every, req)
 
-    def _send(self, status: int, payload: Any, headers: dict, every: float = 0.0) -> None:
+    def _send(self, status: int, payload: Any, headers: dict, every: float = 0.0, req: Recorded | None = None) -> None:
         if isinstance(payload, Raw):
             data, kind = payload.body.encode(), payload.content_type
         else:
@@ -529,8 +530,12 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(every)
                     self.wfile.write(data[i:i + 1])
                     self.wfile.flush()
+                    if req is not None:
+                        req.sent_bytes = i + 1
             else:
                 self.wfile.write(data)
+                if req is not None:
+                    req.sent_bytes = len(data)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True
