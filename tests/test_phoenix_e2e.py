@@ -65,8 +65,11 @@ class PhoenixServer:
             return ""
 
     def wait_ready(self, timeout: float) -> None:
+        """Wait until /healthz answers, at most ``timeout`` seconds after the start. The server may
+        have been started early (at collection) and the deadline be past when the first test asks:
+        it is then asked once more, not given up on unasked."""
         end = self.started + timeout
-        while time.monotonic() < end:
+        while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"phoenix exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
@@ -75,8 +78,9 @@ class PhoenixServer:
                         return
             except (urllib.error.URLError, OSError):
                 pass
+            if time.monotonic() >= end:
+                raise TimeoutError(f"phoenix not ready after {timeout:.0f} s:\n{self.log_tail()}")
             time.sleep(0.25)
-        raise TimeoutError(f"phoenix not ready after {timeout:.0f} s:\n{self.log_tail()}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
