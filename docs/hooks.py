@@ -5,7 +5,7 @@ at build time, and the docstring conversion the API pages use. Nothing generated
 Generated pages:
 
 * ``reference/metrics.md``: every metric of :data:`ragmeter.metrics.REGISTRY`,
-  :data:`~ragmeter.metrics.STRING_METRICS` and the retrieval metrics, with the fields it needs,
+  :data:`~ragmeter.metrics.STRING_METRICS`, :data:`~ragmeter.metrics.DOMAIN_METRICS` and the retrieval metrics, with the fields it needs,
   the judge tasks it asks (measured: the metric run alone with the offline judge on a sample with
   and without a reference), its pass / warn levels and its docstring (formula and example).
 * ``reference/judges.md``: the judge specs of :data:`ragmeter.judges.spec.SPECS`, the judge
@@ -183,12 +183,12 @@ def _tasks(metric: Any) -> str:
 
 def metrics_page() -> str:
     """``reference/metrics.md``: every metric, from the registry."""
-    from ragmeter.metrics import (DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, REGISTRY, RETRIEVAL_METRICS,
-                                  STRING_METRICS, metric_class, retrieval)
+    from ragmeter.metrics import (DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, DOMAIN_METRICS, REGISTRY,
+                                  RETRIEVAL_METRICS, STRING_METRICS, metric_class, retrieval)
     from ragmeter.metrics.ir import _FUNCTIONS, RetrievalMetric
 
     rows, sections = [], []
-    for group, names in (("RAG", REGISTRY), ("string", STRING_METRICS)):
+    for group, names in (("RAG", REGISTRY), ("string", STRING_METRICS), ("domain", DOMAIN_METRICS)):
         for name in names:
             cls = metric_class(name)
             metric = cls()
@@ -210,7 +210,7 @@ def metrics_page() -> str:
         "# Metrics",
         "",
         "Generated from the metric registry (`ragmeter.metrics.REGISTRY`, `STRING_METRICS`, "
-        "`RETRIEVAL_METRICS`) when the manual is built. *Judge tasks* are the tasks the metric asked "
+        "`DOMAIN_METRICS`, `RETRIEVAL_METRICS`) when the manual is built. *Judge tasks* are the tasks the metric asked "
         "when it ran alone with the offline judge on a sample with a reference and again without one; "
         "each task runs once per sample and serves every metric of the run that needs it (an LLM judge "
         "answers `rate_chunks` and `attribute_statements` in one `review_context` call when a run needs "
