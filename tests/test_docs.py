@@ -212,7 +212,7 @@ def _write_output(block: Block, new: str) -> None:
         end = start
         while not _closes(lines[end], "```"):
             end += 1
-        lines[start:end] = new.rstrip("\n").split("\n")
+        lines[start:end] = new.removesuffix("\n").split("\n")
     else:
         end = start
         while not _closes(lines[end], "```"):
@@ -224,7 +224,7 @@ def _write_output(block: Block, new: str) -> None:
         out_end = out_start + 1
         while not _closes(lines[out_end], "```"):
             out_end += 1
-        lines[out_start + 1:out_end] = new.rstrip("\n").split("\n") if new.strip() else []
+        lines[out_start + 1:out_end] = new.removesuffix("\n").split("\n") if new else []
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
@@ -266,7 +266,7 @@ def test_doc_block_runs_and_prints_what_the_page_shows(block, page_dirs, request
                 differs = True
                 assert UPDATE, f"{block.id}: '$ {command}' printed other output than the page shows"
         if differs:
-            _write_output(block, "\n".join(shown_now))
+            _write_output(block, "\n".join(shown_now) + "\n")
 
 
 # --------------------------------------------------------------------------- the build
@@ -370,7 +370,9 @@ def test_home_and_metrics_pages_in_chromium(browser, served, tmp_path):
     assert picture and picture[0] == PICTURE_WINDOW[0] and picture[1].endswith("assets/report.png")
     nav = browser.execute_script("return [...document.querySelectorAll('.md-nav__link')]"
                                  ".map(a => a.textContent.trim())")
-    assert {"Install", "Metrics", "Judges", "Command line", "ragmeter.metrics", "Contributing"} <= set(nav)
+    assert {"Install", "Concepts", "Metrics", "Judges", "The offline judge", "Command line", "LangChain", "LlamaIndex",
+            "OpenTelemetry", "Evaluation service", "Compare and gate", "Measured", "Extending", "Architecture",
+            "ragmeter.metrics", "Contributing"} <= set(nav)
     full_page(browser, max_height=4000)
     screenshot(browser, "docs-home.png", tmp_path)
     assert console_errors(browser) == []
