@@ -5,8 +5,8 @@ at build time, and the docstring conversion the API pages use. Nothing generated
 Generated pages:
 
 * ``reference/metrics.md``: every metric of :data:`ragmeter.metrics.REGISTRY`,
-  :data:`~ragmeter.metrics.STRING_METRICS` and the retrieval metrics, with the fields it needs,
-  the judge tasks it asks (measured: the metric run alone with the offline judge on a sample with
+  :data:`~ragmeter.metrics.STRING_METRICS`, :data:`~ragmeter.metrics.DOMAIN_METRICS` and the
+  retrieval metrics, with the fields it needs, the judge tasks it asks (measured: the metric run alone with the offline judge on a sample with
   and without a reference), its pass / warn levels and its docstring (formula and example).
 * ``reference/judges.md``: the judge specs of :data:`ragmeter.judges.spec.SPECS`, the judge
   classes and the judge tasks of :data:`ragmeter.judges.tasks.TASKS`.

@@ -1,6 +1,7 @@
-"""The manual (docs/) tells the truth: it builds with ``mkdocs build --strict`` (no broken link or
-reference), its generated reference pages cover the registry and the parser, and every code block
-in it runs, its shown output compared, unless it says why it cannot run.
+"""The manual (docs/) and the README tell the truth: the manual builds with ``mkdocs build
+--strict`` (no broken link or reference), its generated reference pages cover the registry and the
+parser, and every code block of every page and of README.md runs, its shown output compared,
+unless it says why it cannot run.
 
 The conventions (docs/contributing.md explains them to writers):
 
@@ -11,7 +12,13 @@ The conventions (docs/contributing.md explains them to writers):
   is that block's standard output, compared exactly. In a console block each ``$ command`` line
   runs and the lines after it, up to the next ``$`` line, are its standard output.
 * ``<!-- not-run: REASON -->`` on the line before a block keeps it from running; the reason is
-  required. ``pycon`` / ``>>>`` blocks are refused: write a python block and its output.
+  required. ``<!-- llm-server -->`` runs the block with ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``
+  and ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` set to a local server on 127.0.0.1 that
+  speaks both wire protocols and answers every judge task validly (tests/helpers/servers.py).
+  ``pycon`` / ``>>>`` blocks are refused: write a python block and its output.
+* ``RAGMETER_UPDATE_DOCS=1`` writes what each block printed into its page (the output block of a
+  python or bash block that shows one, the output lines of a console block) instead of
+  comparing: for a change that alters output on purpose; read the diff before committing it.
 """
 
 from __future__ import annotations
@@ -34,13 +41,13 @@ RUNNABLE = {"python", "bash", "console"}
 #: Languages that are code but may not appear: they could neither run nor be compared.
 REFUSED = {"pycon", "sh", "shell", "shell-session", "py"}
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>[^\n`]*)$")
-_NOT_RUN = re.compile(r"^\s*<!--\s*not-run:(?P<reason>.*?)-->\s*$")
+_MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|llm-server)(?::(?P<reason>.*?))?\s*-->\s*$")
 
 
 @dataclass
 class Block:
     """One fenced block of a page: its language, code, line, the output it shows (None: not
-    shown) and, when it must not run, the reason."""
+    shown), when it must not run the reason, and whether it runs against the local LLM server."""
 
     page: str
     line: int
@@ -48,6 +55,7 @@ class Block:
     code: str
     expected: str | None = None
     not_run: str | None = None
+    llm_server: bool = False
 
     @property
     def id(self) -> str:
@@ -64,7 +72,7 @@ def parse_blocks(text: str, page: str) -> list[Block]:
     """Every fenced block of a Markdown page, with the output block that follows a runnable one
     folded into it (see the module docstring)."""
     lines = text.split("\n")
-    raw: list[tuple[int, str, str, str | None, int]] = []  # (line, lang, code, not-run reason, end line)
+    raw: list[tuple[int, str, str, dict, int]] = []  # (line, lang, code, markers, end line)
     i = 0
     while i < len(lines):
         m = _FENCE.match(lines[i])
@@ -77,19 +85,26 @@ def parse_blocks(text: str, page: str) -> list[Block]:
         while end < len(lines) and not _closes(lines[end], fence):
             end += 1
         body = "\n".join(line[indent:] if line[:indent].strip() == "" else line for line in lines[i + 1:end])
+        markers: dict[str, str] = {}  # the marker comments right above the block (blank lines between)
         before = i - 1
-        while before >= 0 and not lines[before].strip():
+        while before >= 0:
+            if not lines[before].strip():
+                before -= 1
+                continue
+            marker = _MARKER.match(lines[before])
+            if not marker:
+                break
+            markers.setdefault(marker["kind"], (marker["reason"] or "").strip())
             before -= 1
-        marker = _NOT_RUN.match(lines[before]) if before >= 0 else None
-        raw.append((i + 1, lang, body + "\n" if body else "", marker["reason"].strip() if marker else None, end))
+        raw.append((i + 1, lang, body + "\n" if body else "", markers, end))
         i = end + 1
     blocks: list[Block] = []
     skip_next = False
-    for n, (line, lang, code, reason, end) in enumerate(raw):
+    for n, (line, lang, code, markers, end) in enumerate(raw):
         if skip_next:
             skip_next = False
             continue
-        block = Block(page, line, lang, code, not_run=reason)
+        block = Block(page, line, lang, code, not_run=markers.get("not-run"), llm_server="llm-server" in markers)
         if lang in ("python", "bash") and n + 1 < len(raw):
             nxt_line, nxt_lang, nxt_code, _, _ = raw[n + 1]
             between = lines[end + 1:nxt_line - 1]
@@ -100,11 +115,12 @@ def parse_blocks(text: str, page: str) -> list[Block]:
 
 
 def _pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md"))
+    """Every page whose code runs: the manual's, and the README (the front door)."""
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
 ALL_BLOCKS = [b for page in _pages() for b in parse_blocks(page.read_text(encoding="utf-8"),
-                                                            page.relative_to(DOCS).as_posix())]
+                                                            page.relative_to(ROOT).as_posix())]
 RUN_BLOCKS = [b for b in ALL_BLOCKS if b.lang in RUNNABLE and b.not_run is None]
 
 
@@ -121,6 +137,10 @@ def test_the_parser_reads_the_conventions():
         ("python", 3, "2\n", None), ("bash", 12, None, "needs an OpenAI key"), ("console", 16, None, None),
         ("bash", 21, None, None), ("text", 25, None, None), ("yaml", 29, None, None)]
     assert blocks[2].code == "$ echo hi\nhi\n"
+    marked = parse_blocks("<!-- llm-server -->\n\n<!-- not-run: installs packages -->\n```bash\nx\n```\n"
+                          "<!-- llm-server -->\n```python\nprint(1)\n```\n", "p.md")
+    assert [(b.not_run, b.llm_server) for b in marked] == [("installs packages", True), (None, True)]
+    assert {b.page for b in ALL_BLOCKS} >= {"README.md", "docs/install.md"}
 
 
 def test_every_code_block_runs_or_says_why():
@@ -130,8 +150,8 @@ def test_every_code_block_runs_or_says_why():
     assert refused == [], f"write these as python / bash / console blocks: {refused}"
     no_reason = [b.id for b in ALL_BLOCKS if b.not_run is not None and not b.not_run]
     assert no_reason == [], f"<!-- not-run: --> needs a reason: {no_reason}"
-    marked_display = [b.id for b in ALL_BLOCKS if b.not_run is not None and b.lang not in RUNNABLE]
-    assert marked_display == [], f"not-run markers on blocks that never run: {marked_display}"
+    marked_display = [b.id for b in ALL_BLOCKS if (b.not_run is not None or b.llm_server) and b.lang not in RUNNABLE]
+    assert marked_display == [], f"markers on blocks that never run: {marked_display}"
 
 
 @pytest.fixture(scope="module")
@@ -149,17 +169,63 @@ def page_dirs(tmp_path_factory):
     return get
 
 
-def _env(folder: Path) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def llm_server():
+    """The local server ``<!-- llm-server -->`` blocks talk to: OpenAI and Anthropic wire protocols on
+    127.0.0.1, a valid answer to every judge task (the oracle of tests/helpers/servers.py)."""
+    from helpers.servers import FakeLLMServer
+
+    with FakeLLMServer() as server:
+        yield server
+
+
+def _env(folder: Path, server=None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "RAGMETER_", "PYTEST_"))}
     env.update({"RAGMETER_CACHE_DIR": str(folder / ".cache"), "COLUMNS": "120", "NO_COLOR": "1",
                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"})
+    if server is not None:
+        env.update({"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-local-docs",
+                    "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-ant-local-docs"})
     return env
 
 
-def _run(argv: list[str], folder: Path, what: str) -> str:
-    out = subprocess.run(argv, cwd=folder, env=_env(folder), capture_output=True, text=True, timeout=300)
+def _run(argv: list[str], folder: Path, what: str, server=None) -> str:
+    out = subprocess.run(argv, cwd=folder, env=_env(folder, server), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, f"{what} exited {out.returncode}\n--- stdout\n{out.stdout}\n--- stderr\n{out.stderr}"
     return out.stdout
+
+
+UPDATE = os.environ.get("RAGMETER_UPDATE_DOCS") == "1"
+
+
+def _write_output(block: Block, new: str) -> None:
+    """RAGMETER_UPDATE_DOCS=1: put ``new`` into ``block``'s page as what it shows (a python or bash
+    block's output block; a console block's whole text, commands and outputs). The page is read
+    again, since an earlier rewrite may have moved the block's lines."""
+    path = ROOT / block.page
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    found = [b for b in parse_blocks(text, block.page) if b.lang == block.lang and b.code == block.code]
+    assert len(found) == 1, f"{block.id}: cannot find the block again to write its output"
+    start = found[0].line  # the line after the opening fence (0-based index of the body)
+    if block.lang == "console":
+        end = start
+        while not _closes(lines[end], "```"):
+            end += 1
+        lines[start:end] = new.removesuffix("\n").split("\n")
+    else:
+        end = start
+        while not _closes(lines[end], "```"):
+            end += 1
+        out_start = end + 1
+        while not lines[out_start].strip():
+            out_start += 1
+        assert lines[out_start].strip() == "```text", f"{block.id}: no output block to write"
+        out_end = out_start + 1
+        while not _closes(lines[out_end], "```"):
+            out_end += 1
+        lines[out_start + 1:out_end] = new.removesuffix("\n").split("\n") if new else []
+    path.write_text("\n".join(lines), encoding="utf-8")
 
 
 def _console(code: str) -> list[tuple[str, str | None]]:
@@ -177,23 +243,30 @@ def _console(code: str) -> list[tuple[str, str | None]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", RUN_BLOCKS, ids=[b.id for b in RUN_BLOCKS])
-def test_doc_block_runs_and_prints_what_the_page_shows(block, page_dirs):
+def test_doc_block_runs_and_prints_what_the_page_shows(block, page_dirs, request):
     folder = page_dirs(block.page)
-    if block.lang == "python":
-        script = folder / f"block_{block.line}.py"
-        script.write_text(block.code, encoding="utf-8")
-        stdout = _run([sys.executable, script.name], folder, f"docs/{block.id}")
-        if block.expected is not None:
-            assert stdout == block.expected, f"docs/{block.id} printed other output than the page shows"
-    elif block.lang == "bash":
-        stdout = _run(["bash", "-euo", "pipefail", "-c", block.code], folder, f"docs/{block.id}")
-        if block.expected is not None:
-            assert stdout == block.expected, f"docs/{block.id} printed other output than the page shows"
+    server = request.getfixturevalue("llm_server") if block.llm_server else None
+    if block.lang in ("python", "bash"):
+        if block.lang == "python":
+            script = folder / f"block_{block.line}.py"
+            script.write_text(block.code, encoding="utf-8")
+            stdout = _run([sys.executable, script.name], folder, block.id, server)
+        else:
+            stdout = _run(["bash", "-euo", "pipefail", "-c", block.code], folder, block.id, server)
+        if block.expected is not None and stdout != block.expected and UPDATE:
+            _write_output(block, stdout)
+        elif block.expected is not None:
+            assert stdout == block.expected, f"{block.id} printed other output than the page shows"
     else:
+        shown_now, differs = [], False
         for command, shown in _console(block.code):
-            stdout = _run(["bash", "-euo", "pipefail", "-c", command], folder, f"docs/{block.id}: $ {command}")
-            if shown is not None:
-                assert stdout == shown, f"docs/{block.id}: '$ {command}' printed other output than the page shows"
+            stdout = _run(["bash", "-euo", "pipefail", "-c", command], folder, f"{block.id}: $ {command}", server)
+            shown_now += [f"$ {command}", *([stdout.rstrip("\n")] if shown is not None and stdout.strip() else [])]
+            if shown is not None and stdout != shown:
+                differs = True
+                assert UPDATE, f"{block.id}: '$ {command}' printed other output than the page shows"
+        if differs:
+            _write_output(block, "\n".join(shown_now) + "\n")
 
 
 # --------------------------------------------------------------------------- the build
@@ -297,7 +370,9 @@ def test_home_and_metrics_pages_in_chromium(browser, served, tmp_path):
     assert picture and picture[0] == PICTURE_WINDOW[0] and picture[1].endswith("assets/report.png")
     nav = browser.execute_script("return [...document.querySelectorAll('.md-nav__link')]"
                                  ".map(a => a.textContent.trim())")
-    assert {"Install", "Metrics", "Judges", "Command line", "ragmeter.metrics", "Contributing"} <= set(nav)
+    assert {"Install", "Concepts", "Metrics", "Judges", "The offline judge", "Command line", "LangChain", "LlamaIndex",
+            "OpenTelemetry", "Evaluation service", "Compare and gate", "Measured", "Extending", "Architecture",
+            "ragmeter.metrics", "Contributing"} <= set(nav)
     full_page(browser, max_height=4000)
     screenshot(browser, "docs-home.png", tmp_path)
     assert console_errors(browser) == []

@@ -1,82 +1,107 @@
-"""The README tells the truth: the output it shows is what the command prints today, and the
-command-line synopsis names every command the parser has."""
+"""The README is the front door and tells the truth: at most 12 KB; the Quick start block is the
+two commands ``.ci/run`` runs verbatim, followed by what the first one prints (tests/test_docs.py
+runs every README block and compares the output it shows); every link leads somewhere; one install
+line per extra it names. The manual keeps what moved there from the README checked the same way:
+the examples' shown code and output, the command synopsis, the custom metric, the span processor's
+settings table."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from ragmeter.cli import build_parser
+from test_docs import RUN_BLOCKS, parse_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
 
 
-def shown_output(command: str) -> str:
-    """The ```text block of the README that starts with ``$ command``, without that line."""
-    for block in re.findall(r"```text\n(.*?)```", README, re.S):
-        first, _, rest = block.partition("\n")
-        if first.strip() == f"$ {command}":
-            return rest
-    raise AssertionError(f"the README shows no output of {command!r}")
+def page(path: str) -> str:
+    return (DOCS / path).read_text(encoding="utf-8")
 
 
-@pytest.mark.slow
-def test_quick_start_output_is_what_the_command_prints(tmp_path):
-    env = {**os.environ, "RAGMETER_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "120"}
-    out = subprocess.run([sys.executable, "-m", "ragmeter.cli", "evaluate", "examples/rag_samples.jsonl",
-                          "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == shown_output("ragmeter evaluate examples/rag_samples.jsonl")
+def test_readme_is_a_front_door():
+    assert len(README.encode("utf-8")) <= 12 * 1024, f"README.md is {len(README.encode())} bytes; the limit is 12 KB"
 
 
-EXAMPLES = [b.partition("\n")[0][2:].strip() for b in re.findall(r"```text\n(.*?)```", README, re.S)
-            if b.startswith("$ python examples/")]
+def test_quick_start_is_two_commands_then_what_the_first_prints():
+    """``.ci/run`` reads the first fenced block of "## Quick start" and needs exactly two commands;
+    the console block after it shows the first command's run, and the docs test runs it."""
+    section = README.split("## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    first = section.split("```", 2)[1]
+    commands = [line for line in first.split("\n")[1:] if line.strip()]
+    assert len(commands) == 2 and commands[0].endswith("&& ragmeter evaluate examples/rag_samples.jsonl")
+    blocks = parse_blocks(section, "README.md")
+    assert blocks[0].not_run and blocks[1].lang == "console"
+    assert blocks[1].code.startswith("$ ragmeter evaluate examples/rag_samples.jsonl\nragmeter: 20 samples scored")
+    shown = [b for b in RUN_BLOCKS if b.page == "README.md" and b.lang == "console"]
+    assert any(b.code == blocks[1].code for b in shown), "the Quick start output is not among the blocks that run"
 
 
-def test_readme_shows_example_outputs():
-    assert {"python examples/monitor_degradation.py", "python examples/custom_metrics.py",
-            "python examples/conversations.py"} <= set(EXAMPLES)
+def _slug(heading: str) -> str:
+    """The anchor MkDocs (and GitHub) make of a heading."""
+    text = re.sub(r"[`*]", "", heading.strip()).lower()
+    return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", text))
 
 
-@pytest.mark.parametrize("section, example", [("## Custom metrics", "custom_metrics.py"),
-                                              ("## Conversations", "conversations.py")])
-def test_shown_code_is_the_example_file(section, example):
-    """The README's code in ``section`` is examples/``example`` (whose output it shows)."""
-    block = README.split(section, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+def test_every_readme_link_resolves():
+    """Relative links lead to a file of the repository, and an anchor to a heading of that page."""
+    links = re.findall(r"\]\(([^)\s]+)\)", README)
+    local = [link for link in links if not link.startswith(("http://", "https://"))]
+    assert len(local) >= 15
+    for link in local:
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        assert target.exists(), f"README links to {link}, which does not exist"
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", target.read_text(encoding="utf-8"), re.M)
+            assert anchor in {_slug(h) for h in headings}, f"README links to {link}: no such heading"
+
+
+def test_one_install_line_per_extra_named():
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    named = set(re.findall(r'pip install "ragmeter\[([\w-]+)\]"', README))
+    assert named <= extras
+    assert {"local", "openai", "anthropic", "langchain", "llamaindex", "otel", "phoenix", "langfuse"} <= named
+
+
+@pytest.mark.parametrize("doc, command", [("deciding/monitoring.md", "python examples/monitor_degradation.py"),
+                                          ("designing/custom-metrics.md", "python examples/custom_metrics.py"),
+                                          ("designing/conversations.md", "python examples/conversations.py")])
+def test_manual_shows_example_outputs(doc, command):
+    """The examples' output is shown in the manual, in a console block the docs test runs and compares."""
+    blocks = [b for b in RUN_BLOCKS if b.page == f"docs/{doc}" and b.lang == "console"]
+    assert any(b.code.startswith(f"$ {command}\n") and len(b.code.split("\n")) > 3 for b in blocks)
+
+
+@pytest.mark.parametrize("doc, example", [("designing/custom-metrics.md", "custom_metrics.py"),
+                                          ("designing/conversations.md", "conversations.py")])
+def test_shown_code_is_the_example_file(doc, example):
+    """The manual's first code block on ``doc`` is examples/``example`` (whose output it shows)."""
+    block = page(doc).split("```python\n", 1)[1].split("```", 1)[0]
     code = (ROOT / "examples" / example).read_text(encoding="utf-8")
     assert code.split('"""', 2)[2].lstrip("\n") == block
 
 
-@pytest.mark.parametrize("command", EXAMPLES)
-def test_example_output_is_what_the_script_prints(command, tmp_path):
-    """Every ``$ python examples/...`` block in the README is that script's output today."""
-    env = {**os.environ, "RAGMETER_CACHE_DIR": str(tmp_path / "cache")}
-    out = subprocess.run([sys.executable, *command.split()[1:]], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == shown_output(command)
-
-
 def test_synopsis_lists_every_command():
-    """Every subcommand the parser knows (plugins included) appears in the README's synopsis."""
+    """Every subcommand the parser knows (plugins included) appears in the CLI page's synopsis."""
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
-    synopsis = README.split("## Command line", 1)[1].split("```", 2)[1]
+    synopsis = page("cli.md").split("```text\n", 1)[1].split("```", 1)[0]
     assert sorted(c for c in commands if f"ragmeter {c} " not in synopsis) == []
 
 
 def test_adding_a_metric_example_runs(capsys, monkeypatch):
-    """The README's custom metric runs as shown and agrees with the verdicts faithfulness reports."""
-    block = README.split("### Adding a metric", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    """The manual's custom metric runs as shown and agrees with the verdicts faithfulness reports."""
+    block = page("extending.md").split("## A metric", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(ROOT)
     namespace: dict = {}
-    exec(compile(block, "README.md", "exec"), namespace)
+    exec(compile(block, "docs/extending.md", "exec"), namespace)
     mean = float(capsys.readouterr().out.strip())
     result = namespace["result"]
     values = [r.scores["no_contradiction"].value for r in result]
@@ -89,8 +114,8 @@ def test_adding_a_metric_example_runs(capsys, monkeypatch):
 
 
 def test_span_processor_settings_table_matches_the_code():
-    """Every RAGMETER_* setting of the span processor is in the README's table, with its default."""
+    """Every RAGMETER_* setting of the span processor is in the OpenTelemetry page's table, with its default."""
     from ragmeter.tracing.settings import SETTINGS
 
-    rows = dict(re.findall(r"^\| `(RAGMETER_[A-Z_]+)` \| ([0-9.]+) \|", README, re.M))
+    rows = dict(re.findall(r"^\| `(RAGMETER_[A-Z_]+)` \| ([0-9.]+) \|", page("tracing/index.md"), re.M))
     assert {s.env: float(s.default) for s in SETTINGS} == {k: float(v) for k, v in rows.items()}

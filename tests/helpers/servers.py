@@ -276,6 +276,23 @@ def oracle(req: Recorded) -> Answer:
                                       for s in data.get("reference_statements", [])]})
     if task == "rate_answer":
         return answer({"score": 1.0, "reason": "directly answers the question"})
+    if task == "judge_criteria":  # every criterion met well: 4 of 5
+        return answer({"results": [{"criterion": c["index"], "applicable": True, "score": 4,
+                                    "reason": f"the sample meets '{c['name']}' well"} for c in data.get("criteria", [])]})
+    if task == "write_questions":  # n distinct questions, each on one chunk (none or two where the kind says so)
+        chunks, kind = data.get("chunks", []), data.get("kind", "simple")
+        avoid = {q.lower() for q in data.get("already_asked", [])}
+        items, j = [], 0
+        while len(items) < int(data.get("n", 1)) and chunks:
+            chunk = chunks[j % len(chunks)]
+            j += 1
+            question = f"What does source {j} say about {' '.join(chunk['text'].split()[:6])}?"
+            if question.lower() in avoid:
+                continue
+            cited = ([] if kind in ("unanswerable", "out_of_scope") else
+                     [c["index"] for c in chunks[:2]] if kind in ("multi_context", "multi_hop") else [chunk["index"]])
+            items.append({"question": question, "answer": chunk["text"], "chunks": cited})
+        return answer({"items": items})
     return Fail(400, f"fake server: unknown task {task!r}")
 
 
