@@ -34,11 +34,14 @@ import time
 from typing import Any, Callable, Iterable
 
 from ragmeter.conversations import no_retrieval_turn
-from ragmeter.data import Context, Sample, save_samples
-from ragmeter.guard import never_raise
-from ragmeter.inline import BackgroundScorer, register_exit_hook, store_writer, weak_hook
-from ragmeter.result import EvaluationResult, SampleResult
-from ragmeter.runner import evaluate, resolve_metrics
+from ragmeter.data import Context, Sample
+from ragmeter.guard import never_raise, register_exit_hook, weak_hook
+from ragmeter.inline import BackgroundScorer, store_writer
+from ragmeter.readers import save_samples
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
+from ragmeter.metrics import resolve_metrics
+from ragmeter.runner import evaluate
 
 __all__ = ["CaptureRecorder", "scorable", "without_content", "content_captured",
            "capture_content_setting", "MODES", "STATS_KEYS",

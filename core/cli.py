@@ -269,8 +269,10 @@ def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = (), r
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from ragmeter.data import Dataset, load_samples
-    from ragmeter.runner import evaluate, resolve_metrics
+    from ragmeter.data import Dataset
+    from ragmeter.readers import load_samples
+    from ragmeter.metrics import resolve_metrics
+    from ragmeter.runner import evaluate
 
     check_run_options(args)  # reject bad thresholds and report types before spending judge calls
     args.dataset = Path(args.file).stem

@@ -2,7 +2,8 @@
 retrieval or generation failed, and the app's response time as a metric.
 
 Pure functions over a sample's Scores (``SampleResult.scores``, a dict metric -> Score); no
-judge call, no state.
+judge call, no state. Results are read through their fields (``r.sample``, ``r.scores``), so this
+module sits below :mod:`ragmeter.result`, whose reports use it.
 
 >>> from ragmeter.data import Score
 >>> scores = {"faithfulness": Score("faithfulness", 0.9, label="pass"),
@@ -25,10 +26,8 @@ from typing import Any, Iterable, Mapping
 
 from ragmeter.aggregate import GRADE_THRESHOLDS, grade
 from ragmeter.data import Score
-from ragmeter.metrics import DOMAIN_METRICS, REGISTRY
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT
-from ragmeter.metrics import REGISTRY
-from ragmeter.result import SampleResult
+from ragmeter.metrics import DOMAIN_METRICS, REGISTRY
 
 __all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "diagnose", "Diagnosis",
            "DIAGNOSIS_RULE", "RETRIEVAL_SIGNALS", "GENERATION_SIGNALS", "response_time_score", "latency_seconds",
@@ -299,7 +298,7 @@ def latency_summary(latencies: Iterable[float | None]) -> dict[str, Any] | None:
     return {"count": len(values), "p50_s": percentile(50), "p95_s": percentile(95), "max_s": values[-1]}
 
 
-def run_latency(results: Iterable[SampleResult]) -> dict[str, Any] | None:
+def run_latency(results: Iterable[Any]) -> dict[str, Any] | None:
     """:func:`latency_summary` of the captured response times (:func:`latency_seconds`) of
     ``results``' samples; None when no sample carries one."""
     return latency_summary(latency_seconds(r.sample.metadata) for r in results)
@@ -341,7 +340,7 @@ def response_time_score(latency_s: float, pass_under: float = RESPONSE_TIME_LEVE
                  judge="code", label=label, fingerprint=CODE_FINGERPRINT.id)
 
 
-def add_response_time(results: Iterable[SampleResult], pass_under: float = RESPONSE_TIME_LEVELS[0],
+def add_response_time(results: Iterable[Any], pass_under: float = RESPONSE_TIME_LEVELS[0],
                       warn_under: float = RESPONSE_TIME_LEVELS[1]) -> bool:
     """Add a ``response_time`` Score (:func:`response_time_score`) to each result whose sample
     carries a captured latency (:func:`latency_seconds`), and a not-applicable one (value None,
@@ -349,6 +348,7 @@ def add_response_time(results: Iterable[SampleResult], pass_under: float = RESPO
     Returns whether any was added. No judge call.
 
     >>> from ragmeter.data import Sample
+    >>> from ragmeter.metrics.scoring import SampleResult
     >>> rs = [SampleResult(Sample("q", ["c"], metadata={"latency": {"total_s": 4.0}}), {}),
     ...       SampleResult(Sample("q", ["c"]), {})]
     >>> add_response_time(rs), [(r.scores["response_time"].value, r.scores["response_time"].label) for r in rs]

@@ -17,7 +17,7 @@ import random
 import ragmeter as rm
 from ragmeter.data import Context, Sample, Score
 from ragmeter.judges.base import Usage
-from ragmeter.result import SampleResult
+from ragmeter import SampleResult
 
 OUTAGE = range(81, 121)
 

@@ -274,7 +274,7 @@ def _project(resource: Any) -> str:
 
 def _read_back(build: BuildResult, scores: dict[str, Any]) -> Any:
     """A :class:`ragmeter.SampleResult` of ``build``'s sample with the scores its carrier holds."""
-    from ragmeter.result import SampleResult
+    from ragmeter.metrics.scoring import SampleResult
 
     sample = build.sample
     otel = sample.metadata.get("otel")

@@ -11,18 +11,16 @@ OTLP clients retry), and idle connections closed after ``idle_timeout``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ragmeter.tracing.serve import spans_from_message
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ragmeter.tracing.serve import EvaluationService
+from ragmeter.tracing.otlp_json import spans_from_message
 
 __all__ = ["grpc_server"]
 
 
-def grpc_server(service: EvaluationService, host: str, port: int) -> tuple[Any, int]:
-    """An OTLP/gRPC ``TraceService`` server for ``service`` and its port (needs grpcio: ``pip install
+def grpc_server(service: Any, host: str, port: int) -> tuple[Any, int]:
+    """An OTLP/gRPC ``TraceService`` server for ``service`` (the
+    :class:`~ragmeter.tracing.serve.EvaluationService` that starts it) and its port (needs grpcio: ``pip install
     opentelemetry-exporter-otlp-proto-grpc``). Full or draining: status UNAVAILABLE, which OTLP
     clients retry with backoff."""
     from concurrent import futures

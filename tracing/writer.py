@@ -70,7 +70,7 @@ from ragmeter.suppression import suppressed_context
 from ragmeter.tracing.semconv import EvaluationNames, evaluation_names
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragmeter.result import SampleResult
+    from ragmeter.metrics.scoring import SampleResult
 
 __all__ = ["SpanTarget", "current_target", "EvaluationWriter", "writer_for_current_provider",
            "carrier_attributes", "carrier_events", "CARRIER_NAME", "CARRIER_MARKER", "annotator_kind",

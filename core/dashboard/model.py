@@ -9,7 +9,8 @@ from typing import Any, Iterable, Mapping
 
 from ragmeter.data import Score
 from ragmeter.judges.base import Usage
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 from ragmeter.verdicts import (RESPONSE_TIME, Diagnosis, composite_inputs, composite_score, diagnose, grade,
                                latency_seconds, response_time_score, run_latency, weakest_metric)
 

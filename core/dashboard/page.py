@@ -8,14 +8,10 @@ filters and sorts the sample list.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import re
 from datetime import datetime, timezone
 from html import escape
-from importlib import resources
-from string import Template
 from typing import Any, Iterable, Mapping, Sequence
 
 from ragmeter.dashboard.agreement import agreement_section
@@ -24,6 +20,7 @@ from ragmeter.dashboard.conversations import conversations_section
 from ragmeter.dashboard.drilldown import drilldown, fmt
 from ragmeter.dashboard.model import RunEntry, SampleEntry, SampleView, Verdicts, sample_views
 from ragmeter.dashboard.runs import latency_text, runs_section, trends_section
+from ragmeter.dashboard.shell import asset, page_html
 from ragmeter.dashboard.sweeps import sweeps_section
 from ragmeter.dashboard.trust import trust_section
 from ragmeter.data import label_for
@@ -37,10 +34,6 @@ __all__ = ["render", "render_result", "SUMMARY_COLUMNS"]
 SUMMARY_COLUMNS = ("count", "mean", "median", "std", "min", "max", "errors", "n/a")
 _DIAGNOSES = ("retrieval", "generation", "both", "fine", "unknown")
 _LABELS = ("pass", "warn", "fail", "error", "n/a")
-
-
-def _asset(name: str) -> str:
-    return resources.files("ragmeter.dashboard").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 def _cell(value: Any) -> str:
@@ -297,10 +290,7 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
                     agreement_section(agreement or {}, leniency), trust_section(trust, drift), _invalid(latest)]
         header = _header(title, runs, views, _nav(sections))
     body = "".join([header, "<main>", *sections, "</main>"])
-    js = _asset("dashboard.js")
-    script_hash = "sha256-" + base64.b64encode(hashlib.sha256(f"\n{js}\n".encode("utf-8")).digest()).decode("ascii")
-    page = Template(_asset("page.html"))
-    return page.substitute(title=escape(title), css=_asset("dashboard.css"), js=js, script_hash=script_hash, body=body)
+    return page_html(title, body, asset("dashboard.js"))
 
 
 def render_result(result: EvaluationResult, *, title: str = "ragmeter report", verdicts: Verdicts | None = None,

@@ -19,7 +19,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from ragmeter.judges.fingerprint import JudgeFingerprint
 
-__all__ = ["Usage", "TaskResult", "JudgeError", "InvalidOutput", "Judge", "Embedder", "REPEAT"]
+__all__ = ["Usage", "TaskResult", "JudgeError", "Judge", "Embedder", "REPEAT"]
 
 #: The repeat a judge call belongs to (0: the first; see :mod:`ragmeter.trust.repeats`): a judge
 #: that caches its answers keeps it in the key, so a repeat is asked again, not read back.
@@ -75,13 +75,6 @@ class TaskResult:
     usage: Usage = field(default_factory=Usage)
     judge: str = ""
     note: str = ""
-
-
-class InvalidOutput(ValueError):
-    """A judge answer that does not fit its task (wrong count, index out of range, bad JSON).
-
-    The message is written for the judge: LLM backends show it when they ask again.
-    """
 
 
 class JudgeError(RuntimeError):

@@ -22,8 +22,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ragmeter.judges.base import InvalidOutput
 from ragmeter.judges.retry import TransientError
+from ragmeter.judges.tasks import InvalidOutput
 from ragmeter.redact import redact
 
 __all__ = ["Turn", "ChatRequest", "Reply", "Transport", "CallableTransport", "parse_json_answer",

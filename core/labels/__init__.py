@@ -20,10 +20,11 @@ between the judge and the annotators).
 
 from ragmeter.labels.agreement import (alpha_with_ci, balanced_accuracy, bootstrap_ci, cohen_kappa, confusion,
                                        judge_vs_humans, kappa_with_ci, krippendorff_alpha, suggest_threshold)
+from ragmeter.labels.criteria import CRITERIA, CRITERION_METRICS
 from ragmeter.labels.io import Label, LabelSet, answer_hash, import_labels
 from ragmeter.labels.matching import LabeledItem, MatchedLabels, match_labels
 from ragmeter.labels.report import agreement_report, format_report, judge_leniency
-from ragmeter.labels.tasks import CRITERIA, CRITERION_METRICS, export_tasks, review_queue, task_records
+from ragmeter.labels.tasks import export_tasks, review_queue, task_records
 
 __all__ = ["cohen_kappa", "krippendorff_alpha", "alpha_with_ci", "kappa_with_ci", "bootstrap_ci", "confusion",
            "balanced_accuracy", "suggest_threshold", "judge_vs_humans", "Label", "LabelSet", "answer_hash",

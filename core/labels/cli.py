@@ -9,9 +9,10 @@ from typing import Any
 
 from ragmeter.cli import EXIT_OK
 from ragmeter.fileio import json_text
+from ragmeter.labels.criteria import CRITERIA
 from ragmeter.labels.io import import_labels
 from ragmeter.labels.report import agreement_report, format_leniency, format_report, judge_leniency
-from ragmeter.labels.tasks import CRITERIA, export_tasks
+from ragmeter.labels.tasks import export_tasks
 from ragmeter.result import EvaluationResult
 
 __all__ = ["register"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ragmeter.labels.criteria import CRITERION_METRICS
 from ragmeter.labels.io import Label, answer_hash
 from ragmeter.labels.scales import check_value, infer_scale
 
@@ -26,8 +27,6 @@ OVERALL_THRESHOLD = 0.7
 def metric_of(criterion: str) -> str:
     """The metric a criterion is compared with: :data:`ragmeter.labels.CRITERION_METRICS` for
     the labeling page's criteria, else the criterion itself (a label given on a metric)."""
-    from ragmeter.labels.tasks import CRITERION_METRICS
-
     return CRITERION_METRICS.get(criterion, criterion)
 
 

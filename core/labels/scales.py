@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+from ragmeter.labels.criteria import CRITERIA
+
 __all__ = ["SCALES", "HUMAN_PASS_AT", "check_value", "infer_scale", "human_pass", "in_human_units", "span"]
 
 SCALES = ("binary", "1-5", "0-1")
@@ -56,8 +58,6 @@ def infer_scale(values: Iterable[float], declared: Iterable[str | None] = (), cr
     """The scale of a criterion's labels: the one declared (ValueError when they disagree), else
     1-5 for a criterion of the labeling page (:data:`ragmeter.labels.CRITERIA`), else read from
     the values (see the module doc; ValueError when they mix scales)."""
-    from ragmeter.labels.tasks import CRITERIA  # it imports the labels package
-
     named = {d for d in declared if d}
     if not named and criterion in CRITERIA:
         return "1-5"

@@ -12,45 +12,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragmeter.fileio import write_text_atomic
+from ragmeter.labels.criteria import CRITERIA
 from ragmeter.labels.io import answer_hash
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 
-__all__ = ["CRITERIA", "CRITERION_METRICS", "DISAGREEMENT_SPREAD", "NEAR_THRESHOLD", "review_queue", "export_tasks",
+__all__ = ["DISAGREEMENT_SPREAD", "NEAR_THRESHOLD", "review_queue", "export_tasks",
            "task_records"]
-
-#: The criteria people rate on a 1-5 scale: what each asks, and anchors for 1, 3 and 5.
-CRITERIA: dict[str, dict[str, Any]] = {
-    "faithfulness": {
-        "question": "Is every claim in the answer supported by the chunks?",
-        "anchors": {"1": "mostly unsupported or contradicted by the chunks",
-                    "3": "the main point is supported, some details are not",
-                    "5": "every claim is supported by the chunks"}},
-    "relevance": {
-        "question": "Does the answer address the question that was asked?",
-        "anchors": {"1": "off-topic or answers another question",
-                    "3": "partly addresses it, or buries the answer in unrelated text",
-                    "5": "directly and only answers the question"}},
-    "completeness": {
-        "question": "Does the answer cover everything the question needs?",
-        "anchors": {"1": "misses the essential part",
-                    "3": "covers the main part, misses secondary parts",
-                    "5": "nothing needed is missing"}},
-    "citation_correctness": {
-        "question": "Do the citations point to the chunks that support each cited statement?",
-        "anchors": {"1": "citations missing or pointing to unrelated chunks",
-                    "3": "some citations are right, some wrong or missing",
-                    "5": "every citation points to a supporting chunk"}},
-    "overall": {
-        "question": "Would you accept this answer for a user?",
-        "anchors": {"1": "unacceptable: wrong or harmful",
-                    "3": "acceptable with reservations",
-                    "5": "good as it is"}},
-}
-
-#: The judge metric each criterion is compared with (``overall``: the composite score).
-CRITERION_METRICS = {"faithfulness": "faithfulness", "relevance": "answer_relevancy",
-                     "completeness": "response_completeness", "citation_correctness": "citation_accuracy",
-                     "overall": "composite"}
 
 #: An ensemble judge's members disagree when their values spread more than this.
 DISAGREEMENT_SPREAD = 0.3

@@ -9,7 +9,7 @@ Classes are imported lazily.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from ragmeter.metrics.base import Metric
 from ragmeter.metrics.requests import ScoringContext
@@ -42,8 +42,8 @@ STRING_METRICS: dict[str, tuple[str, str]] = {
 #: Deterministic domain checks that the profiles add (:mod:`ragmeter.profiles`; no judge), usable on
 #: their own like any metric (``metrics=["medical_advice"]``): name -> (module, class).
 DOMAIN_METRICS: dict[str, tuple[str, str]] = {
-    "legal_citations": ("ragmeter.profiles", "LegalCitations"),
-    "medical_advice": ("ragmeter.profiles", "MedicalAdvice"),
+    "legal_citations": ("ragmeter.metrics.domain", "LegalCitations"),
+    "medical_advice": ("ragmeter.metrics.domain", "MedicalAdvice"),
 }
 
 #: Deterministic retrieval metric names; those marked ``@k`` take a cutoff (``precision@5``).
@@ -62,7 +62,7 @@ _CLASSES.update({cls: module for module, cls in STRING_METRICS.values()})
 _CLASSES.update({cls: module for module, cls in DOMAIN_METRICS.values()})
 _CLASSES["Criteria"] = _CLASSES["FunctionMetric"] = "ragmeter.metrics.criteria"  # custom metrics (need arguments)
 
-__all__ = ["Metric", "ScoringContext", "get_metric", "metric_class", "metrics_help", "REGISTRY", "STRING_METRICS",
+__all__ = ["Metric", "ScoringContext", "get_metric", "resolve_metrics", "metric_class", "metrics_help", "REGISTRY", "STRING_METRICS",
            "DOMAIN_METRICS", "METRIC_NAMES", "RETRIEVAL_METRICS", "DEFAULT_METRICS", "DEFAULT_RETRIEVAL_METRICS", "retrieval", *_CLASSES]
 
 
@@ -111,3 +111,25 @@ def metrics_help() -> str:
             + ", ".join(m.replace("@k", "@K") for m in RETRIEVAL_METRICS)
             + ". Default: " + ", ".join(DEFAULT_METRICS) + " (+ " + ", ".join(DEFAULT_RETRIEVAL_METRICS)
             + " when records carry relevant_ids)")
+
+
+def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Any] = ()) -> list[Metric]:
+    """Metric instances from instances or names. ``None`` -> the defaults: the judge metrics of
+    :data:`ragmeter.metrics.DEFAULT_METRICS`, plus retrieval metrics when any sample carries
+    ``relevant_ids``. Duplicate names are an error."""
+    if metrics is None:
+        names: list[Any] = list(DEFAULT_METRICS)
+        if any(s.relevant_ids for s in samples):
+            names += list(DEFAULT_RETRIEVAL_METRICS)
+        metrics = names
+    if isinstance(metrics, (str, Metric)):
+        metrics = [metrics]
+    out = [get_metric(m) for m in metrics]
+    seen: set[str] = set()
+    for m in out:
+        if m.name in seen:
+            raise ValueError(f"metric {m.name!r} is listed twice")
+        seen.add(m.name)
+    if not out:
+        raise ValueError("no metrics to run")
+    return out

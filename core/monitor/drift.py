@@ -31,7 +31,7 @@ import numpy as np
 from ragmeter.guard import never_raise
 from ragmeter.judges.base import Embedder, cosine
 from ragmeter.monitor.rules import PSI_EPSILON, psi_of_shares, shares
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 
 __all__ = ["DriftValues", "QuestionDrift", "RETRIEVAL_SCORE"]
 

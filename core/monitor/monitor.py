@@ -14,7 +14,7 @@ from ragmeter.inline import sampled
 from ragmeter.judges.base import Embedder
 from ragmeter.monitor.drift import RETRIEVAL_SCORE, DriftValues, QuestionDrift
 from ragmeter.monitor.rules import Alert, Trigger, percentile
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.verdicts import latency_seconds
 
 __all__ = ["Monitor", "DEFAULT_THRESHOLDS", "RULES"]

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from ragmeter.data import CONVERSATION_FIELDS, Sample, Score
 from ragmeter.fileio import json_text
 from ragmeter.judges.base import Usage
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.verdicts import latency_seconds
 
 _SURROGATES = re.compile("[\ud800-\udfff]")

@@ -21,7 +21,8 @@ import os
 import uuid
 from typing import Any
 
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 from ragmeter.store.engine import StoreError
 from ragmeter.store.store import RunInfo, Store
 from ragmeter.store.writer import StoreWriter

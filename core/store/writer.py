@@ -27,9 +27,8 @@ import threading
 import time
 from typing import Iterable
 
-from ragmeter.guard import never_raise
-from ragmeter.inline import register_exit_hook, weak_hook
-from ragmeter.result import SampleResult
+from ragmeter.guard import never_raise, register_exit_hook, weak_hook
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.store.engine import StoreError, database_url, describe, store_name, transient
 from ragmeter.store.store import Store
 

@@ -27,8 +27,8 @@ from ragmeter.integrations.llamaindex.spans import _Capture, _EventSink, _Query,
 from ragmeter.metrics import Metric
 from ragmeter.redact import redact, redact_value
 from ragmeter.result import EvaluationResult as RagmeterEvaluationRun
-from ragmeter.result import SampleResult
-from ragmeter.runner import resolve_metrics
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.metrics import resolve_metrics
 
 __all__ = ["RagmeterInstrumentation"]
 

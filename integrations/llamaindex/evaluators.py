@@ -29,10 +29,8 @@ from ragmeter.integrations.llamaindex.nodes import _as_embedder, _as_judge, _con
 from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.loops import run_sync
-from ragmeter.metrics import REGISTRY, Metric, get_metric, metric_class
-from ragmeter.metrics.scoring import score_sample
-from ragmeter.result import SampleResult
-from ragmeter.runner import resolve_metrics
+from ragmeter.metrics import REGISTRY, Metric, get_metric, metric_class, resolve_metrics
+from ragmeter.metrics.scoring import SampleResult, score_sample
 from ragmeter.sharing import share_embedder, share_judge
 
 __all__ = ["RagmeterEvaluator", "RagmeterEvaluationResult", "make_evaluators", "EVALUATOR_CLASSES", "QUERY_OPTIONAL"]
