@@ -27,10 +27,10 @@ from typing import Any, Iterable, Mapping
 from ragmeter.aggregate import GRADE_THRESHOLDS, grade
 from ragmeter.data import Score
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT
-from ragmeter.metrics import DOMAIN_METRICS, REGISTRY
+from ragmeter.metrics import DOMAIN_METRICS, REGISTRY, metric_classes
 
 __all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "diagnose", "Diagnosis",
-           "DIAGNOSIS_RULE", "RETRIEVAL_SIGNALS", "GENERATION_SIGNALS", "response_time_score", "latency_seconds",
+           "diagnosis_rule", "diagnosis_signals", "DIAGNOSIS_RULE", "RETRIEVAL_SIGNALS", "GENERATION_SIGNALS", "response_time_score", "latency_seconds",
            "RESPONSE_TIME", "RESPONSE_TIME_LEVELS", "add_response_time", "latency_summary", "run_latency",
            "COMPOSITE_METHODS", "weakest_metric"]
 
@@ -38,19 +38,48 @@ __all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "
 COMPOSITE_METHODS = ("harmonic", "weighted", "geometric", "min")
 _METHODS = COMPOSITE_METHODS
 
-#: The metrics whose low values mean the retriever failed (the chunks miss or bury what is needed).
-RETRIEVAL_SIGNALS = ("context_recall", "context_relevance")
-#: The metrics whose low values mean the generator failed (the answer strays from the chunks or the question).
-GENERATION_SIGNALS = ("faithfulness", "answer_relevancy")
+_NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
 
-#: The diagnosis rule, as the reports state it.
-DIAGNOSIS_RULE = (
-    "A metric is low when it is labelled fail (its value is below the metric's warn level). "
-    "Retrieval failure: context_recall or context_relevance is low. "
-    "Generation failure: faithfulness or answer_relevancy is low while neither context metric is. "
-    "Both: a context metric and an answer metric are low. "
-    "Fine: none of the four is low. Unknown: none of the four has a value."
-)
+
+def diagnosis_signals() -> dict[str, tuple[str, ...]]:
+    """The diagnosis' signal metrics per side, from the registered metrics' classes
+    (:attr:`~ragmeter.metrics.base.Metric.diagnosis`, ordered by ``diagnosis_rank``, then registry
+    order): ``{"retrieval": ("context_recall", "context_relevance"), "generation":
+    ("faithfulness", "answer_relevancy")}`` for the built-in metrics. A low retrieval signal means
+    the retriever failed (the chunks miss or bury what is needed); a low generation signal that
+    the generator failed (the answer strays from the chunks or the question)."""
+    classes = list(metric_classes().items())
+    out = {}
+    for side in ("retrieval", "generation"):
+        found = [(cls.diagnosis_rank, i, name) for i, (name, cls) in enumerate(classes) if cls.diagnosis == side]
+        out[side] = tuple(name for _, _, name in sorted(found))
+    return out
+
+
+def diagnosis_rule() -> str:
+    """The diagnosis rule as the reports state it (:func:`diagnose`), naming the signal metrics of
+    :func:`diagnosis_signals`."""
+    signals = diagnosis_signals()
+    retrieval, generation = signals["retrieval"], signals["generation"]
+    n = len(retrieval) + len(generation)
+    neither = {1: "the context metric is not", 2: "neither context metric is"}.get(len(retrieval), "no context metric is")
+    count = _NUMBERS.get(n, str(n))
+    return ("A metric is low when it is labelled fail (its value is below the metric's warn level). "
+            f"Retrieval failure: {' or '.join(retrieval)} is low. "
+            f"Generation failure: {' or '.join(generation)} is low while {neither}. "
+            "Both: a context metric and an answer metric are low. "
+            f"Fine: none of the {count} is low. Unknown: none of the {count} has a value.")
+
+
+def __getattr__(name: str) -> Any:
+    """``RETRIEVAL_SIGNALS``, ``GENERATION_SIGNALS`` and ``DIAGNOSIS_RULE``, read from the registered
+    metrics when asked (:func:`diagnosis_signals`, :func:`diagnosis_rule`)."""
+    if name in ("RETRIEVAL_SIGNALS", "GENERATION_SIGNALS"):
+        return diagnosis_signals()[name.split("_")[0].lower()]
+    if name == "DIAGNOSIS_RULE":
+        return diagnosis_rule()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: The metric name of :func:`response_time_score`.
 RESPONSE_TIME = "response_time"
@@ -176,11 +205,11 @@ def weakest_metric(scores: Mapping[str, Score], weights: Mapping[str, float] | N
 @dataclass(frozen=True)
 class Diagnosis:
     """What to fix for one sample: ``kind`` is ``"retrieval"``, ``"generation"``, ``"both"``,
-    ``"fine"`` or ``"unknown"``; ``rule`` the rule that decided it (:data:`DIAGNOSIS_RULE`);
+    ``"fine"`` or ``"unknown"``; ``rule`` the rule that decided it (:func:`diagnosis_rule`);
     ``reasons`` one line per signal metric (its value and label, or why it has none)."""
 
     kind: str
-    rule: str = DIAGNOSIS_RULE
+    rule: str = ""
     reasons: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -212,9 +241,9 @@ def diagnose(scores: Mapping[str, Score], *, low_labels: tuple[str, ...] = ("fai
 
     A signal metric is *low* when its label is in ``low_labels`` (default: ``fail``, i.e. the
     value is below the metric's warn level; pass ``("warn", "fail")`` to call anything short of
-    pass low). Retrieval signals: :data:`RETRIEVAL_SIGNALS` (context recall, context relevance);
-    generation signals: :data:`GENERATION_SIGNALS` (faithfulness, answer relevancy). Then, as
-    :data:`DIAGNOSIS_RULE` states: a low retrieval signal and a low generation signal ->
+    pass low). The signals are the metrics whose class names a side (:func:`diagnosis_signals`):
+    retrieval, context recall and context relevance; generation, faithfulness and answer
+    relevancy. Then, as :func:`diagnosis_rule` states: a low retrieval signal and a low generation signal ->
     ``"both"``; only retrieval -> ``"retrieval"``; only generation -> ``"generation"`` (good
     context, bad answer); none low -> ``"fine"``; no signal with a label -> ``"unknown"``. A signal
     that errored or was not scored gives no verdict and is named in the reasons.
@@ -231,7 +260,7 @@ def diagnose(scores: Mapping[str, Score], *, low_labels: tuple[str, ...] = ("fai
     """
     reasons: list[str] = []
     verdicts: dict[str, list[bool]] = {"retrieval": [], "generation": []}
-    for side, names in (("retrieval", RETRIEVAL_SIGNALS), ("generation", GENERATION_SIGNALS)):
+    for side, names in diagnosis_signals().items():
         for name in names:
             low, reason = _signal(name, scores.get(name), tuple(low_labels))
             reasons.append(reason)
@@ -248,7 +277,7 @@ def diagnose(scores: Mapping[str, Score], *, low_labels: tuple[str, ...] = ("fai
         kind = "fine"
     else:
         kind = "unknown"
-    return Diagnosis(kind, DIAGNOSIS_RULE, reasons)
+    return Diagnosis(kind, diagnosis_rule(), reasons)
 
 
 # --------------------------------------------------------------------------- response time

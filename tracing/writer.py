@@ -65,6 +65,7 @@ with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
 from ragmeter.capture import content_captured
 from ragmeter.guard import never_raise
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT, lookup
+from ragmeter.metrics import metric_classes
 from ragmeter.redact import redact
 from ragmeter.suppression import suppressed_context
 from ragmeter.tracing.semconv import EvaluationNames, evaluation_names
@@ -151,7 +152,7 @@ def _num(v: Any) -> float | None:
 
 
 def _citation_details(result: "SampleResult") -> dict | None:
-    for name in ("citation_accuracy", "citation_precision", "citation_recall"):
+    for name in (n for n, cls in metric_classes().items() if "citations" in cls.evidence):
         s = result.scores.get(name)
         if s is not None and isinstance(s.details, Mapping) and ("citations" in s.details or "counts" in s.details):
             return dict(s.details)

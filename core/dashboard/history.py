@@ -79,7 +79,7 @@ def _human_labels(store: Any, run_id: int) -> tuple[dict, dict]:
     if not labels:
         return {}, {}
     from ragmeter.labels import agreement_report, judge_leniency
-    from ragmeter.labels.criteria import CRITERION_METRICS
+    from ragmeter.labels.criteria import criterion_metrics
 
     report = agreement_report(labels, store.run(run_id))
-    return report, {c: judge_leniency(store, c) for c in report if c in CRITERION_METRICS}
+    return report, {c: judge_leniency(store, c) for c in report if c in criterion_metrics()}

@@ -26,7 +26,7 @@ from ragmeter.dashboard.trust import trust_section
 from ragmeter.data import label_for
 from ragmeter.judges.base import Usage
 from ragmeter.result import EvaluationResult
-from ragmeter.verdicts import DIAGNOSIS_RULE, GRADE_THRESHOLDS
+from ragmeter.verdicts import GRADE_THRESHOLDS, diagnosis_rule
 
 __all__ = ["render", "render_result", "SUMMARY_COLUMNS"]
 
@@ -137,7 +137,7 @@ def _verdict_counts(views: list[SampleView]) -> str:
     g_cells = "".join(f'<td><span class="grade g-{g}">{g}</span> <b data-grade="{g}">{n}</b></td>' for g, n in grades.items())
     return (f'<h3>Verdicts <span class="muted">(over the {len(views)} samples shown)</span></h3>'
             f'<table class="verdicts"><tr><th>diagnosis</th>{d_cells}</tr><tr><th>grade</th>{g_cells}</tr></table>'
-            f'<p class="rule">Diagnosis rule: {escape(DIAGNOSIS_RULE)} Grades of the composite score: {escape(cuts)}.</p>')
+            f'<p class="rule">Diagnosis rule: {escape(diagnosis_rule())} Grades of the composite score: {escape(cuts)}.</p>')
 
 
 def _daily_points(runs: Sequence[RunEntry], views: list[SampleView]) -> dict[str, list[tuple]]:

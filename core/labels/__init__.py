@@ -20,7 +20,7 @@ between the judge and the annotators).
 
 from ragmeter.labels.agreement import (alpha_with_ci, balanced_accuracy, bootstrap_ci, cohen_kappa, confusion,
                                        judge_vs_humans, kappa_with_ci, krippendorff_alpha, suggest_threshold)
-from ragmeter.labels.criteria import CRITERIA, CRITERION_METRICS
+from ragmeter.labels import criteria as _criteria
 from ragmeter.labels.io import Label, LabelSet, answer_hash, import_labels
 from ragmeter.labels.matching import LabeledItem, MatchedLabels, match_labels
 from ragmeter.labels.report import agreement_report, format_report, judge_leniency
@@ -30,3 +30,11 @@ __all__ = ["cohen_kappa", "krippendorff_alpha", "alpha_with_ci", "kappa_with_ci"
            "balanced_accuracy", "suggest_threshold", "judge_vs_humans", "Label", "LabelSet", "answer_hash",
            "import_labels", "match_labels", "MatchedLabels", "LabeledItem", "agreement_report",
            "format_report", "judge_leniency", "CRITERIA", "CRITERION_METRICS", "export_tasks", "review_queue", "task_records"]
+
+
+def __getattr__(name: str) -> object:
+    """``CRITERIA`` and ``CRITERION_METRICS`` (:mod:`ragmeter.labels.criteria`), read from the
+    registered metrics when asked."""
+    if name in ("CRITERIA", "CRITERION_METRICS"):
+        return getattr(_criteria, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

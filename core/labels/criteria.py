@@ -1,42 +1,58 @@
 """What people rate on the labeling page: the criteria, each with its question and a 1-5 guide, and
-the judge metric each is compared with."""
+the judge metric each is compared with.
+
+A metric's criterion is a fact of its class (:attr:`~ragmeter.metrics.base.Metric.criterion`):
+the built-in ones are faithfulness (``faithfulness``), relevance (``answer_relevancy``),
+completeness (``response_completeness``) and citation correctness (``citation_accuracy``), then
+``overall``, compared with the sample's composite score. :data:`CRITERIA` and
+:data:`CRITERION_METRICS` are read from the registered metrics when asked.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CRITERIA", "CRITERION_METRICS"]
+from ragmeter.metrics import metric_classes
+from ragmeter.metrics.base import LabelingCriterion
 
-#: The criteria people rate on a 1-5 scale: what each asks, and anchors for 1, 3 and 5.
-CRITERIA: dict[str, dict[str, Any]] = {
-    "faithfulness": {
-        "question": "Is every claim in the answer supported by the chunks?",
-        "anchors": {"1": "mostly unsupported or contradicted by the chunks",
-                    "3": "the main point is supported, some details are not",
-                    "5": "every claim is supported by the chunks"}},
-    "relevance": {
-        "question": "Does the answer address the question that was asked?",
-        "anchors": {"1": "off-topic or answers another question",
-                    "3": "partly addresses it, or buries the answer in unrelated text",
-                    "5": "directly and only answers the question"}},
-    "completeness": {
-        "question": "Does the answer cover everything the question needs?",
-        "anchors": {"1": "misses the essential part",
-                    "3": "covers the main part, misses secondary parts",
-                    "5": "nothing needed is missing"}},
-    "citation_correctness": {
-        "question": "Do the citations point to the chunks that support each cited statement?",
-        "anchors": {"1": "citations missing or pointing to unrelated chunks",
-                    "3": "some citations are right, some wrong or missing",
-                    "5": "every citation points to a supporting chunk"}},
-    "overall": {
-        "question": "Would you accept this answer for a user?",
-        "anchors": {"1": "unacceptable: wrong or harmful",
-                    "3": "acceptable with reservations",
-                    "5": "good as it is"}},
-}
+__all__ = ["CRITERIA", "CRITERION_METRICS", "OVERALL", "COMPOSITE", "criteria", "criterion_metrics"]
 
-#: The judge metric each criterion is compared with (``overall``: the composite score).
-CRITERION_METRICS = {"faithfulness": "faithfulness", "relevance": "answer_relevancy",
-                     "completeness": "response_completeness", "citation_correctness": "citation_accuracy",
-                     "overall": "composite"}
+#: The "metric" the ``overall`` criterion is compared with: the composite score of the sample.
+COMPOSITE = "composite"
+
+#: The criterion of no single metric: the answer as a whole, compared with the composite score.
+OVERALL = LabelingCriterion("overall", "Would you accept this answer for a user?", {
+    "1": "unacceptable: wrong or harmful",
+    "3": "acceptable with reservations",
+    "5": "good as it is"})
+
+
+def _criteria() -> list[tuple[LabelingCriterion, str]]:
+    """(criterion, metric) in registry order, then ``overall``; a criterion name taken by an earlier
+    metric is not taken again."""
+    out: dict[str, tuple[LabelingCriterion, str]] = {}
+    for name, cls in metric_classes().items():
+        if cls.criterion is not None and cls.criterion.name not in out:
+            out[cls.criterion.name] = (cls.criterion, name)
+    out.setdefault(OVERALL.name, (OVERALL, COMPOSITE))
+    return list(out.values())
+
+
+def criteria() -> dict[str, dict[str, Any]]:
+    """The criteria people rate on a 1-5 scale: name -> ``{"question", "anchors"}`` (for 1, 3 and 5)."""
+    return {c.name: c.to_dict() for c, _ in _criteria()}
+
+
+def criterion_metrics() -> dict[str, str]:
+    """The judge metric each criterion is compared with (``overall``: :data:`COMPOSITE`)."""
+    return {c.name: metric for c, metric in _criteria()}
+
+
+def __getattr__(name: str) -> Any:
+    """``CRITERIA`` (:func:`criteria`) and ``CRITERION_METRICS`` (:func:`criterion_metrics`), read from
+    the registered metrics when asked."""
+    if name == "CRITERIA":
+        return criteria()
+    if name == "CRITERION_METRICS":
+        return criterion_metrics()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from ragmeter.data import RecordError
 from ragmeter.fileio import JSON_ERRORS, json_problem, parse_json, read_text
-from ragmeter.labels.criteria import CRITERIA
+from ragmeter.labels.criteria import criteria
 from ragmeter.labels.scales import SCALES, check_value
 
 __all__ = ["Label", "LabelSet", "import_labels", "load_labels", "parse_label", "answer_hash"]
@@ -110,7 +110,7 @@ def parse_label(record: Any, location: str, annotator: str | None = None) -> Lab
     scale = _text(record, location, "scale")
     if scale is not None and scale not in SCALES:
         raise RecordError(location, "scale", f"unknown scale {scale!r} (one of {', '.join(SCALES)})")
-    page_scale = scale is None and criterion in CRITERIA
+    page_scale = scale is None and criterion in criteria()
     try:
         value = check_value(record.get("value"), "1-5" if page_scale else scale)
     except ValueError as exc:
@@ -131,10 +131,11 @@ def parse_label(record: Any, location: str, annotator: str | None = None) -> Lab
 def _from_csv(text: str) -> Iterable[tuple[str, Mapping]]:
     """Long rows (sample_id, annotator, criterion, value) or the export's wide rows (one column per criterion)."""
     reader = csv.DictReader(io.StringIO(text))
-    wide = "criterion" not in (reader.fieldnames or []) and any(c in CRITERIA for c in reader.fieldnames or [])
+    page = criteria()
+    wide = "criterion" not in (reader.fieldnames or []) and any(c in page for c in reader.fieldnames or [])
     for n, row in enumerate(reader, start=2):
         if wide:
-            for criterion in (c for c in reader.fieldnames or [] if c in CRITERIA):
+            for criterion in (c for c in reader.fieldnames or [] if c in page):
                 yield f"line {n}", {**row, "criterion": criterion, "value": row.get(criterion)}
         else:
             yield f"line {n}", row

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from ragmeter.labels.criteria import CRITERIA
+from ragmeter.labels.criteria import criteria
 
 __all__ = ["SCALES", "HUMAN_PASS_AT", "check_value", "infer_scale", "human_pass", "in_human_units", "span"]
 
@@ -59,7 +59,7 @@ def infer_scale(values: Iterable[float], declared: Iterable[str | None] = (), cr
     1-5 for a criterion of the labeling page (:data:`ragmeter.labels.CRITERIA`), else read from
     the values (see the module doc; ValueError when they mix scales)."""
     named = {d for d in declared if d}
-    if not named and criterion in CRITERIA:
+    if not named and criterion in criteria():
         return "1-5"
     if len(named) > 1:
         raise ValueError(f"labels of one criterion name different scales: {', '.join(sorted(named))}")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragmeter.fileio import write_text_atomic
-from ragmeter.labels.criteria import CRITERIA
+from ragmeter.labels.criteria import criteria as labeling_criteria
 from ragmeter.labels.io import answer_hash
 from ragmeter.metrics.scoring import SampleResult
 from ragmeter.result import EvaluationResult
@@ -62,19 +62,22 @@ def _verdicts(r: SampleResult) -> dict[str, Any]:
     return {m: {"value": s.value, "label": s.label, "error": s.error} for m, s in r.scores.items()}
 
 
-def task_records(result: EvaluationResult, *, criteria: Sequence[str] = tuple(CRITERIA), show_verdicts: bool = False,
+def task_records(result: EvaluationResult, *, criteria: Sequence[str] | None = None, show_verdicts: bool = False,
                  n: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """The tasks :func:`export_tasks` writes, as dicts (the first ``n`` of :func:`review_queue`)."""
-    unknown = [c for c in criteria if c not in CRITERIA]
+    """The tasks :func:`export_tasks` writes, as dicts (the first ``n`` of :func:`review_queue`;
+    ``criteria``: None for all of :func:`ragmeter.labels.criteria.criteria`)."""
+    guides = labeling_criteria()
+    criteria = list(guides) if criteria is None else criteria
+    unknown = [c for c in criteria if c not in guides]
     if unknown:
-        raise ValueError(f"unknown criteria {unknown} (choose from {', '.join(CRITERIA)})")
+        raise ValueError(f"unknown criteria {unknown} (choose from {', '.join(guides)})")
     queue = review_queue(result, seed=seed)[:n]
     tasks = []
     for rank, (r, reason) in enumerate(queue, start=1):
         s = r.sample
         task = {"sample_id": s.id, "queue_rank": rank, "reason": reason, "question": s.question,
                 "chunks": [getattr(c, "text", c) for c in s.contexts], "answer": s.answer,
-                "answer_hash": answer_hash(s.answer), "criteria": {c: CRITERIA[c] for c in criteria}}
+                "answer_hash": answer_hash(s.answer), "criteria": {c: guides[c] for c in criteria}}
         if show_verdicts:
             task["judge_verdicts"] = _verdicts(r)
         tasks.append(task)
@@ -86,15 +89,14 @@ def _guide(criteria: dict[str, dict[str, Any]]) -> str:
                      for c, g in criteria.items())
 
 
-def export_tasks(result: EvaluationResult, out: str | os.PathLike, *, criteria: Sequence[str] = tuple(CRITERIA),
+def export_tasks(result: EvaluationResult, out: str | os.PathLike, *, criteria: Sequence[str] | None = None,
                  show_verdicts: bool = False, n: int | None = None, seed: int = 0) -> Path:
     """Write labeling tasks for ``result``'s samples to ``out`` (.jsonl, .csv or .html).
 
     Each task has the question, the chunks, the answer and its hash (:func:`answer_hash`: the
     labels read back carry it, so they count only for runs with that answer), the ``criteria``
-    to rate 1-5 with their
-    guide (:data:`CRITERIA`), its place in the review queue and the reason it was chosen
-    (:func:`review_queue`; ``n`` keeps the first ``n``). The judge's verdicts are left out unless
+    to rate 1-5 with their guide (:func:`ragmeter.labels.criteria.criteria`; None: all of them),
+    its place in the review queue and the reason it was chosen (:func:`review_queue`; ``n`` keeps the first ``n``). The judge's verdicts are left out unless
     ``show_verdicts`` (so they do not anchor the labels). JSONL: one task per line. CSV: one row
     per task, chunks separated by blank lines, an empty ``annotator`` column and one empty column
     per criterion to fill in (:func:`ragmeter.labels.import_labels` reads it back). HTML: an
@@ -102,6 +104,7 @@ def export_tasks(result: EvaluationResult, out: str | os.PathLike, *, criteria: 
     """
     path = Path(out)
     suffix = path.suffix.lower()
+    criteria = list(labeling_criteria()) if criteria is None else list(criteria)
     tasks = task_records(result, criteria=criteria, show_verdicts=show_verdicts, n=n, seed=seed)
     if suffix == ".jsonl":
         write_text_atomic(path, "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks))

@@ -1,8 +1,11 @@
 """Metrics: judge-based RAG metrics, citation metrics and deterministic retrieval metrics.
 
 :data:`REGISTRY` is the one place a judged metric is registered: its name, and the module and
-class that implement it. Everything else is generated from it: :func:`get_metric`, the CLI's
-``--metrics`` help, and the LlamaIndex evaluator classes (``Ragmeter<Class>Evaluator``).
+class that implement it. Everything else is generated from it and from the class's facts
+(:class:`~ragmeter.metrics.base.Metric`'s attributes, read through :func:`metric_classes`):
+:func:`get_metric`, the CLI's ``--metrics`` help, the diagnosis' signals, the monitor's default
+floors and degradation rules, the labeling criteria, the profiles' levels and checks, the
+drill-down's evidence and the LlamaIndex evaluator classes (``Ragmeter<Class>Evaluator``).
 Classes are imported lazily.
 """
 
@@ -62,7 +65,7 @@ _CLASSES.update({cls: module for module, cls in STRING_METRICS.values()})
 _CLASSES.update({cls: module for module, cls in DOMAIN_METRICS.values()})
 _CLASSES["Criteria"] = _CLASSES["FunctionMetric"] = "ragmeter.metrics.criteria"  # custom metrics (need arguments)
 
-__all__ = ["Metric", "ScoringContext", "get_metric", "resolve_metrics", "metric_class", "metrics_help", "REGISTRY", "STRING_METRICS",
+__all__ = ["Metric", "ScoringContext", "get_metric", "resolve_metrics", "metric_class", "metric_classes", "metrics_help", "REGISTRY", "STRING_METRICS",
            "DOMAIN_METRICS", "METRIC_NAMES", "RETRIEVAL_METRICS", "DEFAULT_METRICS", "DEFAULT_RETRIEVAL_METRICS", "retrieval", *_CLASSES]
 
 
@@ -82,6 +85,14 @@ def metric_class(name: str) -> type[Metric]:
             module, cls = table[name]
             return getattr(importlib.import_module(module), cls)
     raise KeyError(name)
+
+
+def metric_classes() -> dict[str, type[Metric]]:
+    """Every registered metric class by name (:data:`REGISTRY`, :data:`STRING_METRICS`,
+    :data:`DOMAIN_METRICS`, in that order): where the diagnosis, the monitor, the labeling
+    criteria, the profiles, reports and the integrations read a metric's facts (its class
+    attributes, see :class:`~ragmeter.metrics.base.Metric`)."""
+    return {name: metric_class(name) for table in (REGISTRY, STRING_METRICS, DOMAIN_METRICS) for name in table}
 
 
 def get_metric(spec: "str | Metric") -> Metric:

@@ -38,6 +38,7 @@ class LegalCitations(Metric):
     warn = 0.7
     requires = ("answer", "contexts")
     uses_judge = False
+    profile_checks = ("legal",)
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         cited = legal_citations(sample.answer or "")
@@ -118,6 +119,7 @@ class MedicalAdvice(Metric):
     warn = 0.5
     requires = ("answer",)
     uses_judge = False
+    profile_checks = ("medical",)
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         answer = sample.answer or ""
