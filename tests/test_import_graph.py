@@ -1,13 +1,23 @@
-"""The import graph has no circle: among ragmeter's modules (imports anywhere in a module,
-inside functions included; a package's ``__init__`` counts only when it is imported by name)
-module A importing B means B never reaches back to A, except through the one documented upward
-edge, :data:`UPWARD`: a result renders itself as the HTML page (``EvaluationResult.to_html``),
-and the page reads results."""
+"""Imports: the graph has no circle, and importing a face loads little.
+
+No circle: among ragmeter's modules (imports anywhere in a module, inside functions included; a
+package's ``__init__`` counts only when it is imported by name) module A importing B means B never
+reaches back to A, except through the one documented upward edge, :data:`UPWARD`: a result
+renders itself as the HTML page (``EvaluationResult.to_html``), and the page reads results.
+
+Little: ``import ragmeter`` and the public faces load their names lazily (:mod:`ragmeter._lazy`);
+the number of ragmeter modules a fresh import loads is bounded (a count, not a time; the time is
+measured in benchmarks/import_time.py)."""
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 #: The one import that runs against the layers, on purpose: the result's ``to_html()`` calls the
 #: page that renders results (:func:`ragmeter.dashboard.page.render_result`).
@@ -129,3 +139,56 @@ def test_no_import_circle_but_the_documented_one():
         graph[source].discard(target)
     found = circles(graph)
     assert found == [], "\n".join(f"{len(c)} modules: {describe(c, graph)}" for c in found)
+
+
+# --------------------------------------------------------------------------- what an import loads
+
+#: The most ragmeter modules a fresh ``import <face>`` may load: the face itself, the lazy-name
+#: helper (ragmeter._lazy) and its parent package; the judges' face also its interface
+#: (ragmeter.judges.base). Everything else is imported on first use of a name.
+FACE_MODULES = {"ragmeter": 2, "ragmeter.metrics": 3, "ragmeter.judges": 4, "ragmeter.store": 3,
+                "ragmeter.dashboard": 3, "ragmeter.labels": 3, "ragmeter.monitor": 3, "ragmeter.trust": 3,
+                "ragmeter.tracing": 3}
+
+
+def fresh(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter."""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.strip()
+
+
+def test_import_ragmeter_loads_two_ragmeter_modules():
+    loaded = fresh("import sys, ragmeter; print(sorted(m for m in sys.modules if m.split('.')[0] == 'ragmeter'))")
+    assert loaded == "['ragmeter', 'ragmeter._lazy']"
+
+
+def test_each_face_loads_a_bounded_number_of_ragmeter_modules():
+    code = ("import importlib, json, subprocess, sys\n"
+            f"faces = {sorted(FACE_MODULES)!r}\n"
+            "out = {}\n"
+            "for face in faces:\n"
+            "    probe = f'import sys, {face}; print(len([m for m in sys.modules if m.split(\".\")[0] == \"ragmeter\"]))'\n"
+            "    out[face] = int(subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True,"
+            " check=True).stdout)\n"
+            "print(json.dumps(out))\n")
+    counts = json.loads(fresh(code))
+    assert {face: n for face, n in counts.items() if n > FACE_MODULES[face]} == {}
+
+
+@pytest.mark.slow
+def test_every_lazy_name_resolves_also_after_its_module_is_imported():
+    """Each public name of the lazy faces resolves in a fresh interpreter, and a name that is also a
+    submodule's (``rm.sweep``) stays the function once the submodule is imported."""
+    code = ("import importlib, sys\n"
+            "import ragmeter.sweep, ragmeter as rm\n"
+            "assert callable(rm.sweep) and rm.sweep.__module__ == 'ragmeter.sweep', rm.sweep\n"
+            "from ragmeter import sweep\n"
+            "assert callable(sweep)\n"
+            f"for face in {sorted(FACE_MODULES)!r}:\n"
+            "    module = importlib.import_module(face)\n"
+            "    for name in module.__all__:\n"
+            "        assert getattr(module, name) is not None, (face, name)\n"
+            "    assert set(module.__all__) <= set(dir(module)), face\n"
+            "print('ok')\n")
+    assert fresh(code) == "ok"

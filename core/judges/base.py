@@ -14,9 +14,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
-
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from ragmeter.judges.fingerprint import JudgeFingerprint
 
 __all__ = ["Usage", "TaskResult", "JudgeError", "Judge", "Embedder", "REPEAT"]
@@ -156,6 +156,8 @@ class Embedder(abc.ABC):
 
 def cosine(a: Any, b: Any) -> float:
     """Cosine similarity of two vectors, clipped to [-1, 1]; 0.0 when either vector is zero."""
+    import numpy as np  # here: importing the judges' interface loads no numpy
+
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))

@@ -12,10 +12,12 @@ Classes are imported lazily.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from ragmeter.metrics.base import Metric
-from ragmeter.metrics.requests import ScoringContext
+from ragmeter._lazy import lazy_getattr
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ragmeter.metrics.base import Metric
 
 #: Judged (and claim-level) metrics: name -> (module, class). Adding a metric is one line here.
 REGISTRY: dict[str, tuple[str, str]] = {
@@ -69,12 +71,14 @@ __all__ = ["Metric", "ScoringContext", "get_metric", "resolve_metrics", "metric_
            "DOMAIN_METRICS", "METRIC_NAMES", "RETRIEVAL_METRICS", "DEFAULT_METRICS", "DEFAULT_RETRIEVAL_METRICS", "retrieval", *_CLASSES]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _CLASSES:
-        return getattr(importlib.import_module(_CLASSES[name]), name)
-    if name == "retrieval":
-        return importlib.import_module("ragmeter.metrics.retrieval")
-    raise AttributeError(f"module 'ragmeter.metrics' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, {**_CLASSES, "Metric": "ragmeter.metrics.base",
+                                     "ScoringContext": "ragmeter.metrics.requests",
+                                     "retrieval": "ragmeter.metrics.retrieval"}, {"retrieval"})
+
+
+def __dir__() -> list[str]:
+    """The public names, lazy ones included."""
+    return sorted(set(globals()) | set(__all__))
 
 
 def metric_class(name: str) -> type[Metric]:
@@ -98,6 +102,8 @@ def metric_classes() -> dict[str, type[Metric]]:
 def get_metric(spec: "str | Metric") -> Metric:
     """A metric from its name: ``"faithfulness"``, ``"context_precision"``, ``"precision@5"``,
     ``"ndcg@10"``, ``"mrr"`` ... (see :data:`METRIC_NAMES`). Metric instances pass through."""
+    from ragmeter.metrics.base import Metric
+
     if isinstance(spec, Metric):
         return spec
     if not isinstance(spec, str):
@@ -128,6 +134,8 @@ def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Any] = ()) 
     """Metric instances from instances or names. ``None`` -> the defaults: the judge metrics of
     :data:`ragmeter.metrics.DEFAULT_METRICS`, plus retrieval metrics when any sample carries
     ``relevant_ids``. Duplicate names are an error."""
+    from ragmeter.metrics.base import Metric
+
     if metrics is None:
         names: list[Any] = list(DEFAULT_METRICS)
         if any(s.relevant_ids for s in samples):
