@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping
 from ragmeter.aggregate import GRADE_THRESHOLDS, grade
 from ragmeter.data import Score
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT
-from ragmeter.metrics import DOMAIN_METRICS, REGISTRY, metric_classes
+from ragmeter.metrics import DOMAIN_METRICS, REGISTRY, load_plugins, metric_classes
 
 __all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "diagnose", "Diagnosis",
            "diagnosis_rule", "diagnosis_signals", "DIAGNOSIS_RULE", "RETRIEVAL_SIGNALS", "GENERATION_SIGNALS", "response_time_score", "latency_seconds",
@@ -37,6 +37,13 @@ __all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "
 #: The composite forms of :func:`composite_score`.
 COMPOSITE_METHODS = ("harmonic", "weighted", "geometric", "min")
 _METHODS = COMPOSITE_METHODS
+
+#: The metrics whose low values mean the retriever failed (:func:`diagnosis_signals`, read when asked).
+RETRIEVAL_SIGNALS: tuple[str, ...]
+#: The metrics whose low values mean the generator failed (:func:`diagnosis_signals`, read when asked).
+GENERATION_SIGNALS: tuple[str, ...]
+#: The diagnosis rule, as the reports state it (:func:`diagnosis_rule`, read when asked).
+DIAGNOSIS_RULE: str
 
 _NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
 
@@ -108,6 +115,7 @@ def composite_inputs(scores: Mapping[str, Score], weights: Mapping[str, float] |
     ({'faithfulness': 0.5}, {'context_recall': 'error: timeout'})
     """
     if weights is None:
+        load_plugins()
         names = [m for m in scores if m in REGISTRY or m in DOMAIN_METRICS]
     else:
         names = list(weights)

@@ -17,6 +17,14 @@ from ragmeter.metrics.base import LabelingCriterion
 
 __all__ = ["CRITERIA", "CRITERION_METRICS", "OVERALL", "COMPOSITE", "criteria", "criterion_metrics"]
 
+#: The criteria people rate on a 1-5 scale: name -> ``{"question", "anchors"}`` (for 1, 3 and 5), the
+#: registered metrics' own (:attr:`~ragmeter.metrics.base.Metric.criterion`) and ``overall``; read
+#: when asked (:func:`criteria`).
+CRITERIA: dict[str, dict[str, Any]]
+#: The judge metric each criterion is compared with (``overall``: :data:`COMPOSITE`); read when
+#: asked (:func:`criterion_metrics`).
+CRITERION_METRICS: dict[str, str]
+
 #: The "metric" the ``overall`` criterion is compared with: the composite score of the sample.
 COMPOSITE = "composite"
 

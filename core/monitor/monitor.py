@@ -22,6 +22,8 @@ __all__ = ["Monitor", "DEFAULT_THRESHOLDS", "RULES", "default_thresholds", "degr
 
 log = logging.getLogger("ragmeter.monitor")
 
+#: The default score floors, metric -> floor (:func:`default_thresholds`, read when asked).
+DEFAULT_THRESHOLDS: dict[str, float]
 #: The rules, in the order they are checked.
 RULES = ("score_floor", "faithfulness_degradation", "retrieval_degradation", "no_retrieval_rate", "latency_p95",
          "judge_error_rate", "judge_cost_per_hour", "drift_psi", "drift_centroid")

@@ -29,7 +29,7 @@ from ragmeter.integrations.llamaindex.nodes import _as_embedder, _as_judge, _con
 from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.loops import run_sync
-from ragmeter.metrics import REGISTRY, Metric, get_metric, metric_class, resolve_metrics
+from ragmeter.metrics import REGISTRY, Metric, get_metric, load_plugins, metric_class, resolve_metrics
 from ragmeter.metrics.scoring import SampleResult, score_sample
 from ragmeter.sharing import share_embedder, share_judge
 
@@ -269,7 +269,9 @@ _EVALUATORS: dict[str, type[RagmeterEvaluator]] = {}
 
 def evaluator_classes() -> dict[str, type[RagmeterEvaluator]]:
     """The one-metric evaluator classes by metric name, one per :data:`ragmeter.metrics.REGISTRY`
-    entry (a metric registered later gets its class when next asked; a class, once made, stays)."""
+    entry, plugins included (a metric registered later gets its class when next asked; a class, once
+    made, stays)."""
+    load_plugins()
     for name in REGISTRY:
         if name not in _EVALUATORS:
             _EVALUATORS[name] = _evaluator_class(name)
