@@ -1,4 +1,4 @@
-"""Lazy package attributes (PEP 562): a public name is imported from its submodule on first use,
+"""Internal: Lazy package attributes (PEP 562): a public name is imported from its submodule on first use,
 so importing a package loads no optional SDK or framework, and no feature it does not use (internal).
 
 Module names in the tables are absolute (``"ragmeter.judges.openai"``, never ``".openai"``), like

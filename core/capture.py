@@ -1,4 +1,4 @@
-"""Capture: the framework-neutral half of every integration.
+"""Internal: Capture: the framework-neutral half of every integration.
 
 An integration (the LangChain callback, the LlamaIndex instrumentation) only translates its
 framework's events into :class:`~ragmeter.Sample` objects and hands each to a

@@ -1,4 +1,4 @@
-"""Citation parsing: an answer split into units (sentences / clauses) with the citations attached to
+"""Internal: Citation parsing: an answer split into units (sentences / clauses) with the citations attached to
 each (chunk markers such as "[1]"), and the legal authorities a text cites.
 
 An answer is parsed once into *units* (sentences, split into clauses where a citation marker

@@ -1,4 +1,4 @@
-"""The ``ragmeter`` command line.
+"""Internal: The ``ragmeter`` command line.
 
 Commands of other layers (``evaluate-traces`` from :mod:`ragmeter.tracing`) register through the
 ``ragmeter.cli`` entry-point group, so the core never imports them.

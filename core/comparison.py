@@ -1,4 +1,4 @@
-"""Compare two runs: regression gates (paired) and A/B tests (unpaired), with statistics.
+"""Internal: Compare two runs: regression gates (paired) and A/B tests (unpaired), with statistics.
 
 >>> cmp = rm.compare("baseline.jsonl", "current.jsonl", tolerance={"faithfulness": 0.03, "*": 0.05})  # doctest: +SKIP
 >>> cmp.passed, cmp.metrics["faithfulness"].verdict, cmp.regressions[:3]   # doctest: +SKIP

@@ -1,4 +1,4 @@
-"""Conversations: what the judge reads of a follow-up question, and per-conversation results.
+"""Internal: Conversations: what the judge reads of a follow-up question, and per-conversation results.
 
 A :class:`~ragmeter.data.Sample` of a chat turn carries ``conversation_id``, ``turn`` (1-based),
 ``history`` (the messages before the turn, ``[{"role", "content"}]``, at most

@@ -1,4 +1,4 @@
-"""The data model: :class:`Context`, :class:`Sample`, :class:`Score`, and records made samples
+"""Internal: The data model: :class:`Context`, :class:`Sample`, :class:`Score`, and records made samples
 (:func:`samples_from_records`; multi-turn records give one sample per retrieval turn). Files are
 read and written by :mod:`ragmeter.readers` (:func:`~ragmeter.readers.load_samples`,
 :func:`~ragmeter.readers.save_samples`).

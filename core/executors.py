@@ -1,4 +1,4 @@
-"""Executors: where the samples of a run are scored.
+"""Internal: Executors: where the samples of a run are scored.
 
 The runner (:func:`ragmeter.evaluate`) hands every sample to an :class:`Executor`:
 ``map(fn, items, on_done)`` awaits ``fn(item)`` for each item and calls ``on_done(index, result)``

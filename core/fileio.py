@@ -1,4 +1,4 @@
-"""Reading and writing files without losing them to one bad byte: decoding, tolerant JSON, strict
+"""Internal: Reading and writing files without losing them to one bad byte: decoding, tolerant JSON, strict
 JSON output and atomic writes. Used by :mod:`ragmeter.data`, :mod:`ragmeter.result` and the OTLP
 reader of :mod:`ragmeter.tracing`; nothing here knows about samples.
 

@@ -1,4 +1,4 @@
-"""One never-raise guard for code that runs inside the user's application, and exit hooks for its
+"""Internal: One never-raise guard for code that runs inside the user's application, and exit hooks for its
 background work (:func:`register_exit_hook`, :func:`weak_hook`).
 
 Capture hooks (LangChain callbacks, LlamaIndex span handlers, OpenTelemetry processors) and the

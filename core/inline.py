@@ -1,4 +1,4 @@
-"""Inline scoring off the request path: a background worker with a bounded backlog.
+"""Internal: Inline scoring off the request path: a background worker with a bounded backlog.
 
 Integrations (LangChain callback, LlamaIndex capture, OpenTelemetry span processor) hand captured
 samples to a :class:`BackgroundScorer`. ``submit`` never blocks and never raises: a full backlog

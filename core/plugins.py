@@ -23,7 +23,8 @@ Metric and judge plugins are read once, when ragmeter first looks a metric or a 
 ragmeter`` reads no package metadata. A plugin that cannot be loaded (it fails to import, raises,
 is not the kind of object its group takes, or takes a name ragmeter already has) is left out and
 reported once, with its name: a warning on the ``ragmeter`` logger and an entry in
-:func:`problems`. ragmeter itself goes on working.
+:func:`problems`. ragmeter itself goes on working. (:func:`load_group` is how ragmeter reads a
+group; it is not part of the API.)
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-__all__ = ["load_group", "problems"]
+__all__ = ["problems"]
 
 log = logging.getLogger("ragmeter")
 

@@ -1,4 +1,4 @@
-"""The ragmeter pytest plugin (entry point ``pytest11``; or ``-p ragmeter.pytest_plugin``).
+"""Internal: The ragmeter pytest plugin (entry point ``pytest11``; or ``-p ragmeter.pytest_plugin``).
 
 ::
 

@@ -1,4 +1,4 @@
-"""Sample files: :func:`load_samples` reads ``.jsonl``, ``.json`` and ``.csv`` files (records, each
+"""Internal: Sample files: :func:`load_samples` reads ``.jsonl``, ``.json`` and ``.csv`` files (records, each
 paired with its line / index / row number, or a :class:`~ragmeter.data.RecordError` in its place,
 made samples by :func:`ragmeter.data.collect_samples`), :func:`save_samples` writes them.
 

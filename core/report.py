@@ -1,4 +1,4 @@
-"""Reports: summary tables in plain text and Markdown (the HTML page is :mod:`ragmeter.dashboard`,
+"""Internal: Reports: summary tables in plain text and Markdown (the HTML page is :mod:`ragmeter.dashboard`,
 comparisons of two runs :mod:`ragmeter.comparison`).
 
 Functions take an :class:`~ragmeter.result.EvaluationResult` (anything with its ``summary()``,

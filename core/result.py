@@ -1,4 +1,4 @@
-"""Evaluation results: per sample, per metric Scores, with summaries and exports."""
+"""Internal: Evaluation results: per sample, per metric Scores, with summaries and exports."""
 
 from __future__ import annotations
 

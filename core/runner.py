@@ -1,4 +1,4 @@
-"""The evaluation runner: ``evaluate`` / ``aevaluate`` score samples with metrics and a judge.
+"""Internal: The evaluation runner: ``evaluate`` / ``aevaluate`` score samples with metrics and a judge.
 
 Work is scheduled per sample through an :class:`Executor` (the default runs coroutines on
 asyncio with a concurrency cap), so another engine can take over large offline runs without

@@ -1,4 +1,4 @@
-"""Runs larger than memory: samples streamed in, results streamed out, resumable by sample id.
+"""Internal: Runs larger than memory: samples streamed in, results streamed out, resumable by sample id.
 
 ``rm.evaluate("big.jsonl", out="results.jsonl", resume=True)`` (CLI: ``ragmeter evaluate
 big.jsonl --out results.jsonl --resume``) reads a ``.jsonl`` input one line at a time, hands the

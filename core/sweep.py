@@ -1,4 +1,4 @@
-"""Parameter sweeps: run the user's pipeline once per setting of a grid, score every run the same
+"""Internal: Parameter sweeps: run the user's pipeline once per setting of a grid, score every run the same
 way, and show quality next to cost.
 
 >>> import ragmeter as rm

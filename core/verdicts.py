@@ -1,4 +1,4 @@
-"""Per-sample verdicts: one composite score and letter grade, a diagnosis that says whether
+"""Internal: Per-sample verdicts: one composite score and letter grade, a diagnosis that says whether
 retrieval or generation failed, and the app's response time as a metric.
 
 Pure functions over a sample's Scores (``SampleResult.scores``, a dict metric -> Score); no

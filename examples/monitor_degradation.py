@@ -15,9 +15,8 @@ import logging
 import random
 
 import ragmeter as rm
-from ragmeter.data import Context, Sample, Score
-from ragmeter.judges.base import Usage
-from ragmeter import SampleResult
+from ragmeter import Context, Sample, SampleResult, Score
+from ragmeter.judges import Usage
 
 OUTAGE = range(81, 121)
 

@@ -1,4 +1,4 @@
-"""Offline: score the RAG calls in an OTLP JSON trace export, and export evaluation spans.
+"""Internal: Offline: score the RAG calls in an OTLP JSON trace export, and export evaluation spans.
 
 :func:`evaluate_traces` reads the file (the collector's file exporter format, see
 :mod:`ragmeter.tracing.otlp_json`), groups the spans into one sample per RAG call exactly like

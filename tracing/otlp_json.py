@@ -1,4 +1,4 @@
-"""The OTLP JSON file format: what the OpenTelemetry Collector's ``file`` exporter writes, read
+"""Internal: The OTLP JSON file format: what the OpenTelemetry Collector's ``file`` exporter writes, read
 into SDK spans and written from them.
 
 JSON lines, each line one ``ExportTraceServiceRequest`` in the OTLP JSON encoding

@@ -1,4 +1,4 @@
-"""``RagmeterSpanProcessor``: score RAG calls from the spans they produce, write the scores back.
+"""Internal: ``RagmeterSpanProcessor``: score RAG calls from the spans they produce, write the scores back.
 
 ::
 

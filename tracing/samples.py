@@ -1,4 +1,4 @@
-"""One :class:`ragmeter.Sample` per RAG call: question, contexts and answer read from its spans,
+"""Internal: One :class:`ragmeter.Sample` per RAG call: question, contexts and answer read from its spans,
 or the reason there is none (counted by the processor and ``evaluate_traces``, never scored as
 zero). Calls of a chat session (``session.id`` / ``gen_ai.conversation.id``) are turns of one
 conversation (see :func:`build_sample` and :func:`build_samples`)."""

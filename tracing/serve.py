@@ -1,4 +1,4 @@
-"""``ragmeter serve``: a standalone OTLP/HTTP evaluation service.
+"""Internal: ``ragmeter serve``: a standalone OTLP/HTTP evaluation service.
 
 Applications (or an OpenTelemetry Collector) export their traces to it; it scores the RAG calls in
 them and exports the evaluation carrier spans to the next OTLP endpoint (Jaeger, Tempo, Phoenix).

@@ -1,4 +1,4 @@
-"""The OTLP/gRPC receiver of ``ragmeter serve`` (``--otlp-grpc-port``): the same service as the
+"""Internal: The OTLP/gRPC receiver of ``ragmeter serve`` (``--otlp-grpc-port``): the same service as the
 OTLP/HTTP one (:class:`~ragmeter.tracing.serve.EvaluationService`), for senders that speak gRPC
 only, such as the OpenTelemetry Collector's loadbalancing exporter. Needs grpcio (``pip install
 opentelemetry-exporter-otlp-proto-grpc``).

@@ -1,4 +1,4 @@
-"""Write evaluation results into traces: one *evaluation carrier* span per judged target.
+"""Internal: Write evaluation results into traces: one *evaluation carrier* span per judged target.
 
 Ended spans cannot be changed, so scores go into a new span in the same trace::
 

@@ -1,4 +1,4 @@
-"""The drill-down of one sample: its verdict, the question, the answer with each claim and
+"""Internal: The drill-down of one sample: its verdict, the question, the answer with each claim and
 citation coloured by its verdict, the claims with their supporting quotes, the chunks with their
 relevance, the reference statements and every Score. All text is escaped.
 

@@ -1,4 +1,4 @@
-"""The dashboard of a history store: the last runs' trends (per dataset), the newest run's summary
+"""Internal: The dashboard of a history store: the last runs' trends (per dataset), the newest run's summary
 and its worst samples, the inline samples' daily means, the sweeps, the human labels' agreement
 with each other and with the judge, and the newest run's trust card and its judge's drift on the
 anchor set (``ragmeter dashboard``, with ``--dataset``, ``--kind`` and ``--tag`` to choose the runs)."""

@@ -1,4 +1,4 @@
-"""What the dashboard shows: runs (:class:`RunEntry`) and samples (:class:`SampleEntry`), and the
+"""Internal: What the dashboard shows: runs (:class:`RunEntry`) and samples (:class:`SampleEntry`), and the
 per-sample verdicts computed from them (:class:`SampleView`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dashboard page: :func:`render` (many runs and samples) and :func:`render_result` (one run).
+"""Internal: The dashboard page: :func:`render` (many runs and samples) and :func:`render_result` (one run).
 
 The page is one HTML file with its CSS and script inlined from the package's ``assets/``
 folder: no CDN, no network, it opens from ``file://`` or a CI artifact. The summary, charts and

@@ -1,4 +1,4 @@
-"""The frame of every HTML page ragmeter writes: the page template, the dashboard's style and script
+"""Internal: The frame of every HTML page ragmeter writes: the page template, the dashboard's style and script
 (``assets/``), and the script's hash for the page's content security policy."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dashboard's "Trust" panel: a run's trust card (:mod:`ragmeter.trust.card`) per metric
+"""Internal: The dashboard's "Trust" panel: a run's trust card (:mod:`ragmeter.trust.card`) per metric
 (statistics with their intervals, the confusion at the threshold, the calibration, the mean in
 human units, the fitness verdict with its rules, the worst disagreements) and the judge's drift
 on the anchor set (:mod:`ragmeter.trust.anchors`). Plain HTML and inline SVG: readable without

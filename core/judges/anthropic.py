@@ -1,4 +1,4 @@
-"""Anthropic judge (the ``anthropic`` SDK, Messages API).
+"""Internal: Anthropic judge (the ``anthropic`` SDK, Messages API).
 
 Structured output by tool use: one tool per task whose ``input_schema`` is the task's answer
 schema, forced with ``tool_choice``. When an answer is invalid, the judge gets it back natively:

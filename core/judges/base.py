@@ -1,4 +1,4 @@
-"""The judge interface: a judge performs named *tasks* (see :mod:`ragmeter.judges.tasks`).
+"""Internal: The judge interface: a judge performs named *tasks* (see :mod:`ragmeter.judges.tasks`).
 
 A metric never talks to an LLM directly. It asks its :class:`ScoringContext` for a task result
 (``extract_claims``, ``verify_claims``, ...); the context asks the judge once per sample and shares

@@ -1,4 +1,4 @@
-"""The judge named on every score: :class:`JudgeFingerprint`.
+"""Internal: The judge named on every score: :class:`JudgeFingerprint`.
 
 A fingerprint says which judge produced a score, field by field: the ``backend`` (``openai``,
 ``anthropic``, ``langchain``, ``llamaindex``, ``offline``, ``ensemble``, ``code`` for metrics

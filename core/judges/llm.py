@@ -1,4 +1,4 @@
-"""The machinery every LLM judge shares, written once: :class:`LLMJudge` around a thin transport.
+"""Internal: The machinery every LLM judge shares, written once: :class:`LLMJudge` around a thin transport.
 
 A backend is a :class:`~ragmeter.judges.transport.Transport` (:mod:`ragmeter.judges.transport`).
 Everything else lives here, around the transport:

@@ -1,4 +1,4 @@
-"""OpenAI judge and embedder (the ``openai`` SDK; any OpenAI-compatible endpoint via ``base_url``:
+"""Internal: OpenAI judge and embedder (the ``openai`` SDK; any OpenAI-compatible endpoint via ``base_url``:
 vLLM, Ollama, LM Studio, llama.cpp server, Azure-compatible proxies ...).
 
 The answer is requested as structured output (``response_format`` ``json_schema`` with

@@ -1,4 +1,4 @@
-"""Limits on what a judge sends: a cap on requests in flight and requests / tokens per minute.
+"""Internal: Limits on what a judge sends: a cap on requests in flight and requests / tokens per minute.
 
 Both work across threads and event loops: ragmeter runs one judge from ``asyncio.run`` in a sync
 wrapper, from background threads (inline scoring) and from the caller's loop, and a limit must

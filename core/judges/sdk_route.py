@@ -1,4 +1,4 @@
-"""The OpenAI and Anthropic transports' request path: a fast path through the SDKs' private
+"""Internal: The OpenAI and Anthropic transports' request path: a fast path through the SDKs' private
 internals, used only with the SDK releases it is known to work with.
 
 :class:`SdkClients` makes each event loop's SDK clients (pools sized to the judge's cap,

@@ -1,4 +1,4 @@
-"""Judges from short specs (the CLI's ``--judge``) and the default judge.
+"""Internal: Judges from short specs (the CLI's ``--judge``) and the default judge.
 
 =====================================  ============================================================
 spec                                   judge

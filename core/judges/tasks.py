@@ -1,4 +1,4 @@
-"""Judge tasks: the few questions every metric is built from, each answered once per sample.
+"""Internal: Judge tasks: the few questions every metric is built from, each answered once per sample.
 
 Each :class:`TaskSpec` fixes a task's inputs, the JSON schema of its answer, the prompt LLM
 backends send, and ``validate``, which checks an answer against its inputs (one verdict per item,

@@ -1,4 +1,4 @@
-"""The one interface between an LLM judge and its model (cf. httpx transports).
+"""Internal: The one interface between an LLM judge and its model (cf. httpx transports).
 
 A backend is a :class:`Transport`: it turns a :class:`ChatRequest` (system prompt, turns, the
 task's JSON schema, ``max_tokens``) into one request to its model and the answer into a

@@ -1,4 +1,4 @@
-"""Agreement between annotators (Cohen's kappa, Krippendorff's alpha) and between the judge and
+"""Internal: Agreement between annotators (Cohen's kappa, Krippendorff's alpha) and between the judge and
 the annotators (rank correlation, balanced accuracy at a threshold, a suggested threshold).
 
 Written in numpy from the published formulas (each is stated in its docstring) and checked in

@@ -1,4 +1,4 @@
-"""The ``ragmeter labels`` command (export tasks, import labels, agreement), registered with the
+"""Internal: The ``ragmeter labels`` command (export tasks, import labels, agreement), registered with the
 core CLI through the ``ragmeter.cli`` entry point."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What people rate on the labeling page: the criteria, each with its question and a 1-5 guide, and
+"""Internal: What people rate on the labeling page: the criteria, each with its question and a 1-5 guide, and
 the judge metric each is compared with.
 
 A metric's criterion is a fact of its class (:attr:`~ragmeter.metrics.base.Metric.criterion`):

@@ -1,4 +1,5 @@
-"""Labels in: :class:`Label` and :func:`import_labels` (JSON, JSONL or CSV files of completed labels).
+"""Internal: Labels in: :class:`Label` and :func:`import_labels` (JSON, JSONL or CSV files of completed
+labels).
 
 A label belongs to the answer it was given on: it carries the answer's hash
 (:func:`answer_hash`), and a run whose answer for that sample differs does not count it (see

@@ -1,4 +1,4 @@
-"""Which labels count for a run: :func:`match_labels`.
+"""Internal: Which labels count for a run: :func:`match_labels`.
 
 A label counts for a run's sample when the run has the sample, the metric the label's criterion
 is compared with (:data:`ragmeter.labels.CRITERION_METRICS`, or the criterion itself when it

@@ -1,4 +1,4 @@
-"""The scales human labels come in, and how a judge's value reads in their units.
+"""Internal: The scales human labels come in, and how a judge's value reads in their units.
 
 =========  =====================  ==========================  ==================================
 scale      values                 human pass                  the judge's value in human units

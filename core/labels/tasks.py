@@ -1,4 +1,4 @@
-"""Labeling tasks out: the criteria people rate (with a 1-5 guide), the review queue (which
+"""Internal: Labeling tasks out: the criteria people rate (with a 1-5 guide), the review queue (which
 samples to label first, and why), and :func:`export_tasks` to JSONL or CSV."""
 
 from __future__ import annotations

@@ -70,12 +70,13 @@ _CLASSES.update({cls: module for module, cls in STRING_METRICS.values()})
 _CLASSES.update({cls: module for module, cls in DOMAIN_METRICS.values()})
 _CLASSES["Criteria"] = _CLASSES["FunctionMetric"] = "ragmeter.metrics.criteria"  # custom metrics (need arguments)
 
-__all__ = ["Metric", "ScoringContext", "get_metric", "resolve_metrics", "metric_class", "metric_classes", "metric_names",
+__all__ = ["Metric", "LabelingCriterion", "ScoringContext", "get_metric", "resolve_metrics", "metric_class", "metric_classes", "metric_names",
            "load_plugins", "metrics_help", "REGISTRY", "STRING_METRICS",
            "DOMAIN_METRICS", "METRIC_NAMES", "RETRIEVAL_METRICS", "DEFAULT_METRICS", "DEFAULT_RETRIEVAL_METRICS", "retrieval", *_CLASSES]
 
 
 _lazy = lazy_getattr(__name__, {**_CLASSES, "Metric": "ragmeter.metrics.base",
+                                "LabelingCriterion": "ragmeter.metrics.base",
                                 "ScoringContext": "ragmeter.metrics.requests",
                                 "retrieval": "ragmeter.metrics.retrieval"}, {"retrieval"})
 

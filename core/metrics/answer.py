@@ -1,4 +1,5 @@
-"""Answer quality: :class:`AnswerRelevancy`, :class:`AnswerCorrectness`, :class:`ResponseCompleteness`."""
+"""Internal: Answer quality: :class:`AnswerRelevancy`, :class:`AnswerCorrectness`,
+:class:`ResponseCompleteness`."""
 
 from __future__ import annotations
 

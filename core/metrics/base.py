@@ -1,4 +1,4 @@
-"""The Metric base class: validated levels, not-applicable handling, never-raise scoring, and the
+"""Internal: The Metric base class: validated levels, not-applicable handling, never-raise scoring, and the
 facts about a metric that the rest of ragmeter reads from its class (its role in the diagnosis,
 the monitor rule its drop fires, whether it needs the question, where its evidence is, what people
 rate for it, its levels under the domain profiles). Adding a metric is its class and one line in

@@ -1,4 +1,4 @@
-"""Citation metrics: per-citation verdicts, citation accuracy, precision and recall.
+"""Internal: Citation metrics: per-citation verdicts, citation accuracy, precision and recall.
 
 The answer is parsed once into units with their citations (:mod:`ragmeter.citations`); the same
 units, with the markers removed, are what ``extract_claims`` receives for faithfulness, answer

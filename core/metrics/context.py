@@ -1,4 +1,4 @@
-"""Retrieved-context quality: :class:`ContextRelevance`, :class:`ContextPrecision`,
+"""Internal: Retrieved-context quality: :class:`ContextRelevance`, :class:`ContextPrecision`,
 :class:`ContextRecall` and :class:`EntityRecall`.
 
 One ``rate_chunks`` call rates every chunk of a sample for relevance, precision and the

@@ -1,4 +1,4 @@
-"""Custom metrics: :class:`Criteria` (judged, defined in words) and :class:`FunctionMetric`
+"""Internal: Custom metrics: :class:`Criteria` (judged, defined in words) and :class:`FunctionMetric`
 (deterministic, a plain function).
 
 :class:`Criteria` is what DeepEval users know as G-Eval and RAGAS users as AspectCritic / rubric

@@ -1,4 +1,5 @@
-"""Domain checks: deterministic metrics the domain profiles add (:mod:`ragmeter.profiles`), usable on
+"""Internal: Domain checks: deterministic metrics the domain profiles add (:mod:`ragmeter.profiles`),
+usable on
 their own like any metric (``metrics=["medical_advice"]``).
 
 * :class:`LegalCitations` (``legal_citations``): the answer's case and statute citations

@@ -1,4 +1,4 @@
-"""Groundedness of the answer in the retrieved chunks: :class:`Faithfulness` (judge-based, claim
+"""Internal: Groundedness of the answer in the retrieved chunks: :class:`Faithfulness` (judge-based, claim
 by claim) and :class:`HallucinatedSpecifics` (deterministic: numbers, dates, names and quotes of
 the answer that no chunk states)."""
 

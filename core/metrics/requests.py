@@ -1,4 +1,4 @@
-"""The judge requests of one sample, built in one place: the cost promise held by code.
+"""Internal: The judge requests of one sample, built in one place: the cost promise held by code.
 
 Every judge task a metric can use is asked through a method of :class:`JudgeRequests`, which
 builds the task's inputs one way only. Because the inputs are identical, the

@@ -1,4 +1,4 @@
-"""Scoring one sample: a :class:`Scorer` runs a sample's metrics and returns their Scores, and
+"""Internal: Scoring one sample: a :class:`Scorer` runs a sample's metrics and returns their Scores, and
 :func:`score_sample` gives them as a :class:`SampleResult` (what a run is made of).
 
 The metrics are :class:`~ragmeter.metrics.base.Metric` objects (typed ``Any`` here: this module

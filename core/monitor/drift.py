@@ -1,4 +1,4 @@
-"""Drift of production traffic against a reference window, with bounded state.
+"""Internal: Drift of production traffic against a reference window, with bounded state.
 
 Two measures, each a gauge and a rule of :class:`~ragmeter.monitor.Monitor`:
 

@@ -1,4 +1,4 @@
-"""The :class:`Monitor`: rolling windows over scored samples, alert rules, OpenTelemetry metrics."""
+"""Internal: The :class:`Monitor`: rolling windows over scored samples, alert rules, OpenTelemetry metrics."""
 
 from __future__ import annotations
 

@@ -61,10 +61,12 @@ _LAZY = {
     "Store": "ragmeter.store.store",
     "StoredSample": "ragmeter.store.store",
     "TrendPoint": "ragmeter.store.store",
+    "load_run": "ragmeter.store.store",
     "StoreWriter": "ragmeter.store.writer",
 }
 
-__all__ = ["Store", "StoreWriter", "RunInfo", "StoredSample", "TrendPoint", "StoreVersionError", "SCHEMA_VERSION"]
+__all__ = ["Store", "StoreWriter", "RunInfo", "StoredSample", "TrendPoint", "StoreVersionError", "SCHEMA_VERSION",
+           "load_run"]
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
 

@@ -1,4 +1,4 @@
-"""Rows to and from ragmeter objects: a :class:`~ragmeter.SampleResult` becomes one ``samples``
+"""Internal: Rows to and from ragmeter objects: a :class:`~ragmeter.SampleResult` becomes one ``samples``
 row and one ``scores`` row per metric, and comes back equal.
 
 JSON columns hold :func:`ragmeter.fileio.json_text`: strict JSON (``allow_nan=False``) where

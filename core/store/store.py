@@ -1,4 +1,4 @@
-"""The :class:`Store`: record evaluation runs and inline-scored samples, read them back."""
+"""Internal: The :class:`Store`: record evaluation runs and inline-scored samples, read them back."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The :class:`StoreWriter`: inline-scored samples into a :class:`~ragmeter.store.Store`, off the
+"""Internal: The :class:`StoreWriter`: inline-scored samples into a :class:`~ragmeter.store.Store`, off the
 caller's thread.
 
 A store write may wait for other writers (another process holding the SQLite lock, a busy

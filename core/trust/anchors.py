@@ -1,4 +1,4 @@
-"""Anchor sets and judge drift: a frozen, labeled set of samples scored by each judge version.
+"""Internal: Anchor sets and judge drift: a frozen, labeled set of samples scored by each judge version.
 
 ``ragmeter trust check --anchors anchors.jsonl --judge SPEC`` (:func:`check_anchors`) scores the
 anchor set with the judge and stores, per metric and judge fingerprint

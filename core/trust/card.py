@@ -1,4 +1,4 @@
-"""The trust card: how far a run's scores can be trusted, measured against human labels.
+"""Internal: The trust card: how far a run's scores can be trusted, measured against human labels.
 
 :func:`trust_card` (CLI: ``ragmeter trust RESULTS --labels LABELS``) matches the labels to the
 run (:func:`ragmeter.labels.match_labels`: a label counts only for the answer it was given on)

@@ -1,4 +1,5 @@
-"""A run's metrics in human units, from the judge and a few labels (PPI++, :mod:`ragmeter.trust.ppi`):
+"""Internal: A run's metrics in human units, from the judge and a few labels (PPI++,
+:mod:`ragmeter.trust.ppi`):
 what ``result.summary(labels=...)``, ``ragmeter compare --labels``
 (:func:`ragmeter.comparison.difference_estimates`) and the trust card show.
 

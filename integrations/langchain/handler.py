@@ -1,4 +1,4 @@
-"""The LangChain callback handler: LangChain's run events in, one recorded Sample per root run out.
+"""Internal: The LangChain callback handler: LangChain's run events in, one recorded Sample per root run out.
 
 The handler is a :class:`~ragmeter.integrations.langchain.tracker.RunTracker`: it assembles the
 run tree of each root run from LangChain's callbacks, on the chain's threads, keeping only

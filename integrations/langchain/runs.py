@@ -1,4 +1,4 @@
-"""LangChain run trees -> :class:`ragmeter.Sample` (the translation, nothing else).
+"""Internal: LangChain run trees -> :class:`ragmeter.Sample` (the translation, nothing else).
 
 :func:`sample_from_run` turns one finished root run, as the handler's run tracker
 (:mod:`~ragmeter.integrations.langchain.tracker`) hands it over, into a Sample: the question

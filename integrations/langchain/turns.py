@@ -1,4 +1,4 @@
-"""Chat turns in LangChain run trees: the history, turn number, standalone question and conversation
+"""Internal: Chat turns in LangChain run trees: the history, turn number, standalone question and conversation
 id of a root run (used by :mod:`ragmeter.integrations.langchain.runs`).
 
 A chat turn (a chain fed a chat history under one of :data:`HISTORY_KEYS`, as

@@ -1,4 +1,4 @@
-"""Inline capture of every LlamaIndex query through LlamaIndex's instrumentation module.
+"""Internal: Inline capture of every LlamaIndex query through LlamaIndex's instrumentation module.
 
 :class:`RagmeterInstrumentation` registers the span and event handlers of
 :mod:`ragmeter.integrations.llamaindex.spans` and turns each finished query into a

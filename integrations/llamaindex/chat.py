@@ -1,4 +1,4 @@
-"""LlamaIndex chat engines and agents as conversation turns (internal to the LlamaIndex capture).
+"""Internal: LlamaIndex chat engines and agents as conversation turns.
 
 A *turn* is the outermost ``chat`` / ``achat`` / ``stream_chat`` / ``astream_chat`` of a
 condense-question, context or condense-plus-context chat engine (:data:`CHAT_ENGINES`), or the

@@ -1,4 +1,4 @@
-"""ragmeter metrics as LlamaIndex evaluators (usable in ``BatchEvalRunner``).
+"""Internal: ragmeter metrics as LlamaIndex evaluators (usable in ``BatchEvalRunner``).
 
 :class:`RagmeterEvaluator` scores one metric; the one-metric classes
 (``RagmeterFaithfulnessEvaluator`` ...) are generated from :data:`ragmeter.metrics.REGISTRY`, one

@@ -1,4 +1,4 @@
-"""LlamaIndex spans and events grouped into queries (internal to the LlamaIndex capture).
+"""Internal: LlamaIndex spans and events grouped into queries.
 
 :class:`_SpanTracker` and :class:`_EventSink` are the handlers registered on LlamaIndex's
 instrumentation dispatcher; they forward to a :class:`_Capture`, which groups spans and events
