@@ -54,8 +54,8 @@ class Groundedness(Metric):
         return Score(self.name, value, explanation=f"{value:.2f} of the sentences found", details={"claims": claims})
 
 
-SAMPLE = Sample("Where is the tower?", ["The tower stands in Paris."], answer="The tower is in Paris. It was painted blue.",
-                id="tower")
+SAMPLE = Sample("Where is the tower?", ["The tower stands in Paris."],
+                answer="The tower is in Paris. It was painted blue.", id="tower")
 
 
 @pytest.fixture
@@ -104,7 +104,8 @@ def test_the_monitor_watches_its_floor_and_its_drop(registered):
                       error_rate_limit=None, psi_limit=None)
     assert monitor.thresholds["groundedness"] == 0.6
     for i, v in enumerate([0.9] * 30 + [0.5] * 10):
-        monitor.observe(SampleResult(Sample(f"q{i}", ["c"], answer="a", id=f"s{i}"), {"groundedness": Score("groundedness", v)}))
+        sample = Sample(f"q{i}", ["c"], answer="a", id=f"s{i}")
+        monitor.observe(SampleResult(sample, {"groundedness": Score("groundedness", v)}))
     firing = {(a.rule, a.metric) for a in monitor.alerts if a.state == "firing"}
     # the recent mean 0.5 is below the floor 0.6 and 0.4 below the earlier mean 0.9 (max_drop 0.1)
     assert firing == {("score_floor", "groundedness"), ("faithfulness_degradation", "groundedness")}

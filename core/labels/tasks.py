@@ -96,8 +96,9 @@ def export_tasks(result: EvaluationResult, out: str | os.PathLike, *, criteria: 
     Each task has the question, the chunks, the answer and its hash (:func:`answer_hash`: the
     labels read back carry it, so they count only for runs with that answer), the ``criteria``
     to rate 1-5 with their guide (:func:`ragmeter.labels.criteria.criteria`; None: all of them),
-    its place in the review queue and the reason it was chosen (:func:`review_queue`; ``n`` keeps the first ``n``). The judge's verdicts are left out unless
-    ``show_verdicts`` (so they do not anchor the labels). JSONL: one task per line. CSV: one row
+    its place in the review queue and the reason it was chosen (:func:`review_queue`; ``n`` keeps
+    the first ``n``). The judge's verdicts are left out unless ``show_verdicts`` (so they do not
+    anchor the labels). JSONL: one task per line. CSV: one row
     per task, chunks separated by blank lines, an empty ``annotator`` column and one empty column
     per criterion to fill in (:func:`ragmeter.labels.import_labels` reads it back). HTML: an
     offline labeling page (:mod:`ragmeter.labels.page`).
