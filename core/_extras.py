@@ -1,4 +1,4 @@
-"""Optional dependencies (internal): an import that fails because an extra is not installed says
+"""Internal: Optional dependencies: an import that fails because an extra is not installed says
 which extra to install, as the judges do::
 
     with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):

@@ -30,7 +30,9 @@ from ragmeter.data import Context, Sample
 from ragmeter.judges.base import Embedder, Usage
 from ragmeter.loops import run_sync
 from ragmeter.result import EvaluationResult
-from ragmeter.runner import _as_dataset, evaluate, resolve_metrics
+from ragmeter.metrics import resolve_metrics
+from ragmeter.readers import as_dataset
+from ragmeter.runner import evaluate
 from ragmeter.testset.documents import as_context, tokens
 
 __all__ = ["Retriever", "RandomRetriever", "BM25Retriever", "EmbeddingRetriever", "RetrieverComparison",
@@ -253,7 +255,7 @@ def compare_retrievers(samples: Any, retrievers: Mapping[str, Any], k: int = 5, 
     :func:`pool_chunks` of the samples). ``metrics``: default hit_rate@k, recall@k, precision@k,
     mrr, ndcg@k.
     """
-    dataset = [s for s in _as_dataset(samples) if s.relevant_ids]
+    dataset = [s for s in as_dataset(samples) if s.relevant_ids]
     if not dataset:
         raise ValueError("compare_retrievers needs samples with relevant_ids")
     corpus = [as_context(c, i) for i, c in enumerate(chunks)] if chunks is not None else pool_chunks(dataset)

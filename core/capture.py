@@ -1,4 +1,4 @@
-"""Capture: the framework-neutral half of every integration.
+"""Internal: Capture: the framework-neutral half of every integration.
 
 An integration (the LangChain callback, the LlamaIndex instrumentation) only translates its
 framework's events into :class:`~ragmeter.Sample` objects and hands each to a
@@ -35,13 +35,16 @@ import time
 from typing import Any, Callable, Iterable
 
 from ragmeter.conversations import no_retrieval_turn
-from ragmeter.data import Sample, save_samples
-from ragmeter.guard import never_raise
-from ragmeter.inline import BackgroundScorer, register_exit_hook, store_writer, weak_hook
+from ragmeter.data import Sample
+from ragmeter.guard import never_raise, register_exit_hook, weak_hook
+from ragmeter.inline import BackgroundScorer, store_writer
+from ragmeter.metrics import resolve_metrics
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.privacy import (CAPTURE_CONTENT_ENV, CONTENT_METADATA_KEYS, capture_content_setting, content_captured,
                               without_content)
-from ragmeter.result import EvaluationResult, SampleResult
-from ragmeter.runner import evaluate, resolve_metrics
+from ragmeter.readers import save_samples
+from ragmeter.result import EvaluationResult
+from ragmeter.runner import evaluate
 
 __all__ = ["CaptureRecorder", "scorable", "without_content", "content_captured",
            "capture_content_setting", "MODES", "STATS_KEYS",

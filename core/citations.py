@@ -1,4 +1,5 @@
-"""Citation parsing: an answer split into units (sentences / clauses) with the citations attached to each.
+"""Internal: Citation parsing: an answer split into units (sentences / clauses) with the citations attached to
+each (chunk markers such as "[1]"), and the legal authorities a text cites.
 
 An answer is parsed once into *units* (sentences, split into clauses where a citation marker
 stands in the middle of a sentence), each carrying the citations attached to it. The same units,
@@ -32,18 +33,29 @@ Marker placement: a marker applies to the text before it. Markers at the end of 
 apply to the whole sentence, or to its last clause when the sentence was split. A marker in the
 middle of a sentence ends a clause: "A [1] and B [2]." gives the units "A" [1] and "and B." [2].
 Markers at the very start of the answer attach to the first unit.
+
+Legal citations (:func:`legal_citations`, what the legal profile's ``legal_citations`` check
+reads) are the authorities an answer cites, found with regular expressions for the common U.S.
+forms: full case citations with an optional case name, pinpoint, court and year ("Brown v. Board
+of Education, 347 U.S. 483, 495 (1954)"), short forms ("347 U.S. at 495"), statutes and
+regulations ("42 U.S.C. § 1983", "29 C.F.R. § 1910.1200", "Cal. Civ. Code § 1714") and "Id." /
+"Ibid." (resolved to the citation before it). Reporters recognised: U.S., S. Ct., L. Ed. (2d), F.
+(2d, 3d, 4th), F. Supp. (2d, 3d), F. App'x, the regional reporters (A., N.E., N.W., S.E., S.W.,
+So., P., with their series), Cal. Rptr., N.Y.S. and B.R.; a one-letter reporter (A., F., P.) only
+with a case name or a year ("3 A. 4" alone is prose).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from ragmeter.data import Context
 from ragmeter.text import split_sentences
 
-__all__ = ["Citation", "Unit", "ParsedAnswer", "parse_citations", "strip_citations"]
+__all__ = ["Citation", "Unit", "ParsedAnswer", "parse_citations", "strip_citations", "LegalCitation",
+           "legal_citations"]
 
 # --------------------------------------------------------------------------- data
 
@@ -520,3 +532,121 @@ def parse_citations(answer: str, contexts: Sequence[Any] = (), *, numbers: str =
 def strip_citations(answer: str, contexts: Sequence[Any] = ()) -> str:
     """``answer`` with its citation markers and reference list removed."""
     return parse_citations(answer, contexts).text
+
+
+# --------------------------------------------------------------------------- legal citations
+
+_REPORTERS = ["U.S.", "S. Ct.", "L. Ed. 2d", "L. Ed.", "F. Supp. 3d", "F. Supp. 2d", "F. Supp.", "F. App'x",
+              "F.4th", "F.3d", "F.2d", "F.", "A.3d", "A.2d", "A.", "N.E.3d", "N.E.2d", "N.E.", "N.W.2d", "N.W.",
+              "S.E.2d", "S.E.", "S.W.3d", "S.W.2d", "S.W.", "So. 3d", "So. 2d", "So.", "P.3d", "P.2d", "P.",
+              "Cal. Rptr. 3d", "Cal. Rptr. 2d", "Cal. Rptr.", "N.Y.S.3d", "N.Y.S.2d", "N.Y.S.", "B.R."]
+
+
+def _flexible(reporter: str) -> str:
+    """A reporter abbreviation as a pattern: the space after a period optional ("F. 3d" = "F.3d")."""
+    return r"\.\s?".join(re.escape(p.strip()) for p in reporter.split(".")).replace(r"\ ", r"\s?")
+
+
+_REPORTER = "(?:" + "|".join(_flexible(r) for r in _REPORTERS) + ")"
+_PARTY = r"(?:[A-Z][\w.'&-]*(?:,? (?:of|the|and|for|on|in|ex rel\.|&|[A-Z][\w.'&-]*))*)"
+_NAME = rf"(?P<name>(?:In re |Ex parte ){_PARTY}|{_PARTY} v\. {_PARTY}),?\s+"
+_PIN = r"\d+(?:\s?[-–]\s?\d+)?"
+_CASE = re.compile(
+    rf"(?:{_NAME})?(?P<volume>\d{{1,4}})\s+(?P<reporter>{_REPORTER})\s+"
+    rf"(?:at\s+(?P<short_pin>{_PIN})|(?P<page>\d{{1,5}})(?:,\s*(?P<pin>{_PIN}))?)"
+    rf"(?:\s*\((?P<court>[^()]*?)\s*(?P<year>1[6-9]\d\d|20\d\d)\))?")
+_STATUTE_CODE = r"U\.\s?S\.\s?C\.(?:\s?A\.)?|C\.\s?F\.\s?R\.|Stat\.|(?:[A-Z][A-Za-z.]*\s){1,4}(?:Code|Stat\.)(?:\s?Ann\.)?"
+_STATUTE = re.compile(rf"(?:(?P<title>\d{{1,3}})\s+)?(?P<code>{_STATUTE_CODE})\s*(?:§§?|[Ss]ec(?:tion|\.)|s\.)\s*"
+                      rf"(?P<section>\d[\w.\-–]*(?:\([\w]+\))*)")
+_FEDERAL = re.compile(r"U\.\s?S\.\s?C\.(?:\s?A\.)?|C\.\s?F\.\s?R\.")
+_ID = re.compile(r"\b(?P<id>[Ii]d\.|[Ii]bid\.)(?:,?\s+at\s+(?P<pin>" + _PIN + "))?")
+#: Words before a case name that are not part of it: signals ("See also", "Cf.") and sentence openers ("In").
+_SIGNAL = re.compile(r"^(?:(?:See|see|Cf\.|But|but|Accord|E\.g\.,?|Compare|Contra|also|generally|In(?! re\b)|As|"
+                     r"Under|Per|Citing|After|Following)\s+)+")
+
+
+@dataclass(frozen=True)
+class LegalCitation:
+    """One legal citation as written: ``kind`` is ``"case"``, ``"short"`` (``347 U.S. at 495``),
+    ``"statute"`` or ``"id"``; ``key`` identifies the authority ("347 U.S. 483", "42 U.S.C. §
+    1983"; for short forms and Id., the key of the citation they refer to, None when there is
+    none before them); ``pin`` the pinpoint page; ``start`` / ``end`` the offsets in the text."""
+
+    kind: str
+    text: str
+    start: int
+    end: int
+    key: str | None
+    name: str | None = None
+    pin: str | None = None
+    year: str | None = None
+    fields: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """Plain-dict form."""
+        return {"kind": self.kind, "text": self.text, "start": self.start, "end": self.end, "key": self.key,
+                "name": self.name, "pin": self.pin, "year": self.year, **self.fields}
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _reporter_key(volume: str, reporter: str) -> str:
+    return f"{volume} {_squash(reporter)}"
+
+
+def legal_citations(text: str) -> list[LegalCitation]:
+    """The legal citations of ``text``, in order: cases, short forms, statutes and Id. (see the
+    module doc), short forms and Id. resolved to the citation they refer to.
+
+    >>> [c.key for c in legal_citations("Brown v. Board of Education, 347 U.S. 483, 495 (1954). Id. at 494.")]
+    ['347 U.S. 483', '347 U.S. 483']
+    """
+    found: list[LegalCitation] = []
+    taken: list[tuple[int, int]] = []
+    for m in _STATUTE.finditer(text):
+        code = " ".join(m["code"].split())
+        code = _squash(code) if _FEDERAL.fullmatch(code) else code  # "U. S. C." = "U.S.C."
+        section = m["section"].rstrip(".")
+        written = m[0].rstrip(".")
+        key = " ".join(x for x in (m["title"], code, "§", section) if x)
+        found.append(LegalCitation("statute", written, m.start(), m.start() + len(written), key,
+                                   fields={"title": m["title"], "code": code, "section": section}))
+        taken.append(m.span())
+    for m in _CASE.finditer(text):
+        if any(s <= m.start("volume") < e for s, e in taken):
+            continue
+        if len(_squash(m["reporter"])) == 2 and not (m["name"] or m["year"]):
+            continue  # "3 A. 4" alone is too common in prose: a one-letter reporter needs a case name or a year
+        name, start = None, m.start()
+        if m["name"]:  # a leading signal ("See", "Cf.") is not part of the case name
+            name = _SIGNAL.sub("", m["name"]).strip(" ,")
+            start = m.start("name") + m["name"].index(name)
+        base = _reporter_key(m["volume"], m["reporter"])
+        if m["short_pin"]:
+            found.append(LegalCitation("short", text[start:m.end()], start, m.end(), None, name, m["short_pin"],
+                                       m["year"], {"volume": m["volume"], "reporter": _squash(m["reporter"])}))
+        else:
+            found.append(LegalCitation("case", text[start:m.end()], start, m.end(), f"{base} {m['page']}", name,
+                                       m["pin"], m["year"], {"volume": m["volume"], "reporter": _squash(m["reporter"]),
+                                                             "page": m["page"], "court": (m["court"] or "").strip() or None}))
+    for m in _ID.finditer(text):
+        found.append(LegalCitation("id", m[0], m.start(), m.end(), None, pin=m["pin"]))
+    found.sort(key=lambda c: c.start)
+    return _resolve(found)
+
+
+def _resolve(citations: list[LegalCitation]) -> list[LegalCitation]:
+    """Short forms get the key of the last full citation of the same volume and reporter; Id.
+    the key (and name) of the citation just before it."""
+    out: list[LegalCitation] = []
+    for c in citations:
+        if c.kind == "short":
+            full = next((p for p in reversed(out) if p.kind == "case" and p.fields["volume"] == c.fields["volume"]
+                         and p.fields["reporter"] == c.fields["reporter"]), None)
+            c = replace(c, key=full.key if full else None, name=c.name or (full.name if full else None))
+        elif c.kind == "id" and out:
+            c = replace(c, key=out[-1].key, name=out[-1].name)
+        out.append(c)
+    return out

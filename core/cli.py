@@ -1,4 +1,4 @@
-"""The ``ragmeter`` command line.
+"""Internal: The ``ragmeter`` command line.
 
 Commands of other layers (``evaluate-traces`` from :mod:`ragmeter.tracing`) register through the
 ``ragmeter.cli`` entry-point group, so the core never imports them.
@@ -26,12 +26,11 @@ import os
 import sys
 import textwrap
 import traceback
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Sequence
 
 from ragmeter import __version__
-from ragmeter.judges.spec import SPEC_HELP
+from ragmeter.judges.spec import spec_help
 from ragmeter.metrics import metrics_help
 from ragmeter.profiles import PROFILES
 
@@ -302,8 +301,10 @@ def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = (), r
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from ragmeter.data import Dataset, load_samples
-    from ragmeter.runner import evaluate, resolve_metrics
+    from ragmeter.data import Dataset
+    from ragmeter.readers import load_samples
+    from ragmeter.metrics import resolve_metrics
+    from ragmeter.runner import evaluate
 
     check_run_options(args)  # reject bad thresholds and report types before spending judge calls
     args.dataset = Path(args.file).stem
@@ -477,7 +478,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options every scoring command takes: metrics, judge, reports, thresholds, concurrency."""
     p.add_argument("-m", "--metrics", action="append", metavar="LIST", help=metrics_help())
     p.add_argument("-j", "--judge", metavar="SPEC",
-                   help=SPEC_HELP + "; keys from OPENAI_API_KEY / ANTHROPIC_API_KEY, OPENAI_BASE_URL for "
+                   help=spec_help() + "; keys from OPENAI_API_KEY / ANTHROPIC_API_KEY, OPENAI_BASE_URL for "
                         "OpenAI-compatible servers. Default: see 'ragmeter --help'")
     p.add_argument("-o", "--out", action="append", metavar="PATH",
                    help="write the report; format from the suffix: .md, .html, .json, .jsonl (re-readable by "
@@ -500,18 +501,22 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 def _add_plugin_commands(sub: Any) -> None:
     """Commands other layers register through the ``ragmeter.cli`` entry-point group (each a
     ``register(subparsers)`` function): the core never imports them. A plugin whose layer cannot
-    be imported (its extra is not installed) is left out."""
-    for ep in sorted(entry_points(group="ragmeter.cli"), key=lambda e: e.name):
-        try:
-            register = ep.load()
-        except ImportError:
-            continue
-        register(sub)
+    be imported (its extra is not installed) is left out; one that fails otherwise is left out
+    and reported (:mod:`ragmeter.plugins`)."""
+    from ragmeter.plugins import load_group
+
+    def register(name: str, fn: Any) -> str | None:
+        if not callable(fn):
+            return f"expected register(subparsers), got {fn!r:.80}"
+        fn(sub)
+        return None
+
+    load_group("ragmeter.cli", register, skip_missing=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ragmeter`` command."""
-    parser = argparse.ArgumentParser(prog="ragmeter", description=_DESCRIPTION + textwrap.fill(_JUDGES.format(judges=SPEC_HELP), 96),
+    parser = argparse.ArgumentParser(prog="ragmeter", description=_DESCRIPTION + textwrap.fill(_JUDGES.format(judges=spec_help()), 96),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"ragmeter {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

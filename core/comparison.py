@@ -1,4 +1,4 @@
-"""Compare two runs: regression gates (paired) and A/B tests (unpaired), with statistics.
+"""Internal: Compare two runs: regression gates (paired) and A/B tests (unpaired), with statistics.
 
 >>> cmp = rm.compare("baseline.jsonl", "current.jsonl", tolerance={"faithfulness": 0.03, "*": 0.05})  # doctest: +SKIP
 >>> cmp.passed, cmp.metrics["faithfulness"].verdict, cmp.regressions[:3]   # doctest: +SKIP
@@ -61,10 +61,13 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ragmeter.report import _md_cell, text_table
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
+from ragmeter.store.store import load_run
+from ragmeter.trust.ppi import MIN_LABELS
 
-__all__ = ["compare", "compare_variants", "load_run", "required_sample_size", "check_metric_names", "Comparison",
-           "MetricComparison", "SampleChange", "REGRESSED", "IMPROVED", "NO_CHANGE"]
+__all__ = ["compare", "compare_variants", "difference_estimates", "required_sample_size", "check_metric_names",
+           "Comparison", "MetricComparison", "SampleChange", "REGRESSED", "IMPROVED", "NO_CHANGE"]
 
 REGRESSED, IMPROVED, NO_CHANGE = "regressed", "improved", "no detectable change"
 _ALPHA, _POWER = 0.05, 0.8
@@ -166,7 +169,7 @@ class Comparison:
     judge_notes: list[str] = field(default_factory=list)
     #: gate across judges: when False (default), a metric judged differently fails the gate
     allow_judge_change: bool = False
-    #: metric -> the change in human units from labels (see :func:`ragmeter.trust.estimates.difference_estimates`)
+    #: metric -> the change in human units from labels (see :func:`difference_estimates`)
     human: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def gate(self, fail_under: Mapping[str, float] | None = None, fail_on_sample_regression: bool = False) -> list[str]:
@@ -469,35 +472,6 @@ def _stats(metric: str, a: np.ndarray, b: np.ndarray, paired: bool, tolerance: f
                             p_note)
 
 
-# --------------------------------------------------------------------------- loading
-
-
-def load_run(ref: Any, db: str | os.PathLike | None = None) -> tuple[EvaluationResult, str]:
-    """``(result, name)`` for an :class:`EvaluationResult`, a results file (``.jsonl`` / ``.json``),
-    or a run in the store at ``db`` (default ``$RAGMETER_DB``, else ``ragmeter.db``): a run id,
-    or a tag (the newest run tagged with it). Raises ValueError / KeyError / OSError naming what
-    was not found."""
-    if isinstance(ref, EvaluationResult):
-        return ref, "run"
-    text = str(ref)
-    path = Path(text)
-    if path.suffix.lower() in (".jsonl", ".json") or path.exists():
-        return EvaluationResult.load(path), path.name
-    from ragmeter.store import Store
-
-    db = db or os.environ.get("RAGMETER_DB")
-    if not db and not Path("ragmeter.db").exists():
-        raise FileNotFoundError(f"{text}: no such results file, and no history store to look it up in "
-                                "(give --db / db=, or set RAGMETER_DB)")
-    with Store(db) as store:
-        if text.isdigit():
-            return store.run(int(text)), f"run {text}"
-        tagged = [r for r in store.runs(limit=None) if text in r.tags]
-        if not tagged:
-            raise KeyError(f"{text!r} is neither a results file nor a run id or tag in {store.where}")
-        return store.run(tagged[0].id), f"run {tagged[0].id} ({text})"
-
-
 # --------------------------------------------------------------------------- comparing
 
 
@@ -562,7 +536,7 @@ def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_
     (``judge_changes``, :func:`ragmeter.trust.judge_changes`): a metric judged differently fails
     the gate unless ``allow_judge_change``. ``labels`` (a labels file or Label objects): each
     labeled metric is also compared in human units (``human``: PPI++, see
-    :func:`ragmeter.trust.estimates.difference_estimates`); a fall there beyond the tolerance fails
+    :func:`difference_estimates`); a fall there beyond the tolerance fails
     the gate too, and a metric judged differently is then gated in human units alone."""
     (ra, name_a), (rb, name_b) = load_run(a, db), load_run(b, db)
     if name_a == name_b:
@@ -618,8 +592,6 @@ def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_
     changes, notes = judge_changes(ra, rb, [m for m in metrics if m in ra.metrics and m in rb.metrics])
     human = {}
     if labels is not None:
-        from ragmeter.trust.estimates import difference_estimates
-
         human = difference_estimates(ra, rb, labels, paired=paired, tolerance=tolerance)
     cmp = Comparison(paired, out, regressions, improvements, [s for s in cells_a if s not in cells_b],
                      [s for s in cells_b if s not in cells_a], len(shared), (name_a, name_b), means,
@@ -689,3 +661,46 @@ def compare_variants(result: Any, tag_key: str = "variant", a: str | None = None
     cmp = compare(EvaluationResult(groups[a], run.metrics, run.judge), EvaluationResult(groups[b], run.metrics, run.judge), **kw)
     cmp.names = (f"{tag_key}={a}", f"{tag_key}={b}")
     return cmp
+
+
+def difference_estimates(a: Any, b: Any, labels: Any, *, paired: bool, metrics: Iterable[str] | None = None,
+                         tolerance: Any = 0.05, min_labels: int = MIN_LABELS) -> dict[str, dict[str, Any]]:
+    """Per metric labeled in both runs: the change from run ``a`` to run ``b`` in human units
+    (:func:`ragmeter.trust.ppi.ppi_mean_diff`: on the per-sample differences when ``paired`` and
+    enough samples are labeled on both answers, else the difference of the runs' own estimates),
+    with the tolerance in human units (the metric's tolerance times the scale's span) and the
+    verdict by the rule the gate uses (regressed: the change is below minus the tolerance and
+    its interval excludes zero)."""
+    from ragmeter.labels.io import load_labels
+    from ragmeter.labels.matching import match_labels
+    from ragmeter.labels.scales import span
+    from ragmeter.trust.estimates import estimate, judged_in_human_units
+    from ragmeter.trust.ppi import ppi_mean_diff
+
+    read = load_labels(labels)[0]
+    ma, mb = match_labels(a, read, metrics=metrics), match_labels(b, read, metrics=metrics)
+    out: dict[str, dict[str, Any]] = {}
+    for metric in (m for m in ma.items if m in mb.items):
+        scale = ma.scales[metric]
+        if mb.scales[metric] != scale:
+            continue
+        ea, eb = estimate(a, ma, metric, min_labels), estimate(b, mb, metric, min_labels)
+        pairs = None
+        if paired:
+            ja, jb = judged_in_human_units(a, metric, scale), judged_in_human_units(b, metric, scale)
+            ia, ib = ma.items[metric], mb.items[metric]
+            both = [s for s in ia if s in ib and s in ja and s in jb]
+            rest = [s for s in ja if s in jb and s not in set(both)]
+            pairs = ([ib[s].human - ia[s].human for s in both], [jb[s] - ja[s] for s in both],
+                     [jb[s] - ja[s] for s in rest])
+        est = ppi_mean_diff(ea, eb, paired=pairs, min_labels=min_labels)
+        tol = _tolerance(tolerance, metric) * span(scale)
+        if est.mean is not None and est.ci is not None and est.mean < -tol and est.ci[1] < 0:
+            verdict = REGRESSED
+        elif est.mean is not None and est.ci is not None and est.mean > tol and est.ci[0] > 0:
+            verdict = IMPROVED
+        else:
+            verdict = NO_CHANGE
+        out[metric] = {"scale": scale, "tolerance": tol, "verdict": verdict if est.mean is not None else None,
+                       "baseline": ea.to_dict(), "current": eb.to_dict(), **est.to_dict()}
+    return out

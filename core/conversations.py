@@ -1,10 +1,9 @@
-"""Conversations: chat history on a sample, what the judge reads of a follow-up question, multi-turn
-datasets (RAGAS ``MultiTurnSample``, DeepEval ``ConversationalTestCase``) and per-conversation
-results.
+"""Internal: Conversations: what the judge reads of a follow-up question, and per-conversation results.
 
 A :class:`~ragmeter.data.Sample` of a chat turn carries ``conversation_id``, ``turn`` (1-based),
 ``history`` (the messages before the turn, ``[{"role", "content"}]``, at most
-:data:`MAX_HISTORY` when built here) and ``standalone_question`` (the condensed question the app
+:data:`ragmeter.data.MAX_HISTORY` when built by ragmeter; validated and split from multi-turn
+datasets by :mod:`ragmeter.data`) and ``standalone_question`` (the condensed question the app
 retrieved with, when it made one). Judged metrics read :func:`judged_question`: the standalone
 question, else the recent history and the question, so "and in 2020?" is judged as what the user
 meant. A sample without history is judged on its question alone, exactly as before.
@@ -12,25 +11,12 @@ meant. A sample without history is judged on its question alone, exactly as befo
 
 from __future__ import annotations
 
-import hashlib
 import statistics
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from ragmeter.data import RecordError, Sample
-from ragmeter.fileio import json_text, text_problem
-
-__all__ = ["MAX_HISTORY", "ROLES", "NO_RETRIEVAL_KEY", "history_messages", "check_turn", "judged_question",
-           "no_retrieval_turn", "is_multi_turn", "samples_of", "turn_records", "ConversationResult", "conversation_results",
-           "slope"]
-
-#: Messages of history kept by the loaders and by capture (the most recent ones).
-MAX_HISTORY = 10
-
-#: Message roles accepted (OpenAI names, RAGAS / LangChain ``type`` names) -> the role stored.
-ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
-         "system": "system", "tool": "tool", "function": "tool"}
+__all__ = ["NO_RETRIEVAL_KEY", "MESSAGE_CHARS", "judged_question", "no_retrieval_turn", "ConversationResult",
+           "conversation_results", "slope"]
 
 #: Characters of one history message the judge reads (longer ones end with "…").
 MESSAGE_CHARS = 1000
@@ -39,55 +25,6 @@ MESSAGE_CHARS = 1000
 #: contexts): it counts in :class:`ragmeter.Monitor`'s no-retrieval rate, and metrics that need
 #: contexts say "not applicable" on it.
 NO_RETRIEVAL_KEY = "no_retrieval"
-
-
-def history_messages(messages: Any, limit: int | None = None, field_name: str = "history") -> list[dict]:
-    """``messages`` validated as ``[{"role", "content"}]``: dicts with ``role`` or ``type`` (see
-    :data:`ROLES`) and string ``content``, or objects with those attributes (LangChain messages);
-    the last ``limit`` of them when ``limit`` is set. Raises :class:`RecordError` naming the field.
-
-    >>> history_messages([{"type": "human", "content": "Hi"}, {"role": "ai", "content": "Hello"}], limit=1)
-    [{'role': 'assistant', 'content': 'Hello'}]
-    """
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, (list, tuple)):
-        raise RecordError(None, field_name, f"expected a list of messages, got {type(messages).__name__}")
-    out = []
-    for i, m in enumerate(messages):
-        get = m.get if isinstance(m, Mapping) else (lambda k, _m=m: getattr(_m, k, None))
-        role = ROLES.get(str(get("role") or get("type") or "").lower())
-        content = get("content")
-        if role is None:
-            raise RecordError(None, field_name, f"message {i}: role must be one of {sorted(set(ROLES))}, "
-                                                f"got {get('role') or get('type')!r}")
-        if not isinstance(content, str):
-            raise RecordError(None, field_name, f"message {i}: content must be a string, got {type(content).__name__}")
-        out.append({"role": role, "content": content})
-    return out[-limit:] if limit else out
-
-
-def _text(value: Any, field_name: str) -> None:
-    if value is not None and not isinstance(value, str):
-        raise RecordError(None, field_name, f"expected a string, got {type(value).__name__}")
-    problem = text_problem(value or "")
-    if problem:
-        raise RecordError(None, field_name, problem)
-
-
-def check_turn(sample: Any) -> None:
-    """Validate a Sample's conversation fields in place (an integer conversation id becomes text,
-    history messages ``{"role", "content"}``, an empty standalone question None); raises
-    :class:`RecordError` naming the field."""
-    if isinstance(sample.conversation_id, int) and not isinstance(sample.conversation_id, bool):
-        sample.conversation_id = str(sample.conversation_id)
-    _text(sample.conversation_id, "conversation_id")
-    turn = sample.turn
-    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
-        raise RecordError(None, "turn", f"expected a positive integer, got {turn!r:.40}")
-    sample.history = history_messages(sample.history)
-    for m in sample.history:
-        _text(m["content"], "history")
-    _text(sample.standalone_question, "standalone_question")
-    sample.standalone_question = sample.standalone_question or None
 
 
 def judged_question(sample: Any) -> str:
@@ -122,82 +59,6 @@ def no_retrieval_turn(sample: Any) -> bool:
     True
     """
     return not sample.contexts and sample.metadata.get(NO_RETRIEVAL_KEY) is True
-
-
-def is_multi_turn(record: Mapping) -> bool:
-    """Whether ``record`` is a whole conversation: RAGAS ``MultiTurnSample`` (``user_input`` a list
-    of messages) or DeepEval ``ConversationalTestCase`` (``turns``)."""
-    return isinstance(record.get("user_input"), list) or isinstance(record.get("turns"), list)
-
-
-_CONSUMED = ("user_input", "turns", "conversation_id", "id", "name")
-
-
-def samples_of(record: Any, where: str) -> list[Sample]:
-    """The samples of one input record at ``where``: a Sample itself, one per retrieval turn of a
-    conversation (:func:`turn_records`), else the record as one sample."""
-    if isinstance(record, Sample):
-        return [record]
-    if isinstance(record, Mapping) and is_multi_turn(record):
-        return [Sample.from_dict(rec, at) for at, rec in turn_records(record, where)]
-    return [Sample.from_dict(record, where)]
-
-
-def turn_records(record: Mapping, location: str, max_history: int = MAX_HISTORY) -> list[tuple[str, dict]]:
-    """One sample record per retrieval turn of a multi-turn ``record``, each with its location
-    (``"line 3, turn 2"``).
-
-    A turn starts at a user message. Its contexts are the ``retrieval_context`` of its assistant
-    message (DeepEval) or the contents of its tool messages (RAGAS); its answer is its last
-    assistant message with text. Turns without retrieval give no sample but stay in the history of
-    later turns (user and assistant messages, the last ``max_history``). The conversation id is
-    the record's ``conversation_id`` / ``id`` / ``name``, else a hash of its messages; a sample's
-    id is ``"<conversation id>:<turn>"``. The record's other fields (RAGAS ``reference``,
-    DeepEval ``expected_outcome``, ``scenario`` ...) go to every sample's metadata: they describe
-    the conversation, not one turn.
-    """
-    key = "user_input" if isinstance(record.get("user_input"), list) else "turns"
-    raw = record[key]
-    if not all(isinstance(m, Mapping) for m in raw):
-        raise RecordError(location, key, "expected a list of message objects")
-    roles = history_messages(raw, field_name=key)
-    conv = next((record[k] for k in ("conversation_id", "id", "name") if isinstance(record.get(k), (str, int))), None)
-    conv = str(conv) if conv is not None else "conv-" + hashlib.sha1(json_text(roles).encode()).hexdigest()[:12]
-    metadata = {k: v for k, v in record.items() if k not in _CONSUMED and v is not None}
-    out: list[tuple[str, dict]] = []
-    history: list[dict] = []
-    turn = 0
-    i = 0
-    while i < len(raw):
-        if roles[i]["role"] != "user":
-            if roles[i]["role"] == "assistant":
-                history.append(roles[i])
-            i += 1
-            continue
-        turn += 1
-        question, start = roles[i], i
-        i += 1
-        contexts: list = []
-        answer = None
-        retrieved = False
-        while i < len(raw) and roles[i]["role"] != "user":
-            if roles[i]["role"] == "tool":
-                retrieved = True
-                contexts.append(roles[i]["content"])
-            elif roles[i]["role"] == "assistant":
-                if isinstance(raw[i].get("retrieval_context"), list):
-                    retrieved = True
-                    contexts.extend(raw[i]["retrieval_context"])
-                answer = roles[i]["content"] or answer
-            i += 1
-        if retrieved:
-            out.append((f"{location}, turn {turn}", {
-                "id": f"{conv}:{turn}", "question": question["content"], "contexts": contexts, "answer": answer,
-                "conversation_id": conv, "turn": turn, "history": history[-max_history:] if max_history else [],
-                "metadata": metadata}))
-        history.append(question)
-        history.extend(m for m in roles[start + 1:i] if m["role"] == "assistant" and m["content"])
-    return out
 
 
 def slope(points: Iterable[tuple[float, float]]) -> float | None:

@@ -1,8 +1,11 @@
-"""The data model: :class:`Context`, :class:`Sample`, :class:`Score`, and loading / saving samples.
+"""Internal: The data model: :class:`Context`, :class:`Sample`, :class:`Score`, and records made samples
+(:func:`samples_from_records`; multi-turn records give one sample per retrieval turn). Files are
+read and written by :mod:`ragmeter.readers` (:func:`~ragmeter.readers.load_samples`,
+:func:`~ragmeter.readers.save_samples`).
 
 Records are validated when they are built. A malformed record raises :class:`RecordError`, which
 names the record (``line 3`` of a JSONL file, ``row 2`` of a CSV file, ``record 5`` of a list) and
-the field. :func:`load_samples` collects those errors on the returned :class:`Dataset` instead of
+the field. :func:`~ragmeter.readers.load_samples` collects those errors on the returned :class:`Dataset` instead of
 stopping, so the good records are still evaluated and the bad ones are reported.
 
 One bad record never loses the file: a byte that is not UTF-8, a lone surrogate (``"\\ud800"``),
@@ -14,23 +17,13 @@ not. A UTF-8 byte-order mark (Excel's "CSV UTF-8") is accepted.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import math
-import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ragmeter.fileio import (
-    LongInt,
-    json_text,
-    read_text,
-    text_problem,
-    write_text_atomic,
-)
+from ragmeter.fileio import LongInt, json_text, text_problem
 from ragmeter.redact import redact
 
 __all__ = [
@@ -40,11 +33,17 @@ __all__ = [
     "label_for",
     "RecordError",
     "Dataset",
-    "load_samples",
-    "save_samples",
     "samples_from_records",
+    "collect_samples",
+    "samples_of",
+    "turn_records",
+    "is_multi_turn",
+    "check_turn",
+    "history_messages",
     "FIELD_ALIASES",
     "CONVERSATION_FIELDS",
+    "MAX_HISTORY",
+    "ROLES",
     "MAX_NESTING",
 ]
 
@@ -67,6 +66,13 @@ _CONTEXT_TEXT_KEYS = ("text", "page_content", "content")
 
 #: The fields of a chat turn (see :mod:`ragmeter.conversations`); written only when set.
 CONVERSATION_FIELDS = ("conversation_id", "turn", "history", "standalone_question")
+
+#: Messages of history kept by the loaders and by capture (the most recent ones).
+MAX_HISTORY = 10
+
+#: Message roles accepted (OpenAI names, RAGAS / LangChain ``type`` names) -> the role stored.
+ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
+         "system": "system", "tool": "tool", "function": "tool"}
 
 #: RAGAS's ids of the retrieved contexts, in order: become the contexts' ids.
 CONTEXT_IDS = "retrieved_context_ids"
@@ -133,6 +139,61 @@ def _check_nested(value: Any, field: str, depth: int = 0) -> None:
         else:
             for v in value:
                 _check_nested(v, field, depth + 1)
+
+
+# --------------------------------------------------------------------------- chat turns
+
+
+def history_messages(messages: Any, limit: int | None = None, field_name: str = "history") -> list[dict]:
+    """``messages`` validated as ``[{"role", "content"}]``: dicts with ``role`` or ``type`` (see
+    :data:`ROLES`) and string ``content``, or objects with those attributes (LangChain messages);
+    the last ``limit`` of them when ``limit`` is set. Raises :class:`RecordError` naming the field.
+
+    >>> history_messages([{"type": "human", "content": "Hi"}, {"role": "ai", "content": "Hello"}], limit=1)
+    [{'role': 'assistant', 'content': 'Hello'}]
+    """
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, (list, tuple)):
+        raise RecordError(None, field_name, f"expected a list of messages, got {type(messages).__name__}")
+    out = []
+    for i, m in enumerate(messages):
+        get = m.get if isinstance(m, Mapping) else (lambda k, _m=m: getattr(_m, k, None))
+        role = ROLES.get(str(get("role") or get("type") or "").lower())
+        content = get("content")
+        if role is None:
+            raise RecordError(None, field_name, f"message {i}: role must be one of {sorted(set(ROLES))}, "
+                                                f"got {get('role') or get('type')!r}")
+        if not isinstance(content, str):
+            raise RecordError(None, field_name, f"message {i}: content must be a string, got {type(content).__name__}")
+        out.append({"role": role, "content": content})
+    return out[-limit:] if limit else out
+
+
+def _text(value: Any, field_name: str) -> None:
+    if value is not None and not isinstance(value, str):
+        raise RecordError(None, field_name, f"expected a string, got {type(value).__name__}")
+    problem = text_problem(value or "")
+    if problem:
+        raise RecordError(None, field_name, problem)
+
+
+def check_turn(sample: Any) -> None:
+    """Validate a Sample's conversation fields in place (an integer conversation id becomes text,
+    history messages ``{"role", "content"}``, an empty standalone question None); raises
+    :class:`RecordError` naming the field."""
+    if isinstance(sample.conversation_id, int) and not isinstance(sample.conversation_id, bool):
+        sample.conversation_id = str(sample.conversation_id)
+    _text(sample.conversation_id, "conversation_id")
+    turn = sample.turn
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
+        raise RecordError(None, "turn", f"expected a positive integer, got {turn!r:.40}")
+    sample.history = history_messages(sample.history)
+    for m in sample.history:
+        _text(m["content"], "history")
+    _text(sample.standalone_question, "standalone_question")
+    sample.standalone_question = sample.standalone_question or None
+
+
+# --------------------------------------------------------------------------- samples
 
 
 @dataclass
@@ -259,8 +320,6 @@ class Sample:
         if not isinstance(self.metadata, dict):
             raise RecordError(None, "metadata", f"expected an object, got {_type_name(self.metadata)}")
         _check_nested(self.metadata, "metadata")
-        from ragmeter.conversations import check_turn  # it imports this module
-
         check_turn(self)
         if self.id is None:
             self.id = self._stable_id()
@@ -514,56 +573,95 @@ class Dataset(list):
         self.source = source
 
 
+def is_multi_turn(record: Mapping) -> bool:
+    """Whether ``record`` is a whole conversation: RAGAS ``MultiTurnSample`` (``user_input`` a list
+    of messages) or DeepEval ``ConversationalTestCase`` (``turns``)."""
+    return isinstance(record.get("user_input"), list) or isinstance(record.get("turns"), list)
+
+
+_CONSUMED = ("user_input", "turns", "conversation_id", "id", "name")
+
+
+def samples_of(record: Any, where: str) -> list[Sample]:
+    """The samples of one input record at ``where``: a Sample itself, one per retrieval turn of a
+    conversation (:func:`turn_records`), else the record as one sample."""
+    if isinstance(record, Sample):
+        return [record]
+    if isinstance(record, Mapping) and is_multi_turn(record):
+        return [Sample.from_dict(rec, at) for at, rec in turn_records(record, where)]
+    return [Sample.from_dict(record, where)]
+
+
+def turn_records(record: Mapping, location: str, max_history: int = MAX_HISTORY) -> list[tuple[str, dict]]:
+    """One sample record per retrieval turn of a multi-turn ``record``, each with its location
+    (``"line 3, turn 2"``).
+
+    A turn starts at a user message. Its contexts are the ``retrieval_context`` of its assistant
+    message (DeepEval) or the contents of its tool messages (RAGAS); its answer is its last
+    assistant message with text. Turns without retrieval give no sample but stay in the history of
+    later turns (user and assistant messages, the last ``max_history``). The conversation id is
+    the record's ``conversation_id`` / ``id`` / ``name``, else a hash of its messages; a sample's
+    id is ``"<conversation id>:<turn>"``. The record's other fields (RAGAS ``reference``,
+    DeepEval ``expected_outcome``, ``scenario`` ...) go to every sample's metadata: they describe
+    the conversation, not one turn.
+    """
+    key = "user_input" if isinstance(record.get("user_input"), list) else "turns"
+    raw = record[key]
+    if not all(isinstance(m, Mapping) for m in raw):
+        raise RecordError(location, key, "expected a list of message objects")
+    roles = history_messages(raw, field_name=key)
+    conv = next((record[k] for k in ("conversation_id", "id", "name") if isinstance(record.get(k), (str, int))), None)
+    conv = str(conv) if conv is not None else "conv-" + hashlib.sha1(json_text(roles).encode()).hexdigest()[:12]
+    metadata = {k: v for k, v in record.items() if k not in _CONSUMED and v is not None}
+    out: list[tuple[str, dict]] = []
+    history: list[dict] = []
+    turn = 0
+    i = 0
+    while i < len(raw):
+        if roles[i]["role"] != "user":
+            if roles[i]["role"] == "assistant":
+                history.append(roles[i])
+            i += 1
+            continue
+        turn += 1
+        question, start = roles[i], i
+        i += 1
+        contexts: list = []
+        answer = None
+        retrieved = False
+        while i < len(raw) and roles[i]["role"] != "user":
+            if roles[i]["role"] == "tool":
+                retrieved = True
+                contexts.append(roles[i]["content"])
+            elif roles[i]["role"] == "assistant":
+                if isinstance(raw[i].get("retrieval_context"), list):
+                    retrieved = True
+                    contexts.extend(raw[i]["retrieval_context"])
+                answer = roles[i]["content"] or answer
+            i += 1
+        if retrieved:
+            out.append((f"{location}, turn {turn}", {
+                "id": f"{conv}:{turn}", "question": question["content"], "contexts": contexts, "answer": answer,
+                "conversation_id": conv, "turn": turn, "history": history[-max_history:] if max_history else [],
+                "metadata": metadata}))
+        history.append(question)
+        history.extend(m for m in roles[start + 1:i] if m["role"] == "assistant" and m["content"])
+    return out
+
+
 def samples_from_records(records: Iterable[Any], *, on_error: str = "collect") -> Dataset:
     """Validate records (dicts or Samples) into a :class:`Dataset`; errors name ``record N`` (1-based).
 
     ``on_error="collect"`` (default) keeps going and stores each :class:`RecordError` on
     ``Dataset.errors``; ``"raise"`` raises the first one.
     """
-    return _collect(list(enumerate(records, start=1)), "record", on_error, None)
+    return collect_samples(list(enumerate(records, start=1)), "record", on_error, None)
 
 
-def load_samples(source: Any, *, on_error: str = "collect") -> Dataset:
-    """Load samples from a ``.jsonl`` / ``.json`` / ``.csv`` file or a pandas DataFrame.
-
-    Field names of RAGAS and DeepEval are accepted (see :data:`FIELD_ALIASES`); RAGAS's
-    ``retrieved_context_ids`` become the contexts' ids, ``reference_context_ids`` the relevant ids;
-    a JSON object may hold its records under ``samples``, ``test_cases``, ``goldens`` or ``data``
-    (DeepEval's ``EvaluationDataset`` files are a list of goldens or test cases). A conversation
-    (RAGAS ``MultiTurnSample``, DeepEval ``ConversationalTestCase``) gives one sample per retrieval
-    turn (see :func:`ragmeter.conversations.turn_records`). In CSV files the
-    list cells (``contexts``, ``relevant_ids``, their aliases, ``metadata``) hold JSON, or Python's
-    repr as RAGAS's ``EvaluationDataset.to_csv()`` writes them (read with ``ast.literal_eval``). Malformed records are collected in
-    ``Dataset.errors`` (each naming the line / row and the field) and the rest are returned;
-    ``on_error="raise"`` raises instead. A record that cannot be read (bytes that are not UTF-8,
-    invalid JSON, nesting too deep, an integer over Python's digit limit) is one such error; a
-    JSON document that does not parse as a whole is split into its records. An unreadable file
-    raises ``OSError`` / ``ValueError``.
-    """
-    if hasattr(source, "to_dict") and hasattr(source, "columns"):  # pandas DataFrame
-        rows = source.to_dict(orient="records")
-        return _collect([(i, r) for i, r in zip(source.index, rows)], "row", on_error, None)
-    path = Path(os.fspath(source))
-    suffix = path.suffix.lower()
-    if suffix not in (".jsonl", ".ndjson", ".json", ".csv"):
-        raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json or .csv)")
-    from ragmeter.readers import (  # it imports this module
-        csv_records,
-        json_records,
-        jsonl_records,
-    )
-
-    text = read_text(path)
-    if suffix in (".jsonl", ".ndjson"):
-        return _collect(jsonl_records(text), "line", on_error, str(path))
-    if suffix == ".json":
-        return _collect(json_records(text, path), "record", on_error, str(path))
-    return _collect(csv_records(text), "row", on_error, str(path))
-
-
-def _collect(numbered: list, location: str, on_error: str, source: str | None) -> Dataset:
-    from ragmeter.conversations import samples_of as _samples_of  # it imports this module
-
+def collect_samples(numbered: list, location: str, on_error: str = "collect", source: str | None = None) -> Dataset:
+    """A :class:`Dataset` of numbered records ``[(n, record or RecordError)]``: each record's
+    samples (:func:`samples_of`), and each error located at ``"<location> <n>"`` (``on_error``:
+    ``"collect"`` keeps going, ``"raise"`` raises the first). Sample ids must be unique."""
     if on_error not in ("collect", "raise"):
         raise ValueError("on_error must be 'collect' or 'raise'")
     out = Dataset(source=source)
@@ -573,7 +671,7 @@ def _collect(numbered: list, location: str, on_error: str, source: str | None) -
         try:
             if isinstance(record, RecordError):
                 raise record
-            for sample in _samples_of(record, where):  # a conversation gives one per retrieval turn
+            for sample in samples_of(record, where):  # a conversation gives one per retrieval turn
                 if sample.id in seen:
                     raise RecordError(where, "id", f"duplicate id {sample.id!r} (first at {location} {seen[sample.id]})")
                 seen[sample.id] = n
@@ -584,29 +682,6 @@ def _collect(numbered: list, location: str, on_error: str, source: str | None) -
                 raise err from None
             out.errors.append(err)
     return out
-
-
-def save_samples(samples: Iterable[Sample], path: Any) -> Path:
-    """Write samples to ``.jsonl`` or ``.csv`` (contexts as a JSON list cell); returns the path.
-    The file is replaced atomically (see :func:`write_text_atomic`)."""
-    path = Path(os.fspath(path))
-    rows = [s.to_dict() for s in samples]
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        text = "".join(json_text(row) + "\n" for row in rows)
-    elif suffix == ".csv":
-        fields = ["id", "question", "contexts", "answer", "reference", "relevant_ids", "metadata"]
-        fields += [f for f in CONVERSATION_FIELDS if any(f in row for row in rows)]
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (json_text(row[k]) if k in ("contexts", "relevant_ids", "metadata", "history") and k in row else row.get(k, ""))
-                             for k in fields})
-        text = buf.getvalue()
-    else:
-        raise ValueError(f"unsupported output type {suffix!r} (use .jsonl or .csv)")
-    return write_text_atomic(path, text)
 
 
 def samples_to_pandas(samples: Iterable[Sample]):

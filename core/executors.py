@@ -1,4 +1,4 @@
-"""Executors: where the samples of a run are scored.
+"""Internal: Executors: where the samples of a run are scored.
 
 The runner (:func:`ragmeter.evaluate`) hands every sample to an :class:`Executor`:
 ``map(fn, items, on_done)`` awaits ``fn(item)`` for each item and calls ``on_done(index, result)``
@@ -31,10 +31,24 @@ from typing import Any, Awaitable, Callable, Iterable, Protocol, TypeVar
 
 from ragmeter.judges.ratelimit import RateLimiter
 
-__all__ = ["Executor", "AsyncioExecutor", "RayExecutor", "SharedRateLimiter"]
+__all__ = ["Executor", "AsyncioExecutor", "RayExecutor", "SharedRateLimiter", "default_concurrency",
+           "DEFAULT_CONCURRENCY"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+#: Samples in flight when ``concurrency`` is None and the judge has no request cap to follow.
+DEFAULT_CONCURRENCY = 8
+
+
+def default_concurrency(judge: Any) -> int:
+    """Samples in flight for ``judge`` when the caller sets none: as many as the judge's cap on
+    requests in flight (an LLM judge: ``max_concurrency``, 64 by default; its adaptive limit then
+    decides how many requests really go out), else :data:`DEFAULT_CONCURRENCY` (8)."""
+    slots = getattr(getattr(judge, "dispatcher", None), "slots", None)
+    ceiling = getattr(slots, "ceiling", None) or getattr(slots, "limit", None)
+    return max(DEFAULT_CONCURRENCY, int(ceiling)) if ceiling else DEFAULT_CONCURRENCY
 
 
 class Executor(Protocol):

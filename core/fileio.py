@@ -1,4 +1,4 @@
-"""Reading and writing files without losing them to one bad byte: decoding, tolerant JSON, strict
+"""Internal: Reading and writing files without losing them to one bad byte: decoding, tolerant JSON, strict
 JSON output and atomic writes. Used by :mod:`ragmeter.data`, :mod:`ragmeter.result` and the OTLP
 reader of :mod:`ragmeter.tracing`; nothing here knows about samples.
 
@@ -28,13 +28,21 @@ import stat
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["JSON_ERRORS", "LongInt", "decode_text", "read_text", "text_problem", "parse_json", "json_problem",
+__all__ = ["finite_number", "JSON_ERRORS", "LongInt", "decode_text", "read_text", "text_problem", "parse_json", "json_problem",
            "python_literal", "record_slices", "json_text", "write_text_atomic"]
 
 #: What reading one JSON value can raise: syntax errors and nesting past the parser's recursion limit.
 JSON_ERRORS = (ValueError, RecursionError)
 
 _BOM = b"\xef\xbb\xbf"
+
+
+def finite_number(value: Any, name: str) -> float:
+    """``value`` as a float when it is a finite int or float (not a bool); else ValueError naming
+    ``name``: ``"'duration_s' must be a finite number, got 'x'"``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"'{name}' must be a finite number, got {value!r:.40}")
+    return float(value)
 
 
 def decode_text(raw: bytes) -> str:

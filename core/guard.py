@@ -1,4 +1,5 @@
-"""One never-raise guard for code that runs inside the user's application.
+"""Internal: One never-raise guard for code that runs inside the user's application, and exit hooks for its
+background work (:func:`register_exit_hook`, :func:`weak_hook`).
 
 Capture hooks (LangChain callbacks, LlamaIndex span handlers, OpenTelemetry processors) and the
 background scorer must never break, slow or flood the host: a failure in ragmeter's own code is
@@ -15,17 +16,20 @@ redacted; no content of a sample scored without content capture).
 
 from __future__ import annotations
 
+import atexit
+import concurrent.futures.thread  # noqa: F401  (so our exit hook is registered after its own)
 import contextlib
 import copy
 import functools
 import logging
 import threading
 import traceback
+import weakref
 from typing import Any, Callable, Iterator, TypeVar
 
 from ragmeter.privacy import for_log
 
-__all__ = ["never_raise", "guarded", "failures"]
+__all__ = ["never_raise", "guarded", "failures", "register_exit_hook", "weak_hook"]
 
 log = logging.getLogger("ragmeter")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -98,3 +102,31 @@ def failures() -> dict[str, int]:
     """How many failures each guarded place has swallowed in this process."""
     with _lock:
         return dict(_counts)
+
+
+def register_exit_hook(fn: Callable[[], None]) -> None:
+    """Run ``fn`` at interpreter exit, before thread pools shut down (so pending scoring that
+    uses ``asyncio.to_thread`` can still finish); hooks run last-registered first."""
+    # threading's exit hooks run before concurrent.futures shuts its executors down (which
+    # asyncio.to_thread and embedding models rely on), and in reverse order of registration.
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        try:
+            register(fn)
+            return
+        except RuntimeError:  # interpreter already shutting down
+            return
+    atexit.register(fn)
+
+
+def weak_hook(obj: Any, method: str) -> Callable[[], None]:
+    """A callable that runs ``obj.<method>()`` while ``obj`` is alive: an exit or fork hook that
+    does not keep a discarded object alive."""
+    ref = weakref.ref(obj)
+
+    def hook() -> None:
+        target = ref()
+        if target is not None:
+            getattr(target, method)()
+
+    return hook

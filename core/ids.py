@@ -1,4 +1,4 @@
-"""Chunk ids for chunks that carry none: a stable id made from the chunk's text.
+"""Internal: Chunk ids for chunks that carry none: a stable id made from the chunk's text.
 
 Retrieval metrics compare the ids of the retrieved chunks with ``relevant_ids``. Some sources
 record a chunk's text but not its id (OpenInference's LangChain instrumentation records

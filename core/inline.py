@@ -1,4 +1,4 @@
-"""Inline scoring off the request path: a background worker with a bounded backlog.
+"""Internal: Inline scoring off the request path: a background worker with a bounded backlog.
 
 Integrations (LangChain callback, LlamaIndex capture, OpenTelemetry span processor) hand captured
 samples to a :class:`BackgroundScorer`. ``submit`` never blocks and never raises: a full backlog
@@ -12,29 +12,24 @@ also recorded in a :class:`ragmeter.store.Store` by a :class:`ragmeter.store.wri
 from __future__ import annotations
 
 import asyncio
-import atexit
 import collections
-import concurrent.futures.thread  # noqa: F401  (so our exit hook is registered after its own)
 import hashlib
 import logging
 import threading
 import time
-import weakref
 from typing import Any, Callable, Iterable
 
 from ragmeter.data import Sample
-from ragmeter.guard import never_raise
+from ragmeter.guard import never_raise, register_exit_hook, weak_hook
 from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.spec import resolve_judge
-from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS
-from ragmeter.metrics.scoring import score_sample
+from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, resolve_metrics
+from ragmeter.metrics.scoring import SampleResult, score_sample
 from ragmeter.privacy import content_captured
 from ragmeter.redact import redact
-from ragmeter.result import SampleResult
-from ragmeter.runner import resolve_metrics
 from ragmeter.suppression import instrumentation_suppressed
 
-__all__ = ["BackgroundScorer", "sampled", "register_exit_hook", "weak_hook", "store_writer", "CANCEL_GRACE"]
+__all__ = ["BackgroundScorer", "sampled", "store_writer", "CANCEL_GRACE"]
 
 log = logging.getLogger("ragmeter")
 
@@ -50,34 +45,6 @@ def sampled(key: str, rate: float) -> bool:
         return False
     h = int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
     return h / 2**64 < rate
-
-
-def register_exit_hook(fn: Callable[[], None]) -> None:
-    """Run ``fn`` at interpreter exit, before thread pools shut down (so pending scoring that
-    uses ``asyncio.to_thread`` can still finish); hooks run last-registered first."""
-    # threading's exit hooks run before concurrent.futures shuts its executors down (which
-    # asyncio.to_thread and embedding models rely on), and in reverse order of registration.
-    register = getattr(threading, "_register_atexit", None)
-    if register is not None:
-        try:
-            register(fn)
-            return
-        except RuntimeError:  # interpreter already shutting down
-            return
-    atexit.register(fn)
-
-
-def weak_hook(obj: Any, method: str) -> Callable[[], None]:
-    """A callable that runs ``obj.<method>()`` while ``obj`` is alive: an exit or fork hook that
-    does not keep a discarded object alive."""
-    ref = weakref.ref(obj)
-
-    def hook() -> None:
-        target = ref()
-        if target is not None:
-            getattr(target, method)()
-
-    return hook
 
 
 class _ScoreErrors:

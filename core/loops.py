@@ -1,4 +1,4 @@
-"""Event-loop helpers: run a coroutine from sync code, one client per event loop, a private loop.
+"""Internal: Event-loop helpers: run a coroutine from sync code, one client per event loop, a private loop.
 
 Judges are called from many places: ``asyncio.run`` in sync wrappers, notebooks that already run
 a loop, background threads of the inline scorer and the span processor. SDK clients are bound to

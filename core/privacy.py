@@ -21,7 +21,7 @@ kept. Error texts keep their wording, but quoted text in them (``'...'``, ``"...
 answer, an echoed request) and any verbatim piece of the sample's content are replaced.
 
 >>> from ragmeter.data import Sample, Score
->>> from ragmeter.result import SampleResult
+>>> from ragmeter.metrics.scoring import SampleResult
 >>> s = Sample("Who wrote Dune?", ["Dune is by Frank Herbert."], answer="Frank Herbert.", id="q1",
 ...            metadata={"api_key": "abc123", "db": "postgresql://app:hunter2@db/x"})
 >>> r = SampleResult(s, {"faithfulness": Score("faithfulness", 1.0, explanation="1 of 1 claims supported",

@@ -1,4 +1,4 @@
-"""The ragmeter pytest plugin (entry point ``pytest11``; or ``-p ragmeter.pytest_plugin``).
+"""Internal: The ragmeter pytest plugin (entry point ``pytest11``; or ``-p ragmeter.pytest_plugin``).
 
 ::
 
@@ -92,7 +92,8 @@ class _Collector:
             return
         import dataclasses
 
-        from ragmeter.result import EvaluationResult, SampleResult
+        from ragmeter.metrics.scoring import SampleResult
+        from ragmeter.result import EvaluationResult
         from ragmeter.store import Store
 
         results, metrics = [], []
@@ -196,7 +197,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     name = marker.kwargs.get("dataset") if marker else None
     if name is None:
         return
-    from ragmeter.data import load_samples
+    from ragmeter.readers import load_samples
 
     path = _dataset_path(name, metafunc.definition.path, metafunc.config.rootpath)
     try:
@@ -230,7 +231,7 @@ def ragmeter_dataset(request: pytest.FixtureRequest) -> Any:
     :func:`ragmeter.load_samples`; records that could not be loaded, or no sample at all, fail the
     test, naming the file. A loop of ``assert_rag`` over it stops at the first failing sample:
     take ``ragmeter_sample`` for one test per sample."""
-    from ragmeter.data import load_samples
+    from ragmeter.readers import load_samples
 
     marker = request.node.get_closest_marker("ragmeter")
     name = marker.kwargs.get("dataset") if marker else None

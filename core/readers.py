@@ -1,12 +1,13 @@
-"""Records read from ``.jsonl``, ``.json`` and ``.csv`` texts, each paired with its line / index / row
-number, or a :class:`~ragmeter.data.RecordError` in its place, for :func:`ragmeter.data.load_samples`.
+"""Internal: Sample files: :func:`load_samples` reads ``.jsonl``, ``.json`` and ``.csv`` files (records, each
+paired with its line / index / row number, or a :class:`~ragmeter.data.RecordError` in its place,
+made samples by :func:`ragmeter.data.collect_samples`), :func:`save_samples` writes them.
 
 The files of the tools users come from load as they are: RAGAS's ``EvaluationDataset.to_jsonl()``
 and ``to_csv()`` (whose list cells pandas writes in Python's repr, ``"['a', 'b']"``, read here with
 ``ast.literal_eval``: literals only, never code), DeepEval's ``EvaluationDataset`` JSON (a list of
 goldens or test cases, or an object holding one under ``goldens`` / ``test_cases``). Multi-turn
 records (RAGAS ``MultiTurnSample``, DeepEval ``ConversationalTestCase``) are read whole here and
-split into turns by :func:`ragmeter.conversations.turn_records`; in CSV files ``history`` holds a
+split into turns by :func:`ragmeter.data.turn_records`; in CSV files ``history`` holds a
 JSON list of messages, ``turn`` an integer, and a ``user_input`` cell holding a list of message
 objects (RAGAS's ``to_csv()`` of a ``MultiTurnSample``) is a conversation.
 
@@ -22,20 +23,33 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from ragmeter.data import CONTEXT_IDS, FIELD_ALIASES, RecordError
+from ragmeter.data import (
+    CONTEXT_IDS,
+    CONVERSATION_FIELDS,
+    FIELD_ALIASES,
+    Dataset,
+    RecordError,
+    Sample,
+    collect_samples,
+    samples_from_records,
+)
 from ragmeter.fileio import (
     JSON_ERRORS,
     json_problem,
+    json_text,
     parse_json,
     python_literal,
+    read_text,
     record_slices,
+    write_text_atomic,
 )
 
-__all__ = ["jsonl_records", "json_records", "csv_records", "RECORD_LISTS", "LIST_COLUMNS", "MAYBE_LIST_COLUMNS",
+__all__ = ["load_samples", "save_samples", "as_dataset", "jsonl_records", "json_records", "csv_records", "RECORD_LISTS", "LIST_COLUMNS", "MAYBE_LIST_COLUMNS",
            "DEEPEVAL_SPLIT_COLUMNS", "DEEPEVAL_JSON_COLUMNS"]
 
 #: CSV columns that hold lists or objects (JSON, or Python's repr as RAGAS's ``to_csv()`` writes);
@@ -149,3 +163,73 @@ def _messages_cell(value: str) -> Any:
     except JSON_ERRORS:
         parsed = python_literal(value)
     return parsed if isinstance(parsed, list) and parsed and all(isinstance(m, Mapping) for m in parsed) else value
+
+
+def load_samples(source: Any, *, on_error: str = "collect") -> Dataset:
+    """Load samples from a ``.jsonl`` / ``.json`` / ``.csv`` file or a pandas DataFrame.
+
+    Field names of RAGAS and DeepEval are accepted (see :data:`FIELD_ALIASES`); RAGAS's
+    ``retrieved_context_ids`` become the contexts' ids, ``reference_context_ids`` the relevant ids;
+    a JSON object may hold its records under ``samples``, ``test_cases``, ``goldens`` or ``data``
+    (DeepEval's ``EvaluationDataset`` files are a list of goldens or test cases). A conversation
+    (RAGAS ``MultiTurnSample``, DeepEval ``ConversationalTestCase``) gives one sample per retrieval
+    turn (see :func:`ragmeter.data.turn_records`). In CSV files the
+    list cells (``contexts``, ``relevant_ids``, their aliases, ``metadata``) hold JSON, or Python's
+    repr as RAGAS's ``EvaluationDataset.to_csv()`` writes them (read with ``ast.literal_eval``). Malformed records are collected in
+    ``Dataset.errors`` (each naming the line / row and the field) and the rest are returned;
+    ``on_error="raise"`` raises instead. A record that cannot be read (bytes that are not UTF-8,
+    invalid JSON, nesting too deep, an integer over Python's digit limit) is one such error; a
+    JSON document that does not parse as a whole is split into its records. An unreadable file
+    raises ``OSError`` / ``ValueError``.
+    """
+    if hasattr(source, "to_dict") and hasattr(source, "columns"):  # pandas DataFrame
+        rows = source.to_dict(orient="records")
+        return collect_samples([(i, r) for i, r in zip(source.index, rows)], "row", on_error, None)
+    path = Path(os.fspath(source))
+    suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".ndjson", ".json", ".csv"):
+        raise ValueError(f"{path}: unsupported file type {suffix!r} (use .jsonl, .json or .csv)")
+    text = read_text(path)
+    if suffix in (".jsonl", ".ndjson"):
+        return collect_samples(jsonl_records(text), "line", on_error, str(path))
+    if suffix == ".json":
+        return collect_samples(json_records(text, path), "record", on_error, str(path))
+    return collect_samples(csv_records(text), "row", on_error, str(path))
+
+
+def save_samples(samples: Iterable[Sample], path: Any) -> Path:
+    """Write samples to ``.jsonl`` or ``.csv`` (contexts as a JSON list cell); returns the path.
+    The file is replaced atomically (see :func:`write_text_atomic`)."""
+    path = Path(os.fspath(path))
+    rows = [s.to_dict() for s in samples]
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        text = "".join(json_text(row) + "\n" for row in rows)
+    elif suffix == ".csv":
+        fields = ["id", "question", "contexts", "answer", "reference", "relevant_ids", "metadata"]
+        fields += [f for f in CONVERSATION_FIELDS if any(f in row for row in rows)]
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (json_text(row[k]) if k in ("contexts", "relevant_ids", "metadata", "history") and k in row else row.get(k, ""))
+                             for k in fields})
+        text = buf.getvalue()
+    else:
+        raise ValueError(f"unsupported output type {suffix!r} (use .jsonl or .csv)")
+    return write_text_atomic(path, text)
+
+
+def as_dataset(samples: Any) -> Dataset:
+    """``samples`` as a :class:`~ragmeter.data.Dataset`: a Dataset as it is, a file path or a
+    pandas DataFrame loaded (:func:`load_samples`), a Sample, a dict or a list of them validated
+    (:func:`~ragmeter.data.samples_from_records`)."""
+    if isinstance(samples, Dataset):
+        return samples
+    if isinstance(samples, (str, bytes)) or hasattr(samples, "__fspath__"):
+        return load_samples(samples)
+    if hasattr(samples, "to_dict") and hasattr(samples, "columns"):
+        return load_samples(samples)
+    if isinstance(samples, (Sample, dict)):
+        samples = [samples]
+    return samples_from_records(samples)

@@ -1,4 +1,4 @@
-"""Secrets out of everything ragmeter writes: errors, reports, exports, carrier spans.
+"""Internal: Secrets out of everything ragmeter writes: errors, reports, exports, carrier spans.
 
 Upstream error bodies are copied into ``Score.error`` and from there into reports and traces; a
 gateway that echoes the request (``Authorization: Bearer sk-...``) would leak the key.

@@ -1,4 +1,4 @@
-"""Reports: summary tables in plain text and Markdown (the HTML page is :mod:`ragmeter.dashboard`,
+"""Internal: Reports: summary tables in plain text and Markdown (the HTML page is :mod:`ragmeter.dashboard`,
 comparisons of two runs :mod:`ragmeter.comparison`).
 
 Functions take an :class:`~ragmeter.result.EvaluationResult` (anything with its ``summary()``,
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragmeter.conversations import conversation_results
-from ragmeter.profiles import RELEVANCE_METRICS, get_profile, relevance_band
+from ragmeter.profiles import get_profile, relevance_band, relevance_metrics
 
 __all__ = ["summary_rows", "conversation_rows", "relevance_lines", "latency_line", "text_table", "markdown_report"]
 
@@ -131,7 +131,7 @@ def relevance_lines(result: Any) -> list[str]:
     the default), as one Markdown line with the band levels; empty when the run has none."""
     profile = get_profile(result.profile or "default")
     summary = result.summary()
-    means = [(m, summary[m]["mean"]) for m in RELEVANCE_METRICS if m in summary and summary[m]["mean"] is not None]
+    means = [(m, summary[m]["mean"]) for m in relevance_metrics() if m in summary and summary[m]["mean"] is not None]
     if not means:
         return []
     excellent, good = profile.bands

@@ -1,62 +1,24 @@
-"""Evaluation results: per sample, per metric Scores, with summaries and exports."""
+"""Internal: Evaluation results: per sample, per metric Scores, with summaries and exports."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-import math
 import os
 import statistics
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ragmeter.conversations import ConversationResult, conversation_results
-from ragmeter.data import RecordError, Sample, Score
-from ragmeter.fileio import JSON_ERRORS, json_problem, json_text, parse_json, read_text, write_text_atomic
+from ragmeter.data import RecordError, Score
+from ragmeter.fileio import JSON_ERRORS, finite_number, json_problem, json_text, parse_json, read_text, write_text_atomic
 from ragmeter.judges.base import Usage
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.privacy import for_output
 from ragmeter.report import markdown_report
 
-__all__ = ["SampleResult", "EvaluationResult"]
-
-
-@dataclass
-class SampleResult:
-    """The Scores of one sample (``scores[metric_name]``), what the judge work cost, and how long
-    scoring took."""
-
-    sample: Sample
-    scores: dict[str, Score]
-    usage: Usage = field(default_factory=Usage)
-    duration_s: float = 0.0
-
-    def __getitem__(self, metric: str) -> Score:
-        return self.scores[metric]
-
-    def to_dict(self) -> dict:
-        """Plain-dict form: one JSONL line of a results file, as every writer writes it
-        (:func:`ragmeter.privacy.for_output`: no secrets; no content when captured without)."""
-        out = for_output(self)
-        return {"sample": out.sample.to_dict(), "scores": {k: s.to_dict() for k, s in out.scores.items()},
-                "usage": self.usage.to_dict(), "duration_s": round(self.duration_s, 6)}
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> "SampleResult":
-        """Inverse of :meth:`to_dict`; raises ValueError naming what is malformed."""
-        if not isinstance(d, Mapping):
-            raise ValueError(f"expected an object, got {type(d).__name__}")
-        scores, usage = d.get("scores"), d.get("usage") or {}
-        if not isinstance(scores, Mapping) or not all(isinstance(v, Mapping) for v in scores.values()):
-            raise ValueError("'scores' must be an object of metric -> score objects")
-        if not isinstance(usage, Mapping):
-            raise ValueError(f"'usage' must be an object, got {type(usage).__name__}")
-        for k, v in usage.items():
-            if v is not None or k != "cost_usd":
-                _number(v, f"usage.{k}")
-        return cls(sample=Sample.from_dict(d.get("sample")), scores={k: Score.from_dict(v) for k, v in scores.items()},
-                   usage=Usage.from_dict(usage), duration_s=_number(d.get("duration_s", 0.0), "duration_s"))
+__all__ = ["EvaluationResult"]
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -293,7 +255,7 @@ class EvaluationResult:
     def to_html(self) -> str:
         """The run as ragmeter's self-contained HTML page (:func:`ragmeter.dashboard.render_result`):
         summary, distributions, worst samples first with filters, per-sample evidence."""
-        from ragmeter.dashboard import render_result  # the page module imports this one
+        from ragmeter.dashboard.page import render_result  # the one upward import (tests/test_import_graph.py)
 
         return render_result(self)
 
@@ -379,12 +341,6 @@ def _problem(exc: BaseException) -> str:
     return str(exc)
 
 
-def _number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"'{name}' must be a finite number, got {value!r:.40}")
-    return float(value)
-
-
 def _header_fields(header: Mapping) -> tuple[list[str], dict[str, tuple[float, float]], list[RecordError], float]:
     """The metrics, thresholds, invalid records and duration of a results file's header line."""
     read_judges(header.get("judges"))
@@ -398,12 +354,12 @@ def _header_fields(header: Mapping) -> tuple[list[str], dict[str, tuple[float, f
     for name, pair in thresholds.items():
         if not isinstance(pair, list) or len(pair) != 2:
             raise ValueError(f"threshold of {name!r} must be [threshold, warn]")
-        limits[str(name)] = (_number(pair[0], f"thresholds.{name}"), _number(pair[1], f"thresholds.{name}"))
+        limits[str(name)] = (finite_number(pair[0], f"thresholds.{name}"), finite_number(pair[1], f"thresholds.{name}"))
     invalid = header.get("invalid_records") or []
     if not isinstance(invalid, list) or not all(isinstance(e, Mapping) for e in invalid):
         raise ValueError("'invalid_records' must be a list of objects")
     errors = [RecordError(e.get("location"), e.get("field"), str(e.get("message", ""))) for e in invalid]
-    return metrics, limits, errors, _number(header.get("duration_s", 0.0), "duration_s")
+    return metrics, limits, errors, finite_number(header.get("duration_s", 0.0), "duration_s")
 
 
 def read_judges(table: Any) -> None:

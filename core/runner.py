@@ -1,4 +1,4 @@
-"""The evaluation runner: ``evaluate`` / ``aevaluate`` score samples with metrics and a judge.
+"""Internal: The evaluation runner: ``evaluate`` / ``aevaluate`` score samples with metrics and a judge.
 
 Work is scheduled per sample through an :class:`Executor` (the default runs coroutines on
 asyncio with a concurrency cap), so another engine can take over large offline runs without
@@ -8,81 +8,25 @@ the error.
 
 from __future__ import annotations
 
-import functools
 import os
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
-from ragmeter.loops import run_sync
-from ragmeter.data import Dataset, Sample, load_samples, samples_from_records
-from ragmeter.executors import AsyncioExecutor, Executor
+from ragmeter.executors import AsyncioExecutor, Executor, default_concurrency
 from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.spec import resolve_judge
-from ragmeter.metrics import DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, Metric, get_metric
+from ragmeter.loops import run_sync
+from ragmeter.metrics import resolve_metrics
 from ragmeter.metrics.requests import Limits
-from ragmeter.metrics.scoring import score_sample
+from ragmeter.metrics.scoring import SampleResult, sample_scorer
 from ragmeter.privacy import capture_content_setting
-from ragmeter.result import EvaluationResult, SampleResult
 from ragmeter.profiles import Profile, get_profile
+from ragmeter.readers import as_dataset
+from ragmeter.result import EvaluationResult
+from ragmeter.streaming import stream_evaluate
 from ragmeter.verdicts import RESPONSE_TIME, RESPONSE_TIME_LEVELS, add_response_time
 
-__all__ = ["evaluate", "aevaluate", "resolve_metrics", "Executor", "AsyncioExecutor", "run_sync"]
-
-def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Sample] = ()) -> list[Metric]:
-    """Metric instances from instances or names. ``None`` -> the defaults: the judge metrics of
-    :data:`ragmeter.metrics.DEFAULT_METRICS`, plus retrieval metrics when any sample carries
-    ``relevant_ids``. Duplicate names are an error."""
-    if metrics is None:
-        names: list[Any] = list(DEFAULT_METRICS)
-        if any(s.relevant_ids for s in samples):
-            names += list(DEFAULT_RETRIEVAL_METRICS)
-        metrics = names
-    if isinstance(metrics, (str, Metric)):
-        metrics = [metrics]
-    out = [get_metric(m) for m in metrics]
-    seen: set[str] = set()
-    for m in out:
-        if m.name in seen:
-            raise ValueError(f"metric {m.name!r} is listed twice")
-        seen.add(m.name)
-    if not out:
-        raise ValueError("no metrics to run")
-    return out
-
-
-#: Samples in flight when ``concurrency`` is None and the judge has no request cap to follow.
-DEFAULT_CONCURRENCY = 8
-
-
-def default_concurrency(judge: Judge | None) -> int:
-    """Samples in flight for ``judge`` when the caller sets none: as many as the judge's cap on
-    requests in flight (an LLM judge: ``max_concurrency``, 64 by default; its adaptive limit then
-    decides how many requests really go out), else :data:`DEFAULT_CONCURRENCY` (8)."""
-    slots = getattr(getattr(judge, "dispatcher", None), "slots", None)
-    ceiling = getattr(slots, "ceiling", None) or getattr(slots, "limit", None)
-    return max(DEFAULT_CONCURRENCY, int(ceiling)) if ceiling else DEFAULT_CONCURRENCY
-
-
-def sample_scorer(metrics: Sequence[Metric], judge: Judge | None, embedder: Embedder | None = None,
-                  limits: Limits | None = None, repeats: int = 1, repeat_band: float | None = None,
-                  capture_content: bool = True) -> Any:
-    """``fn(sample) -> SampleResult`` for an :class:`Executor`: :func:`score_sample` with the run's
-    metrics, judge, embedder, limits, repeats and content setting (a picklable
-    ``functools.partial``, for executors that score in other processes)."""
-    return functools.partial(score_sample, metrics=metrics, judge=judge, embedder=embedder, limits=limits,
-                             repeats=repeats, repeat_band=repeat_band, capture_content=capture_content)
-
-
-def _as_dataset(samples: Any) -> Dataset:
-    if isinstance(samples, Dataset):
-        return samples
-    if isinstance(samples, (str, bytes)) or hasattr(samples, "__fspath__"):
-        return load_samples(samples)
-    if hasattr(samples, "to_dict") and hasattr(samples, "columns"):
-        return load_samples(samples)
-    if isinstance(samples, (Sample, dict)):
-        samples = [samples]
-    return samples_from_records(samples)
+__all__ = ["evaluate", "aevaluate"]
 
 
 async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
@@ -142,13 +86,11 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
         raise ValueError(f"concurrency must be a whole number of at least 1 (None: the default), got {concurrency!r}")
     if out is not None or resume:
-        from ragmeter.streaming import stream_evaluate  # it imports this module
-
         return await stream_evaluate(samples, metrics, judge, out=out, resume=resume, embedder=embedder,
                                      concurrency=concurrency, progress=progress, executor=executor, limits=limits,
                                      response_time=response_time, profile=profile, recorder=recorder,
                                      repeats=repeats, repeat_band=repeat_band, capture_content=capture_content)
-    dataset = _as_dataset(samples)
+    dataset = as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
     profile_obj = get_profile(profile) if profile is not None else None
     if profile_obj is not None:

@@ -1,4 +1,4 @@
-"""Judge work shared between scoring calls that each score part of the same sample.
+"""Internal: Judge work shared between scoring calls that each score part of the same sample.
 
 Within one :func:`ragmeter.metrics.scoring.score_sample` call the metrics of a sample already
 share every judge task (one :class:`~ragmeter.metrics.ScoringContext` memo). Frameworks that run

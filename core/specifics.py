@@ -1,4 +1,4 @@
-"""Specifics: the checkable details of a text — numbers, dates, money, percentages, proper names
+"""Internal: Specifics: the checkable details of a text — numbers, dates, money, percentages, proper names
 and quoted strings — extracted deterministically, each with a normalised value, so that "1,000"
 equals "1000", "5%" equals "5 percent" and "$25 billion" equals "25 billion dollars".
 

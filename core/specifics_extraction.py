@@ -1,4 +1,4 @@
-"""Extraction of specifics: the numbers, dates, money, percentages, proper names and quoted
+"""Internal: Extraction of specifics: the numbers, dates, money, percentages, proper names and quoted
 strings of a text, found deterministically (regular expressions and word lists, no model), each
 with a normalised value. :func:`extract_specifics` is public through :mod:`ragmeter.specifics`,
 which also compares specifics with other texts.

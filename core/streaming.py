@@ -1,9 +1,9 @@
-"""Runs larger than memory: samples streamed in, results streamed out, resumable by sample id.
+"""Internal: Runs larger than memory: samples streamed in, results streamed out, resumable by sample id.
 
 ``rm.evaluate("big.jsonl", out="results.jsonl", resume=True)`` (CLI: ``ragmeter evaluate
 big.jsonl --out results.jsonl --resume``) reads a ``.jsonl`` input one line at a time, hands the
 samples to the executor as it frees a slot (:mod:`ragmeter.executors`), and appends each
-:class:`~ragmeter.result.SampleResult` to ``out`` as it finishes, then drops it: memory holds the
+:class:`~ragmeter.metrics.scoring.SampleResult` to ``out`` as it finishes, then drops it: memory holds the
 samples in flight (the concurrency), not the dataset, plus one id per sample (to reject duplicate
 ids and skip the ones already scored). With ``resume=True`` the samples whose id is already in
 ``out`` are skipped, so a re-run of an interrupted job scores only the rest; a line cut off by
@@ -26,14 +26,17 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ragmeter.data import RecordError, Sample
+from ragmeter.data import RecordError, Sample, samples_of
+from ragmeter.executors import AsyncioExecutor, Executor, default_concurrency
 from ragmeter.fileio import JSON_ERRORS, decode_text, json_problem, json_text, parse_json
 from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT, fingerprints_of
 from ragmeter.judges.spec import resolve_judge
+from ragmeter.metrics import resolve_metrics
 from ragmeter.metrics.requests import Limits
-from ragmeter.result import EvaluationResult, SampleResult, _stats
-from ragmeter.runner import AsyncioExecutor, Executor, _as_dataset, default_concurrency, resolve_metrics, sample_scorer
+from ragmeter.metrics.scoring import SampleResult, sample_scorer
+from ragmeter.readers import as_dataset
+from ragmeter.result import EvaluationResult, _stats
 from ragmeter.verdicts import RESPONSE_TIME, RESPONSE_TIME_LEVELS, add_response_time
 
 __all__ = ["stream_evaluate", "iter_samples", "ResultsFile", "StreamedResult", "run_key_of", "set_run_key"]
@@ -46,12 +49,10 @@ def iter_samples(source: Any, errors: list[RecordError]) -> Iterator[Sample]:
     as :func:`ragmeter.load_samples` reads them), anything else loaded as
     :func:`ragmeter.evaluate` loads it. Bad records and duplicate ids go to ``errors``."""
     if not (isinstance(source, (str, os.PathLike)) and Path(source).suffix.lower() in _JSONL):
-        dataset = _as_dataset(source)
+        dataset = as_dataset(source)
         errors.extend(dataset.errors)
         yield from dataset
         return
-    from ragmeter.conversations import samples_of  # it imports ragmeter.data
-
     seen: dict[str, int] = {}
     with open(source, "rb") as fh:
         for n, raw in enumerate(fh, start=1):

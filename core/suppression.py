@@ -1,4 +1,4 @@
-"""OpenTelemetry's suppress-instrumentation flag, in one place.
+"""Internal: OpenTelemetry's suppress-instrumentation flag, in one place.
 
 While ragmeter scores (inline, in the background) the judge's own LLM calls must never become
 spans of the user's traces, nor be scored as RAG calls themselves. Instrumentations skip their

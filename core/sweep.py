@@ -1,4 +1,4 @@
-"""Parameter sweeps: run the user's pipeline once per setting of a grid, score every run the same
+"""Internal: Parameter sweeps: run the user's pipeline once per setting of a grid, score every run the same
 way, and show quality next to cost.
 
 >>> import ragmeter as rm
@@ -37,7 +37,9 @@ from ragmeter.dashboard.sweeps import SWEEP_KIND, main_effect, setting_tags, swe
 from ragmeter.data import RecordError, Sample
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.result import EvaluationResult
-from ragmeter.runner import _as_dataset, evaluate, resolve_metrics
+from ragmeter.metrics import resolve_metrics
+from ragmeter.readers import as_dataset
+from ragmeter.runner import evaluate
 from ragmeter.testset.documents import as_context
 from ragmeter.verdicts import run_latency
 
@@ -180,7 +182,7 @@ def _questions(questions: Any) -> tuple[list[Sample], list[RecordError]]:
     """The questions as Samples (a string is a question) and the records that could not be read."""
     if isinstance(questions, (list, tuple)):
         questions = [Sample(q) if isinstance(q, str) else q for q in questions]
-    dataset = _as_dataset(questions)
+    dataset = as_dataset(questions)
     return list(dataset), list(dataset.errors)
 
 

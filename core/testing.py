@@ -22,7 +22,7 @@ import contextvars
 from typing import Any, Callable, Mapping
 
 from ragmeter.data import Sample
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 
 __all__ = ["assert_rag", "RagAssertion"]
 

@@ -1,4 +1,4 @@
-"""Deterministic text splitting shared by metrics and judges (no model, no network).
+"""Internal: Deterministic text splitting shared by metrics and judges (no model, no network).
 
 ``split_sentences`` breaks text into sentences, keeping abbreviations ("e.g.", "Dr.", "U.S."),
 initials ("J. K. Rowling"), decimals ("3.14"), version numbers, ellipses and list items intact;

@@ -1,8 +1,9 @@
-"""Per-sample verdicts: one composite score and letter grade, a diagnosis that says whether
+"""Internal: Per-sample verdicts: one composite score and letter grade, a diagnosis that says whether
 retrieval or generation failed, and the app's response time as a metric.
 
 Pure functions over a sample's Scores (``SampleResult.scores``, a dict metric -> Score); no
-judge call, no state.
+judge call, no state. Results are read through their fields (``r.sample``, ``r.scores``), so this
+module sits below :mod:`ragmeter.result`, whose reports use it.
 
 >>> from ragmeter.data import Score
 >>> scores = {"faithfulness": Score("faithfulness", 0.9, label="pass"),
@@ -25,13 +26,11 @@ from typing import Any, Iterable, Mapping
 
 from ragmeter.aggregate import GRADE_THRESHOLDS, grade
 from ragmeter.data import Score
-from ragmeter.metrics import DOMAIN_METRICS, REGISTRY
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT
-from ragmeter.metrics import REGISTRY
-from ragmeter.result import SampleResult
+from ragmeter.metrics import DOMAIN_METRICS, REGISTRY, load_plugins, metric_classes
 
 __all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "diagnose", "Diagnosis",
-           "DIAGNOSIS_RULE", "RETRIEVAL_SIGNALS", "GENERATION_SIGNALS", "response_time_score", "latency_seconds",
+           "diagnosis_rule", "diagnosis_signals", "DIAGNOSIS_RULE", "RETRIEVAL_SIGNALS", "GENERATION_SIGNALS", "response_time_score", "latency_seconds",
            "RESPONSE_TIME", "RESPONSE_TIME_LEVELS", "add_response_time", "latency_summary", "run_latency",
            "COMPOSITE_METHODS", "weakest_metric"]
 
@@ -39,19 +38,55 @@ __all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "
 COMPOSITE_METHODS = ("harmonic", "weighted", "geometric", "min")
 _METHODS = COMPOSITE_METHODS
 
-#: The metrics whose low values mean the retriever failed (the chunks miss or bury what is needed).
-RETRIEVAL_SIGNALS = ("context_recall", "context_relevance")
-#: The metrics whose low values mean the generator failed (the answer strays from the chunks or the question).
-GENERATION_SIGNALS = ("faithfulness", "answer_relevancy")
+#: The metrics whose low values mean the retriever failed (:func:`diagnosis_signals`, read when asked).
+RETRIEVAL_SIGNALS: tuple[str, ...]
+#: The metrics whose low values mean the generator failed (:func:`diagnosis_signals`, read when asked).
+GENERATION_SIGNALS: tuple[str, ...]
+#: The diagnosis rule, as the reports state it (:func:`diagnosis_rule`, read when asked).
+DIAGNOSIS_RULE: str
 
-#: The diagnosis rule, as the reports state it.
-DIAGNOSIS_RULE = (
-    "A metric is low when it is labelled fail (its value is below the metric's warn level). "
-    "Retrieval failure: context_recall or context_relevance is low. "
-    "Generation failure: faithfulness or answer_relevancy is low while neither context metric is. "
-    "Both: a context metric and an answer metric are low. "
-    "Fine: none of the four is low. Unknown: none of the four has a value."
-)
+_NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+
+
+def diagnosis_signals() -> dict[str, tuple[str, ...]]:
+    """The diagnosis' signal metrics per side, from the registered metrics' classes
+    (:attr:`~ragmeter.metrics.base.Metric.diagnosis`, ordered by ``diagnosis_rank``, then registry
+    order): ``{"retrieval": ("context_recall", "context_relevance"), "generation":
+    ("faithfulness", "answer_relevancy")}`` for the built-in metrics. A low retrieval signal means
+    the retriever failed (the chunks miss or bury what is needed); a low generation signal that
+    the generator failed (the answer strays from the chunks or the question)."""
+    classes = list(metric_classes().items())
+    out = {}
+    for side in ("retrieval", "generation"):
+        found = [(cls.diagnosis_rank, i, name) for i, (name, cls) in enumerate(classes) if cls.diagnosis == side]
+        out[side] = tuple(name for _, _, name in sorted(found))
+    return out
+
+
+def diagnosis_rule() -> str:
+    """The diagnosis rule as the reports state it (:func:`diagnose`), naming the signal metrics of
+    :func:`diagnosis_signals`."""
+    signals = diagnosis_signals()
+    retrieval, generation = signals["retrieval"], signals["generation"]
+    n = len(retrieval) + len(generation)
+    neither = {1: "the context metric is not", 2: "neither context metric is"}.get(len(retrieval), "no context metric is")
+    count = _NUMBERS.get(n, str(n))
+    return ("A metric is low when it is labelled fail (its value is below the metric's warn level). "
+            f"Retrieval failure: {' or '.join(retrieval)} is low. "
+            f"Generation failure: {' or '.join(generation)} is low while {neither}. "
+            "Both: a context metric and an answer metric are low. "
+            f"Fine: none of the {count} is low. Unknown: none of the {count} has a value.")
+
+
+def __getattr__(name: str) -> Any:
+    """``RETRIEVAL_SIGNALS``, ``GENERATION_SIGNALS`` and ``DIAGNOSIS_RULE``, read from the registered
+    metrics when asked (:func:`diagnosis_signals`, :func:`diagnosis_rule`)."""
+    if name in ("RETRIEVAL_SIGNALS", "GENERATION_SIGNALS"):
+        return diagnosis_signals()[name.split("_")[0].lower()]
+    if name == "DIAGNOSIS_RULE":
+        return diagnosis_rule()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: The metric name of :func:`response_time_score`.
 RESPONSE_TIME = "response_time"
@@ -80,6 +115,7 @@ def composite_inputs(scores: Mapping[str, Score], weights: Mapping[str, float] |
     ({'faithfulness': 0.5}, {'context_recall': 'error: timeout'})
     """
     if weights is None:
+        load_plugins()
         names = [m for m in scores if m in REGISTRY or m in DOMAIN_METRICS]
     else:
         names = list(weights)
@@ -177,11 +213,11 @@ def weakest_metric(scores: Mapping[str, Score], weights: Mapping[str, float] | N
 @dataclass(frozen=True)
 class Diagnosis:
     """What to fix for one sample: ``kind`` is ``"retrieval"``, ``"generation"``, ``"both"``,
-    ``"fine"`` or ``"unknown"``; ``rule`` the rule that decided it (:data:`DIAGNOSIS_RULE`);
+    ``"fine"`` or ``"unknown"``; ``rule`` the rule that decided it (:func:`diagnosis_rule`);
     ``reasons`` one line per signal metric (its value and label, or why it has none)."""
 
     kind: str
-    rule: str = DIAGNOSIS_RULE
+    rule: str = ""
     reasons: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -213,9 +249,9 @@ def diagnose(scores: Mapping[str, Score], *, low_labels: tuple[str, ...] = ("fai
 
     A signal metric is *low* when its label is in ``low_labels`` (default: ``fail``, i.e. the
     value is below the metric's warn level; pass ``("warn", "fail")`` to call anything short of
-    pass low). Retrieval signals: :data:`RETRIEVAL_SIGNALS` (context recall, context relevance);
-    generation signals: :data:`GENERATION_SIGNALS` (faithfulness, answer relevancy). Then, as
-    :data:`DIAGNOSIS_RULE` states: a low retrieval signal and a low generation signal ->
+    pass low). The signals are the metrics whose class names a side (:func:`diagnosis_signals`):
+    retrieval, context recall and context relevance; generation, faithfulness and answer
+    relevancy. Then, as :func:`diagnosis_rule` states: a low retrieval signal and a low generation signal ->
     ``"both"``; only retrieval -> ``"retrieval"``; only generation -> ``"generation"`` (good
     context, bad answer); none low -> ``"fine"``; no signal with a label -> ``"unknown"``. A signal
     that errored or was not scored gives no verdict and is named in the reasons.
@@ -232,7 +268,7 @@ def diagnose(scores: Mapping[str, Score], *, low_labels: tuple[str, ...] = ("fai
     """
     reasons: list[str] = []
     verdicts: dict[str, list[bool]] = {"retrieval": [], "generation": []}
-    for side, names in (("retrieval", RETRIEVAL_SIGNALS), ("generation", GENERATION_SIGNALS)):
+    for side, names in diagnosis_signals().items():
         for name in names:
             low, reason = _signal(name, scores.get(name), tuple(low_labels))
             reasons.append(reason)
@@ -249,7 +285,7 @@ def diagnose(scores: Mapping[str, Score], *, low_labels: tuple[str, ...] = ("fai
         kind = "fine"
     else:
         kind = "unknown"
-    return Diagnosis(kind, DIAGNOSIS_RULE, reasons)
+    return Diagnosis(kind, diagnosis_rule(), reasons)
 
 
 # --------------------------------------------------------------------------- response time
@@ -299,7 +335,7 @@ def latency_summary(latencies: Iterable[float | None]) -> dict[str, Any] | None:
     return {"count": len(values), "p50_s": percentile(50), "p95_s": percentile(95), "max_s": values[-1]}
 
 
-def run_latency(results: Iterable[SampleResult]) -> dict[str, Any] | None:
+def run_latency(results: Iterable[Any]) -> dict[str, Any] | None:
     """:func:`latency_summary` of the captured response times (:func:`latency_seconds`) of
     ``results``' samples; None when no sample carries one."""
     return latency_summary(latency_seconds(r.sample.metadata) for r in results)
@@ -341,7 +377,7 @@ def response_time_score(latency_s: float, pass_under: float = RESPONSE_TIME_LEVE
                  judge="code", label=label, fingerprint=CODE_FINGERPRINT.id)
 
 
-def add_response_time(results: Iterable[SampleResult], pass_under: float = RESPONSE_TIME_LEVELS[0],
+def add_response_time(results: Iterable[Any], pass_under: float = RESPONSE_TIME_LEVELS[0],
                       warn_under: float = RESPONSE_TIME_LEVELS[1]) -> bool:
     """Add a ``response_time`` Score (:func:`response_time_score`) to each result whose sample
     carries a captured latency (:func:`latency_seconds`), and a not-applicable one (value None,
@@ -349,6 +385,7 @@ def add_response_time(results: Iterable[SampleResult], pass_under: float = RESPO
     Returns whether any was added. No judge call.
 
     >>> from ragmeter.data import Sample
+    >>> from ragmeter.metrics.scoring import SampleResult
     >>> rs = [SampleResult(Sample("q", ["c"], metadata={"latency": {"total_s": 4.0}}), {}),
     ...       SampleResult(Sample("q", ["c"]), {})]
     >>> add_response_time(rs), [(r.scores["response_time"].value, r.scores["response_time"].label) for r in rs]

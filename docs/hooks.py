@@ -336,7 +336,12 @@ def api_page(module_name: str) -> str:
             parts += [f"## {name}", "", f"The module `{obj.__name__}`: {_summary(obj)}", ""]
             continue
         defined = getattr(obj, "__module__", None) if (inspect.isclass(obj) or inspect.isfunction(obj)) else None
-        path = f"{defined}.{obj.__qualname__}" if defined else f"{module_name}.{name}"
+        if defined is None:  # data: where it is written (a lazy face names the module in its _LAZY table)
+            defined = getattr(module, "_LAZY", {}).get(name)
+            path = f"{defined or module_name}.{name}"
+            defined = None
+        else:
+            path = f"{defined}.{obj.__qualname__}"
         if defined and not _static(path):  # built at run time (e.g. one class per metric): no source
             parts += [f"## {name}", "", _doc(obj), ""]
             continue

@@ -1,4 +1,4 @@
-"""The OpenTelemetry side the framework integrations share (internal).
+"""Internal: The OpenTelemetry side the framework integrations share.
 
 :class:`TraceLink` reads the caller's active span when a run starts and writes each result
 into that trace as an evaluation span (:class:`ragmeter.tracing.writer.EvaluationWriter`); its

@@ -23,7 +23,7 @@ from ragmeter.judges.ratelimit import AdaptiveLimit, ConcurrencyLimit
 from ragmeter.judges.retry import Dispatcher, TransientError, is_overload
 from ragmeter.judges.tasks import get_task
 from ragmeter.judges.transport import ChatRequest, Turn
-from ragmeter.runner import DEFAULT_CONCURRENCY, default_concurrency
+from ragmeter.executors import DEFAULT_CONCURRENCY, default_concurrency
 
 
 @pytest.fixture()

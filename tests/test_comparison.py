@@ -11,7 +11,8 @@ from scipy import stats
 import ragmeter as rm
 from ragmeter.cli import main
 from ragmeter.comparison import IMPROVED, NO_CHANGE, REGRESSED, compare, compare_variants, required_sample_size
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 
 
 def score(metric, value):

@@ -22,11 +22,13 @@ import pytest
 
 import ragmeter as rm
 from ragmeter import conversations
-from ragmeter.conversations import MAX_HISTORY, conversation_results, judged_question, slope
-from ragmeter.data import RecordError, Sample, Score, load_samples, save_samples
+from ragmeter.conversations import conversation_results, judged_question, slope
+from ragmeter.data import MAX_HISTORY, RecordError, Sample, Score
+from ragmeter.readers import load_samples, save_samples
 from ragmeter.judges import OfflineJudge
 from ragmeter.judges.base import Judge
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 from ragmeter.store import Store
 
 HISTORY = [{"role": "user", "content": "What was France's GDP in 2019?"},

@@ -17,7 +17,8 @@ import ragmeter as rm
 from ragmeter.judges import OfflineJudge
 from ragmeter.dashboard import RunEntry, SampleEntry, Verdicts, render, render_result
 from ragmeter.data import Score
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "rag_samples.jsonl"
 STATS = ("count", "mean", "median", "std", "min", "max", "errors", "n/a")

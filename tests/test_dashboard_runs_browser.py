@@ -15,7 +15,8 @@ from helpers.browser import browser, console_errors, full_page, screenshot  # no
 
 import ragmeter as rm
 from ragmeter.data import Score
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,8 @@ import math
 import pytest
 
 import ragmeter as rm
-from ragmeter.data import Context, RecordError, Sample, Score, load_samples, save_samples, samples_from_records
+from ragmeter.data import Context, RecordError, Sample, Score, samples_from_records
+from ragmeter.readers import load_samples, save_samples
 
 
 def test_sample_coerces_contexts_and_ranks():

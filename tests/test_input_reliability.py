@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ragmeter.cli import main
-from ragmeter.data import load_samples
+from ragmeter.readers import load_samples
 from ragmeter.tracing import evaluate_traces
 from ragmeter.tracing.offline import encode_otlp_json
 from helpers.tracing import ContextCount, memory_provider, oi_rag

@@ -14,9 +14,11 @@ import pytest
 
 import ragmeter as rm
 from ragmeter.cli import main
-from ragmeter.data import Sample, Score, load_samples, save_samples
+from ragmeter.data import Sample, Score
+from ragmeter.readers import load_samples, save_samples
 from ragmeter.metrics.base import Metric
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 from ragmeter.tracing import OTLPJsonFileExporter, read_otlp_json
 from helpers.tracing import memory_provider
 
@@ -138,7 +140,8 @@ def test_a_failed_report_write_leaves_the_previous_report(tmp_path):
     script = textwrap.dedent("""
         import resource, signal, sys
         from ragmeter.data import Sample, Score
-        from ragmeter.result import EvaluationResult, SampleResult
+        from ragmeter.metrics.scoring import SampleResult
+        from ragmeter.result import EvaluationResult
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG as an OSError instead of a kill
         result = EvaluationResult([SampleResult(Sample("q" * 100_000, ["c"]), {"m": Score("m", 0.5)})], ["m"])
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))

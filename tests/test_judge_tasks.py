@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from ragmeter.judges.base import InvalidOutput
+from ragmeter.judges.tasks import InvalidOutput
 from ragmeter.judges.tasks import COMBINED_TASKS, TASKS, get_task
 
 VERIFY = get_task("verify_claims")

@@ -11,7 +11,8 @@ import pytest
 from ragmeter.data import Sample, Score
 from ragmeter.labels import Label, answer_hash, import_labels, judge_leniency, match_labels, agreement_report
 from ragmeter.labels.cli import register
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 from ragmeter.store import Store
 from test_labels_cli import _fill, run
 

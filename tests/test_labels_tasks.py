@@ -10,7 +10,8 @@ import pytest
 from ragmeter.data import RecordError, Sample, Score
 from ragmeter.labels import (CRITERIA, Label, agreement_report, answer_hash, cohen_kappa, export_tasks, import_labels,
                              review_queue)
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 
 
 def _result() -> EvaluationResult:

@@ -28,7 +28,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 
 import ragmeter as rm
 from ragmeter.capture import scorable
-from ragmeter.conversations import MAX_HISTORY, NO_RETRIEVAL_KEY, judged_question, no_retrieval_turn
+from ragmeter.conversations import NO_RETRIEVAL_KEY, judged_question, no_retrieval_turn
+from ragmeter.data import MAX_HISTORY
 from ragmeter.integrations.langchain import RagmeterCallbackHandler
 
 DOCS = [Document(id=f"doc-{i}", page_content=text) for i, text in enumerate([

@@ -15,7 +15,8 @@ from llama_index.core.memory import Memory
 from packaging.version import Version
 
 import ragmeter as rm
-from ragmeter.conversations import MAX_HISTORY, judged_question, no_retrieval_turn
+from ragmeter.conversations import judged_question, no_retrieval_turn
+from ragmeter.data import MAX_HISTORY
 from ragmeter.integrations.llamaindex import RagmeterInstrumentation
 from helpers.llamaindex_app import code_of, index, judge, no_handler_leak, question  # noqa: F401 (fixtures)
 from helpers.llamaindex_chat import (

@@ -22,7 +22,7 @@ import pytest
 
 import ragmeter as rm
 from ragmeter import fileio
-from ragmeter.data import load_samples, save_samples
+from ragmeter.readers import load_samples, save_samples
 
 RAGAS = [
     {"user_input": "When was the Eiffel Tower built?",

@@ -19,7 +19,7 @@ from ragmeter.data import Context, Sample, Score
 from ragmeter.judges.base import Embedder, Usage
 from ragmeter.monitor import Alert, Monitor, percentile, psi
 from ragmeter.monitor.rules import PSI_EPSILON, Trigger
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 
 
 def result(i: int = 0, *, question: str | None = None, contexts=("Paris is the capital of France.",), cost=None,

@@ -16,7 +16,8 @@ import ragmeter.trust.ppi as ppi_module
 from ragmeter.cli import main
 from ragmeter.data import Sample, Score
 from ragmeter.labels import Label, answer_hash
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 from ragmeter.trust import ppi_mean, ppi_mean_diff
 from ragmeter.trust.ppi import t_quantile
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import ragmeter as rm
-from ragmeter.profiles import PROFILES, LegalCitations, MedicalAdvice, get_profile, parse_citations
+from ragmeter.metrics.domain import LegalCitations, MedicalAdvice
+from ragmeter.profiles import PROFILES, get_profile, parse_citations
 
 BROWN = ("In Brown v. Board of Education, 347 U.S. 483, 495 (1954), the Court held school segregation "
          "unconstitutional. Id. at 494. See 347 U.S. at 493. Such suits are brought under 42 U.S.C. § 1983. Id.")

@@ -27,7 +27,8 @@ from helpers.servers import FakeLLMServer
 from ragmeter.cli import build_parser, executor_from
 from ragmeter.executors import RayExecutor
 from ragmeter.judges import AnthropicJudge, EnsembleJudge, OfflineJudge, OpenAIJudge
-from ragmeter.runner import resolve_metrics, sample_scorer
+from ragmeter.metrics import resolve_metrics
+from ragmeter.metrics.scoring import sample_scorer
 
 METRICS = ["faithfulness", "context_precision", "context_relevance"]
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "rag_samples.jsonl"

@@ -20,7 +20,8 @@ from helpers.scripted import ScriptedJudge
 from helpers.servers import FakeLLMServer, answer, oracle
 from ragmeter.data import Sample
 from ragmeter.judges import AnthropicJudge, OpenAIEmbedder, OpenAIJudge
-from ragmeter.judges.base import InvalidOutput, Usage
+from ragmeter.judges.base import Usage
+from ragmeter.judges.tasks import InvalidOutput
 from ragmeter.judges.offline import OfflineJudge
 from ragmeter.judges.tasks import COMBINED_TASKS, REVIEW_PARTS, get_task
 from ragmeter.metrics import REGISTRY, get_metric

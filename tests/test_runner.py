@@ -10,7 +10,8 @@ import ragmeter as rm
 from ragmeter.data import Score
 from ragmeter.judges import EnsembleJudge
 from ragmeter.metrics.base import Metric
-from ragmeter.runner import AsyncioExecutor, resolve_metrics
+from ragmeter.executors import AsyncioExecutor
+from ragmeter.metrics import resolve_metrics
 from helpers.scripted import ScriptedJudge
 
 SAMPLES = [

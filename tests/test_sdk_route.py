@@ -1,4 +1,4 @@
-"""The judges' request path (:class:`ragmeter.judges.transport.SdkRoute`).
+"""The judges' request path (:class:`ragmeter.judges.sdk_route.SdkRoute`).
 
 The first request of a route goes through the SDK's own ``client.post``; later ones reuse the
 URL, headers and timeout it sent, on the same client's httpx transport. These tests warm a route
@@ -268,7 +268,7 @@ def test_event_hooks_of_the_callers_http_client_see_every_request(backend, serve
 def test_a_client_without_the_internals_reuse_needs_keeps_the_sdk_path(backend, server):
     """An SDK release that renamed what the reused path builds on (here a client subclass without
     ``_make_status_error_from_response``) still works: every request goes through ``client.post``."""
-    from ragmeter.judges.transport import SdkRoute
+    from ragmeter.judges.sdk_route import SdkRoute
 
     sdk = SDK[backend]
     base = sdk.AsyncOpenAI if backend == "openai" else sdk.AsyncAnthropic

@@ -12,7 +12,7 @@ import pytest
 from helpers.servers import FakeLLMServer, answer, oracle
 
 import ragmeter as rm
-from ragmeter.judges.base import InvalidOutput
+from ragmeter.judges.tasks import InvalidOutput
 from ragmeter.judges.tasks import get_task
 from ragmeter.testset import EDGE_KINDS, chunk_documents, generate, load_documents, quotas
 

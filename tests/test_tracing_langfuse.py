@@ -14,7 +14,7 @@ import pytest
 from ragmeter.cli import main
 from ragmeter.data import Context, Sample, Score
 from ragmeter.metrics.base import Metric
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.tracing import LangfuseScoreSink, evaluate_traces
 from ragmeter.tracing.langfuse import langfuse_scores, score_id
 from ragmeter.tracing.writer import SpanTarget

@@ -13,7 +13,7 @@ import pytest
 import ragmeter
 from ragmeter.cli import main
 from ragmeter.data import Sample, Score
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.tracing import PhoenixAnnotationSink, SpanTarget, evaluate_traces
 from ragmeter.tracing.phoenix import document_annotations, span_annotations
 from helpers.tracing import ContextCount, RecordingServer, oi_rag, rag_provider

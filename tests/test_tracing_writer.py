@@ -13,7 +13,7 @@ import ragmeter
 from ragmeter.data import Sample, Score
 from ragmeter.citations import parse_citations
 from ragmeter.metrics.citation import score_citations
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.judges.base import Usage
 from ragmeter.tracing import writer as writer_mod
 from ragmeter.tracing.writer import EvaluationWriter, SpanTarget, current_target, writer_for_current_provider

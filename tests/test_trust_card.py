@@ -17,7 +17,8 @@ from ragmeter.cli import main
 from ragmeter.data import Sample, Score
 from ragmeter.labels import Label, answer_hash, bootstrap_ci
 from ragmeter.labels.agreement import auroc, reliability, spearman
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 from ragmeter.store import Store
 from ragmeter.trust import trust_card
 from ragmeter.trust.card import USES

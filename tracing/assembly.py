@@ -1,4 +1,4 @@
-"""The span processor's collector state: the spans of each trace seen so far, the RAG calls being
+"""Internal: The span processor's collector state: the spans of each trace seen so far, the RAG calls being
 assembled, and when each call is ready to be scored.
 
 :class:`TraceAssembler` is fed the started / ended spans the processor queued and decides, for each

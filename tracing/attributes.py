@@ -1,4 +1,4 @@
-"""Reading span attributes: the attribute mapping of a span, usable text, JSON values.
+"""Internal: Reading span attributes: the attribute mapping of a span, usable text, JSON values.
 
 Shared by the convention readers (:mod:`ragmeter.tracing.roles`, :mod:`ragmeter.tracing.readers`),
 the grouping and the sample builder; everything here runs off the request path.

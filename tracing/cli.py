@@ -1,4 +1,4 @@
-"""The ``ragmeter evaluate-traces`` and ``ragmeter serve`` commands, registered with the core CLI
+"""Internal: The ``ragmeter evaluate-traces`` and ``ragmeter serve`` commands, registered with the core CLI
 through the ``ragmeter.cli`` entry point (the core never imports :mod:`ragmeter.tracing`)."""
 
 from __future__ import annotations

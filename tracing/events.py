@@ -1,4 +1,4 @@
-"""``EvaluationLogSink``: each score as a ``gen_ai.evaluation.result`` log record.
+"""Internal: ``EvaluationLogSink``: each score as a ``gen_ai.evaluation.result`` log record.
 
 The GenAI semantic conventions define one evaluation signal, the ``gen_ai.evaluation.result``
 event, parented to the evaluated span. ragmeter always writes it as a span event on its

@@ -1,4 +1,4 @@
-"""Which spans make one RAG call: the span tree of a trace, the entry of each call, its members.
+"""Internal: Which spans make one RAG call: the span tree of a trace, the entry of each call, its members.
 
 One :class:`Invocation` per RAG call. The *entry* of a retriever / reranker / LLM span is found by
 walking up its parents while they are convention spans (or come from an LLM-framework

@@ -1,4 +1,4 @@
-"""``LangfuseScoreSink``: send evaluation results to Langfuse as scores.
+"""Internal: ``LangfuseScoreSink``: send evaluation results to Langfuse as scores.
 
 Langfuse takes traces over OTLP, but scores only through its API. This sink creates them through
 Langfuse's own Python client (``pip install "ragmeter[langfuse]"``; imported on first use; the

@@ -1,4 +1,4 @@
-"""Offline: score the RAG calls in an OTLP JSON trace export, and export evaluation spans.
+"""Internal: Offline: score the RAG calls in an OTLP JSON trace export, and export evaluation spans.
 
 :func:`evaluate_traces` reads the file (the collector's file exporter format, see
 :mod:`ragmeter.tracing.otlp_json`), groups the spans into one sample per RAG call exactly like
@@ -274,7 +274,7 @@ def _project(resource: Any) -> str:
 
 def _read_back(build: BuildResult, scores: dict[str, Any]) -> Any:
     """A :class:`ragmeter.SampleResult` of ``build``'s sample with the scores its carrier holds."""
-    from ragmeter.result import SampleResult
+    from ragmeter.metrics.scoring import SampleResult
 
     sample = build.sample
     otel = sample.metadata.get("otel")

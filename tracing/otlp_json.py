@@ -1,4 +1,4 @@
-"""The OTLP JSON file format: what the OpenTelemetry Collector's ``file`` exporter writes, read
+"""Internal: The OTLP JSON file format: what the OpenTelemetry Collector's ``file`` exporter writes, read
 into SDK spans and written from them.
 
 JSON lines, each line one ``ExportTraceServiceRequest`` in the OTLP JSON encoding
@@ -42,7 +42,8 @@ with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
 from ragmeter.data import RecordError
 from ragmeter.fileio import JSON_ERRORS, decode_text, json_problem, json_text, text_problem
 
-__all__ = ["read_otlp_json", "iter_otlp_requests", "spans_from_request", "encode_otlp_json", "OTLPJsonFileExporter"]
+__all__ = ["read_otlp_json", "iter_otlp_requests", "spans_from_request", "spans_from_message", "encode_otlp_json",
+           "OTLPJsonFileExporter"]
 
 log = logging.getLogger("ragmeter")
 
@@ -461,3 +462,11 @@ class OTLPJsonFileExporter(SpanExporter):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Nothing is buffered: always True."""
         return True
+
+
+def spans_from_message(message: Any, errors: list | None = None) -> list:
+    """The spans of a protobuf ``ExportTraceServiceRequest``, read through its OTLP JSON mapping
+    (base64 ids) by :func:`spans_from_request`."""
+    from google.protobuf.json_format import MessageToDict
+
+    return spans_from_request(MessageToDict(message), errors, "request")

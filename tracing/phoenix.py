@@ -1,4 +1,4 @@
-"""``PhoenixAnnotationSink``: send evaluation results to Arize Phoenix as annotations.
+"""Internal: ``PhoenixAnnotationSink``: send evaluation results to Arize Phoenix as annotations.
 
 Phoenix shows ragmeter's evaluation spans in the trace, but its annotation views and filters
 (``annotations['faithfulness'].score < 0.5``) only see annotations created through its REST API.

@@ -1,4 +1,4 @@
-"""``RagmeterSpanProcessor``: score RAG calls from the spans they produce, write the scores back.
+"""Internal: ``RagmeterSpanProcessor``: score RAG calls from the spans they produce, write the scores back.
 
 ::
 
@@ -70,8 +70,8 @@ with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
     from opentelemetry.sdk.trace import SpanProcessor
 
 from ragmeter.capture import capture_content_setting, without_content
-from ragmeter.guard import guarded, never_raise
-from ragmeter.inline import BackgroundScorer, register_exit_hook, weak_hook
+from ragmeter.guard import guarded, never_raise, register_exit_hook, weak_hook
+from ragmeter.inline import BackgroundScorer
 from ragmeter.suppression import is_suppressed, suppressed_context
 from ragmeter.tracing.assembly import TraceAssembler
 from ragmeter.tracing.events import EvaluationLogSink

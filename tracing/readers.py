@@ -1,4 +1,4 @@
-"""Convention readers: what a span says (question, documents, answer).
+"""Internal: Convention readers: what a span says (question, documents, answer).
 
 Three conventions are read, tried in this order on every span:
 

@@ -1,4 +1,4 @@
-"""What a span is: its role in a RAG call, by convention (OpenInference, OpenTelemetry GenAI,
+"""Internal: What a span is: its role in a RAG call, by convention (OpenInference, OpenTelemetry GenAI,
 OpenLLMetry), and whether it comes from an LLM framework's instrumentation scope."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One :class:`ragmeter.Sample` per RAG call: question, contexts and answer read from its spans,
+"""Internal: One :class:`ragmeter.Sample` per RAG call: question, contexts and answer read from its spans,
 or the reason there is none (counted by the processor and ``evaluate_traces``, never scored as
 zero). Calls of a chat session (``session.id`` / ``gen_ai.conversation.id``) are turns of one
 conversation (see :func:`build_sample` and :func:`build_samples`)."""
@@ -12,7 +12,8 @@ from ragmeter.capture import REFERENCE_KEY, RELEVANT_KEY
 from ragmeter.ids import CONTENT_HASH, ID_SOURCE_KEY, content_id
 from ragmeter.tracing.attributes import parse_json, span_attributes, usable_text
 from ragmeter.tracing.grouping import Invocation, find_invocations
-from ragmeter.conversations import MAX_HISTORY, NO_RETRIEVAL_KEY
+from ragmeter.conversations import NO_RETRIEVAL_KEY
+from ragmeter.data import MAX_HISTORY
 from ragmeter.tracing.readers import (answer_of, chat_history_of, conversation_id_of, documents_of, llm_output_of,
                                       llm_question_of, question_of, template_context_of)
 from ragmeter.tracing.roles import ROLE_LLM, ROLE_RERANKER, ROLE_RETRIEVER, convention_of, span_role
@@ -82,7 +83,7 @@ def build_sample(inv: Invocation, id_keys: Sequence[str] | None = None) -> Build
     message as ``question`` (the entry's input, else what the answering LLM call answered) and the
     retrieval query as ``standalone_question`` when they differ after the first turn; its
     ``history`` (the messages before the question in the input of its last LLM call that has
-    input messages, the last :data:`~ragmeter.conversations.MAX_HISTORY` kept) and ``turn`` (user
+    input messages, the last :data:`~ragmeter.data.MAX_HISTORY` kept) and ``turn`` (user
     messages in that history + 1: an app that does not send the history to its LLM gets turn 1
     here, and :func:`build_samples` numbers by start time instead). A session call whose entry
     ran LLMs but no retriever at all is a no-retrieval turn: a sample without contexts,

@@ -1,4 +1,4 @@
-"""The OpenTelemetry GenAI semantic-convention names ragmeter writes, kept in this one module.
+"""Internal: The OpenTelemetry GenAI semantic-convention names ragmeter writes, kept in this one module.
 
 ragmeter reports each score as the GenAI **evaluation event** (``gen_ai.evaluation.result``):
 as a span event on its evaluation carrier span (:mod:`ragmeter.tracing.writer`) and, when asked,

@@ -1,4 +1,4 @@
-"""``ragmeter serve``: a standalone OTLP/HTTP evaluation service.
+"""Internal: ``ragmeter serve``: a standalone OTLP/HTTP evaluation service.
 
 Applications (or an OpenTelemetry Collector) export their traces to it; it scores the RAG calls in
 them and exports the evaluation carrier spans to the next OTLP endpoint (Jaeger, Tempo, Phoenix).
@@ -68,14 +68,14 @@ with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
 
 from ragmeter.guard import never_raise
 from ragmeter.tracing.offline import _CountingExporter
-from ragmeter.tracing.otlp_json import spans_from_request
+from ragmeter.tracing.otlp_json import spans_from_message, spans_from_request
 from ragmeter.tracing.processor import RagmeterSpanProcessor
 from ragmeter.tracing.serve_http import (BodyError, BoundedHTTPServer, HardenedHandler, bearer_digest, bearer_ok,
                                          content_decoder, is_loopback, read_body, request_framing, tls_context)
 from ragmeter.tracing.settings import resolve_settings
 from ragmeter.tracing.writer import EvaluationWriter, SpanTarget
 
-__all__ = ["EvaluationService", "CarrierForwarder", "traces_endpoint", "decode_request", "spans_from_message",
+__all__ = ["EvaluationService", "CarrierForwarder", "traces_endpoint", "decode_request",
            "prometheus_text"]
 
 log = logging.getLogger("ragmeter")
@@ -107,14 +107,6 @@ def _message(body: bytes | bytearray) -> Any:
     except DecodeError as exc:
         raise ValueError(f"not an ExportTraceServiceRequest: {exc}") from None
     return message
-
-
-def spans_from_message(message: Any, errors: list | None = None) -> list:
-    """The spans of a protobuf ``ExportTraceServiceRequest``, read through its OTLP JSON mapping
-    (base64 ids) by :func:`~ragmeter.tracing.otlp_json.spans_from_request`."""
-    from google.protobuf.json_format import MessageToDict
-
-    return spans_from_request(MessageToDict(message), errors, "request")
 
 
 def decode_request(body: bytes | bytearray, content_type: str, errors: list | None = None) -> list:

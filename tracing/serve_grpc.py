@@ -1,4 +1,4 @@
-"""The OTLP/gRPC receiver of ``ragmeter serve`` (``--otlp-grpc-port``): the same service as the
+"""Internal: The OTLP/gRPC receiver of ``ragmeter serve`` (``--otlp-grpc-port``): the same service as the
 OTLP/HTTP one (:class:`~ragmeter.tracing.serve.EvaluationService`), for senders that speak gRPC
 only, such as the OpenTelemetry Collector's loadbalancing exporter. Needs grpcio (``pip install
 opentelemetry-exporter-otlp-proto-grpc``).
@@ -11,18 +11,16 @@ OTLP clients retry), and idle connections closed after ``idle_timeout``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ragmeter.tracing.serve import spans_from_message
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ragmeter.tracing.serve import EvaluationService
+from ragmeter.tracing.otlp_json import spans_from_message
 
 __all__ = ["grpc_server"]
 
 
-def grpc_server(service: EvaluationService, host: str, port: int) -> tuple[Any, int]:
-    """An OTLP/gRPC ``TraceService`` server for ``service`` and its port (needs grpcio: ``pip install
+def grpc_server(service: Any, host: str, port: int) -> tuple[Any, int]:
+    """An OTLP/gRPC ``TraceService`` server for ``service`` (the
+    :class:`~ragmeter.tracing.serve.EvaluationService` that starts it) and its port (needs grpcio: ``pip install
     opentelemetry-exporter-otlp-proto-grpc``). Full or draining: status UNAVAILABLE, which OTLP
     clients retry with backoff."""
     from concurrent import futures

@@ -1,4 +1,4 @@
-"""The HTTP/1.1 server under ``ragmeter serve``, made safe to expose (standard library only).
+"""Internal: The HTTP/1.1 server under ``ragmeter serve``, made safe to expose (standard library only).
 
 * **A fixed pool of workers, and a waiting room.** :class:`BoundedHTTPServer` accepts
   connections on one thread and keeps them in a selector until their request's headers are in;

@@ -1,4 +1,4 @@
-"""The span processor's settings: the constructor argument, else a ``RAGMETER_*`` environment
+"""Internal: The span processor's settings: the constructor argument, else a ``RAGMETER_*`` environment
 variable, else the default, the way the OpenTelemetry SDK's BatchSpanProcessor reads
 ``OTEL_BSP_*``.
 

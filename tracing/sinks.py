@@ -1,4 +1,4 @@
-"""Result sinks: where the span processor, ``evaluate_traces`` and ``serve`` deliver each scored
+"""Internal: Result sinks: where the span processor, ``evaluate_traces`` and ``serve`` deliver each scored
 sample besides the evaluation carrier span.
 
 A sink has ``write(result, target, parent)``, which never raises, and optionally

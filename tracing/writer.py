@@ -1,4 +1,4 @@
-"""Write evaluation results into traces: one *evaluation carrier* span per judged target.
+"""Internal: Write evaluation results into traces: one *evaluation carrier* span per judged target.
 
 Ended spans cannot be changed, so scores go into a new span in the same trace::
 
@@ -65,12 +65,13 @@ with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
 from ragmeter.privacy import content_captured, for_output
 from ragmeter.guard import never_raise
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT, lookup
+from ragmeter.metrics import metric_classes
 from ragmeter.redact import redact
 from ragmeter.suppression import suppressed_context
 from ragmeter.tracing.semconv import EvaluationNames, evaluation_names
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ragmeter.result import SampleResult
+    from ragmeter.metrics.scoring import SampleResult
 
 __all__ = ["SpanTarget", "current_target", "EvaluationWriter", "writer_for_current_provider",
            "carrier_attributes", "carrier_events", "CARRIER_NAME", "CARRIER_MARKER", "annotator_kind",
@@ -151,7 +152,7 @@ def _num(v: Any) -> float | None:
 
 
 def _citation_details(result: "SampleResult") -> dict | None:
-    for name in ("citation_accuracy", "citation_precision", "citation_recall"):
+    for name in (n for n, cls in metric_classes().items() if "citations" in cls.evidence):
         s = result.scores.get(name)
         if s is not None and isinstance(s.details, Mapping) and ("citations" in s.details or "counts" in s.details):
             return dict(s.details)

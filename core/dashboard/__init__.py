@@ -12,8 +12,22 @@ page of one :class:`~ragmeter.EvaluationResult`, :func:`render_store` the page o
 store (``ragmeter dashboard``).
 """
 
-from ragmeter.dashboard.history import render_store
-from ragmeter.dashboard.model import RunEntry, SampleEntry, Verdicts
-from ragmeter.dashboard.page import render, render_result
+from ragmeter._lazy import lazy_getattr
+
+_LAZY = {
+    "render_store": "ragmeter.dashboard.history",
+    "RunEntry": "ragmeter.dashboard.model",
+    "SampleEntry": "ragmeter.dashboard.model",
+    "Verdicts": "ragmeter.dashboard.model",
+    "render": "ragmeter.dashboard.page",
+    "render_result": "ragmeter.dashboard.page",
+}
 
 __all__ = ["render", "render_result", "render_store", "RunEntry", "SampleEntry", "Verdicts"]
+
+__getattr__ = lazy_getattr(__name__, _LAZY)
+
+
+def __dir__() -> list[str]:
+    """The public names, lazy ones included."""
+    return sorted(set(globals()) | set(__all__))

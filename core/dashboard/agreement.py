@@ -1,4 +1,4 @@
-"""The dashboard's "Human labels" section: annotator agreement and the judge against people
+"""Internal: The dashboard's "Human labels" section: annotator agreement and the judge against people
 (:func:`ragmeter.labels.agreement_report`), and the judge's leniency run by run
 (:func:`ragmeter.labels.judge_leniency`). Plain HTML tables: readable without JavaScript."""
 

@@ -1,4 +1,4 @@
-"""Inline SVG charts for the dashboard: pass / warn / fail bars, trend lines and histograms.
+"""Internal: Inline SVG charts for the dashboard: pass / warn / fail bars, trend lines and histograms.
 
 Each function returns one ``<svg>`` element as text. Colours come from the page's CSS classes
 (``s-pass``, ``s-warn``, ``s-fail``, ``s-error``, ``s-na``); every mark carries a ``<title>``

@@ -1,4 +1,4 @@
-"""The dashboard's "Conversations" section: the samples of chat turns grouped by conversation.
+"""Internal: The dashboard's "Conversations" section: the samples of chat turns grouped by conversation.
 
 Per conversation (per run when the page shows several): the turns in order with their score (the
 composite score and grade; without a composite, e.g. deterministic metrics only, the first metric

@@ -1,11 +1,11 @@
-"""The drill-down of one sample: its verdict, the question, the answer with each claim and
+"""Internal: The drill-down of one sample: its verdict, the question, the answer with each claim and
 citation coloured by its verdict, the claims with their supporting quotes, the chunks with their
 relevance, the reference statements and every Score. All text is escaped.
 
-The evidence is read from the Scores' ``details`` (see :mod:`ragmeter.metrics.faithfulness`,
-:mod:`ragmeter.metrics.citation`, :mod:`ragmeter.metrics.context`); a section whose details are
-absent is left out, and one whose details have an unexpected shape says so instead of breaking
-the page.
+The evidence is read from the Scores' ``details`` of the metrics whose class says they hold it
+(:attr:`ragmeter.metrics.base.Metric.evidence`: claims, citations, chunk relevance and usefulness,
+reference statements); a section whose details are absent is left out, and one whose details
+have an unexpected shape says so instead of breaking the page.
 """
 
 from __future__ import annotations
@@ -16,11 +16,17 @@ from typing import Any, Callable
 from ragmeter.citations import parse_citations
 from ragmeter.dashboard.model import SampleView
 from ragmeter.guard import never_raise
+from ragmeter.metrics import metric_classes
 
 __all__ = ["drilldown", "claims_of", "fmt"]
 
-_CLAIM_SOURCES = ("faithfulness", "citation_accuracy", "citation_precision", "citation_recall")
-_CITATION_SOURCES = ("citation_accuracy", "citation_precision", "citation_recall")
+
+def _sources(evidence: str) -> tuple[str, ...]:
+    """The registered metrics whose Scores hold ``evidence`` (:data:`ragmeter.metrics.base.EVIDENCE`),
+    in registry order."""
+    return tuple(name for name, cls in metric_classes().items() if evidence in cls.evidence)
+
+
 _VERDICT_TEXT = {"supported": "supported", "contradicted": "contradicted", "not_found": "not found",
                  "supports": "supports", "partially": "partially supports", "does_not_support": "does not support",
                  "invalid": "invalid", "no_claim": "no claim", "unscored": "not scored"}
@@ -43,7 +49,7 @@ def _details(view: SampleView, names: tuple[str, ...], key: str) -> tuple[str, l
 def claims_of(view: SampleView) -> tuple[str | None, list[dict]]:
     """The answer's claims as ``{text, unit, verdict, evidence: [{chunk, quote, quote_found}], reason}``
     from faithfulness (else a citation metric), with the metric they come from."""
-    found = _details(view, _CLAIM_SOURCES, "claims")
+    found = _details(view, _sources("claims"), "claims")
     if found is None:
         return None, []
     metric, raw = found
@@ -117,7 +123,7 @@ def _answer(view: SampleView, claims: list[dict]) -> str:
     if not sample.answer:
         return "<p class='muted'>No answer.</p>"
     parsed = parse_citations(sample.answer, sample.contexts)
-    cited = _details(view, _CITATION_SOURCES, "citations")
+    cited = _details(view, _sources("citations"), "citations")
     records = [r for r in (cited[1] if cited else []) if isinstance(r, dict)]
     parts = ['<p class="answer">']
     for ui, unit in enumerate(parsed.units):
@@ -161,7 +167,7 @@ def _claims(view: SampleView, metric: str | None, claims: list[dict]) -> str:
 
 
 def _citations(view: SampleView) -> str:
-    found = _details(view, _CITATION_SOURCES, "citations")
+    found = _details(view, _sources("citations"), "citations")
     if not found or not found[1]:
         return ""
     rows = []
@@ -199,8 +205,8 @@ def _chunks(view: SampleView, claims: list[dict]) -> str:
     contexts = view.result.sample.contexts
     if not contexts:
         return "<h4>Chunks</h4><p class='muted'>No chunk was retrieved.</p>"
-    rel = _details(view, ("context_relevance",), "chunks")
-    useful = _details(view, ("context_precision",), "chunks")
+    rel = _details(view, _sources("chunk_relevance"), "chunks")
+    useful = _details(view, _sources("chunk_usefulness"), "chunks")
     rel_by = {c.get("chunk"): c for c in (rel[1] if rel else []) if isinstance(c, dict)}
     use_by = {c.get("chunk"): c for c in (useful[1] if useful else []) if isinstance(c, dict)}
     parts = ['<h4>Chunks <span class="muted">(in retrieval order; marked: statements relevant to the question)</span>'
@@ -231,7 +237,7 @@ def _chunks(view: SampleView, claims: list[dict]) -> str:
 
 
 def _recall(view: SampleView) -> str:
-    found = _details(view, ("context_recall",), "statements")
+    found = _details(view, _sources("statements"), "statements")
     if not found or not found[1]:
         return ""
     items = []

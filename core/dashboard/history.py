@@ -1,4 +1,4 @@
-"""The dashboard of a history store: the last runs' trends (per dataset), the newest run's summary
+"""Internal: The dashboard of a history store: the last runs' trends (per dataset), the newest run's summary
 and its worst samples, the inline samples' daily means, the sweeps, the human labels' agreement
 with each other and with the judge, and the newest run's trust card and its judge's drift on the
 anchor set (``ragmeter dashboard``, with ``--dataset``, ``--kind`` and ``--tag`` to choose the runs)."""
@@ -79,7 +79,7 @@ def _human_labels(store: Any, run_id: int) -> tuple[dict, dict]:
     if not labels:
         return {}, {}
     from ragmeter.labels import agreement_report, judge_leniency
-    from ragmeter.labels.tasks import CRITERION_METRICS
+    from ragmeter.labels.criteria import criterion_metrics
 
     report = agreement_report(labels, store.run(run_id))
-    return report, {c: judge_leniency(store, c) for c in report if c in CRITERION_METRICS}
+    return report, {c: judge_leniency(store, c) for c in report if c in criterion_metrics()}

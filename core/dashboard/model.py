@@ -1,4 +1,4 @@
-"""What the dashboard shows: runs (:class:`RunEntry`) and samples (:class:`SampleEntry`), and the
+"""Internal: What the dashboard shows: runs (:class:`RunEntry`) and samples (:class:`SampleEntry`), and the
 per-sample verdicts computed from them (:class:`SampleView`)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from typing import Any, Iterable, Mapping
 
 from ragmeter.data import Score
 from ragmeter.judges.base import Usage
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.privacy import for_output
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.result import EvaluationResult
 from ragmeter.verdicts import (RESPONSE_TIME, Diagnosis, composite_inputs, composite_score, diagnose, grade,
                                latency_seconds, response_time_score, run_latency, weakest_metric)
 

@@ -1,4 +1,4 @@
-"""The dashboard page: :func:`render` (many runs and samples) and :func:`render_result` (one run).
+"""Internal: The dashboard page: :func:`render` (many runs and samples) and :func:`render_result` (one run).
 
 The page is one HTML file with its CSS and script inlined from the package's ``assets/``
 folder: no CDN, no network, it opens from ``file://`` or a CI artifact. The summary, charts and
@@ -8,14 +8,10 @@ filters and sorts the sample list.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import re
 from datetime import datetime, timezone
 from html import escape
-from importlib import resources
-from string import Template
 from typing import Any, Iterable, Mapping, Sequence
 
 from ragmeter.dashboard.agreement import agreement_section
@@ -24,12 +20,13 @@ from ragmeter.dashboard.conversations import conversations_section
 from ragmeter.dashboard.drilldown import drilldown, fmt
 from ragmeter.dashboard.model import RunEntry, SampleEntry, SampleView, Verdicts, sample_views
 from ragmeter.dashboard.runs import latency_text, runs_section, trends_section
+from ragmeter.dashboard.shell import asset, page_html
 from ragmeter.dashboard.sweeps import sweeps_section
 from ragmeter.dashboard.trust import trust_section
 from ragmeter.data import label_for
 from ragmeter.judges.base import Usage
 from ragmeter.result import EvaluationResult
-from ragmeter.verdicts import DIAGNOSIS_RULE, GRADE_THRESHOLDS
+from ragmeter.verdicts import GRADE_THRESHOLDS, diagnosis_rule
 
 __all__ = ["render", "render_result", "SUMMARY_COLUMNS"]
 
@@ -37,10 +34,6 @@ __all__ = ["render", "render_result", "SUMMARY_COLUMNS"]
 SUMMARY_COLUMNS = ("count", "mean", "median", "std", "min", "max", "errors", "n/a")
 _DIAGNOSES = ("retrieval", "generation", "both", "fine", "unknown")
 _LABELS = ("pass", "warn", "fail", "error", "n/a")
-
-
-def _asset(name: str) -> str:
-    return resources.files("ragmeter.dashboard").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 def _cell(value: Any) -> str:
@@ -144,7 +137,7 @@ def _verdict_counts(views: list[SampleView]) -> str:
     g_cells = "".join(f'<td><span class="grade g-{g}">{g}</span> <b data-grade="{g}">{n}</b></td>' for g, n in grades.items())
     return (f'<h3>Verdicts <span class="muted">(over the {len(views)} samples shown)</span></h3>'
             f'<table class="verdicts"><tr><th>diagnosis</th>{d_cells}</tr><tr><th>grade</th>{g_cells}</tr></table>'
-            f'<p class="rule">Diagnosis rule: {escape(DIAGNOSIS_RULE)} Grades of the composite score: {escape(cuts)}.</p>')
+            f'<p class="rule">Diagnosis rule: {escape(diagnosis_rule())} Grades of the composite score: {escape(cuts)}.</p>')
 
 
 def _daily_points(runs: Sequence[RunEntry], views: list[SampleView]) -> dict[str, list[tuple]]:
@@ -297,10 +290,7 @@ def render(runs: Sequence[RunEntry], samples: Iterable[Any], *, title: str = "ra
                     agreement_section(agreement or {}, leniency), trust_section(trust, drift), _invalid(latest)]
         header = _header(title, runs, views, _nav(sections))
     body = "".join([header, "<main>", *sections, "</main>"])
-    js = _asset("dashboard.js")
-    script_hash = "sha256-" + base64.b64encode(hashlib.sha256(f"\n{js}\n".encode("utf-8")).digest()).decode("ascii")
-    page = Template(_asset("page.html"))
-    return page.substitute(title=escape(title), css=_asset("dashboard.css"), js=js, script_hash=script_hash, body=body)
+    return page_html(title, body, asset("dashboard.js"))
 
 
 def render_result(result: EvaluationResult, *, title: str = "ragmeter report", verdicts: Verdicts | None = None,

@@ -1,4 +1,4 @@
-"""PNG line charts without a plotting library or a browser: numpy draws, zlib compresses.
+"""Internal: PNG line charts without a plotting library or a browser: numpy draws, zlib compresses.
 
 :func:`line_chart_png` draws what :func:`ragmeter.dashboard.sweeps.sweep_chart` draws as SVG (the
 same layout: grid at 0, 0.5 and 1, dashed pass / warn levels, the line, points coloured by their

@@ -1,4 +1,4 @@
-"""The dashboard's runs over time: the trend lines, one group of charts per dataset (runs of two
+"""Internal: The dashboard's runs over time: the trend lines, one group of charts per dataset (runs of two
 datasets never share a line), the app's response times in seconds next to them, and the "Runs"
 table, whose filters (dataset, kind, tag) choose the table rows and the trend groups on the page.
 

@@ -1,4 +1,4 @@
-"""The dashboard's "Sweeps" section: each parameter sweep (:func:`ragmeter.sweep` with ``store=``)
+"""Internal: The dashboard's "Sweeps" section: each parameter sweep (:func:`ragmeter.sweep` with ``store=``)
 as a table of its settings, quality next to cost, and one chart per metric against each parameter.
 
 A sweep is stored as one run of kind ``"sweep"`` per setting (see :mod:`ragmeter.store`): the

@@ -1,4 +1,4 @@
-"""The dashboard's "Trust" panel: a run's trust card (:mod:`ragmeter.trust.card`) per metric
+"""Internal: The dashboard's "Trust" panel: a run's trust card (:mod:`ragmeter.trust.card`) per metric
 (statistics with their intervals, the confusion at the threshold, the calibration, the mean in
 human units, the fitness verdict with its rules, the worst disagreements) and the judge's drift
 on the anchor set (:mod:`ragmeter.trust.anchors`). Plain HTML and inline SVG: readable without
@@ -6,12 +6,12 @@ JavaScript; rendered from the card's dict, as the store keeps it."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import math
 from html import escape
-from string import Template
 from typing import Any, Mapping, Sequence
+
+from ragmeter.dashboard.shell import page_html
+from ragmeter.labels.agreement import STATISTICS
 
 __all__ = ["trust_section", "metric_panel", "card_page", "drift_panel"]
 
@@ -55,8 +55,6 @@ def _reliability_svg(bins: Sequence[Mapping[str, Any]]) -> str:
 
 def metric_panel(m: Mapping[str, Any]) -> str:
     """One metric's card as HTML (a ``div.trust-metric`` with ``data-metric`` and ``data-verdict``)."""
-    from ragmeter.trust.card import STATISTICS
-
     clusters = f" in {m['clusters']} clusters" if m.get("clusters") else ""
     rows = []
     for key, s in m["statistics"].items():
@@ -159,11 +157,7 @@ def trust_section(card: Mapping[str, Any] | None, drift: Mapping[str, Any] | Non
 
 def card_page(card: Mapping[str, Any], title: str = "ragmeter trust card") -> str:
     """A trust card as one self-contained HTML page (the dashboard's style, no script)."""
-    from ragmeter.dashboard.page import _asset
-
     body = (f'<header><h1>{escape(title)}</h1><p class="facts">{escape(str(card.get("run")))} · judge '
             f'{escape(str(card.get("judge")))} · {card.get("samples")} samples</p></header><main>'
             f'{trust_section(card)}</main>')
-    script_hash = "sha256-" + base64.b64encode(hashlib.sha256(b"\n\n").digest()).decode("ascii")
-    return Template(_asset("page.html")).substitute(title=escape(title), css=_asset("dashboard.css"), js="",
-                                                   script_hash=script_hash, body=body)
+    return page_html(title, body)

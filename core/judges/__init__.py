@@ -9,9 +9,10 @@ answer relevancy and answer correctness.
 from __future__ import annotations
 
 from ragmeter._lazy import lazy_getattr
-from ragmeter.judges.base import Embedder, InvalidOutput, Judge, JudgeError, TaskResult, Usage
+from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
 
 _LAZY = {
+    "InvalidOutput": "ragmeter.judges.tasks",
     "LLMJudge": "ragmeter.judges.llm",
     "OpenAIJudge": "ragmeter.judges.openai",
     "OpenAIEmbedder": "ragmeter.judges.openai",
@@ -29,7 +30,7 @@ _LAZY = {
     "default_judge": "ragmeter.judges.spec",
 }
 
-__all__ = ["Judge", "Embedder", "JudgeError", "InvalidOutput", "TaskResult", "Usage", *_LAZY]
+__all__ = ["Judge", "Embedder", "JudgeError", "TaskResult", "Usage", *_LAZY]
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
 

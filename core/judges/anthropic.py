@@ -1,4 +1,4 @@
-"""Anthropic judge (the ``anthropic`` SDK, Messages API).
+"""Internal: Anthropic judge (the ``anthropic`` SDK, Messages API).
 
 Structured output by tool use: one tool per task whose ``input_schema`` is the task's answer
 schema, forced with ``tool_choice``. When an answer is invalid, the judge gets it back natively:
@@ -15,8 +15,8 @@ from typing import Any
 
 from ragmeter.judges.base import Embedder
 from ragmeter.judges.llm import LLMJudge
-from ragmeter.judges.transport import (ChatRequest, Reply, SdkClients, Transport, Turn, close_routes, key_secrets,
-                                       non_json_reply)
+from ragmeter.judges.sdk_route import SdkClients, close_routes
+from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply
 from ragmeter.loops import PerLoop
 
 __all__ = ["AnthropicJudge", "AnthropicTransport", "DEFAULT_MODEL"]
@@ -49,7 +49,7 @@ def _sdk() -> Any:
 class AnthropicTransport(Transport):
     """Messages API with a forced tool per task, on ``AsyncAnthropic`` clients (per event loop).
 
-    Requests go through the SDK client (:class:`~ragmeter.judges.transport.SdkRoute`: its base
+    Requests go through the SDK client (:class:`~ragmeter.judges.sdk_route.SdkRoute`: its base
     URL, auth, headers, connection pool and exceptions) with a body built here: the tool of each
     task (its JSON schema) is serialised once per task, and the SDK's typed-parameter transform
     and response models are skipped. ``pool_size``: connections kept (the judge's cap on

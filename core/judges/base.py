@@ -1,4 +1,4 @@
-"""The judge interface: a judge performs named *tasks* (see :mod:`ragmeter.judges.tasks`).
+"""Internal: The judge interface: a judge performs named *tasks* (see :mod:`ragmeter.judges.tasks`).
 
 A metric never talks to an LLM directly. It asks its :class:`ScoringContext` for a task result
 (``extract_claims``, ``verify_claims``, ...); the context asks the judge once per sample and shares
@@ -14,12 +14,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
-
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from ragmeter.judges.fingerprint import JudgeFingerprint
 
-__all__ = ["Usage", "TaskResult", "JudgeError", "InvalidOutput", "Judge", "Embedder", "REPEAT"]
+__all__ = ["Usage", "TaskResult", "JudgeError", "Judge", "Embedder", "REPEAT"]
 
 #: The repeat a judge call belongs to (0: the first; see :mod:`ragmeter.trust.repeats`): a judge
 #: that caches its answers keeps it in the key, so a repeat is asked again, not read back.
@@ -75,13 +75,6 @@ class TaskResult:
     usage: Usage = field(default_factory=Usage)
     judge: str = ""
     note: str = ""
-
-
-class InvalidOutput(ValueError):
-    """A judge answer that does not fit its task (wrong count, index out of range, bad JSON).
-
-    The message is written for the judge: LLM backends show it when they ask again.
-    """
 
 
 class JudgeError(RuntimeError):
@@ -163,6 +156,8 @@ class Embedder(abc.ABC):
 
 def cosine(a: Any, b: Any) -> float:
     """Cosine similarity of two vectors, clipped to [-1, 1]; 0.0 when either vector is zero."""
+    import numpy as np  # here: importing the judges' interface loads no numpy
+
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))

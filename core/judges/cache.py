@@ -1,4 +1,4 @@
-"""A persistent cache of judge answers and embeddings (SQLite, stdlib only).
+"""Internal: A persistent cache of judge answers and embeddings (SQLite, stdlib only).
 
 A judge answer is keyed by everything that determines it: backend and model, endpoint, task name
 and version (and a hash of its prompt and schema), the inputs (canonical JSON) and the generation

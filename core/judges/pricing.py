@@ -1,4 +1,4 @@
-"""What judge work costs: list prices per model family and the cost of a request's tokens."""
+"""Internal: What judge work costs: list prices per model family and the cost of a request's tokens."""
 
 from __future__ import annotations
 

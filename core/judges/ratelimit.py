@@ -1,5 +1,5 @@
-"""Limits on what a judge sends: a cap on requests in flight, requests / tokens per minute, and a
-pause every request honours when the provider says wait (:class:`Pause`).
+"""Internal: limits on what a judge sends: a cap on requests in flight, requests / tokens per
+minute, and a pause every request honours when the provider says wait (:class:`Pause`).
 
 Both work across threads and event loops: ragmeter runs one judge from ``asyncio.run`` in a sync
 wrapper, from background threads (inline scoring) and from the caller's loop, and a limit must

@@ -1,4 +1,4 @@
-"""Sending a request under a judge's limits, retrying what is worth retrying.
+"""Internal: Sending a request under a judge's limits, retrying what is worth retrying.
 
 :func:`classify_error` tells transient failures (429, 5xx, timeouts, connection errors) from
 permanent ones and reads ``Retry-After``; :class:`RetryPolicy` says how long to wait (exponential

@@ -1,4 +1,4 @@
-"""Judges from short specs (the CLI's ``--judge``) and the default judge.
+"""Internal: Judges from short specs (the CLI's ``--judge``) and the default judge.
 
 =====================================  ============================================================
 spec                                   judge
@@ -19,11 +19,13 @@ spec                                   judge
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Callable, Sequence
 
 from ragmeter.judges.base import Judge
 
-__all__ = ["judge_from_spec", "default_judge", "default_judge_notice", "resolve_judge", "SPECS", "SPEC_HELP"]
+__all__ = ["judge_from_spec", "default_judge", "default_judge_notice", "resolve_judge", "SPECS", "SPEC_HELP",
+           "spec_help", "load_plugins"]
 
 
 def _split(rest: str) -> tuple[str | None, str | None]:
@@ -74,7 +76,8 @@ def _ollama(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judg
     return OpenAIJudge(model, base_url=base, api_key=kwargs.pop("api_key", None) or "ollama", **kwargs)
 
 
-#: The judge-spec registry: backend -> (form shown in help, builder). Adding a backend is one entry.
+#: The judge-spec registry: backend -> (form shown in help, builder). Adding a backend is one entry
+#: here, or one entry point in another package (group ``ragmeter.judges``, :mod:`ragmeter.plugins`).
 SPECS: dict[str, tuple[str, Callable[[str, str | None, str | None, dict], Judge]]] = {
     "offline": ("offline", _offline),
     "openai": ("openai[:MODEL][@BASE_URL]", _openai),
@@ -82,9 +85,66 @@ SPECS: dict[str, tuple[str, Callable[[str, str | None, str | None, dict], Judge]
     "ollama": ("ollama:MODEL[@BASE_URL]", _ollama),
 }
 
-#: The ``--judge`` help, generated from :data:`SPECS`.
-SPEC_HELP = (" | ".join(form for form, _ in SPECS.values())
-             + " (e.g. openai:gpt-4o-mini, anthropic:claude-haiku-4-5, openai:qwen2.5@http://localhost:8000/v1)")
+#: The ``--judge`` help, generated from :data:`SPECS` (plugins included: :func:`spec_help`, read when asked).
+SPEC_HELP: str
+
+_PLUGINS = threading.Lock()
+_plugins_loaded = False
+
+
+def _plugin_problem(name: str, obj: Any) -> str | None:
+    """Why the object of the ``ragmeter.judges`` entry point ``name`` is no judge builder to register."""
+    if not callable(obj):
+        return f"expected a builder fn(spec, model, url, kwargs) -> Judge, got {obj!r:.80}"
+    if name in SPECS or not name or any(c in name for c in ":@ "):
+        return f"ragmeter already has a judge spec {name!r}" if name in SPECS else f"{name!r} is no spec prefix"
+    return None
+
+
+def load_plugins() -> None:
+    """Register the judge backends of installed plugins (the ``ragmeter.judges`` entry-point group,
+    see :mod:`ragmeter.plugins`) in :data:`SPECS`, once: ``--judge NAME:MODEL@URL`` then calls the
+    plugin's builder ``fn(spec, model, url, kwargs)``. A plugin that cannot be registered is
+    reported and left out."""
+    global _plugins_loaded
+    with _PLUGINS:
+        if _plugins_loaded:
+            return
+        _plugins_loaded = True
+        from ragmeter.plugins import load_group
+
+        def register(name: str, build: Any) -> str | None:
+            problem = _plugin_problem(name, build)
+            if problem is None:
+                SPECS[name] = (getattr(build, "spec_form", f"{name}[:MODEL][@BASE_URL]"), _checked(name, build))
+            return problem
+
+        load_group("ragmeter.judges", register)
+
+
+def _checked(name: str, build: Callable[..., Any]) -> Callable[[str, str | None, str | None, dict], Judge]:
+    """A plugin's builder whose result is checked: a Judge, else a TypeError naming the plugin."""
+    def builder(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judge:
+        judge = build(spec, model, url, kwargs)
+        if not isinstance(judge, Judge):
+            raise TypeError(f"judge plugin {name!r} built {type(judge).__name__}, not a ragmeter Judge")
+        return judge
+
+    return builder
+
+
+def spec_help() -> str:
+    """The ``--judge`` help: every form of :data:`SPECS` (plugins included) and examples."""
+    load_plugins()
+    return (" | ".join(form for form, _ in SPECS.values())
+            + " (e.g. openai:gpt-4o-mini, anthropic:claude-haiku-4-5, openai:qwen2.5@http://localhost:8000/v1)")
+
+
+def __getattr__(name: str) -> Any:
+    """``SPEC_HELP``: :func:`spec_help`, read when asked."""
+    if name == "SPEC_HELP":
+        return spec_help()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def judge_from_spec(spec: str, **kwargs: Any) -> Judge:
@@ -92,8 +152,9 @@ def judge_from_spec(spec: str, **kwargs: Any) -> Judge:
 
     Raises ValueError for an unknown spec (listing the known forms) or a missing API key.
     """
+    load_plugins()
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"empty judge spec; expected {SPEC_HELP}")
+        raise ValueError(f"empty judge spec; expected {spec_help()}")
     text = spec.strip()
     backend, _, rest = text.partition(":")
     backend = backend.strip().lower()
@@ -101,7 +162,7 @@ def judge_from_spec(spec: str, **kwargs: Any) -> Judge:
         backend, at = backend.split("@", 1)
         rest = "@" + at + (":" + rest if rest else "")
     if backend not in SPECS:
-        raise ValueError(f"unknown judge spec {spec!r}; expected {SPEC_HELP}")
+        raise ValueError(f"unknown judge spec {spec!r}; expected {spec_help()}")
     model, url = _split(rest) if rest else (None, None)
     return SPECS[backend][1](spec, model, url, kwargs)
 

@@ -1,9 +1,9 @@
-"""Judge tasks: the few questions every metric is built from, each answered once per sample.
+"""Internal: Judge tasks: the few questions every metric is built from, each answered once per sample.
 
 Each :class:`TaskSpec` fixes a task's inputs, the JSON schema of its answer, the prompt LLM
 backends send, and ``validate``, which checks an answer against its inputs (one verdict per item,
 indices in range, values in range) and returns it normalised, or raises
-:class:`~ragmeter.judges.base.InvalidOutput` with a message an LLM can act on.
+:class:`InvalidOutput` with a message an LLM can act on.
 
 Prompts keep instructions (system message) apart from the evaluated text (user message: one JSON
 document), so text inside a chunk or an answer cannot change the answer format.
@@ -68,9 +68,15 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ragmeter.judges.base import InvalidOutput
+__all__ = ["InvalidOutput", "TaskSpec", "TASKS", "COMBINED_TASKS", "REVIEW_PARTS", "get_task", "VERDICTS", "QUESTION_KINDS"]
 
-__all__ = ["TaskSpec", "TASKS", "COMBINED_TASKS", "REVIEW_PARTS", "get_task", "VERDICTS", "QUESTION_KINDS"]
+
+class InvalidOutput(ValueError):
+    """A judge answer that does not fit its task (wrong count, index out of range, bad JSON).
+
+    The message is written for the judge: LLM backends show it when they ask again.
+    """
+
 
 VERDICTS = ("supported", "contradicted", "not_found")
 

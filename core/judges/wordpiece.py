@@ -1,4 +1,4 @@
-"""BERT uncased WordPiece tokenisation in pure Python: the tokenizer of all-MiniLM-L6-v2.
+"""Internal: BERT uncased WordPiece tokenisation in pure Python: the tokenizer of all-MiniLM-L6-v2.
 
 It gives the token ids that the ``tokenizers`` library gives with the model's ``tokenizer.json``
 (BertNormalizer with clean_text, handle_chinese_chars, lowercase and accent stripping;

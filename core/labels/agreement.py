@@ -1,4 +1,4 @@
-"""Agreement between annotators (Cohen's kappa, Krippendorff's alpha) and between the judge and
+"""Internal: Agreement between annotators (Cohen's kappa, Krippendorff's alpha) and between the judge and
 the annotators (rank correlation, balanced accuracy at a threshold, a suggested threshold).
 
 Written in numpy from the published formulas (each is stated in its docstring) and checked in
@@ -14,9 +14,21 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 __all__ = ["cohen_kappa", "krippendorff_alpha", "alpha_with_ci", "kappa_with_ci", "bootstrap_ci", "is_missing", "balanced_accuracy",
-           "confusion", "suggest_threshold", "judge_vs_humans", "ranks", "auroc", "spearman", "reliability"]
+           "confusion", "suggest_threshold", "judge_vs_humans", "ranks", "auroc", "spearman", "reliability",
+           "STATISTICS"]
 
 _LEVELS = ("nominal", "ordinal", "interval", "ratio")
+
+#: The judge-vs-human statistics of a trust card (:mod:`ragmeter.trust.card`), in order:
+#: key -> (name shown, which labels it applies to).
+STATISTICS = {
+    "auroc": ("AUROC", "binary"),
+    "balanced_accuracy": ("balanced accuracy", "all"),
+    "kappa": ("Cohen's kappa", "all"),
+    "spearman": ("Spearman", "graded"),
+    "bias": ("bias (judge - human)", "all"),
+    "ece": ("calibration error (ECE)", "all"),
+}
 
 
 def is_missing(value: Any) -> bool:

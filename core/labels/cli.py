@@ -1,4 +1,4 @@
-"""The ``ragmeter labels`` command (export tasks, import labels, agreement), registered with the
+"""Internal: The ``ragmeter labels`` command (export tasks, import labels, agreement), registered with the
 core CLI through the ``ragmeter.cli`` entry point."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from typing import Any
 
 from ragmeter.cli import EXIT_OK
 from ragmeter.fileio import json_text
+from ragmeter.labels.criteria import criteria as labeling_criteria
 from ragmeter.labels.io import import_labels
 from ragmeter.labels.report import agreement_report, format_leniency, format_report, judge_leniency
-from ragmeter.labels.tasks import CRITERIA, export_tasks
+from ragmeter.labels.tasks import export_tasks
 from ragmeter.result import EvaluationResult
 
 __all__ = ["register"]
@@ -21,7 +22,7 @@ _LABEL_FILES = (".json", ".jsonl", ".csv")
 
 def _cmd_export(args: argparse.Namespace) -> int:
     result = EvaluationResult.load(args.results)
-    criteria = [c.strip() for c in args.criteria.split(",")] if args.criteria else list(CRITERIA)
+    criteria = [c.strip() for c in args.criteria.split(",")] if args.criteria else list(labeling_criteria())
     path = export_tasks(result, args.out, criteria=criteria, show_verdicts=args.show_verdicts, n=args.n, seed=args.seed)
     print(f"wrote {min(len(result), args.n if args.n is not None else len(result))} labeling tasks to {path}")
     return EXIT_OK
@@ -74,7 +75,7 @@ def register(sub: Any) -> None:
     e = lsub.add_parser("export", help="write labeling tasks (.jsonl, .csv or an offline .html page)")
     e.add_argument("results", metavar="RESULTS", help="results file written by 'ragmeter evaluate --out' (.jsonl or .json)")
     e.add_argument("--out", required=True, metavar="FILE", help="tasks file: .jsonl, .csv or .html")
-    e.add_argument("--criteria", metavar="LIST", help=f"comma-separated criteria to rate (default: {','.join(CRITERIA)})")
+    e.add_argument("--criteria", metavar="LIST", help=f"comma-separated criteria to rate (default: {','.join(labeling_criteria())})")
     e.add_argument("--show-verdicts", action="store_true", help="include the judge's verdicts (hidden by default)")
     e.add_argument("-n", type=int, default=None, metavar="N", help="only the first N tasks of the review queue")
     e.add_argument("--seed", type=int, default=0, help="seed of the random part of the queue (default 0)")

@@ -1,4 +1,5 @@
-"""Labels in: :class:`Label` and :func:`import_labels` (JSON, JSONL or CSV files of completed labels).
+"""Internal: Labels in: :class:`Label` and :func:`import_labels` (JSON, JSONL or CSV files of completed
+labels).
 
 A label belongs to the answer it was given on: it carries the answer's hash
 (:func:`answer_hash`), and a run whose answer for that sample differs does not count it (see
@@ -17,9 +18,10 @@ from typing import Any, Iterable, Mapping
 
 from ragmeter.data import RecordError
 from ragmeter.fileio import JSON_ERRORS, json_problem, parse_json, read_text
+from ragmeter.labels.criteria import criteria
 from ragmeter.labels.scales import SCALES, check_value
 
-__all__ = ["Label", "LabelSet", "import_labels", "parse_label", "answer_hash"]
+__all__ = ["Label", "LabelSet", "import_labels", "load_labels", "parse_label", "answer_hash"]
 
 _MAX_NAME = 64  # the store's criterion column
 
@@ -99,8 +101,6 @@ def parse_label(record: Any, location: str, annotator: str | None = None) -> Lab
     ``cluster`` and ``scale``. A value is checked against the record's ``scale``; without one, a
     criterion of the labeling page (``faithfulness``, ``overall``, ...) takes whole numbers 1-5
     and any other name (a metric's) 0 / 1, a whole number 1-5 or a number in [0, 1]. Raises :class:`RecordError` naming ``location`` and the field."""
-    from ragmeter.labels.tasks import CRITERIA  # it imports this module
-
     if not isinstance(record, Mapping):
         raise RecordError(location, None, f"expected an object, got {type(record).__name__}")
     sample_id = _required(record, location, "sample_id", "id")
@@ -111,7 +111,7 @@ def parse_label(record: Any, location: str, annotator: str | None = None) -> Lab
     scale = _text(record, location, "scale")
     if scale is not None and scale not in SCALES:
         raise RecordError(location, "scale", f"unknown scale {scale!r} (one of {', '.join(SCALES)})")
-    page_scale = scale is None and criterion in CRITERIA
+    page_scale = scale is None and criterion in criteria()
     try:
         value = check_value(record.get("value"), "1-5" if page_scale else scale)
     except ValueError as exc:
@@ -131,13 +131,12 @@ def parse_label(record: Any, location: str, annotator: str | None = None) -> Lab
 
 def _from_csv(text: str) -> Iterable[tuple[str, Mapping]]:
     """Long rows (sample_id, annotator, criterion, value) or the export's wide rows (one column per criterion)."""
-    from ragmeter.labels.tasks import CRITERIA  # it imports this module
-
     reader = csv.DictReader(io.StringIO(text))
-    wide = "criterion" not in (reader.fieldnames or []) and any(c in CRITERIA for c in reader.fieldnames or [])
+    page = criteria()
+    wide = "criterion" not in (reader.fieldnames or []) and any(c in page for c in reader.fieldnames or [])
     for n, row in enumerate(reader, start=2):
         if wide:
-            for criterion in (c for c in reader.fieldnames or [] if c in CRITERIA):
+            for criterion in (c for c in reader.fieldnames or [] if c in page):
                 yield f"line {n}", {**row, "criterion": criterion, "value": row.get(criterion)}
         else:
             yield f"line {n}", row
@@ -198,3 +197,12 @@ def import_labels(path: str | os.PathLike, *, on_error: str = "raise") -> LabelS
                 raise
             out.errors.append(err)
     return out
+
+
+def load_labels(labels: Any) -> tuple[list[Label], list[str]]:
+    """``(labels, read errors)`` from a labels file (JSON, JSONL or CSV; bad records collected,
+    each naming its line) or labels already read."""
+    if isinstance(labels, (str, os.PathLike)):
+        read = import_labels(labels, on_error="collect")
+        return list(read), [str(e) for e in read.errors]
+    return list(labels), [str(e) for e in getattr(labels, "errors", [])]

@@ -1,4 +1,4 @@
-"""Which labels count for a run: :func:`match_labels`.
+"""Internal: Which labels count for a run: :func:`match_labels`.
 
 A label counts for a run's sample when the run has the sample, the metric the label's criterion
 is compared with (:data:`ragmeter.labels.CRITERION_METRICS`, or the criterion itself when it
@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ragmeter.labels.criteria import COMPOSITE, criterion_metrics
 from ragmeter.labels.io import Label, answer_hash
 from ragmeter.labels.scales import check_value, infer_scale
 
 __all__ = ["LabeledItem", "MatchedLabels", "match_labels", "metric_of", "COMPOSITE", "OVERALL_THRESHOLD"]
 
-#: The "metric" the ``overall`` criterion is compared with: the composite score of the sample.
-COMPOSITE = "composite"
 #: The pass level of the composite score (grade C).
 OVERALL_THRESHOLD = 0.7
 
@@ -26,9 +25,7 @@ OVERALL_THRESHOLD = 0.7
 def metric_of(criterion: str) -> str:
     """The metric a criterion is compared with: :data:`ragmeter.labels.CRITERION_METRICS` for
     the labeling page's criteria, else the criterion itself (a label given on a metric)."""
-    from ragmeter.labels.tasks import CRITERION_METRICS
-
-    return CRITERION_METRICS.get(criterion, criterion)
+    return criterion_metrics().get(criterion, criterion)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The offline HTML labeling page: one self-contained file (no network), one task at a time.
+"""Internal: The offline HTML labeling page: one self-contained file (no network), one task at a time.
 
 Keys: ``1``-``5`` rate the highlighted criterion and move to the next (after the last
 criterion, to the next task); ``0`` leaves it blank on purpose (a missing label); ``←`` / ``→``

@@ -1,4 +1,4 @@
-"""The agreement report: per criterion, how the annotators agree with each other and how the
+"""Internal: The agreement report: per criterion, how the annotators agree with each other and how the
 judge agrees with them (what ``ragmeter labels agreement`` prints)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The scales human labels come in, and how a judge's value reads in their units.
+"""Internal: The scales human labels come in, and how a judge's value reads in their units.
 
 =========  =====================  ==========================  ==================================
 scale      values                 human pass                  the judge's value in human units
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 from typing import Any, Iterable
+
+from ragmeter.labels.criteria import criteria
 
 __all__ = ["SCALES", "HUMAN_PASS_AT", "check_value", "infer_scale", "human_pass", "in_human_units", "span"]
 
@@ -56,10 +58,8 @@ def infer_scale(values: Iterable[float], declared: Iterable[str | None] = (), cr
     """The scale of a criterion's labels: the one declared (ValueError when they disagree), else
     1-5 for a criterion of the labeling page (:data:`ragmeter.labels.CRITERIA`), else read from
     the values (see the module doc; ValueError when they mix scales)."""
-    from ragmeter.labels.tasks import CRITERIA  # it imports the labels package
-
     named = {d for d in declared if d}
-    if not named and criterion in CRITERIA:
+    if not named and criterion in criteria():
         return "1-5"
     if len(named) > 1:
         raise ValueError(f"labels of one criterion name different scales: {', '.join(sorted(named))}")

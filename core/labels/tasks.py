@@ -1,4 +1,4 @@
-"""Labeling tasks out: the criteria people rate (with a 1-5 guide), the review queue (which
+"""Internal: Labeling tasks out: the criteria people rate (with a 1-5 guide), the review queue (which
 samples to label first, and why), and :func:`export_tasks` to JSONL or CSV."""
 
 from __future__ import annotations
@@ -12,46 +12,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ragmeter.fileio import write_text_atomic
+from ragmeter.labels.criteria import criteria as labeling_criteria
 from ragmeter.labels.io import answer_hash
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.privacy import for_output
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.result import EvaluationResult
 
-__all__ = ["CRITERIA", "CRITERION_METRICS", "DISAGREEMENT_SPREAD", "NEAR_THRESHOLD", "review_queue", "export_tasks",
+__all__ = ["DISAGREEMENT_SPREAD", "NEAR_THRESHOLD", "review_queue", "export_tasks",
            "task_records"]
-
-#: The criteria people rate on a 1-5 scale: what each asks, and anchors for 1, 3 and 5.
-CRITERIA: dict[str, dict[str, Any]] = {
-    "faithfulness": {
-        "question": "Is every claim in the answer supported by the chunks?",
-        "anchors": {"1": "mostly unsupported or contradicted by the chunks",
-                    "3": "the main point is supported, some details are not",
-                    "5": "every claim is supported by the chunks"}},
-    "relevance": {
-        "question": "Does the answer address the question that was asked?",
-        "anchors": {"1": "off-topic or answers another question",
-                    "3": "partly addresses it, or buries the answer in unrelated text",
-                    "5": "directly and only answers the question"}},
-    "completeness": {
-        "question": "Does the answer cover everything the question needs?",
-        "anchors": {"1": "misses the essential part",
-                    "3": "covers the main part, misses secondary parts",
-                    "5": "nothing needed is missing"}},
-    "citation_correctness": {
-        "question": "Do the citations point to the chunks that support each cited statement?",
-        "anchors": {"1": "citations missing or pointing to unrelated chunks",
-                    "3": "some citations are right, some wrong or missing",
-                    "5": "every citation points to a supporting chunk"}},
-    "overall": {
-        "question": "Would you accept this answer for a user?",
-        "anchors": {"1": "unacceptable: wrong or harmful",
-                    "3": "acceptable with reservations",
-                    "5": "good as it is"}},
-}
-
-#: The judge metric each criterion is compared with (``overall``: the composite score).
-CRITERION_METRICS = {"faithfulness": "faithfulness", "relevance": "answer_relevancy",
-                     "completeness": "response_completeness", "citation_correctness": "citation_accuracy",
-                     "overall": "composite"}
 
 #: An ensemble judge's members disagree when their values spread more than this.
 DISAGREEMENT_SPREAD = 0.3
@@ -95,12 +63,15 @@ def _verdicts(r: SampleResult) -> dict[str, Any]:
     return {m: {"value": s.value, "label": s.label, "error": s.error} for m, s in r.scores.items()}
 
 
-def task_records(result: EvaluationResult, *, criteria: Sequence[str] = tuple(CRITERIA), show_verdicts: bool = False,
+def task_records(result: EvaluationResult, *, criteria: Sequence[str] | None = None, show_verdicts: bool = False,
                  n: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """The tasks :func:`export_tasks` writes, as dicts (the first ``n`` of :func:`review_queue`)."""
-    unknown = [c for c in criteria if c not in CRITERIA]
+    """The tasks :func:`export_tasks` writes, as dicts (the first ``n`` of :func:`review_queue`;
+    ``criteria``: None for all of :func:`ragmeter.labels.criteria.criteria`)."""
+    guides = labeling_criteria()
+    criteria = list(guides) if criteria is None else criteria
+    unknown = [c for c in criteria if c not in guides]
     if unknown:
-        raise ValueError(f"unknown criteria {unknown} (choose from {', '.join(CRITERIA)})")
+        raise ValueError(f"unknown criteria {unknown} (choose from {', '.join(guides)})")
     queue = review_queue(result, seed=seed)[:n]
     tasks = []
     for rank, (r, reason) in enumerate(queue, start=1):
@@ -108,7 +79,7 @@ def task_records(result: EvaluationResult, *, criteria: Sequence[str] = tuple(CR
         s = r.sample
         task = {"sample_id": s.id, "queue_rank": rank, "reason": reason, "question": s.question,
                 "chunks": [getattr(c, "text", c) for c in s.contexts], "answer": s.answer,
-                "answer_hash": answer_hash(s.answer), "criteria": {c: CRITERIA[c] for c in criteria}}
+                "answer_hash": answer_hash(s.answer), "criteria": {c: guides[c] for c in criteria}}
         if show_verdicts:
             task["judge_verdicts"] = _verdicts(r)
         tasks.append(task)
@@ -120,22 +91,23 @@ def _guide(criteria: dict[str, dict[str, Any]]) -> str:
                      for c, g in criteria.items())
 
 
-def export_tasks(result: EvaluationResult, out: str | os.PathLike, *, criteria: Sequence[str] = tuple(CRITERIA),
+def export_tasks(result: EvaluationResult, out: str | os.PathLike, *, criteria: Sequence[str] | None = None,
                  show_verdicts: bool = False, n: int | None = None, seed: int = 0) -> Path:
     """Write labeling tasks for ``result``'s samples to ``out`` (.jsonl, .csv or .html).
 
     Each task has the question, the chunks, the answer and its hash (:func:`answer_hash`: the
     labels read back carry it, so they count only for runs with that answer), the ``criteria``
-    to rate 1-5 with their
-    guide (:data:`CRITERIA`), its place in the review queue and the reason it was chosen
-    (:func:`review_queue`; ``n`` keeps the first ``n``). The judge's verdicts are left out unless
-    ``show_verdicts`` (so they do not anchor the labels). JSONL: one task per line. CSV: one row
+    to rate 1-5 with their guide (:func:`ragmeter.labels.criteria.criteria`; None: all of them),
+    its place in the review queue and the reason it was chosen (:func:`review_queue`; ``n`` keeps
+    the first ``n``). The judge's verdicts are left out unless ``show_verdicts`` (so they do not
+    anchor the labels). JSONL: one task per line. CSV: one row
     per task, chunks separated by blank lines, an empty ``annotator`` column and one empty column
     per criterion to fill in (:func:`ragmeter.labels.import_labels` reads it back). HTML: an
     offline labeling page (:mod:`ragmeter.labels.page`).
     """
     path = Path(out)
     suffix = path.suffix.lower()
+    criteria = list(labeling_criteria()) if criteria is None else list(criteria)
     tasks = task_records(result, criteria=criteria, show_verdicts=show_verdicts, n=n, seed=seed)
     if suffix == ".jsonl":
         write_text_atomic(path, "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks))

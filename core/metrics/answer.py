@@ -1,4 +1,5 @@
-"""Answer quality: :class:`AnswerRelevancy`, :class:`AnswerCorrectness`, :class:`ResponseCompleteness`."""
+"""Internal: Answer quality: :class:`AnswerRelevancy`, :class:`AnswerCorrectness`,
+:class:`ResponseCompleteness`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Sequence
 
 from ragmeter.data import Sample, Score
 from ragmeter.judges.base import JudgeError, cosine
-from ragmeter.metrics.base import Metric
+from ragmeter.metrics.base import LabelingCriterion, Metric
 from ragmeter.metrics.requests import DEFAULT_N_QUESTIONS, ScoringContext
 from ragmeter.text import split_sentences
 
@@ -45,6 +46,12 @@ class AnswerRelevancy(Metric):
     threshold = 0.8
     warn = 0.6
     requires = ("answer",)
+    diagnosis = "generation"
+    banded = True
+    criterion = LabelingCriterion("relevance", "Does the answer address the question that was asked?", {
+        "1": "off-topic or answers another question",
+        "3": "partly addresses it, or buries the answer in unrelated text",
+        "5": "directly and only answers the question"})
 
     def __init__(self, *, n: int = DEFAULT_N_QUESTIONS, method: str = "embeddings", aggregate: str = "mean",
                  threshold: float | None = None, warn: float | None = None):
@@ -144,6 +151,7 @@ class AnswerCorrectness(Metric):
     threshold = 0.7
     warn = 0.5
     requires = ("answer", "reference")
+    profile_levels = {"legal": (0.8, 0.6), "medical": (0.8, 0.6)}
 
     def __init__(self, *, weights: Sequence[float] = (0.75, 0.25), threshold: float | None = None,
                  warn: float | None = None):
@@ -226,6 +234,10 @@ class ResponseCompleteness(Metric):
     threshold = 0.8
     warn = 0.6
     requires = ("answer",)
+    criterion = LabelingCriterion("completeness", "Does the answer cover everything the question needs?", {
+        "1": "misses the essential part",
+        "3": "covers the main part, misses secondary parts",
+        "5": "nothing needed is missing"})
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         if sample.reference and getattr(ctx.judge, "completeness_from_reference", False):

@@ -1,15 +1,46 @@
-"""The Metric base class: validated levels, not-applicable handling, never-raise scoring."""
+"""Internal: The Metric base class: validated levels, not-applicable handling, never-raise scoring, and the
+facts about a metric that the rest of ragmeter reads from its class (its role in the diagnosis,
+the monitor rule its drop fires, whether it needs the question, where its evidence is, what people
+rate for it, its levels under the domain profiles). Adding a metric is its class and one line in
+:data:`ragmeter.metrics.REGISTRY`: every part reads these facts from there."""
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from ragmeter.data import Sample, Score, label_for
 from ragmeter.judges.base import Embedder, Judge, JudgeError
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT
 from ragmeter.metrics.requests import LimitError, ScoringContext, TaskRecorder
 
-__all__ = ["Metric"]
+__all__ = ["Metric", "LabelingCriterion", "EVIDENCE"]
+
+#: What a Score's ``details`` can hold as evidence (:attr:`Metric.evidence`), read by the
+#: dashboard's drill-down, the monitor and the trace writers:
+#:
+#: - ``"claims"``: ``details["claims"]``, the answer's claims with their verdicts and quotes;
+#: - ``"citations"``: ``details["citations"]`` and ``details["counts"]``, per citation verdicts;
+#: - ``"chunk_relevance"``: ``details["chunks"]``, each chunk's relevance score;
+#: - ``"chunk_usefulness"``: ``details["chunks"]``, whether each chunk was useful;
+#: - ``"statements"``: ``details["statements"]``, the reference statements found in the chunks.
+EVIDENCE = ("claims", "citations", "chunk_relevance", "chunk_usefulness", "statements")
+
+
+@dataclass(frozen=True)
+class LabelingCriterion:
+    """What people rate for a metric on the labeling page (:mod:`ragmeter.labels`): the criterion's
+    ``name`` (its column in the labeling export), the ``question`` it asks and ``anchors`` for the
+    ratings 1, 3 and 5 of its 1-5 scale. A label on the criterion is compared with the metric."""
+
+    name: str
+    question: str
+    anchors: Mapping[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """``{"question", "anchors"}``, as the labeling export writes a criterion."""
+        return {"question": self.question, "anchors": dict(self.anchors)}
 
 
 class Metric:
@@ -38,6 +69,30 @@ class Metric:
     #: of :class:`~ragmeter.metrics.requests.ScoringContext`): a run whose metrics read both asks
     #: them as one ``review_context`` judge call (:class:`RequestSettings`).
     reads_requests: frozenset = frozenset()
+    #: The side of the diagnosis (:func:`ragmeter.verdicts.diagnose`) a low value points to:
+    #: ``"retrieval"`` (the chunks miss or bury what is needed) or ``"generation"`` (the answer
+    #: strays from the chunks or the question); None: no part in it. The diagnosis' signals are
+    #: also what :class:`ragmeter.Monitor` watches by default (a floor at each one's ``warn``).
+    diagnosis: str | None = None
+    #: The order of this signal among its side's in the diagnosis' reasons (lowest first; ties in
+    #: registry order).
+    diagnosis_rank: int = 0
+    #: The monitor rule a drop of this metric's recent mean fires (``"faithfulness_degradation"``,
+    #: ``"retrieval_degradation"``; :class:`ragmeter.Monitor`'s ``max_drop``); None: none.
+    degradation_rule: str | None = None
+    #: Whether the metric reads the question: False for one that judges the answer against the
+    #: chunks only (faithfulness), which a LlamaIndex evaluator then scores without a query.
+    needs_question: bool = True
+    #: What its Scores' ``details`` hold as evidence (names of :data:`EVIDENCE`).
+    evidence: frozenset = frozenset()
+    #: What people rate for it on the labeling page (None: no criterion of its own).
+    criterion: LabelingCriterion | None = None
+    #: Its (pass, warn) levels under a domain profile (:mod:`ragmeter.profiles`): profile -> levels.
+    profile_levels: Mapping[str, tuple[float, float]] = {}
+    #: The domain profiles that add this metric as one of their checks (``legal_citations``: legal).
+    profile_checks: tuple[str, ...] = ()
+    #: Whether reports label its mean with a relevance band (:func:`ragmeter.profiles.relevance_band`).
+    banded: bool = False
 
     def __init__(self, *, threshold: float | None = None, warn: float | None = None):
         self._set_levels(threshold, warn)

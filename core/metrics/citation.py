@@ -1,4 +1,4 @@
-"""Citation metrics: per-citation verdicts, citation accuracy, precision and recall.
+"""Internal: Citation metrics: per-citation verdicts, citation accuracy, precision and recall.
 
 The answer is parsed once into units with their citations (:mod:`ragmeter.citations`); the same
 units, with the markers removed, are what ``extract_claims`` receives for faithfulness, answer
@@ -14,7 +14,7 @@ from typing import Sequence
 
 from ragmeter.citations import Unit, parse_citations
 from ragmeter.data import Sample, Score
-from ragmeter.metrics.base import Metric
+from ragmeter.metrics.base import LabelingCriterion, Metric
 from ragmeter.metrics.requests import ScoringContext
 
 __all__ = [
@@ -263,6 +263,7 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
 class _CitationMetric(Metric):
     measure = "accuracy"
     requires = ("answer", "contexts")
+    evidence = frozenset({"claims", "citations"})
 
     def __init__(self, *, numbers: str = "positions", partial_credit: bool = False,
                  at_most_citations: int | None = None, no_claims_value: float | None = 1.0,
@@ -343,6 +344,12 @@ class CitationAccuracy(_CitationMetric):
     measure = "accuracy"
     threshold = 0.8
     warn = 0.6
+    criterion = LabelingCriterion("citation_correctness",
+                                  "Do the citations point to the chunks that support each cited statement?", {
+                                      "1": "citations missing or pointing to unrelated chunks",
+                                      "3": "some citations are right, some wrong or missing",
+                                      "5": "every citation points to a supporting chunk"})
+    profile_levels = {"legal": (0.9, 0.8), "medical": (0.9, 0.8)}
 
 
 class CitationPrecision(_CitationMetric):
@@ -369,6 +376,7 @@ class CitationPrecision(_CitationMetric):
     measure = "precision"
     threshold = 0.8
     warn = 0.6
+    profile_levels = {"legal": (0.8, 0.6)}
 
 
 class CitationRecall(_CitationMetric):
@@ -390,3 +398,4 @@ class CitationRecall(_CitationMetric):
     measure = "recall"
     threshold = 0.8
     warn = 0.6
+    profile_levels = {"legal": (0.8, 0.6)}

@@ -1,4 +1,4 @@
-"""Retrieved-context quality: :class:`ContextRelevance`, :class:`ContextPrecision`,
+"""Internal: Retrieved-context quality: :class:`ContextRelevance`, :class:`ContextPrecision`,
 :class:`ContextRecall` and :class:`EntityRecall`.
 
 One ``rate_chunks`` call rates every chunk of a sample for relevance, precision and the
@@ -54,6 +54,11 @@ class ContextRelevance(Metric):
     warn = 0.3
     requires = ("contexts",)
     reads_requests = frozenset({"chunk_ratings"})
+    diagnosis = "retrieval"
+    diagnosis_rank = 1
+    degradation_rule = "retrieval_degradation"
+    evidence = frozenset({"chunk_relevance"})
+    banded = True
 
     def __init__(self, *, aggregate: str = "statements", decay: float = 0.9, threshold: float | None = None,
                  warn: float | None = None):
@@ -118,6 +123,7 @@ class ContextPrecision(Metric):
     warn = 0.5
     requires = ("contexts",)
     reads_requests = frozenset({"chunk_ratings"})
+    evidence = frozenset({"chunk_usefulness"})
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         _, out = await ctx.chunk_ratings()
@@ -156,6 +162,9 @@ class ContextRecall(Metric):
     warn = 0.6
     requires = ("contexts",)
     reads_requests = frozenset({"reference_attribution"})
+    diagnosis = "retrieval"
+    degradation_rule = "retrieval_degradation"
+    evidence = frozenset({"statements"})
 
     def __init__(self, *, estimate: bool = True, threshold: float | None = None, warn: float | None = None):
         super().__init__(threshold=threshold, warn=warn)

@@ -1,4 +1,4 @@
-"""Custom metrics: :class:`Criteria` (judged, defined in words) and :class:`FunctionMetric`
+"""Internal: Custom metrics: :class:`Criteria` (judged, defined in words) and :class:`FunctionMetric`
 (deterministic, a plain function).
 
 :class:`Criteria` is what DeepEval users know as G-Eval and RAGAS users as AspectCritic / rubric
@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ragmeter.conversations import judged_question
 from ragmeter.data import Sample, Score
-from ragmeter.metrics import METRIC_NAMES
+from ragmeter.metrics import metric_names
 from ragmeter.metrics.base import Metric
 from ragmeter.metrics.requests import ScoringContext
 
@@ -64,7 +64,7 @@ class Criteria(Metric):
         if not isinstance(name, str) or not name.strip():
             raise ValueError("a Criteria needs a non-empty name")
         self.name = name.strip()
-        if self.name in METRIC_NAMES:
+        if self.name in metric_names():
             raise ValueError(f"{self.name!r} is a built-in metric's name; give the criterion another name")
         super().__init__(threshold=threshold, warn=warn)
         if not isinstance(criteria, str) or not criteria.strip():

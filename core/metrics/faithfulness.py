@@ -1,11 +1,11 @@
-"""Groundedness of the answer in the retrieved chunks: :class:`Faithfulness` (judge-based, claim
+"""Internal: Groundedness of the answer in the retrieved chunks: :class:`Faithfulness` (judge-based, claim
 by claim) and :class:`HallucinatedSpecifics` (deterministic: numbers, dates, names and quotes of
 the answer that no chunk states)."""
 
 from __future__ import annotations
 
 from ragmeter.data import Sample, Score
-from ragmeter.metrics.base import Metric
+from ragmeter.metrics.base import LabelingCriterion, Metric
 from ragmeter.metrics.citation import claim_evidence
 from ragmeter.metrics.requests import ScoringContext
 from ragmeter.specifics import extract_specifics, find_specific
@@ -66,6 +66,15 @@ class Faithfulness(Metric):
     threshold = 0.85
     warn = 0.7
     requires = ("answer", "contexts")
+    needs_question = False
+    diagnosis = "generation"
+    degradation_rule = "faithfulness_degradation"
+    evidence = frozenset({"claims"})
+    criterion = LabelingCriterion("faithfulness", "Is every claim in the answer supported by the chunks?", {
+        "1": "mostly unsupported or contradicted by the chunks",
+        "3": "the main point is supported, some details are not",
+        "5": "every claim is supported by the chunks"})
+    profile_levels = {"legal": (0.9, 0.8), "medical": (0.95, 0.9)}
 
     def __init__(self, *, mode: str = "supported", no_claims_value: float | None = None,
                  threshold: float | None = None, warn: float | None = None):
@@ -170,6 +179,7 @@ class HallucinatedSpecifics(Metric):
     warn = 0.75
     requires = ("answer", "contexts")
     uses_judge = False
+    needs_question = False
 
     def __init__(self, *, allow_question: bool = True, no_specifics_value: float | None = 1.0,
                  threshold: float | None = None, warn: float | None = None):

@@ -1,4 +1,4 @@
-"""Retrieval metrics as :class:`Metric` objects, so ``evaluate()`` and the CLI can run them.
+"""Internal: Retrieval metrics as :class:`Metric` objects, so ``evaluate()`` and the CLI can run them.
 
 The arithmetic lives in :mod:`ragmeter.metrics.retrieval` (identical to trec_eval); this module
 only reads the retrieved ids (the contexts' ids, in order) and ``Sample.relevant_ids``.

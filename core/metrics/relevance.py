@@ -1,4 +1,4 @@
-"""Ranked lists and relevance judgements, checked and laid out for the retrieval metrics.
+"""Internal: Ranked lists and relevance judgements, checked and laid out for the retrieval metrics.
 
 :func:`rank_by_score` turns a run given as ``{id: score}`` into a ranked list the way trec_eval
 does; :func:`relevance_matrix` lays out many (ranking, judgements) pairs as a

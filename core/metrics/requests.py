@@ -1,4 +1,4 @@
-"""The judge requests of one sample, built in one place: the cost promise held by code.
+"""Internal: The judge requests of one sample, built in one place: the cost promise held by code.
 
 Every judge task a metric can use is asked through a method of :class:`JudgeRequests`, which
 builds the task's inputs one way only. Because the inputs are identical, the
@@ -46,7 +46,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import numpy as np
 
@@ -56,9 +56,6 @@ from ragmeter.data import RecordError, Sample, Score
 from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
 from ragmeter.judges.tasks import REVIEW_PARTS
 from ragmeter.text import split_sentences
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ragmeter.metrics.base import Metric
 
 __all__ = ["RequestSettings", "Limits", "LimitError", "JudgeRequests", "ScoringContext", "distinct_claims",
            "DEFAULT_N_QUESTIONS"]
@@ -176,7 +173,7 @@ class RequestSettings:
     review_context: bool = False
 
     @classmethod
-    def for_metrics(cls, metrics: Sequence["Metric"], limits: Limits | None = None) -> "RequestSettings":
+    def for_metrics(cls, metrics: Sequence[Any], limits: Limits | None = None) -> "RequestSettings":
         """The settings that serve every metric of ``metrics`` (``limits``: None for the defaults)."""
         wanted = [m.n_questions for m in metrics if getattr(m, "n_questions", None)]
         reads = frozenset().union(*(m.reads_requests for m in metrics))
@@ -360,7 +357,7 @@ class ScoringContext(JudgeRequests):
     """
 
     def __init__(self, sample: Sample, judge: Judge | None = None, embedder: Embedder | None = None,
-                 metrics: Sequence["Metric"] = (), settings: RequestSettings | None = None):
+                 metrics: Sequence[Any] = (), settings: RequestSettings | None = None):
         self.sample = sample
         self.judge = judge
         self.embedder = embedder if embedder is not None else getattr(judge, "embedder", None)

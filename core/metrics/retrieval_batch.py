@@ -1,4 +1,4 @@
-"""Retrieval metrics of many queries at once, vectorised with numpy over a :class:`RelevanceMatrix`.
+"""Internal: Retrieval metrics of many queries at once, vectorised with numpy over a :class:`RelevanceMatrix`.
 
 Each ``batch_*`` function returns the per-query values of its single-query counterpart in
 :mod:`ragmeter.metrics.retrieval` (which runs the same kernels on a one-row matrix, so both give

@@ -1,6 +1,9 @@
-"""Scoring one sample: a :class:`Scorer` runs a sample's metrics and returns their Scores.
+"""Internal: Scoring one sample: a :class:`Scorer` runs a sample's metrics and returns their Scores, and
+:func:`score_sample` gives them as a :class:`SampleResult` (what a run is made of).
 
-One judge is a :class:`JudgeScorer` (one :class:`ScoringContext`, so the metrics share their
+The metrics are :class:`~ragmeter.metrics.base.Metric` objects (typed ``Any`` here: this module
+is below the base class, whose ``Metric.score`` scores through :func:`score_sample`). One judge
+is a :class:`JudgeScorer` (one :class:`ScoringContext`, so the metrics share their
 judge calls); an :class:`~ragmeter.judges.EnsembleJudge` is an :class:`EnsembleScorer` (each
 member scores every metric, the ensemble combines). :func:`score_sample` is what the runner,
 the inline scorer and the framework integrations call: none of them treats an ensemble
@@ -10,24 +13,62 @@ specially.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from typing import Protocol, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence
 
 from ragmeter.data import Sample, Score
+from ragmeter.fileio import finite_number
 from ragmeter.judges.base import Embedder, Judge, Usage
 from ragmeter.judges.ensemble import EnsembleJudge
-from ragmeter.metrics.base import Metric
 from ragmeter.metrics.requests import Limits, RequestSettings, ScoringContext
-from ragmeter.privacy import content_scope, without_content
-from ragmeter.result import SampleResult
+from ragmeter.privacy import content_scope, for_output, without_content
 
-__all__ = ["Scorer", "JudgeScorer", "EnsembleScorer", "scorer_for", "score_sample"]
+__all__ = ["SampleResult", "Scorer", "JudgeScorer", "EnsembleScorer", "scorer_for", "score_sample", "sample_scorer"]
+
+
+@dataclass
+class SampleResult:
+    """The Scores of one sample (``scores[metric_name]``), what the judge work cost, and how long
+    scoring took."""
+
+    sample: Sample
+    scores: dict[str, Score]
+    usage: Usage = field(default_factory=Usage)
+    duration_s: float = 0.0
+
+    def __getitem__(self, metric: str) -> Score:
+        return self.scores[metric]
+
+    def to_dict(self) -> dict:
+        """Plain-dict form: one JSONL line of a results file, as every writer writes it
+        (:func:`ragmeter.privacy.for_output`: no secrets; no content when captured without)."""
+        out = for_output(self)
+        return {"sample": out.sample.to_dict(), "scores": {k: s.to_dict() for k, s in out.scores.items()},
+                "usage": self.usage.to_dict(), "duration_s": round(self.duration_s, 6)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "SampleResult":
+        """Inverse of :meth:`to_dict`; raises ValueError naming what is malformed."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"expected an object, got {type(d).__name__}")
+        scores, usage = d.get("scores"), d.get("usage") or {}
+        if not isinstance(scores, Mapping) or not all(isinstance(v, Mapping) for v in scores.values()):
+            raise ValueError("'scores' must be an object of metric -> score objects")
+        if not isinstance(usage, Mapping):
+            raise ValueError(f"'usage' must be an object, got {type(usage).__name__}")
+        for k, v in usage.items():
+            if v is not None or k != "cost_usd":
+                finite_number(v, f"usage.{k}")
+        return cls(sample=Sample.from_dict(d.get("sample")), scores={k: Score.from_dict(v) for k, v in scores.items()},
+                   usage=Usage.from_dict(usage), duration_s=finite_number(d.get("duration_s", 0.0), "duration_s"))
 
 
 class Scorer(Protocol):
     """Scores ``metrics`` on ``sample``: per metric name a Score, and what it cost."""
 
-    async def score(self, sample: Sample, metrics: Sequence[Metric]) -> tuple[dict[str, Score], Usage]:
+    async def score(self, sample: Sample, metrics: Sequence[Any]) -> tuple[dict[str, Score], Usage]:
         ...
 
 
@@ -41,7 +82,7 @@ class JudgeScorer:
         self.embedder = embedder
         self.limits = limits
 
-    async def score(self, sample: Sample, metrics: Sequence[Metric]) -> tuple[dict[str, Score], Usage]:
+    async def score(self, sample: Sample, metrics: Sequence[Any]) -> tuple[dict[str, Score], Usage]:
         """Scores of ``metrics`` on ``sample``; never raises (errors are on the Scores)."""
         settings = RequestSettings.for_metrics(metrics, self.limits)
         ctx = ScoringContext(sample, self.judge, self.embedder, metrics, settings)
@@ -57,7 +98,7 @@ class EnsembleScorer:
         self.ensemble = ensemble
         self.members = [JudgeScorer(j, embedder, limits) for j in ensemble.members]
 
-    async def score(self, sample: Sample, metrics: Sequence[Metric]) -> tuple[dict[str, Score], Usage]:
+    async def score(self, sample: Sample, metrics: Sequence[Any]) -> tuple[dict[str, Score], Usage]:
         """Combined Scores of ``metrics`` on ``sample`` and the members' total usage."""
         usage = Usage()
         per_member = []
@@ -81,7 +122,7 @@ def scorer_for(judge: Judge | None, embedder: Embedder | None = None, limits: Li
     return scorer
 
 
-async def score_sample(sample: Sample, metrics: Sequence[Metric], judge: Judge | None = None,
+async def score_sample(sample: Sample, metrics: Sequence[Any], judge: Judge | None = None,
                        embedder: Embedder | None = None, *, limits: Limits | None = None, repeats: int = 1,
                        repeat_band: float | None = None, capture_content: bool = True) -> SampleResult:
     """All ``metrics`` on one ``sample``; judge tasks are shared between metrics. Never raises.
@@ -98,3 +139,13 @@ async def score_sample(sample: Sample, metrics: Sequence[Metric], judge: Judge |
             scores, usage = await scorer.score(sample, metrics)
     result = SampleResult(sample=sample, scores=scores, usage=usage, duration_s=time.perf_counter() - start)
     return result if capture_content else without_content(result)
+
+
+def sample_scorer(metrics: Sequence[Any], judge: Judge | None, embedder: Embedder | None = None,
+                  limits: Limits | None = None, repeats: int = 1, repeat_band: float | None = None,
+                  capture_content: bool = True) -> Any:
+    """``fn(sample) -> SampleResult`` for an :class:`~ragmeter.executors.Executor`: :func:`score_sample`
+    with the run's metrics, judge, embedder, limits, repeats and content setting (a picklable
+    ``functools.partial``, for executors that score in other processes)."""
+    return functools.partial(score_sample, metrics=metrics, judge=judge, embedder=embedder, limits=limits,
+                             repeats=repeats, repeat_band=repeat_band, capture_content=capture_content)

@@ -1,4 +1,4 @@
-"""String-overlap metrics of the answer against the reference: exact match, token F1, ROUGE-L, BLEU.
+"""Internal: String-overlap metrics of the answer against the reference: exact match, token F1, ROUGE-L, BLEU.
 
 They reward wording, not truth: a correct answer phrased differently from the reference scores
 low, and a wrong answer that reuses the reference's words ("The capital is not Paris") scores

@@ -11,7 +11,22 @@ names are documented on :class:`Monitor` and in :mod:`ragmeter.monitor.otel`; dr
 :mod:`ragmeter.monitor.drift`.
 """
 
-from ragmeter.monitor.monitor import DEFAULT_THRESHOLDS, RULES, Monitor
-from ragmeter.monitor.rules import Alert, percentile, psi
+from ragmeter._lazy import lazy_getattr
+
+_LAZY = {
+    "Monitor": "ragmeter.monitor.monitor",
+    "DEFAULT_THRESHOLDS": "ragmeter.monitor.monitor",  # read from the registered metrics when asked
+    "RULES": "ragmeter.monitor.monitor",
+    "Alert": "ragmeter.monitor.rules",
+    "percentile": "ragmeter.monitor.rules",
+    "psi": "ragmeter.monitor.rules",
+}
 
 __all__ = ["Monitor", "Alert", "DEFAULT_THRESHOLDS", "RULES", "percentile", "psi"]
+
+__getattr__ = lazy_getattr(__name__, _LAZY)
+
+
+def __dir__() -> list[str]:
+    """The public names, lazy ones included."""
+    return sorted(set(globals()) | set(__all__))

@@ -1,4 +1,4 @@
-"""Drift of production traffic against a reference window, with bounded state.
+"""Internal: Drift of production traffic against a reference window, with bounded state.
 
 Two measures, each a gauge and a rule of :class:`~ragmeter.monitor.Monitor`:
 
@@ -31,7 +31,7 @@ import numpy as np
 from ragmeter.guard import never_raise
 from ragmeter.judges.base import Embedder, cosine
 from ragmeter.monitor.rules import PSI_EPSILON, psi_of_shares, shares
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 
 __all__ = ["DriftValues", "QuestionDrift", "RETRIEVAL_SCORE"]
 

@@ -1,4 +1,4 @@
-"""The :class:`Monitor`: rolling windows over scored samples, alert rules, OpenTelemetry metrics."""
+"""Internal: The :class:`Monitor`: rolling windows over scored samples, alert rules, OpenTelemetry metrics."""
 
 from __future__ import annotations
 
@@ -12,22 +12,44 @@ from typing import Any, Callable, Iterable, Mapping
 from ragmeter.guard import never_raise
 from ragmeter.inline import sampled
 from ragmeter.judges.base import Embedder
+from ragmeter.metrics import metric_classes
 from ragmeter.monitor.drift import RETRIEVAL_SCORE, DriftValues, QuestionDrift
 from ragmeter.monitor.rules import Alert, Trigger, percentile
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.verdicts import latency_seconds
 
-__all__ = ["Monitor", "DEFAULT_THRESHOLDS", "RULES"]
+__all__ = ["Monitor", "DEFAULT_THRESHOLDS", "RULES", "default_thresholds", "degradation_rules"]
 
 log = logging.getLogger("ragmeter.monitor")
 
-#: Default score floors: each metric's own warn level (below it a score is labelled fail).
-DEFAULT_THRESHOLDS = {"faithfulness": 0.7, "answer_relevancy": 0.6, "context_relevance": 0.3, "context_recall": 0.6}
+#: The default score floors, metric -> floor (:func:`default_thresholds`, read when asked).
+DEFAULT_THRESHOLDS: dict[str, float]
 #: The rules, in the order they are checked.
 RULES = ("score_floor", "faithfulness_degradation", "retrieval_degradation", "no_retrieval_rate", "latency_p95",
          "judge_error_rate", "judge_cost_per_hour", "drift_psi", "drift_centroid")
-_DEGRADATION = {"faithfulness": "faithfulness_degradation", "context_recall": "retrieval_degradation",
-                "context_relevance": "retrieval_degradation"}
+
+
+def default_thresholds() -> dict[str, float]:
+    """The default score floors: the diagnosis' signal metrics (the registered metrics whose class
+    names a :attr:`~ragmeter.metrics.base.Metric.diagnosis` side), each at its own warn level (below
+    it a score is labelled fail): ``{"faithfulness": 0.7, "answer_relevancy": 0.6,
+    "context_relevance": 0.3, "context_recall": 0.6}`` for the built-in metrics."""
+    return {name: cls.warn for name, cls in metric_classes().items() if cls.diagnosis is not None}
+
+
+def degradation_rules() -> dict[str, str]:
+    """Metric -> the rule a drop of its recent mean fires (its class's
+    :attr:`~ragmeter.metrics.base.Metric.degradation_rule`)."""
+    return {name: cls.degradation_rule for name, cls in metric_classes().items() if cls.degradation_rule}
+
+
+def __getattr__(name: str) -> Any:
+    """``DEFAULT_THRESHOLDS``: :func:`default_thresholds`, read from the registered metrics when asked."""
+    if name == "DEFAULT_THRESHOLDS":
+        return default_thresholds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _MAX_METRICS = 64  # metric names tracked at most (state stays bounded whatever the scores are called)
 
 
@@ -77,14 +99,16 @@ class Monitor:
     a limit of None turns a rule off):
 
     * ``score_floor``: mean of a metric's last ``recent`` values below ``thresholds[metric]``
-      (default :data:`DEFAULT_THRESHOLDS`, each metric's warn level).
-    * ``faithfulness_degradation`` / ``retrieval_degradation`` (context recall, context relevance):
+      (default :func:`default_thresholds`: the diagnosis' signal metrics, each at its warn level).
+    * ``faithfulness_degradation`` / ``retrieval_degradation`` (the metrics whose class names the
+      rule, :func:`degradation_rules`: faithfulness; context recall, context relevance):
       the recent mean fell more than ``max_drop`` below the mean of the window's earlier values
       (which must hold at least ``recent`` values); while the alert fires, that earlier mean stays
       the one from before the drop, so the alert resolves when quality recovers, not when the
       window has got used to the degraded values.
     * ``no_retrieval_rate``: share of the last ``recent`` samples with no chunks, or with no chunk
-      whose context-relevance score (``details["chunks"][i]["score"]``) is above
+      whose context-relevance score (``details["chunks"][i]["score"]`` of a metric whose evidence
+      is ``"chunk_relevance"``) is above
       ``relevance_floor`` — or, without a context-relevance score, no retriever score above
       ``retrieval_score_floor`` when given — above ``no_retrieval_limit``. Samples with chunks but
       neither signal are not counted.
@@ -129,7 +153,9 @@ class Monitor:
         if not 0.0 <= sample_rate <= 1.0:
             raise ValueError("sample_rate must be between 0 and 1")
         self.window, self.recent, self.min_samples = window, recent, min_samples
-        self.thresholds = dict(DEFAULT_THRESHOLDS if thresholds is None else thresholds)
+        self.thresholds = dict(default_thresholds() if thresholds is None else thresholds)
+        self._degradation = degradation_rules()
+        self._relevance = [m for m, cls in metric_classes().items() if "chunk_relevance" in cls.evidence]
         self.on_alert, self.sample_rate, self.should_score = on_alert, sample_rate, should_score
         self.max_drop, self.no_retrieval_limit, self.relevance_floor = max_drop, no_retrieval_limit, relevance_floor
         self.retrieval_score_floor, self.latency_p95_limit = retrieval_score_floor, latency_p95_limit
@@ -308,7 +334,7 @@ class Monitor:
     def _no_retrieval_of(self, result: SampleResult) -> bool | None:
         if not result.sample.contexts:
             return True
-        rel = result.scores.get("context_relevance")
+        rel = next((result.scores[m] for m in self._relevance if m in result.scores), None)
         chunks = rel.details.get("chunks") if rel is not None else None
         if chunks:
             return not any(isinstance(c, Mapping) and (c.get("score") or 0.0) > self.relevance_floor for c in chunks)
@@ -339,8 +365,8 @@ class Monitor:
             mean = series.recent_mean()
             if m in self.thresholds and self.thresholds[m] is not None:
                 out += self._update("score_floor", m, mean, self.thresholds[m], False, now)
-            if m in _DEGRADATION and self.max_drop is not None:
-                key = (_DEGRADATION[m], m)
+            if m in self._degradation and self.max_drop is not None:
+                key = (self._degradation[m], m)
                 base, count = self._baselines.get(key) or series.baseline()
                 if count >= self.recent:
                     out += self._update(*key, base - mean, self.max_drop, True, now,

@@ -1,4 +1,4 @@
-"""The monitor's OpenTelemetry metrics: observable instruments read from its snapshot.
+"""Internal: The monitor's OpenTelemetry metrics: observable instruments read from its snapshot.
 
 Nothing is recorded on the observe path: every instrument is asynchronous (observable gauges and
 counters), and the SDK's reader (periodic OTLP export, a Prometheus scrape, an in-memory reader)

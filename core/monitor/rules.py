@@ -1,4 +1,4 @@
-"""Alerts, the hysteresis of a rule, and the statistics the monitor's rules use (pure functions).
+"""Internal: Alerts, the hysteresis of a rule, and the statistics the monitor's rules use (pure functions).
 
 >>> percentile([1.0, 2.0, 3.0, 4.0], 95)       # linear interpolation, as numpy.percentile
 3.85

@@ -52,8 +52,25 @@ per (source, process), so a deployment's app version and commit are stored once 
 :meth:`Store.metric_trend` ``by="day"`` is the time series over all of them.
 """
 
-from ragmeter.store.schema import SCHEMA_VERSION, StoreVersionError
-from ragmeter.store.store import RunInfo, Store, StoredSample, TrendPoint
-from ragmeter.store.writer import StoreWriter
+from ragmeter._lazy import lazy_getattr
 
-__all__ = ["Store", "StoreWriter", "RunInfo", "StoredSample", "TrendPoint", "StoreVersionError", "SCHEMA_VERSION"]
+_LAZY = {
+    "SCHEMA_VERSION": "ragmeter.store.schema",
+    "StoreVersionError": "ragmeter.store.schema",
+    "RunInfo": "ragmeter.store.store",
+    "Store": "ragmeter.store.store",
+    "StoredSample": "ragmeter.store.store",
+    "TrendPoint": "ragmeter.store.store",
+    "load_run": "ragmeter.store.store",
+    "StoreWriter": "ragmeter.store.writer",
+}
+
+__all__ = ["Store", "StoreWriter", "RunInfo", "StoredSample", "TrendPoint", "StoreVersionError", "SCHEMA_VERSION",
+           "load_run"]
+
+__getattr__ = lazy_getattr(__name__, _LAZY)
+
+
+def __dir__() -> list[str]:
+    """The public names, lazy ones included."""
+    return sorted(set(globals()) | set(__all__))

@@ -1,4 +1,4 @@
-"""Rows to and from ragmeter objects: a :class:`~ragmeter.SampleResult` becomes one ``samples``
+"""Internal: Rows to and from ragmeter objects: a :class:`~ragmeter.SampleResult` becomes one ``samples``
 row and one ``scores`` row per metric, and comes back equal.
 
 JSON columns hold :func:`ragmeter.fileio.json_text`: strict JSON (``allow_nan=False``) where
@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from ragmeter.data import CONVERSATION_FIELDS, Sample, Score
 from ragmeter.fileio import json_text
 from ragmeter.judges.base import Usage
-from ragmeter.result import SampleResult
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.verdicts import latency_seconds
 
 _SURROGATES = re.compile("[\ud800-\udfff]")

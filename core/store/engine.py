@@ -1,4 +1,4 @@
-"""Connections for :mod:`ragmeter.store`: where the database is, how to open it, and how a
+"""Internal: Connections for :mod:`ragmeter.store`: where the database is, how to open it, and how a
 write transaction survives other writers.
 
 A path (or ``sqlite:///path``) opens a SQLite file in WAL mode with a busy timeout: readers never

@@ -1,4 +1,4 @@
-"""An evaluation recorded in a store as it is scored (``ragmeter evaluate --db``).
+"""Internal: An evaluation recorded in a store as it is scored (``ragmeter evaluate --db``).
 
 A killed run keeps what it scored: the run is begun in the store before the first judge call
 (marked incomplete), each result goes to the store as it is scored (through a
@@ -21,7 +21,8 @@ import os
 import uuid
 from typing import Any
 
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 from ragmeter.store.engine import StoreError
 from ragmeter.store.store import RunInfo, Store
 from ragmeter.store.writer import StoreWriter

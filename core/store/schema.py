@@ -1,4 +1,4 @@
-"""The store's tables (one SQLAlchemy Core definition for SQLite and PostgreSQL) and their
+"""Internal: The store's tables (one SQLAlchemy Core definition for SQLite and PostgreSQL) and their
 migrations.
 
 ``schema_version`` has one row per version the database went through (``version``,

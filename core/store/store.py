@@ -1,4 +1,4 @@
-"""The :class:`Store`: record evaluation runs and inline-scored samples, read them back."""
+"""Internal: The :class:`Store`: record evaluation runs and inline-scored samples, read them back."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
 import sqlalchemy as sa
 from ragmeter.data import RecordError
 from ragmeter.judges.base import Usage
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.privacy import for_output
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.result import EvaluationResult
 from ragmeter.store import codec
 from ragmeter.store.engine import StoreError, create_engine, database_url, environment_info, read, store_name, write
 from ragmeter.store.schema import SCHEMA_VERSION, current_version, migrate, runs, samples, scores
@@ -29,7 +31,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from ragmeter.labels.io import Label
 from sqlalchemy.engine import Connection
 
-__all__ = ["Store", "RunInfo", "StoredSample", "TrendPoint"]
+__all__ = ["Store", "RunInfo", "StoredSample", "TrendPoint", "load_run"]
 
 _LABELS = ("pass", "warn", "fail")
 #: Score rows sent to the database in one executemany while a run is written.
@@ -596,3 +598,27 @@ def _run_info(row: Any) -> RunInfo:
                    thresholds={k: tuple(v) for k, v in (settings.get("thresholds") or {}).items()},
                    usage=Usage.from_dict(codec.loads(row.usage, {})), duration_s=row.duration_s,
                    tags=codec.loads(row.tags, []), samples=row.n_samples, complete=not settings.get("incomplete"))
+
+
+def load_run(ref: Any, db: str | os.PathLike | None = None) -> tuple[EvaluationResult, str]:
+    """``(result, name)`` for an :class:`EvaluationResult`, a results file (``.jsonl`` / ``.json``),
+    or a run in the store at ``db`` (default ``$RAGMETER_DB``, else ``ragmeter.db``): a run id,
+    or a tag (the newest run tagged with it). Raises ValueError / KeyError / OSError naming what
+    was not found."""
+    if isinstance(ref, EvaluationResult):
+        return ref, "run"
+    text = str(ref)
+    path = Path(text)
+    if path.suffix.lower() in (".jsonl", ".json") or path.exists():
+        return EvaluationResult.load(path), path.name
+    db = db or os.environ.get("RAGMETER_DB")
+    if not db and not Path("ragmeter.db").exists():
+        raise FileNotFoundError(f"{text}: no such results file, and no history store to look it up in "
+                                "(give --db / db=, or set RAGMETER_DB)")
+    with Store(db) as store:
+        if text.isdigit():
+            return store.run(int(text)), f"run {text}"
+        tagged = [r for r in store.runs(limit=None) if text in r.tags]
+        if not tagged:
+            raise KeyError(f"{text!r} is neither a results file nor a run id or tag in {store.where}")
+        return store.run(tagged[0].id), f"run {tagged[0].id} ({text})"

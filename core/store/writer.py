@@ -1,4 +1,4 @@
-"""The :class:`StoreWriter`: inline-scored samples into a :class:`~ragmeter.store.Store`, off the
+"""Internal: The :class:`StoreWriter`: inline-scored samples into a :class:`~ragmeter.store.Store`, off the
 caller's thread.
 
 A store write may wait for other writers (another process holding the SQLite lock, a busy
@@ -27,9 +27,8 @@ import threading
 import time
 from typing import Iterable
 
-from ragmeter.guard import never_raise
-from ragmeter.inline import register_exit_hook, weak_hook
-from ragmeter.result import SampleResult
+from ragmeter.guard import never_raise, register_exit_hook, weak_hook
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.store.engine import StoreError, database_url, describe, store_name, transient
 from ragmeter.store.store import Store
 

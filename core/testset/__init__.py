@@ -32,11 +32,12 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ragmeter.data import Context, Dataset, Sample, save_samples
+from ragmeter.data import Context, Dataset, Sample
 from ragmeter.fileio import json_text, write_text_atomic
 from ragmeter.judges.base import Judge, JudgeError, Usage
 from ragmeter.judges.tasks import QUESTION_KINDS
 from ragmeter.loops import run_sync
+from ragmeter.readers import save_samples
 from ragmeter.testset.documents import chunk_documents, load_documents, tokens
 from ragmeter.testset.extractive import OFFLINE_EDGE_KINDS, STOPWORDS, offline_items
 

@@ -1,4 +1,4 @@
-"""The ``ragmeter testset`` command, registered through the ``ragmeter.cli`` entry point group."""
+"""Internal: The ``ragmeter testset`` command, registered through the ``ragmeter.cli`` entry point group."""
 
 from __future__ import annotations
 

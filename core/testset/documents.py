@@ -1,4 +1,4 @@
-"""Documents and chunks from what users have: strings, dicts, LangChain ``Document``s, LlamaIndex
+"""Internal: Documents and chunks from what users have: strings, dicts, LangChain ``Document``s, LlamaIndex
 nodes and ``NodeWithScore``s (duck-typed: no framework is imported), folders and JSONL files.
 
 A chunk is a :class:`ragmeter.data.Context` with an id, so retrieval metrics can match it.

@@ -1,4 +1,4 @@
-"""Questions without a model, for the offline judge: each made by rules from the sentences of the
+"""Internal: Questions without a model, for the offline judge: each made by rules from the sentences of the
 chunks, the sentence the reference answer.
 
 Kinds (``metadata["kind"]``):

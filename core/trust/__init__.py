@@ -12,11 +12,30 @@
   on a frozen labeled anchor set, and its drift between versions (:mod:`ragmeter.trust.anchors`).
 """
 
-from ragmeter.trust.anchors import AnchorCheck, check_anchors, judge_drift, load_anchors
-from ragmeter.trust.card import USES, TrustCard, trust_card
-from ragmeter.trust.estimates import human_estimates
-from ragmeter.trust.judges import describe_changes, judge_changes
-from ragmeter.trust.ppi import PPIEstimate, ppi_mean, ppi_mean_diff
+from ragmeter._lazy import lazy_getattr
+
+_LAZY = {
+    "AnchorCheck": "ragmeter.trust.anchors",
+    "check_anchors": "ragmeter.trust.anchors",
+    "judge_drift": "ragmeter.trust.anchors",
+    "load_anchors": "ragmeter.trust.anchors",
+    "USES": "ragmeter.trust.card",
+    "TrustCard": "ragmeter.trust.card",
+    "trust_card": "ragmeter.trust.card",
+    "human_estimates": "ragmeter.trust.estimates",
+    "describe_changes": "ragmeter.trust.judges",
+    "judge_changes": "ragmeter.trust.judges",
+    "PPIEstimate": "ragmeter.trust.ppi",
+    "ppi_mean": "ragmeter.trust.ppi",
+    "ppi_mean_diff": "ragmeter.trust.ppi",
+}
 
 __all__ = ["trust_card", "TrustCard", "USES", "ppi_mean", "ppi_mean_diff", "PPIEstimate", "human_estimates",
            "judge_changes", "describe_changes", "check_anchors", "load_anchors", "judge_drift", "AnchorCheck"]
+
+__getattr__ = lazy_getattr(__name__, _LAZY)
+
+
+def __dir__() -> list[str]:
+    """The public names, lazy ones included."""
+    return sorted(set(globals()) | set(__all__))

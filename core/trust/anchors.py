@@ -1,4 +1,4 @@
-"""Anchor sets and judge drift: a frozen, labeled set of samples scored by each judge version.
+"""Internal: Anchor sets and judge drift: a frozen, labeled set of samples scored by each judge version.
 
 ``ragmeter trust check --anchors anchors.jsonl --judge SPEC`` (:func:`check_anchors`) scores the
 anchor set with the judge and stores, per metric and judge fingerprint
@@ -30,11 +30,12 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from ragmeter.data import RecordError, Sample, load_samples
-from ragmeter.labels.agreement import bootstrap_ci
+from ragmeter.data import RecordError, Sample
+from ragmeter.labels.agreement import STATISTICS, bootstrap_ci
 from ragmeter.labels.io import Label, answer_hash
 from ragmeter.labels.matching import metric_of
 from ragmeter.labels.scales import check_value
+from ragmeter.readers import load_samples
 
 __all__ = ["AnchorSet", "AnchorCheck", "load_anchors", "check_anchors", "anchor_shift", "judge_drift",
            "anchor_attribution", "new_judge_lines"]
@@ -117,8 +118,6 @@ class AnchorCheck:
 
     def to_text(self) -> str:
         """What ``ragmeter trust check`` prints."""
-        from ragmeter.trust.card import STATISTICS
-
         a = self.anchors
         lines = [f"anchor set {a.name} ({a.hash}): {len(a.samples)} anchors, {len(a.labels)} labels; judge {self.judge} "
                  f"(fingerprint {self.fingerprint}, {'new' if self.new else 'checked before'} on this set)"]

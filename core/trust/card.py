@@ -1,4 +1,4 @@
-"""The trust card: how far a run's scores can be trusted, measured against human labels.
+"""Internal: The trust card: how far a run's scores can be trusted, measured against human labels.
 
 :func:`trust_card` (CLI: ``ragmeter trust RESULTS --labels LABELS``) matches the labels to the
 run (:func:`ragmeter.labels.match_labels`: a label counts only for the answer it was given on)
@@ -37,25 +37,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ragmeter.labels.agreement import (auroc, balanced_accuracy, bootstrap_ci, cohen_kappa, confusion, reliability,
-                                       spearman)
-from ragmeter.labels.io import Label, import_labels
+from ragmeter.labels.agreement import (STATISTICS, auroc, balanced_accuracy, bootstrap_ci, cohen_kappa, confusion,
+                                       reliability, spearman)
+from ragmeter.labels.io import load_labels
 from ragmeter.labels.matching import COMPOSITE, OVERALL_THRESHOLD, MatchedLabels, match_labels
 from ragmeter.labels.scales import human_pass, in_human_units
-from ragmeter.trust.estimates import _estimate
+from ragmeter.trust.estimates import estimate
 from ragmeter.trust.ppi import MIN_LABELS
 
-__all__ = ["TrustCard", "trust_card", "USES", "STATISTICS", "load_labels"]
-
-#: The statistics of a card, in order: key -> (name shown, which labels it applies to).
-STATISTICS = {
-    "auroc": ("AUROC", "binary"),
-    "balanced_accuracy": ("balanced accuracy", "all"),
-    "kappa": ("Cohen's kappa", "all"),
-    "spearman": ("Spearman", "graded"),
-    "bias": ("bias (judge - human)", "all"),
-    "ece": ("calibration error (ECE)", "all"),
-}
+__all__ = ["TrustCard", "trust_card", "USES"]
 
 #: The uses a judge may be fit for, strictest first: (use, the rule, why that rule). A judge is
 #: fit for the first use whose rule holds; "exploration only" always does.
@@ -73,15 +63,6 @@ USES = (
 _GATE_KAPPA, _GATE_N = 0.6, 100
 _TREND_AUROC, _TREND_SPEARMAN, _TREND_N = 0.7, 0.4, 50
 _CONFIDENCE = 0.95
-
-
-def load_labels(labels: Any) -> tuple[list[Label], list[str]]:
-    """``(labels, read errors)`` from a labels file (JSON, JSONL or CSV; bad records collected,
-    each naming its line) or labels already read."""
-    if isinstance(labels, (str, os.PathLike)):
-        read = import_labels(labels, on_error="collect")
-        return list(read), [str(e) for e in read.errors]
-    return list(labels), [str(e) for e in getattr(labels, "errors", [])]
 
 
 def _finite(x: Any) -> float | None:
@@ -185,7 +166,7 @@ def _metric_card(result: Any, metric: str, matched: MatchedLabels, *, n_boot: in
                                "the judge gives every item the same verdict" if key == "kappa" else None)
     table = confusion(list(jpass), list(hpass))
     rel = reliability(v, hpass) if n else {"bins": [], "ece": None}
-    ppi = _estimate(result, matched, metric, min_labels)  # the mean over the whole run, in human units
+    ppi = estimate(result, matched, metric, min_labels)  # the mean over the whole run, in human units
     # the worst disagreements: opposite verdicts first, then the widest gap between the judge's
     # value and the human rating on 0-1
     h01 = (h - 1) / 4 if scale == "1-5" else h
@@ -251,7 +232,7 @@ def fitness(card: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
 
 def _load_result(result: Any, db: Any = None) -> tuple[Any, str, int | None]:
     """(result, its name, its store run id or None) from a result, a results file or a store ref."""
-    from ragmeter.comparison import load_run
+    from ragmeter.store.store import load_run
     from ragmeter.result import EvaluationResult
 
     if isinstance(result, EvaluationResult):

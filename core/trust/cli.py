@@ -1,4 +1,4 @@
-"""The ``ragmeter trust`` command, registered with the core CLI through the ``ragmeter.cli``
+"""Internal: The ``ragmeter trust`` command, registered with the core CLI through the ``ragmeter.cli``
 entry point. Two forms::
 
     ragmeter trust RESULTS --labels LABELS [--out card.html|.md|.json|.txt] [--db STORE]

@@ -1,4 +1,4 @@
-"""Were two runs judged by the same judge? :func:`judge_changes` compares their fingerprints
+"""Internal: Were two runs judged by the same judge? :func:`judge_changes` compares their fingerprints
 metric by metric (:mod:`ragmeter.judges.fingerprint`); ``compare``, the gate and the pytest
 plugin say what it finds."""
 

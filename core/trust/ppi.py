@@ -1,4 +1,4 @@
-"""Bias-corrected estimates from a few labels: prediction-powered inference with power tuning
+"""Internal: Bias-corrected estimates from a few labels: prediction-powered inference with power tuning
 (PPI++, Angelopoulos, Duchi and Zrnic, 2023, "PPI++: Efficient Prediction-Powered Inference").
 
 The judge scores every sample; people label a few. The judge's mean is precise but biased (a

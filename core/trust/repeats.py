@@ -1,4 +1,4 @@
-"""Repeats for unstable judges: ask the judge ``k`` times and keep every answer.
+"""Internal: Repeats for unstable judges: ask the judge ``k`` times and keep every answer.
 
 An LLM judge may score the same answer differently from one call to the next, even at
 temperature 0. ``evaluate(..., repeats=k)`` (CLI ``--repeats K``) scores each sample as usual,

@@ -1,4 +1,4 @@
-"""The LangChain callback handler: LangChain's run events in, one recorded Sample per root run out.
+"""Internal: The LangChain callback handler: LangChain's run events in, one recorded Sample per root run out.
 
 The handler is a :class:`~ragmeter.integrations.langchain.tracker.RunTracker`: it assembles the
 run tree of each root run from LangChain's callbacks, on the chain's threads, keeping only
@@ -22,13 +22,13 @@ from typing import Any, Callable, Iterable
 from langchain_core.language_models import BaseChatModel
 
 from ragmeter.capture import CaptureRecorder
-from ragmeter.conversations import MAX_HISTORY
-from ragmeter.data import Sample
+from ragmeter.data import MAX_HISTORY, Sample
 from ragmeter.guard import guarded, never_raise
 from ragmeter.integrations._tracing import TraceLink
 from ragmeter.integrations.langchain.runs import has_open_runs, sample_from_run
 from ragmeter.integrations.langchain.tracker import CapturedRun, RunTracker
-from ragmeter.result import EvaluationResult, SampleResult
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.result import EvaluationResult
 
 __all__ = ["RagmeterCallbackHandler", "INSTALLED"]
 
@@ -117,7 +117,7 @@ class RagmeterCallbackHandler(RunTracker):
     (a chain with a chat history, a LangGraph message-state graph) that ran no retriever is
     recorded with no contexts and ``metadata["no_retrieval"]`` True (see
     :mod:`~ragmeter.integrations.langchain.turns`); a chat turn keeps the last ``max_history``
-    (default :data:`ragmeter.conversations.MAX_HISTORY`, 10) messages of its history.
+    (default :data:`ragmeter.data.MAX_HISTORY`, 10) messages of its history.
     """
 
     name = "ragmeter"

@@ -1,4 +1,5 @@
-"""Capture every LangChain run without touching the chains: :func:`instrument` / :func:`uninstrument`.
+"""Internal: Capture every LangChain run without touching the chains: :func:`instrument` /
+:func:`uninstrument`.
 
 Each time LangChain sets up the callbacks of a run (``langchain_core.callbacks.manager._configure``)
 it asks every registered configure hook for a handler, read with ``.get()`` (LangSmith's tracing

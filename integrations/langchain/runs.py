@@ -1,4 +1,4 @@
-"""LangChain run trees -> :class:`ragmeter.Sample` (the translation, nothing else).
+"""Internal: LangChain run trees -> :class:`ragmeter.Sample` (the translation, nothing else).
 
 :func:`sample_from_run` turns one finished root run, as the handler's run tracker
 (:mod:`~ragmeter.integrations.langchain.tracker`) hands it over, into a Sample: the question
@@ -21,8 +21,8 @@ import uuid
 from typing import Any
 
 from ragmeter.capture import REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY
-from ragmeter.conversations import MAX_HISTORY, NO_RETRIEVAL_KEY
-from ragmeter.data import Context, RecordError, Sample
+from ragmeter.conversations import NO_RETRIEVAL_KEY
+from ragmeter.data import MAX_HISTORY, Context, RecordError, Sample
 from ragmeter.integrations._tracing import trace_metadata
 from ragmeter.integrations.langchain.turns import chat_history, content_text, turn_fields
 from ragmeter.redact import redact, redact_value

@@ -1,4 +1,4 @@
-"""LangChain's run events -> one run tree per root run, cheaply (internal).
+"""Internal: LangChain's run events -> one run tree per root run, cheaply.
 
 :class:`RunTracker` is a ``BaseCallbackHandler`` that assembles the run tree of every root run the
 way LangChain's ``BaseTracer`` does (a run whose parent it never saw is a root; interleaved

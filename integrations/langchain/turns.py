@@ -1,9 +1,9 @@
-"""Chat turns in LangChain run trees: the history, turn number, standalone question and conversation
+"""Internal: Chat turns in LangChain run trees: the history, turn number, standalone question and conversation
 id of a root run (used by :mod:`ragmeter.integrations.langchain.runs`).
 
 A chat turn (a chain fed a chat history under one of :data:`HISTORY_KEYS`, as
 ``create_history_aware_retriever`` and ``RunnableWithMessageHistory`` chains are) also gets its
-``history`` (the last :data:`ragmeter.conversations.MAX_HISTORY` user / assistant messages),
+``history`` (the last :data:`ragmeter.data.MAX_HISTORY` user / assistant messages),
 ``turn`` (user messages in the history + 1), ``standalone_question`` (the query the first
 retriever ran with, when it differs from the question: the condensed question) and
 ``conversation_id`` (config metadata ``conversation_id`` / ``session_id`` / ``thread_id``;
@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragmeter.conversations import MAX_HISTORY, history_messages
-from ragmeter.data import RecordError
+from ragmeter.data import MAX_HISTORY, RecordError, history_messages
 
 __all__ = ["turn_fields", "chat_history", "content_text", "HISTORY_KEYS", "GRAPH_MESSAGES_KEY", "CONVERSATION_KEYS"]
 

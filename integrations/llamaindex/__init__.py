@@ -36,16 +36,21 @@ from __future__ import annotations
 
 from ragmeter._extras import needs_extra
 
+from typing import Any
+
 with needs_extra("ragmeter.integrations.llamaindex", "llamaindex", "llama_index"):
+    from ragmeter.integrations.llamaindex import evaluators
     from ragmeter.integrations.llamaindex.capture import RagmeterInstrumentation
     from ragmeter.integrations.llamaindex.evaluators import (
-        EVALUATOR_CLASSES,
         RagmeterEvaluationResult,
         RagmeterEvaluator,
         make_evaluators,
     )
 
-globals().update({cls.__name__: cls for cls in EVALUATOR_CLASSES.values()})
-
 __all__ = ["RagmeterInstrumentation", "RagmeterEvaluator", "RagmeterEvaluationResult", "make_evaluators"]
-__all__ += [cls.__name__ for cls in EVALUATOR_CLASSES.values()]
+__all__ += [cls.__name__ for cls in evaluators.evaluator_classes().values()]
+
+
+def __getattr__(name: str) -> Any:
+    """The ``Ragmeter<Class>Evaluator`` classes, one per registered metric (made when asked)."""
+    return getattr(evaluators, name)

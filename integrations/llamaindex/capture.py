@@ -1,4 +1,4 @@
-"""Inline capture of every LlamaIndex query through LlamaIndex's instrumentation module.
+"""Internal: Inline capture of every LlamaIndex query through LlamaIndex's instrumentation module.
 
 :class:`RagmeterInstrumentation` registers the span and event handlers of
 :mod:`ragmeter.integrations.llamaindex.spans` and turns each finished query into a
@@ -27,8 +27,8 @@ from ragmeter.integrations.llamaindex.spans import _Capture, _EventSink, _Query,
 from ragmeter.metrics import Metric
 from ragmeter.redact import redact, redact_value
 from ragmeter.result import EvaluationResult as RagmeterEvaluationRun
-from ragmeter.result import SampleResult
-from ragmeter.runner import resolve_metrics
+from ragmeter.metrics.scoring import SampleResult
+from ragmeter.metrics import resolve_metrics
 
 __all__ = ["RagmeterInstrumentation"]
 

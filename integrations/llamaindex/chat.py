@@ -1,4 +1,4 @@
-"""LlamaIndex chat engines and agents as conversation turns (internal to the LlamaIndex capture).
+"""Internal: LlamaIndex chat engines and agents as conversation turns.
 
 A *turn* is the outermost ``chat`` / ``achat`` / ``stream_chat`` / ``astream_chat`` of a
 condense-question, context or condense-plus-context chat engine (:data:`CHAT_ENGINES`), or the
@@ -15,7 +15,7 @@ Conversation of a turn (see :class:`Conversations`):
   without memory: for the engine), new after the engine's ``reset()``. An agent run without
   ``memory`` and without a tag has no conversation id.
 * chat engines: ``turn`` counts the turns captured in the conversation, ``history`` is the
-  user / assistant messages of those turns (the last :data:`ragmeter.conversations.MAX_HISTORY`);
+  user / assistant messages of those turns (the last :data:`ragmeter.data.MAX_HISTORY`);
   a ``chat_history`` passed to the call replaces it (turn: its user messages + 1). The history is
   what the capture saw: messages in the memory before capture started are not in it.
 * agents: the ``chat_history`` given to ``run``, else the user / assistant messages the agent's
@@ -43,7 +43,7 @@ from llama_index.core.chat_engine import (
 from llama_index.core.chat_engine.types import AgentChatResponse, StreamingAgentChatResponse
 from llama_index.core.tools import QueryEngineTool, RetrieverTool
 
-from ragmeter.conversations import MAX_HISTORY
+from ragmeter.data import MAX_HISTORY
 
 __all__ = ["CHAT_ENGINES", "CHAT_METHODS", "STREAM_WRITERS", "RETRIEVAL_TOOLS", "CONVERSATION_KEYS", "Conversations",
            "turn_kind", "turn_result", "run_tags", "message_text", "messages_as_history", "turn_fields"]

@@ -1,4 +1,4 @@
-"""ragmeter metrics as LlamaIndex evaluators (usable in ``BatchEvalRunner``).
+"""Internal: ragmeter metrics as LlamaIndex evaluators (usable in ``BatchEvalRunner``).
 
 :class:`RagmeterEvaluator` scores one metric; the one-metric classes
 (``RagmeterFaithfulnessEvaluator`` ...) are generated from :data:`ragmeter.metrics.REGISTRY`, one
@@ -29,13 +29,12 @@ from ragmeter.integrations.llamaindex.nodes import _as_embedder, _as_judge, _con
 from ragmeter.judges.base import Embedder, Judge
 from ragmeter.judges.spec import resolve_judge
 from ragmeter.loops import run_sync
-from ragmeter.metrics import REGISTRY, Metric, get_metric, metric_class
-from ragmeter.metrics.scoring import score_sample
-from ragmeter.result import SampleResult
-from ragmeter.runner import resolve_metrics
+from ragmeter.metrics import REGISTRY, Metric, get_metric, load_plugins, metric_class, resolve_metrics
+from ragmeter.metrics.scoring import SampleResult, score_sample
 from ragmeter.sharing import share_embedder, share_judge
 
-__all__ = ["RagmeterEvaluator", "RagmeterEvaluationResult", "make_evaluators", "EVALUATOR_CLASSES", "QUERY_OPTIONAL"]
+__all__ = ["RagmeterEvaluator", "RagmeterEvaluationResult", "make_evaluators", "evaluator_classes", "EVALUATOR_CLASSES",
+           "QUERY_OPTIONAL"]
 
 #: Judges resolved from a spec (``"offline"``, ``"openai:gpt-4o-mini"``; ``"<default>"`` for
 #: None), so that evaluators built separately from the same spec use one judge and share its
@@ -44,10 +43,6 @@ _SPEC_JUDGES: "collections.OrderedDict[str, Judge | None]" = collections.Ordered
 _MAX_SPECS = 16
 _SPEC_LOCK = threading.Lock()
 
-#: Metrics that judge the answer against the contexts and read the question only as context for
-#: the answer's claims: their evaluators need no query (LlamaIndex's own FaithfulnessEvaluator
-#: takes none), and score without one on an empty question.
-QUERY_OPTIONAL = frozenset({"faithfulness", "hallucinated_specifics"})
 
 
 def _judge_for(judge: Any, metrics: Sequence[Metric]) -> Judge | None:
@@ -129,8 +124,10 @@ class RagmeterEvaluator(BaseEvaluator):
     for ragmeter's default judge; ``threshold`` / ``warn`` override the metric's pass / warn levels.
 
     ``aevaluate(query, response, contexts, reference=None, relevant_ids=None, sample_id=None)``
-    takes strings (``query`` may be left out for the metrics of :data:`QUERY_OPTIONAL`, such as
-    faithfulness) (contexts may also be NodeWithScore / nodes / dicts with ids);
+    takes strings (``query`` may be left out for a metric that does not read the question, such
+    as faithfulness: :attr:`~ragmeter.metrics.base.Metric.needs_question`, LlamaIndex's own
+    FaithfulnessEvaluator takes none either) (contexts may also be NodeWithScore / nodes / dicts
+    with ids);
     ``aevaluate_response(query, response)`` takes the Response of a query engine and keeps the
     source nodes' ids and scores. Both return a :class:`RagmeterEvaluationResult` and never raise.
 
@@ -179,8 +176,7 @@ class RagmeterEvaluator(BaseEvaluator):
         metrics that need them). Extra LlamaIndex kwargs (``sleep_time_in_seconds`` ...) are ignored."""
         sample: Sample | None = None
         failure: list[BaseException] = []
-        no_query = self.metric.name in QUERY_OPTIONAL and (query is None
-                                                           or (isinstance(query, str) and not query.strip()))
+        no_query = not self.metric.needs_question and (query is None or (isinstance(query, str) and not query.strip()))
         with never_raise("LlamaIndex evaluator: reading the input", on_error=failure.append):
             try:
                 sample = Sample(question="(no query)" if no_query else query if query is not None else "",
@@ -268,11 +264,35 @@ def _evaluator_class(name: str) -> type[RagmeterEvaluator]:
                 {"__doc__": doc, "__module__": __name__, "__qualname__": class_name, "metric_name": name})
 
 
-#: The one-metric evaluator classes by metric name, one per :data:`ragmeter.metrics.REGISTRY`
-#: entry; each is also a module attribute under its class name.
-EVALUATOR_CLASSES: dict[str, type[RagmeterEvaluator]] = {name: _evaluator_class(name) for name in REGISTRY}
-globals().update({c.__name__: c for c in EVALUATOR_CLASSES.values()})
-__all__ += [c.__name__ for c in EVALUATOR_CLASSES.values()]
+_EVALUATORS: dict[str, type[RagmeterEvaluator]] = {}
+
+
+def evaluator_classes() -> dict[str, type[RagmeterEvaluator]]:
+    """The one-metric evaluator classes by metric name, one per :data:`ragmeter.metrics.REGISTRY`
+    entry, plugins included (a metric registered later gets its class when next asked; a class, once
+    made, stays)."""
+    load_plugins()
+    for name in REGISTRY:
+        if name not in _EVALUATORS:
+            _EVALUATORS[name] = _evaluator_class(name)
+    return {name: _EVALUATORS[name] for name in REGISTRY}
+
+
+def __getattr__(name: str) -> Any:
+    """``EVALUATOR_CLASSES`` (:func:`evaluator_classes`), ``QUERY_OPTIONAL`` (the registered metrics
+    that need no question) and the ``Ragmeter<Class>Evaluator`` classes, read from the registry
+    when asked."""
+    if name == "EVALUATOR_CLASSES":
+        return evaluator_classes()
+    if name == "QUERY_OPTIONAL":
+        return frozenset(n for n in REGISTRY if not metric_class(n).needs_question)
+    for cls in evaluator_classes().values():
+        if cls.__name__ == name:
+            return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ += [c.__name__ for c in evaluator_classes().values()]
 
 
 def make_evaluators(metrics: Iterable[Any] | None = None, judge: "Judge | str | None" = None, *,

@@ -1,4 +1,4 @@
-"""LlamaIndex objects as ragmeter values: nodes as Contexts, queries and responses as text, LLM
+"""Internal: LlamaIndex objects as ragmeter values: nodes as Contexts, queries and responses as text, LLM
 responses as token counts, LlamaIndex LLMs and embedding models as judges and embedders."""
 
 from __future__ import annotations

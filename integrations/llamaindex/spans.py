@@ -1,4 +1,4 @@
-"""LlamaIndex spans and events grouped into queries (internal to the LlamaIndex capture).
+"""Internal: LlamaIndex spans and events grouped into queries.
 
 :class:`_SpanTracker` and :class:`_EventSink` are the handlers registered on LlamaIndex's
 instrumentation dispatcher; they forward to a :class:`_Capture`, which groups spans and events
@@ -17,7 +17,7 @@ import datetime as _dt
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
@@ -41,9 +41,6 @@ from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from ragmeter.guard import guarded, never_raise
 from ragmeter.integrations.llamaindex.chat import STREAM_WRITERS, Conversations, run_tags, turn_kind, turn_result
 from ragmeter.integrations.llamaindex.nodes import _jsonable, _query_text, _response_text, _usage_of
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ragmeter.integrations.llamaindex.capture import RagmeterInstrumentation
 
 #: Set while a wrapped stream pulls its next chunk: LLM spans and events started lazily by the
 #: consumer (their LlamaIndex parent span is the consumer's, not the query's) join this query.
@@ -170,7 +167,7 @@ class _Capture:
     belongs to it, so concurrent queries and conversations never mix.
     """
 
-    def __init__(self, owner: "RagmeterInstrumentation"):
+    def __init__(self, owner: Any):
         self.owner = owner
         self.lock = threading.RLock()
         self.open: dict[str, _Query] = {}

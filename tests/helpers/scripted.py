@@ -7,7 +7,8 @@ import copy
 from collections import Counter
 from typing import Any
 
-from ragmeter.judges.base import Judge, JudgeError, InvalidOutput, TaskResult, Usage
+from ragmeter.judges.base import Judge, JudgeError, TaskResult, Usage
+from ragmeter.judges.tasks import InvalidOutput
 from ragmeter.judges.tasks import REVIEW_PARTS, get_task
 
 

@@ -1,4 +1,4 @@
-"""The offline judge: every judge task answered without an LLM, a key or the network.
+"""Internal: The offline judge: every judge task answered without an LLM, a key or the network.
 
 :class:`OfflineJudge` implements the seven tasks of :mod:`ragmeter.judges.tasks` from
 deterministic signals:

@@ -1,4 +1,4 @@
-"""Word-by-word alignment of a claim with a passage, and the differences it shows.
+"""Internal: Word-by-word alignment of a claim with a passage, and the differences it shows.
 
 The claim's words are aligned with the passage's (``difflib`` on stems); each short difference
 standing between matching words is judged: a negation added or dropped, an antonym, another

@@ -1,4 +1,4 @@
-"""The hard checks: specifics, antonyms, negation and alignment of a claim against its best passage.
+"""Internal: The hard checks: specifics, antonyms, negation and alignment of a claim against its best passage.
 
 Each check returns ``("contradicted" | "not_found", reason)`` when it finds the claim says
 something the passage does not, or None. They override the word-overlap support: a claim whose

@@ -1,4 +1,4 @@
-"""Claims and questions: which sentences of an answer state something, and what a question asks.
+"""Internal: Claims and questions: which sentences of an answer state something, and what a question asks.
 
 An answer's units become claims (:func:`extract_claims`) once citation markers, questions,
 pleasantries and evasions ("I don't know") are left out, split into clauses by

@@ -1,4 +1,4 @@
-"""Embeddings for the offline judge: a hashed bag-of-words vectoriser (no model) and unit vectors
+"""Internal: Embeddings for the offline judge: a hashed bag-of-words vectoriser (no model) and unit vectors
 from whichever embedder the judge uses."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The offline judge: every judge task of :mod:`ragmeter.judges.tasks` answered without a model."""
+"""Internal: The offline judge: every judge task of :mod:`ragmeter.judges.tasks` answered without a model."""
 
 from __future__ import annotations
 

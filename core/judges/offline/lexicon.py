@@ -1,4 +1,4 @@
-"""The offline judge's word lists and the stemmer that normalises them.
+"""Internal: The offline judge's word lists and the stemmer that normalises them.
 
 The lists are data files in ``data/`` (one entry a line, ``#`` comments), read once at import;
 the sentiment lexicon ``valence.txt`` only when the polarity check first needs it. The tables

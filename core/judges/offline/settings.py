@@ -1,4 +1,4 @@
-"""The offline judge's thresholds and switches (:class:`OfflineSettings`)."""
+"""Internal: The offline judge's thresholds and switches (:class:`OfflineSettings`)."""
 
 from __future__ import annotations
 

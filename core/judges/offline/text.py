@@ -1,4 +1,5 @@
-"""Text analysis for the offline judge: words, stems, negations, and claims and chunks analysed once.
+"""Internal: Text analysis for the offline judge: words, stems, negations, and claims and chunks
+analysed once.
 
 A claim is analysed into a :class:`Text` (its words, content stems, negated stems and
 specifics), a chunk into a :class:`Chunk` (its sentences with an inverted index stem ->

@@ -1,4 +1,4 @@
-"""Claim verification: how well each chunk supports each claim, and the verdict that follows.
+"""Internal: Claim verification: how well each chunk supports each claim, and the verdict that follows.
 
 A claim is supported by a chunk when enough of its content words are in the chunk and in its best
 passage (a run of up to ``window`` sentences), with embedding similarity able to lift a
