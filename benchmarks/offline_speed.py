@@ -213,9 +213,10 @@ async def _relevance(judge, samples: list[dict], concurrency: int = 16) -> None:
 def _clear_caches() -> None:
     from ragmeter import specifics, specifics_extraction
     from ragmeter.judges.local import LocalEmbedder
-    from ragmeter.judges.offline import text
+    from ragmeter.judges.offline import checks, text
 
-    for fn in (text.analyse, text.analyse_chunk, specifics_extraction._extract_cached,
+    for fn in (text.analyse, text.analyse_chunk, text._sentence, text.normalise, checks._stated,
+               specifics_extraction._extract_cached,
                specifics_extraction._numeric_cached, specifics._norm_text, specifics._capitalised_words):
         fn.cache_clear()
     LocalEmbedder._cache.clear()
