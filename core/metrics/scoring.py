@@ -68,9 +68,14 @@ class EnsembleScorer:
 
 
 def scorer_for(judge: Judge | None, embedder: Embedder | None = None, limits: Limits | None = None) -> Scorer:
-    """The scorer of a judge: an :class:`EnsembleScorer` for an ensemble, else a :class:`JudgeScorer`."""
+    """The scorer of a judge: an :class:`EnsembleScorer` for an ensemble, the judge's own
+    ``scorer(embedder, limits)`` when it has one (a :class:`~ragmeter.judges.cascade.CascadeJudge`),
+    else a :class:`JudgeScorer`."""
     if isinstance(judge, EnsembleJudge):
         return EnsembleScorer(judge, embedder, limits)
+    own = getattr(judge, "scorer", None)
+    if callable(own):
+        return own(embedder, limits)
     return JudgeScorer(judge, embedder, limits)
 
 
