@@ -26,7 +26,8 @@ Splits for choosing settings: BEGIN by knowledge snippet, RAGChecker by query, e
 and "test" halves by a hash of the key (md5, even / odd); SummEdits half A is the dev half, half
 B is held back and only scored with ``--final``.
 
-Baseline (content-word coverage): lower-case ``[a-z0-9]+`` tokens minus :data:`STOP`; share of
+Baseline (content-word coverage): lower-case ``[a-z0-9]+`` tokens minus the stop words of
+``ragmeter/judges/offline/data/overlap_stop_words.txt``; share of
 the candidate's tokens found in the evidence (answer vs context; reference vs answer).
 
 Every statistic also gets a 95% interval, for the judge and for judge - baseline, by the cluster
@@ -38,15 +39,16 @@ noise.
 Also measured: the
 calibration of faithfulness and of the judge's ``confidence`` against the binary labels of BEGIN
 and SummEdits (:func:`calibration`: reliability table, expected calibration error, Brier score;
-RAGChecker's labels are preferences, so it has none). ``--fit-calibration`` refits the
-confidence's two constants on the dev halves (:func:`fit_confidence`).
+RAGChecker's labels are preferences, so it has none). The confidence and the combinations behind
+every score are fit by ``benchmarks/fit_offline.py`` (leave-one-source-out; its table comes first
+in ``JUDGE_RESULTS.md``); this script gives the numbers on whole development sets.
 
 Run::
 
     python benchmarks/judge_dev.py                       # dev and test halves, lexical path
     python benchmarks/judge_dev.py --paths lexical,embedding
     python benchmarks/judge_dev.py --final               # also SummEdits half B (once, at the end)
-    python benchmarks/judge_dev.py --reliability --fit-calibration
+    python benchmarks/judge_dev.py --reliability
 """
 
 from __future__ import annotations
@@ -70,12 +72,6 @@ from summedits import load as load_summedits  # noqa: E402
 
 DEFAULT_DATA = HERE.parent.parent / "shared" / "data"
 
-#: The baseline's stop words: articles, pronouns, auxiliaries, common prepositions and conjunctions.
-STOP = frozenset("""
-a an the i me my we us our you your he him his she her it its they them their this that these those is are was
-were be been being am do does did have has had will would shall should can could may might must of in on at to
-for from by with about as into and or but if so than not no
-""".split())
 _RE_WORD = re.compile(r"[a-z0-9]+")
 HALVES = ("dev", "test", "all")
 #: Bootstrap draws for the 95% intervals (:func:`interval`).
@@ -85,12 +81,11 @@ NO_CLAIMS = 0.5
 
 
 def coverage(candidate: str, evidence: str) -> float:
-    """The baseline: share of the candidate's content tokens found anywhere in the evidence."""
-    cand = [w for w in _RE_WORD.findall(candidate.lower()) if w not in STOP]
-    if not cand:
-        return 1.0
-    ev = set(_RE_WORD.findall(evidence.lower()))
-    return sum(w in ev for w in cand) / len(cand)
+    """The baseline: share of the candidate's content tokens found anywhere in the evidence
+    (:func:`ragmeter.judges.offline.text.word_overlap`, which the offline judge also reads as a signal)."""
+    from ragmeter.judges.offline.text import word_overlap
+
+    return word_overlap(candidate, [frozenset(_RE_WORD.findall(evidence.lower()))])
 
 
 def _half(key: str) -> str:
@@ -165,26 +160,6 @@ def calibration(p: np.ndarray, y: np.ndarray, bins: int = 10) -> dict:
             table.append((edges[k], edges[k + 1], int(m.sum()), float(p[m].mean()), float(y[m].mean())))
             ece += m.sum() / len(p) * abs(p[m].mean() - y[m].mean())
     return {"table": table, "ece": float(ece), "brier": float(np.mean((p - y) ** 2))}
-
-
-def fit_confidence(sets: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
-    """Platt scaling: (slope, intercept) of the logistic regression of the labels on the
-    faithfulness values, maximum likelihood with each set weighted equally (Newton's method,
-    numpy only). ``sets``: per set, the values of its answers (with claims) and their 0/1 labels."""
-    x = np.concatenate([v for v, _ in sets])
-    y = np.concatenate([lab for _, lab in sets]).astype(float)
-    w = np.concatenate([np.full(len(v), 1.0 / len(v)) for v, _ in sets])
-    design = np.column_stack([x, np.ones_like(x)])
-    theta = np.zeros(2)
-    for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-design @ theta))
-        grad = design.T @ (w * (y - p))
-        hess = design.T @ (design * (w * p * (1 - p))[:, None])
-        step = np.linalg.solve(hess, grad)
-        theta += step
-        if np.abs(step).max() < 1e-10:
-            break
-    return round(float(theta[0]), 2), round(float(theta[1]), 2)
 
 
 async def _gather(coros, concurrency: int = 8):
@@ -311,7 +286,7 @@ def interval(stat, clusters: np.ndarray, n_boot: int = BOOTSTRAP, seed: int = 0)
             "wins": float(np.mean(diff[ok] > 0)), "clusters": len(keys)}
 
 
-def run_path(path: str, data: Path, final: bool, fit: bool = False) -> list[dict]:
+def run_path(path: str, data: Path, final: bool) -> list[dict]:
     """Every statistic of the judge on one path, with the baseline, per split half."""
     from ragmeter.judges.offline import OfflineJudge
 
@@ -397,15 +372,6 @@ def run_path(path: str, data: Path, final: bool, fit: bool = False) -> list[dict
         conf = [answer_confidence(judge, out[i][0], out[i][1]) for i in keep]
         rows.append({"set": name, "stat": "faithfulness calibration", "half": h, "n": len(keep), "calibration": True,
                      "score": score, "confidence": calibration(np.array(conf), y) if None not in conf else None})
-    if fit:
-        sets = []
-        for name, h, out, lab, m in groups:
-            if (name, h) in (("begin", "dev"), ("summedits", "A")):
-                keep = [i for i in np.flatnonzero(m) if out[i][1]]
-                sets.append((np.array([out[i][0] for i in keep]), lab[keep]))
-        slope, intercept = fit_confidence(sets)
-        print(f"[{path}] confidence fit on the dev halves: confidence_slope={slope}, confidence_intercept={intercept}",
-              file=sys.stderr)
     for r in rows:
         r["path"] = path
     print(f"[{path}] {time.perf_counter() - t0:.0f} s", file=sys.stderr)
@@ -417,13 +383,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA), help="folder holding the three sets")
     parser.add_argument("--paths", default="lexical", help="comma-separated: lexical, embedding")
     parser.add_argument("--final", action="store_true", help="also score SummEdits half B (held back)")
-    parser.add_argument("--fit-calibration", action="store_true",
-                        help="fit the confidence's Platt constants on the dev halves (BEGIN dev, SummEdits A)")
     parser.add_argument("--reliability", action="store_true", help="print the reliability tables")
     args = parser.parse_args(argv)
     rows = []
     for path in [p.strip() for p in args.paths.split(",") if p.strip()]:
-        rows.extend(run_path(path, Path(args.data), args.final, args.fit_calibration))
+        rows.extend(run_path(path, Path(args.data), args.final))
     print("| path | set | statistic | half | n | judge | baseline | judge - baseline |")
     print("|---|---|---|---|---:|---:|---:|---:|")
     for r in rows:

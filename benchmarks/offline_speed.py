@@ -12,48 +12,37 @@ judge tasks exactly as the metrics call them, caches cleared first:
 Run::
 
     python benchmarks/offline_speed.py                 # lexical and embedding paths
+    OPENBLAS_NUM_THREADS=1 taskset -c 0 python benchmarks/offline_speed.py   # one core
     python benchmarks/offline_speed.py --paths lexical --samples 200
     python benchmarks/offline_speed.py --max-record     # the largest record the default Limits allow
 
-The issue's budget is < 10 s for the lexical path's faithfulness on 1,000 samples (2 cores).
-Results of this version (2 CPUs, 16 samples in flight; the embedding model's one-off load is not
-timed)::
+Results of this version (issue 35: one core, ``taskset -c 0``, ``OPENBLAS_NUM_THREADS=1`` for the
+embedding path; wall time on a 2-core machine shared with other jobs, load 2.6-3.5; the previous
+version, ea26972, run alternately in the same minutes)::
+
+    | task                               | this version                  | before (ea26972) |
+    |------------------------------------|------------------------------:|-----------------:|
+    | faithfulness, lexical              | 115-192 samples/s (3 runs)    | 80-93/s          |
+    | faithfulness, embedding            | 68/s (1,000), 73/s (200)      | 47/s (200)       |
+    | context relevance, embedding       | 17/s (1,000), 25/s (200)      | 5/s (200)        |
+
+Instructions per lexical faithfulness sample (valgrind's callgrind, 40 samples, the run minus the
+imports): 31M, against 55.5M before. Context relevance on the embedding path embeds the question
+and, per chunk, the statement holding most of the question's words (and, for a chunk holding
+little of a reference, the reference and its statement holding most of its words): 5,954 distinct
+texts for 1,000 samples, 27 per sample before. The numbers of earlier rounds follow.
+
+Before issue 35 (2 CPUs, 16 samples in flight; the embedding model's one-off load is not timed)::
 
     | path      | faithfulness (extract + verify) | claims | context relevance (rate_chunks) |
     |-----------|--------------------------------:|-------:|--------------------------------:|
     | lexical   |                          7.40 s |   3764 |                          1.37 s |
     | embedding |                         21.59 s |   3764 |                        139.19 s |
 
-Repeated runs of the lexical faithfulness timing ranged from 6.2 s to 7.5 s with other jobs on the
-machine (5.9-7.3 s before the alignment also checked each sentence of a passage on its own). The embedding path embeds, for faithfulness, only the claims no chunk supports lexically
-(with their three closest passages); for context relevance, the statements whose similarity can
-change ``rate_chunks``'s answer (a statement relevant by its words is skipped unless its chunk's
-usefulness is left to similarity): 5,393 distinct texts for 200 samples instead of 5,581 (3%
-fewer here, 21% fewer on ``examples/rag_samples.jsonl``, whose questions share more words with
-their chunks), shown as "texts embedded" (``--tasks relevance`` times that alone).
-
-Context relevance on the embedding path is bound by the model, not by batching: ~90% of its time
-is inside the model's forward pass (py-spy), and the texts of all samples in flight already go to
-the model in one call (:class:`~ragmeter.judges.local.LocalEmbedder` merges concurrent requests).
-A statement of ~20 tokens costs all-MiniLM-L6-v2 ~0.4 GFLOP, a sample of ~25 distinct statements
-~10 GFLOP: at the ~300 texts/s two idle cores encode, ~12 samples/s is the ceiling while verdicts
-stay exactly the same. Measured on 200 samples (``--tasks relevance``, load ~1): 18.5 s before the
-skipping, 18.1 s after (11 samples/s, ~300 texts/s); with five other jobs on the machine (load
-4-6) 74-109 s either way.
-
-A prefilter that changes few verdicts was measured (2026-11-25) and not adopted. Static vectors
-distilled from the same model (the last hidden state of each word piece run alone, centred, the
-top 8 principal directions removed, stop words weighted 0.05; the whole vocabulary takes 18 s)
-give a statement a cosine with the question that tracks the model's at r = 0.86 over 15,068
-question-statement pairs (this benchmark's samples, the bundled samples, BEGIN and RAGChecker
-texts). Skipping the model for statements whose static cosine is below a cut chosen on one half
-to keep 99% of the relevant verdicts (cut 0.16), on the other half: 49-61% of the statements
-skipped here, 18-19% on the RAG samples (5 and 10 chunks), 33-37% on RAGChecker, 81-82% on BEGIN;
-0.6-0.7% of the relevant verdicts lost (two ways of estimating the principal directions). That is at most ~2x on this benchmark (~20 samples/s) and ~1.2x on
-realistic chunks, short of 50/s, for a second code path; the exact path stays. Nor does another
-runtime close the gap: ONNX Runtime 1.32 on the same int8 file (its int8 kernels, 2 threads,
-same batching) encodes 228 texts/s where the numpy model does 161 on the same 3,000 texts (1.4x;
-vectors within cosine 0.99999).
+Context relevance on the embedding path was bound by the model: it embedded every statement
+whose similarity could change the verdict (~25 per sample, ~90% of the time in the forward pass);
+a static-vector prefilter and ONNX Runtime's int8 kernels were measured and not adopted (at most
+~2x and 1.4x; ``benchmarks/JUDGE_RESULTS.md`` and the README before issue 35).
 
 The largest record (``--max-record``): every field at its default
 :class:`~ragmeter.metrics.requests.Limits`: question 20,000 characters, four chunks of 100,000
@@ -217,9 +206,10 @@ async def _relevance(judge, samples: list[dict], concurrency: int = 16) -> None:
 def _clear_caches() -> None:
     from ragmeter import specifics, specifics_extraction
     from ragmeter.judges.local import LocalEmbedder
-    from ragmeter.judges.offline import text
+    from ragmeter.judges.offline import checks, text
 
-    for fn in (text.analyse, text.analyse_chunk, specifics_extraction._extract_cached,
+    for fn in (text.analyse, text.analyse_chunk, text._sentence, text.normalise, checks._stated,
+               specifics_extraction._extract_cached,
                specifics_extraction._numeric_cached, specifics._norm_text, specifics._capitalised_words):
         fn.cache_clear()
     LocalEmbedder._cache.clear()

@@ -72,9 +72,10 @@ def _usage_line(result: Any) -> str:
     else:
         cost = "unknown (no price for this model)"
     per = f" ({u.calls / len(result):.1f} per sample)" if len(result) else ""
+    saved = f", LLM calls saved by the cascade: {u.saved_calls}" if u.saved_calls else ""
     return (f"judge calls: {u.calls}{per}, cached: {u.cached}, retries: {u.retries}, "
             f"embedding calls: {u.embedding_calls}, tokens: {u.prompt_tokens} prompt + "
-            f"{u.completion_tokens} completion, cost: {cost}")
+            f"{u.completion_tokens} completion, cost: {cost}{saved}")
 
 
 def latency_line(result: Any) -> str | None:

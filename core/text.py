@@ -45,6 +45,9 @@ def _last_word(before: str) -> str:
     return word.lstrip(_OPENERS).rstrip(".").lower()
 
 
+_RE_INITIALISM = re.compile(r"(?:[a-z]\.)*[a-z]")
+
+
 def _is_abbreviation(before: str) -> bool:
     word = _last_word(before)
     if not word:
@@ -52,7 +55,7 @@ def _is_abbreviation(before: str) -> bool:
     if word in _ABBREVIATIONS:
         return True
     # Single letters and dotted initialisms ("J.", "U.S.A.") are not sentence ends.
-    return bool(re.fullmatch(r"(?:[a-z]\.)*[a-z]", word))
+    return _RE_INITIALISM.fullmatch(word) is not None
 
 
 def _split_line(line: str) -> list[str]:

@@ -148,7 +148,7 @@ def test_judge_specs_resolve_once_and_offline_judge_works(monkeypatch):
     assert evs["precision@2"].judge is None
     assert RagmeterFaithfulnessEvaluator("offline").judge is evs["faithfulness"].judge
     assert resolved == ["offline"]
-    res = evs["faithfulness"].evaluate(query="Who wrote Dune?", response="Frank Herbert wrote Dune.",
+    res = evs["faithfulness"].evaluate(query="Who wrote Dune?", response="Dune was written by Frank Herbert.",
                                        contexts=["Dune was written by Frank Herbert."])
     assert res.judge == "offline-lexical" and res.score == 1.0 and not res.invalid_result
     res = evs["answer_relevancy"].evaluate(query="Who wrote Dune?", response="Frank Herbert wrote Dune.",

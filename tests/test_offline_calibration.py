@@ -11,9 +11,6 @@ import pytest
 from helpers.scripted import ScriptedJudge
 from ragmeter import Sample
 from ragmeter.judges import OfflineJudge
-from ragmeter.judges.offline import OfflineSettings
-from ragmeter.judges.offline.settings import DEFAULT_SETTINGS
-from ragmeter.judges.offline.verify import confidence
 from ragmeter.judges.tasks import get_task
 from ragmeter.metrics import Faithfulness
 
@@ -35,16 +32,16 @@ def judge_dev():
     return judge_dev
 
 
-def test_confidence_by_hand(lexical):
-    # 1 / (1 + exp(-(6.29 * f - 5.58))): f = 1 -> 1 / (1 + e^-0.71) = 0.6704; f = 0 -> 0.0038;
-    # f = 0.6 -> 1 / (1 + e^1.806) = 0.1411
-    assert (DEFAULT_SETTINGS.confidence_slope, DEFAULT_SETTINGS.confidence_intercept) == (6.29, -5.58)
-    assert confidence(1.0, DEFAULT_SETTINGS) == 0.6704 == lexical.confidence(1.0)
-    assert confidence(0.0, DEFAULT_SETTINGS) == 0.0038
-    assert confidence(0.6, DEFAULT_SETTINGS) == 0.1411
-    own = OfflineSettings(confidence_slope=2.0, confidence_intercept=-1.0)
-    assert confidence(0.5, own) == 0.5
-    assert OfflineJudge(embeddings=False, settings=own).confidence(1.0) == round(1 / (1 + math.exp(-1.0)), 4)
+def test_confidence_is_the_claim_support_combinations_platt_map(lexical):
+    m = lexical.combinations.claim_support
+    a, c = m.calibration
+    # confidence(v) = sigmoid(a * logit(p) + c) with p the model's probability for a mean score v
+    p_low = 1 / (1 + math.exp(-m.intercept))
+    p_high = 1 / (1 + math.exp(-(m.intercept + sum(max(0.0, w) for w in m.weights.values()))))
+    for value in (0.0, 0.4, 1.0):
+        p = p_low + value * (p_high - p_low)
+        assert lexical.confidence(value) == round(1 / (1 + math.exp(-(a * math.log(p / (1 - p)) + c))), 4)
+    assert lexical.confidence(0.0) < lexical.confidence(0.5) < lexical.confidence(1.0)
 
 
 def test_verdicts_carry_the_confidence_through_validation(lexical):
@@ -53,22 +50,20 @@ def test_verdicts_carry_the_confidence_through_validation(lexical):
     out = asyncio.run(lexical.run("verify_claims", inputs)).output
     get_task("verify_claims").validate(inputs, out)
     full, none = out["verdicts"]
-    assert (full["support"], full["confidence"]) == (1.0, 0.6704)
-    assert (none["support"], none["confidence"]) == (0.0, 0.0038)
-    assert full["reason"].endswith("; graded support 1.00, confidence 0.67")
-    assert none["reason"].endswith("; graded support 0.00, confidence 0.00")
+    assert full["support"] == 1.0 and full["confidence"] == lexical.confidence(1.0)
+    assert none["support"] == 0.0 and none["confidence"] == lexical.confidence(0.0)
+    assert full["reason"].endswith(f"; support 1.00, confidence {lexical.confidence(1.0):.2f}")
 
 
 def test_faithfulness_details_say_the_confidence(lexical):
     sample = Sample(question="Where is the museum?", contexts=["The museum opened in 1990 in Lyon."],
                     answer="The museum opened in Lyon. Tickets are sold online.")
     score = Faithfulness().score(sample, judge=lexical)
-    assert score.value == pytest.approx(0.5)
-    reasons = [c["reason"] for c in score.details["claims"]]
-    assert reasons[0].endswith("confidence 0.67") and reasons[1].endswith("confidence 0.00")
-    assert [c["confidence"] for c in score.details["claims"]] == [0.6704, 0.0038]
-    # the answer's confidence: the map of its faithfulness, 1 / (1 + exp(-(6.29 * 0.5 - 5.58))) = 0.0805
-    assert lexical.confidence(score.value) == 0.0805 == score.details["confidence"]
+    claims = score.details["claims"]
+    assert score.value == pytest.approx((claims[0]["support"] + claims[1]["support"]) / 2)
+    assert [c["confidence"] for c in claims] == [lexical.confidence(c["support"]) for c in claims]
+    # the answer's confidence: the map of its faithfulness (the mean of its claims' scores)
+    assert score.details["confidence"] == lexical.confidence(score.value)
 
 
 def test_a_judge_without_calibration_gives_no_confidence():
@@ -94,23 +89,9 @@ def test_calibration_statistics_by_hand(judge_dev):
 
 def test_answer_confidence(judge_dev, lexical):
     verdicts = [{"support": 1.0}, {"support": 0.0}]
-    assert judge_dev.answer_confidence(lexical, 0.5, verdicts) == 0.0805
+    assert judge_dev.answer_confidence(lexical, 0.5, verdicts) == lexical.confidence(0.5)
     assert judge_dev.answer_confidence(lexical, 0.5, []) is None  # no claims: not applicable
     assert judge_dev.answer_confidence(object(), 0.5, verdicts) is None  # a judge without the map
-
-
-def test_fit_recovers_known_constants(judge_dev):
-    # labels drawn with probability sigmoid(3 * f - 1) in two sets of different sizes: the fit
-    # (each set weighted equally) finds (3, -1)
-    rng = np.random.default_rng(0)
-    sets = []
-    for n in (3000, 12000):
-        f = rng.uniform(0, 1, n)
-        sets.append((f, (rng.uniform(size=n) < 1 / (1 + np.exp(-(3 * f - 1)))).astype(int)))
-    slope, intercept = judge_dev.fit_confidence(sets)
-    assert slope == pytest.approx(3, abs=0.3) and intercept == pytest.approx(-1, abs=0.2)
-    # a tiny separable set weighs as much as the large one: the fit stays finite
-    assert all(np.isfinite(judge_dev.fit_confidence([sets[0], (np.array([0.2, 0.9]), np.array([0, 1]))])))
 
 
 def test_auc_by_hand_and_against_pair_counting(judge_dev):

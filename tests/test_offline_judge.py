@@ -269,7 +269,7 @@ def test_aligned_differences(judge, claim, chunk, expected, word):
 def test_unrelated_claim_not_found(judge):
     v = verdicts(judge, ["Bananas are rich in potassium and grow in tropical climates."], CHUNKS)[0]
     assert v == {"claim": 0, "verdict": "not_found", "evidence": [], "chunks": [], "quote": "", "reason": v["reason"],
-                 "support": 0.0, "confidence": 0.0038}
+                 "support": 0.0, "confidence": judge.confidence(0.0)}
 
 
 def test_several_claims_and_no_chunks(judge):
@@ -306,8 +306,10 @@ def test_evidence_quotes_every_supporting_chunk(judge):
     # the raw answer is in the task's schema: exactly its keys, no derived fields
     raw = asyncio.run(judge._task_verify_claims({"claims": ["The Eiffel Tower is 330 metres tall."], "chunks": chunks}))
     props = get_task("verify_claims").schema["properties"]["verdicts"]["items"]["properties"]
-    # ... plus the graded "support" and calibrated "confidence" the offline judge adds (kept through validation)
-    assert set(raw["verdicts"][0]) == set(props) | {"support", "confidence"} and set(raw["verdicts"][0]["evidence"][0]) == {"chunk", "quote"}
+    # ... plus the "support" score and calibrated "confidence" the offline judge adds (kept through
+    # validation), and the signals behind them and the passage they rest on (dropped by validation)
+    assert set(raw["verdicts"][0]) == set(props) | {"support", "confidence", "features", "passage"}
+    assert set(raw["verdicts"][0]["evidence"][0]) == {"chunk", "quote"}
 
 
 def test_citation_of_the_second_supporting_chunk_gets_its_quote(lexical):
@@ -373,8 +375,10 @@ def test_rate_chunks_orders_relevance(judge):
     irrelevant, relevant = out["chunks"]
     assert irrelevant["relevant"] == [] and irrelevant["useful"] is False
     assert relevant["useful"] is True and 0 in relevant["relevant"] and 2 not in relevant["relevant"]
-    # Graded relevance: 1.0 for a relevant statement, partial credit below.
-    assert relevant["support"][0] == 1.0 and all(0.0 <= g < 1.0 for g in irrelevant["support"] + relevant["support"][2:])
+    # Graded relevance (the relevance combination): the relevant statement above every other.
+    others = irrelevant["support"] + relevant["support"][1:]
+    assert all(0.0 <= g < relevant["support"][0] <= 1.0 for g in others)
+    assert max(irrelevant["support"]) < min(relevant["support"])  # a relevant chunk's statements gain from it
     assert out["answerable"] >= 4
     with_ref = dict(inputs, reference="It was completed in 1889.")
     out = run(judge, "rate_chunks", with_ref).output
@@ -382,17 +386,25 @@ def test_rate_chunks_orders_relevance(judge):
 
 
 def test_context_relevance_is_graded():
-    """A statement holding 1 of the question's 3 content words (eiffel, tower, complet) misses the
-    0.34 needed to be relevant and grades 0.25 * (1/3) / 0.34 = 0.2451; one holding none 0; a
-    relevant one 1. Context relevance is their mean: (1 + 0.2451 + 0) / 3 = 0.4150, where relevant
-    / statements would say 1 / 3."""
+    """Each statement scores by the relevance combination of its signals: word overlap of the
+    question with the chunk ("when", "eiffel", "tower", "completed": 3 of 4 in the chunk, "when"
+    missing), the statement's share of the question's content stems (eiffel, tower, complet) and the
+    rules' relevance (a share of 0.34 is relevant, below it 0.25 * share / 0.34). Context relevance is
+    the statements' mean score."""
+    judge = OfflineJudge(embeddings=False)
     sample = Sample(question="When was the Eiffel Tower completed?", answer="-",
                     contexts=["The Eiffel Tower was completed in 1889. The tower is tall. It stands in Paris."])
-    score = evaluate([sample], metrics=[ContextRelevance()], judge=OfflineJudge(embeddings=False)).results[0].scores[
-        "context_relevance"]
-    assert score.value == pytest.approx((1 + 0.25 * (1 / 3) / 0.34 + 0) / 3, abs=1e-4)
-    assert score.details["chunks"][0]["relevant"] == 1 and score.details["chunks"][0]["graded"] == 1.2451
-    assert "graded: 1.25 of 3" in score.explanation
+    score = evaluate([sample], metrics=[ContextRelevance()], judge=judge).results[0].scores["context_relevance"]
+    m = judge.combinations.relevance
+    common = {"overlap": 3 / 4, "chunk": 1.0, "similarity": 0.0}
+    signals = [{**common, "question": 1.0, "relevant": 1.0, "partial": 1.0},
+               {**common, "question": 1 / 3, "relevant": 0.0, "partial": round(0.25 * (1 / 3) / 0.34, 4)},
+               {**common, "question": 0.0, "relevant": 0.0, "partial": 0.0}]
+    grades = [m.score(x) for x in signals]
+    assert grades[0] > grades[1] > grades[2]
+    assert score.value == pytest.approx(sum(grades) / 3, abs=1e-4)
+    chunk = score.details["chunks"][0]
+    assert chunk["relevant"] == 1 and chunk["graded"] == round(sum(grades), 4)
 
 
 class TableEmbedder(Embedder):
@@ -409,40 +421,40 @@ class TableEmbedder(Embedder):
         return np.stack([self.table[t] for t in texts]), Usage()
 
 
-def test_rate_chunks_embeds_only_what_can_change_the_answer():
+def test_rate_chunks_embeds_a_handful_of_texts_per_sample():
     # question (1, 0), reference (0, 1): a statement's similarity is its first (question) or second
-    # (reference) coordinate. Question words: tall, eiffel, tower; a statement holding 0.34 of them
-    # is relevant by its words; a chunk covering 0.3 of them (or of the reference's) is useful by them.
+    # (reference) coordinate. The question is compared with each chunk's statement holding most of
+    # its words (the first of equals); the reference, for a chunk holding less than 0.3 of its
+    # words, with the statement holding most of them.
     q, ref = "How tall is the Eiffel Tower?", "Bananas are yellow fruit."
-    chunks = [["The Eiffel Tower is 330 metres tall.", "It was completed in 1889."],  # words 3/3; sims 0, 0.6
-              ["Paris hosts many visitors.", "The tower attracts tourists."],  # words 0, 1/3 < 0.34; sims 0.5, 0.1
-              ["Bananas are yellow."]]  # sim 0.1; reference words 2/3
+    chunks = [["The Eiffel Tower is 330 metres tall.", "It was completed in 1889."],  # words 3/3, 0
+              ["Paris hosts many visitors.", "The tower attracts tourists."],  # words 0, 1/3
+              ["Bananas are yellow."]]  # question words 0; reference words 2/3
     table = {q: (1, 0), ref: (0, 1), chunks[0][0]: (0, 1), chunks[0][1]: (0.6, -0.8),
              chunks[1][0]: (0.5, 0.8660254), chunks[1][1]: (0.1, -0.99498744), chunks[2][0]: (0.1, 0.99498744)}
     embedder = TableEmbedder(table)
     judge = OfflineJudge(embedder=embedder)
+    m = judge.combinations.relevance
     out = run(judge, "rate_chunks", {"question": q, "reference": None, "chunks": chunks}).output
-    # relevant: 0 by words, 1 by 0.6 >= 0.45 | 0 by 0.5 | none (0.1); useful: question coverage
-    # 3/3, 1/3 >= 0.3 with a relevant statement | nothing relevant; all three question words covered: 1 + 4.
-    # Graded: 1.0 for the relevant; "The tower attracts tourists." 0.25 * max((1/3) / 0.34, 0.1 / 0.45)
-    # = 0.2451; "Bananas are yellow." 0.25 * 0.1 / 0.45 = 0.0556.
-    grades = [[1.0, 1.0], [1.0, 0.2451], [0.0556]]
-    assert out == {"chunks": [{"chunk": 0, "relevant": [0, 1], "useful": True, "support": grades[0]},
-                              {"chunk": 1, "relevant": [0], "useful": True, "support": grades[1]},
-                              {"chunk": 2, "relevant": [], "useful": False, "support": grades[2]}], "answerable": 5}
-    # The statement relevant by its words in a chunk useful by its words is never embedded.
-    assert sorted(embedder.asked) == sorted([q, chunks[0][1], *chunks[1], chunks[2][0]])
+    assert sorted(embedder.asked) == sorted([q, chunks[0][0], chunks[1][1], chunks[2][0]])
+    # the best statement's similarity is a signal of every statement of its chunk: 0 for chunk 0
+    # (its best statement is orthogonal to the question), 0.1 for chunks 1 and 2
+    sims = [0.0, 0.1, 0.1]
+    for i, chunk in enumerate(out["chunks"]):
+        raw = asyncio.run(judge.signals("rate_chunks", {"question": q, "reference": None, "chunks": chunks}))
+        assert [x["similarity"] for x in raw["chunks"][i]["features"]] == pytest.approx([sims[i]] * len(chunks[i]))
+        assert chunk["support"] == [m.score(x) for x in raw["chunks"][i]["features"]]
+    # relevant by words: chunk 0's first statement; no similarity reaches 0.45
+    assert [c["relevant"] for c in out["chunks"]] == [[0], [], []]
     embedder.asked.clear()
     out = run(judge, "rate_chunks", {"question": q, "reference": ref, "chunks": chunks}).output
-    # useful against the reference: chunks 0 and 1 hold none of its words, so the best reference
-    # similarity decides (1.0 from the statement relevant by words, 0.866) >= 0.45 + 0.1; chunk 2
-    # holds 2/3 of them; answerable 1 + round(4 * 2/3) = 4.
-    assert out == {"chunks": [{"chunk": 0, "relevant": [0, 1], "useful": True, "support": grades[0]},
-                              {"chunk": 1, "relevant": [0], "useful": True, "support": grades[1]},
-                              {"chunk": 2, "relevant": [], "useful": True, "support": grades[2]}], "answerable": 4}
-    assert sorted(embedder.asked) == sorted(table)
+    # chunks 0 and 1 hold none of the reference's words: their statements holding most of them
+    # (the first of equals) are compared with it; chunk 2 holds 2/3 of them and is useful by them
+    assert sorted(embedder.asked) == sorted([q, chunks[0][0], chunks[1][1], chunks[2][0], ref, chunks[1][0]])
+    # useful for the reference: chunk 0 by similarity 1.0 >= 0.55, chunk 1 by 0.866, chunk 2 by words
+    assert [c["useful"] for c in out["chunks"]] == [True, True, True] and out["answerable"] == 4
     embedder.asked.clear()
-    # No question: nothing is embedded (as before: similarity to nothing decides nothing).
+    # No question: nothing is embedded (similarity to nothing decides nothing).
     run(judge, "rate_chunks", {"question": " ", "reference": ref, "chunks": chunks})
     assert embedder.asked == []
 
@@ -647,10 +659,10 @@ def test_faithfulness_metric_names_the_judge(lexical):
                     answer="The Eiffel Tower was completed in 1889. It is 500 metres tall.")
     score = Faithfulness().score(sample, judge=lexical)
     assert score.judge == "offline-lexical" and score.error is None
-    # graded: the supported claim counts 1.0, the contradicted one (500 vs 330 metres) almost nothing
+    # scored: the supported claim counts 1.0, the contradicted one (500 vs 330 metres) almost nothing
     supports = [c["support"] for c in score.details["claims"]]
-    assert supports[0] == 1.0 and 0 < supports[1] < 0.1
-    assert score.value == pytest.approx(sum(supports) / 2) and 0.5 < score.value < 0.55
+    assert supports[0] == 1.0 and supports[1] < 0.05
+    assert score.value == pytest.approx(sum(supports) / 2) and 0.5 <= score.value < 0.53
     assert score.explanation.startswith("1 of 2 claims supported by the retrieved chunks, mean graded support 0.5")
 
 
@@ -771,10 +783,15 @@ def test_an_amount_or_a_fiscal_year_in_another_spelling_counts_as_stated(lexical
     chunk = ["There is authorized to be appropriated $20,000,000 for each of fiscal years 2022 through 2026."]
     # words: authorizes, 20, million, each, fiscal, year, 2022, through, fiscal, year, 2026 (11);
     # "million" is stated only as part of $20,000,000 (without that, 10 of 11 -> 0.6 + 0.4 * 10/11)
-    same, rival = verdicts(lexical, ["It authorizes $20 million for each of FY2022 through FY2026.",
-                                     "It authorizes $20 million for each of FY2022 through FY2028."], chunk)
-    assert same["verdict"] == "supported" and same["support"] == 1.0
+    claims = ["It authorizes $20 million for each of FY2022 through FY2026.",
+              "It authorizes $20 million for each of FY2022 through FY2028."]
+    same, rival = verdicts(lexical, claims, chunk)
+    raw = asyncio.run(lexical.signals("verify_claims", {"claims": claims[:1], "chunks": chunk}))["verdicts"]
+    assert same["verdict"] == "supported" and same["support"] == lexical.combinations.claim_support.score(
+        raw[0]["features"])
     assert rival["verdict"] != "supported" and "2028" in rival["reason"]
+    raw = asyncio.run(lexical.signals("verify_claims", {"claims": claims, "chunks": chunk}))["verdicts"]
+    assert raw[0]["features"]["coverage"] == 1.0 and raw[0]["features"]["graded"] == 1.0
 
 
 def test_bill_summary_style(judge):
@@ -806,7 +823,7 @@ def test_bill_summary_style(judge):
 
 def test_demonym_and_country_are_one_name(lexical):
     v = verdicts(lexical, ["The Belgian team won the final."], ["The team from Belgium won the final in Paris."])[0]
-    assert v["verdict"] == "supported" and v["support"] == 1.0
+    assert v["verdict"] == "supported" and v["support"] > 0.85  # "belgian" is no word overlap: not quite 1
 
 
 def test_preambles_and_openers_are_not_claims(lexical):
@@ -881,20 +898,23 @@ def test_a_factive_question_states_its_clause(judge):
 
 
 def test_graded_support_by_hand(lexical):
-    # support = 0.6 * v + 0.4 * c: c = coverage (share of the claim's words, function words left
-    # out, stated in the chunk; x 0.2 when contradicted, x 0.5 when a check fails), v = 0 unless
-    # supported, then the word-overlap support / 0.5 (at most 1): a quarter of the words is no
-    # longer full support
+    # The rules' graded support (a signal of the combinations): 0.6 * v + 0.4 * c: c = coverage (share
+    # of the claim's words, function words left out, stated in the chunk; x 0.2 when contradicted,
+    # x 0.5 when a check fails), v = 0 unless supported, then the word-overlap support / 0.5 (at most 1)
     chunk = ["The museum opened in 1990 in Lyon."]
-    full, quarter, rival, none = supports(lexical, [
-        "The museum opened in Lyon.",            # museum opened lyon: 3 / 3
-        "The museum sells cheap tickets.",       # museum: 1 of 4 words, still 'supported' (25%)
-        "The museum opened in 1995 in Lyon.",    # 1995: contradicted
-        "Tickets are sold online."], chunk)      # nothing
+    claims = ["The museum opened in Lyon.",            # museum opened lyon: 3 / 3
+              "The museum sells cheap tickets.",       # museum: 1 of 4 words, still 'supported' (25%)
+              "The museum opened in 1995 in Lyon.",    # 1995: contradicted
+              "Tickets are sold online."]              # nothing
+    raw = asyncio.run(lexical.signals("verify_claims", {"claims": claims, "chunks": chunk}))["verdicts"]
+    full, quarter, rival, none = (v["features"]["graded"] for v in raw)
     assert full == 1.0
     assert quarter == pytest.approx(0.6 * 0.25 / 0.5 + 0.4 * 0.25)  # 0.4, was a full 1.0 vote
     assert rival == pytest.approx(0.4 * 0.2 * 3 / 4)  # museum, opened, lyon of museum, opened, 1995, lyon
     assert none == 0.0
+    # the scores faithfulness averages: the combination of each claim's signals
+    m = lexical.combinations.claim_support
+    assert supports(lexical, claims, chunk) == [m.score(v["features"]) for v in raw]
 
 
 def test_one_unsupported_claim_among_ten_shows(lexical):
@@ -947,3 +967,33 @@ def test_name_says_which_path_and_the_default_notice(lexical):
     assert "OPENAI_API_KEY" in notice and "--judge" in notice
     assert default_judge_notice(lexical, environ={"OPENAI_API_KEY": "sk-x"}) is None
     assert default_judge_notice("openai:gpt-4o-mini", environ={}) is None
+
+
+@pytest.mark.parametrize("claim, chunk", [
+    ("The rumour is not untrue.", "The rumour is true."),
+    ("It is not untrue that the museum opens at 9 am.", "The museum opens at 9 am."),
+    ("The drug is not ineffective against flu.", "The drug is effective against flu."),
+    ("The museum is not closed on Mondays.", "The museum is open on Mondays."),
+    ("The rumour is true.", "The rumour is not untrue."),
+])
+def test_a_double_negation_states_what_the_passage_says(lexical, claim, chunk):
+    """Issue 33 (13): "not untrue" scored 0.064 against "true" (the antonym and inserted-negation
+    checks read it as a contradiction); a negated opposite is the passage's statement."""
+    (v,) = verdicts(lexical, [claim], [chunk])
+    assert v["verdict"] == "supported", v["reason"]
+    value = evaluate([Sample(question="Is it so?", contexts=[chunk], answer=claim)], metrics=["faithfulness"],
+                     judge=lexical, progress=False)[0].scores["faithfulness"].value
+    # supported; only the word overlap signal sees "untrue" where the passage says "true" (was 0.064)
+    assert value >= 0.8
+
+
+@pytest.mark.parametrize("claim, chunk", [
+    ("The rumour is untrue.", "The rumour is true."),
+    ("The rumour is not true.", "The rumour is true."),
+    ("The drug is not effective against flu.", "The drug is effective against flu."),
+    ("The museum is not open on Mondays.", "The museum is open on Mondays."),
+    ("The rumour is not untrue.", "The rumour is untrue."),
+])
+def test_a_single_negation_or_opposite_still_contradicts(lexical, claim, chunk):
+    (v,) = verdicts(lexical, [claim], [chunk])
+    assert v["verdict"] == "contradicted", v["reason"]

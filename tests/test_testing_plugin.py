@@ -2,6 +2,7 @@
 failure messages carry the evidence, the marker and fixture work, the summary table is printed,
 and results reach the history store tagged with the test run; offline and LLM judges."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -110,11 +111,13 @@ def test_plugin_marker_fixture_summary_and_store(pytester):
     result = pytester.runpytest(*PLUGIN, "--ragmeter-db", str(db))
     result.assert_outcomes(passed=1, failed=1, errors=1)
     out = result.stdout.str()
-    assert "faithfulness = 0.0500 < 0.9" in out and "unsupported: 'Paris has 90 million people.'" in out
+    # "Paris" is the one word of the claim the chunk states: a score near 0 (the fitted combination's)
+    assert re.search(r"faithfulness = 0\.0\d{3} < 0\.9", out)
+    assert "unsupported: 'Paris has 90 million people.'" in out
     assert "ragmeter_dataset needs @pytest.mark.ragmeter(dataset=" in out
     result.stdout.re_match_lines([r"=+ ragmeter =+", r"5 samples asserted, 1 failed",
                                   r"metric\s+asserted\s+mean\s+min\s+below floor\s+no value",
-                                  r"faithfulness\s+5\s+0\.\d{4}\s+0\.0500\s+1\s+0",
+                                  r"faithfulness\s+5\s+0\.\d{4}\s+0\.0\d{3}\s+1\s+0",
                                   r"context_recall\s+4\s+", r"recorded run 1 in sqlite:///.*history.db \(tag pytest:\S+\)"])
     with Store(db) as store:
         [info] = store.runs()

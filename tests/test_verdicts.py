@@ -133,7 +133,7 @@ def test_diagnosis_of_a_real_offline_run():
         kinds[r.sample.id] = diagnose(r.scores).kind
         assert kinds[r.sample.id] == expected, r.sample.id
     assert kinds["k8s-probes"] == "retrieval"  # its reference statement is in no chunk (recall 0.0)
-    assert {"retrieval", "both", "fine"} <= set(kinds.values())
+    assert {"retrieval", "generation", "fine"} <= set(kinds.values())
 
 
 # --------------------------------------------------------------------------- response time

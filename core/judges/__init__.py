@@ -2,7 +2,9 @@
 
 ``OpenAIJudge`` (any OpenAI-compatible endpoint), ``AnthropicJudge``, ``LangChainJudge`` (any
 LangChain chat model), ``LlamaIndexJudge`` (any LlamaIndex LLM), ``OfflineJudge`` (no model, no
-network) and ``EnsembleJudge`` (median of several judges). Embedders turn texts into vectors for
+network; ``GroundingModel`` plugs a local sentence-pair classifier into it), ``EnsembleJudge``
+(median of several judges) and ``CascadeJudge`` (the offline judge first, an LLM judge for the
+samples it is unsure of). Embedders turn texts into vectors for
 answer relevancy and answer correctness.
 """
 
@@ -25,6 +27,8 @@ _LAZY = {
     "LexicalEmbedder": "ragmeter.judges.offline",
     "LocalEmbedder": "ragmeter.judges.local",
     "EnsembleJudge": "ragmeter.judges.ensemble",
+    "CascadeJudge": "ragmeter.judges.cascade",
+    "GroundingModel": "ragmeter.judges.offline.grounding",
     "JudgeCache": "ragmeter.judges.cache",
     "judge_from_spec": "ragmeter.judges.spec",
     "default_judge": "ragmeter.judges.spec",

@@ -29,7 +29,9 @@ REPEAT: ContextVar[int] = ContextVar("ragmeter_repeat", default=0)
 @dataclass
 class Usage:
     """What judge work cost: requests sent (``calls``, retries included), ``retries``, results
-    served from the cache (``cached``), tokens, and ``cost_usd`` (None when the price is unknown)."""
+    served from the cache (``cached``), tokens, ``cost_usd`` (None when the price is unknown), and
+    ``saved_calls``: the LLM calls a :class:`~ragmeter.judges.cascade.CascadeJudge` did not make
+    because its offline judge was confident."""
 
     calls: int = 0
     retries: int = 0
@@ -38,6 +40,7 @@ class Usage:
     completion_tokens: int = 0
     embedding_calls: int = 0
     cost_usd: float | None = None
+    saved_calls: int = 0
 
     def __add__(self, other: "Usage") -> "Usage":
         if not isinstance(other, Usage):
@@ -53,6 +56,7 @@ class Usage:
             completion_tokens=self.completion_tokens + other.completion_tokens,
             embedding_calls=self.embedding_calls + other.embedding_calls,
             cost_usd=cost,
+            saved_calls=self.saved_calls + other.saved_calls,
         )
 
     def to_dict(self) -> dict:

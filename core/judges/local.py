@@ -3,7 +3,7 @@
 By default all-MiniLM-L6-v2 from its int8 ONNX export, run in numpy with a pure-Python tokenizer
 (:mod:`ragmeter.judges.minilm`, ``pip install "ragmeter[local]"``: no PyTorch, no ONNX Runtime);
 ``LocalEmbedder(model=...)`` runs any sentence-transformers model instead (a folder or a hub name, ``pip install
-"ragmeter[sentence-transformers]"``).
+"ragmeter[sentence-transformers]"``), on the CPU or a GPU (``device=``).
 
 Importing this module imports neither torch nor sentence-transformers; a model loads
 on first use, once per process, under a lock.
@@ -57,7 +57,16 @@ def _missing(err: BaseException, model: str | None = None) -> ImportError:
                        f"[{type(err).__name__}: {err}]")
 
 
-def _load_sentence_transformer(model: str) -> Any:
+def _cuda_available() -> bool:
+    """Whether PyTorch sees a CUDA device (False when PyTorch is not installed)."""
+    if not _find("torch"):
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _load_sentence_transformer(model: str, device: str = "cpu") -> Any:
     if Path(model).is_dir():  # a model folder: never reach for the hub
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -74,17 +83,18 @@ def _load_sentence_transformer(model: str) -> Any:
         hf_logging.set_verbosity_error()
     except Exception:  # pragma: no cover - transformers internals moved
         pass
-    return SentenceTransformer(model, device="cpu")
+    return SentenceTransformer(model, device=device)
 
 
-def load_model(model: str | None = None) -> Any:
-    """The process-wide model (loaded on first call, thread-safe): the numpy MiniLM
-    (:class:`ragmeter.judges.minilm.MiniLM`) for ``model=None``, else a SentenceTransformer.
+def load_model(model: str | None = None, device: str = "cpu") -> Any:
+    """The process-wide model (loaded on first call per model and device, thread-safe): the numpy
+    MiniLM (:class:`ragmeter.judges.minilm.MiniLM`, CPU only) for ``model=None``, else a
+    SentenceTransformer on ``device``.
 
     Raises ImportError naming the extra to install when it is missing, and
     :class:`~ragmeter.judges.minilm.ModelIntegrityError` when the ONNX file is not the pinned one.
     """
-    key = "" if model is None else str(model)
+    key = "" if model is None else f"{model}@{device}"
     if key in _models:
         return _models[key]
     with _model_lock:
@@ -97,13 +107,17 @@ def load_model(model: str | None = None) -> Any:
                 except ImportError as err:
                     raise _missing(err) from err
             else:
-                _models[key] = _load_sentence_transformer(key)
+                _models[key] = _load_sentence_transformer(str(model), device)
         return _models[key]
 
 
 class LocalEmbedder(Embedder):
     """Embeds texts on this machine: all-MiniLM-L6-v2 (int8 weights, 384 dimensions, unit-normalised)
     by default, or the sentence-transformers ``model`` given (a folder or a hub name).
+
+    ``device``: where a sentence-transformers model runs: ``"auto"`` (default: CUDA when PyTorch
+    sees a GPU, else the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (ValueError when there is no
+    CUDA device); the packaged numpy MiniLM runs on the CPU only (``"auto"`` and ``"cpu"``).
 
     ``embed`` runs the model in a worker thread (``asyncio.to_thread``), so it does not block the
     event loop; all texts of one call are encoded in one model call (``batch_size`` at a time), and
@@ -121,9 +135,16 @@ class LocalEmbedder(Embedder):
     _cache: "OrderedDict[tuple[str, str], np.ndarray]" = OrderedDict()
     _cache_lock = threading.Lock()
 
-    def __init__(self, model: str | os.PathLike | None = None, *, batch_size: int = 64, cache_size: int = 50_000):
+    def __init__(self, model: str | os.PathLike | None = None, *, batch_size: int = 64, cache_size: int = 50_000,
+                 device: str = "auto"):
+        from ragmeter.judges.offline.grounding import choose_device
+
         self.model = None if model is None else str(model)
+        choose_device(device, cuda_available=True)  # the spelling is checked now, CUDA below or on load
         if self.model is None:
+            if device not in ("auto", "cpu"):
+                raise ValueError(f"device={device!r}: the packaged numpy MiniLM runs on the CPU only; pass "
+                                 f"model=... (a sentence-transformers model, {ST_INSTALL_HINT}) to use a GPU")
             for module in _DEFAULT_NEEDS:
                 if not _find(module):
                     raise _missing(ModuleNotFoundError(f"No module named {module!r}"))
@@ -132,8 +153,19 @@ class LocalEmbedder(Embedder):
                 raise _missing(ModuleNotFoundError("No module named 'sentence_transformers'"), self.model)
             label = Path(self.model).name if Path(self.model).is_dir() else self.model
             self.name, self.dim = f"local:{label}", None
+        self.requested_device = device
         self.batch_size = int(batch_size)
         self.cache_size = int(cache_size)
+
+    @property
+    def device(self) -> str:
+        """The device the model runs on: "cpu" for the packaged MiniLM, else ``device`` resolved
+        (:func:`~ragmeter.judges.offline.grounding.choose_device`)."""
+        if self.model is None:
+            return "cpu"
+        from ragmeter.judges.offline.grounding import choose_device
+
+        return choose_device(self.requested_device, _cuda_available())
 
     def _lookup(self, texts: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str]]:
         found: dict[str, np.ndarray] = {}
@@ -162,7 +194,7 @@ class LocalEmbedder(Embedder):
             return self._empty()
         found, todo = self._lookup(texts)
         if todo:
-            model = load_model(self.model)
+            model = load_model(self.model, self.device)
             with _encode_lock:  # one encode at a time: the model already uses every core
                 if self.model is None:
                     vectors = model.encode(todo, batch_size=self.batch_size)

@@ -13,6 +13,9 @@ spec                                   judge
 ``ollama:MODEL`` / ``ollama:MODEL@URL`` ``OpenAIJudge(MODEL)`` on Ollama's OpenAI-compatible API
                                        (``OLLAMA_HOST`` or http://localhost:11434), named
                                        ``ollama:MODEL``
+``cascade:offline>SPEC``               ``CascadeJudge(OfflineJudge(), judge_from_spec(SPEC))``: the
+``cascade:offline>SPEC?route=0.3``     offline judge first, the samples it is unsure of to the judge
+``cascade:offline>SPEC?confidence=0.8`` of SPEC (default: ``route=0.2``)
 =====================================  ============================================================
 """
 
@@ -76,6 +79,35 @@ def _ollama(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judg
     return OpenAIJudge(model, base_url=base, api_key=kwargs.pop("api_key", None) or "ollama", **kwargs)
 
 
+def _cascade(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judge:
+    # ``model`` is the raw rest of the spec here: "offline>openai:gpt-4o-mini[?route=0.3]".
+    from ragmeter.judges.cascade import CascadeJudge
+
+    rest = model or ""
+    options: dict[str, float] = {}
+    if "?" in rest:
+        head, _, query = rest.rpartition("?")
+        for part in query.split("&"):
+            key, _, value = part.partition("=")
+            if key.strip() not in ("route", "confidence"):
+                raise ValueError(f"judge spec {spec!r}: unknown cascade option {key.strip()!r} "
+                                 f"(route=SHARE or confidence=CUT)")
+            try:
+                options[key.strip()] = float(value)
+            except ValueError:
+                raise ValueError(f"judge spec {spec!r}: {key.strip()}= needs a number, got {value!r}") from None
+        rest = head
+    first, sep, then = rest.partition(">")
+    if not sep or not first.strip() or not then.strip():
+        raise ValueError(f"judge spec {spec!r}: expected cascade:offline>JUDGE, "
+                         f"e.g. cascade:offline>openai:gpt-4o-mini")
+    if first.strip().lower() != "offline":
+        raise ValueError(f"judge spec {spec!r}: a cascade starts with the offline judge (cascade:offline>JUDGE)")
+    if then.strip().lower().startswith(("cascade", "offline")):
+        raise ValueError(f"judge spec {spec!r}: the judge after '>' must be an LLM judge, got {then.strip()!r}")
+    return CascadeJudge(judge_from_spec("offline"), judge_from_spec(then.strip(), **kwargs), **options)
+
+
 #: The judge-spec registry: backend -> (form shown in help, builder). Adding a backend is one entry
 #: here, or one entry point in another package (group ``ragmeter.judges``, :mod:`ragmeter.plugins`).
 SPECS: dict[str, tuple[str, Callable[[str, str | None, str | None, dict], Judge]]] = {
@@ -83,6 +115,7 @@ SPECS: dict[str, tuple[str, Callable[[str, str | None, str | None, dict], Judge]
     "openai": ("openai[:MODEL][@BASE_URL]", _openai),
     "anthropic": ("anthropic[:MODEL][@BASE_URL]", _anthropic),
     "ollama": ("ollama:MODEL[@BASE_URL]", _ollama),
+    "cascade": ("cascade:offline>JUDGE[?route=SHARE]", _cascade),
 }
 
 #: The ``--judge`` help, generated from :data:`SPECS` (plugins included: :func:`spec_help`, read when asked).
@@ -163,6 +196,8 @@ def judge_from_spec(spec: str, **kwargs: Any) -> Judge:
         rest = "@" + at + (":" + rest if rest else "")
     if backend not in SPECS:
         raise ValueError(f"unknown judge spec {spec!r}; expected {spec_help()}")
+    if backend == "cascade":  # its rest is two judge specs, parsed by the builder
+        return SPECS[backend][1](spec, rest.strip() or None, None, kwargs)
     model, url = _split(rest) if rest else (None, None)
     return SPECS[backend][1](spec, model, url, kwargs)
 

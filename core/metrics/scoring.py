@@ -111,10 +111,17 @@ class EnsembleScorer:
 
 def scorer_for(judge: Judge | None, embedder: Embedder | None = None, limits: Limits | None = None, *,
                repeats: int = 1, repeat_band: float | None = None) -> Scorer:
-    """The scorer of a judge: an :class:`EnsembleScorer` for an ensemble, else a :class:`JudgeScorer`;
-    wrapped in a :class:`~ragmeter.trust.repeats.RepeatScorer` when ``repeats`` > 1."""
-    scorer: Scorer = EnsembleScorer(judge, embedder, limits) if isinstance(judge, EnsembleJudge) else \
-        JudgeScorer(judge, embedder, limits)
+    """The scorer of a judge: an :class:`EnsembleScorer` for an ensemble, the judge's own
+    ``scorer(embedder, limits)`` when it has one (a :class:`~ragmeter.judges.cascade.CascadeJudge`),
+    else a :class:`JudgeScorer`; wrapped in a :class:`~ragmeter.trust.repeats.RepeatScorer` when
+    ``repeats`` > 1."""
+    own = getattr(judge, "scorer", None)
+    if isinstance(judge, EnsembleJudge):
+        scorer: Scorer = EnsembleScorer(judge, embedder, limits)
+    elif callable(own):
+        scorer = own(embedder, limits)
+    else:
+        scorer = JudgeScorer(judge, embedder, limits)
     if repeats > 1:
         from ragmeter.trust.repeats import RepeatScorer
 

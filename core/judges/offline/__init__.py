@@ -35,26 +35,29 @@ deterministic signals:
   (``generates_questions = False``: ``generate_questions`` is asked with ``n = 0`` and answers
   ``questions: []``), so answer relevancy compares question and answer directly.
 
-- every verdict also carries a graded ``support`` in [0, 1] (kept through validation, which
-  keeps the task's fields only): the share of the claim's words the best chunk states, lowered
-  by a failed hard check, blended with the verdict (:class:`OfflineSettings`); faithfulness
-  averages it, so one unsupported claim among ten shows as ~0.9. ``compare_claims`` grades its
-  items the same way, and response completeness uses the reference when the sample has one
-  (``completeness_from_reference``);
-- :meth:`OfflineJudge.confidence` maps a faithfulness score (the mean graded support) to a
-  calibrated probability that a human reader finds the answer fully supported (a logistic map fit
-  on human labels, :class:`OfflineSettings`); every ``verify_claims`` verdict carries the map of
-  its own support as ``confidence`` (also in its reason). The graded support is a share of words,
-  not a probability.
+- every claim, reference statement and chunk statement is scored in [0, 1] by a fitted
+  combination of these signals, one per judged quantity (claim support, coverage of a reference,
+  query-passage relevance; :mod:`~ragmeter.judges.offline.model`, coefficients fit by
+  leave-one-source-out on human labels, ``benchmarks/fit_offline.py``): the ``support`` on each
+  verdict (kept through validation, which keeps the task's fields only), which faithfulness
+  averages; ``compare_claims`` scores its items the same way, and response completeness uses the
+  reference when the sample has one (``completeness_from_reference``);
+- :meth:`OfflineJudge.confidence` maps a faithfulness score (the mean claim score) to a
+  calibrated probability that a human reader finds the answer fully supported (the claim-support
+  combination's Platt map); every ``verify_claims`` verdict carries the map of its own score as
+  ``confidence`` (also in its reason);
+- with a local grounding model (``OfflineJudge(grounding=...)``,
+  :mod:`~ragmeter.judges.offline.grounding`), its entailment and contradiction probabilities for
+  each claim and its best passage are signals too.
 
 Every result carries ``note`` saying which signals were used, and Scores made with this judge
 carry ``judge="offline"`` (lexical + embedding signals) or ``judge="offline-lexical"`` (no
 embedding model) so nobody mistakes them for an LLM verdict or one path for the other.
 
-The verdict thresholds were tuned on one half of the SummEdits documents (see
-``benchmarks/summedits.py``), the graded support on the dev halves of SummEdits, BEGIN and
-RAGChecker together (``benchmarks/judge_dev.py``, ``benchmarks/JUDGE_RESULTS.md``);
-:class:`OfflineSettings` holds them. What it cannot do: arithmetic
+The rules' thresholds were tuned on one half of the SummEdits documents (see
+``benchmarks/summedits.py``) and on the dev halves of SummEdits, BEGIN and RAGChecker
+(``benchmarks/judge_dev.py``); :class:`OfflineSettings` holds them; the combinations on top are
+chosen by leave-one-source-out (``benchmarks/JUDGE_RESULTS.md``). What it cannot do: arithmetic
 ("net income fell" from two figures), roles the alignment does not line up ("Ann sold Bob the car"
 against "Bob sold Ann the car" when the passage is worded differently), and synonyms, antonyms or
 word swaps outside its word lists ("laptops" for "smartphones"); an LLM judge is the better tool
@@ -65,7 +68,9 @@ Modules: :mod:`~ragmeter.judges.offline.judge` (the judge and its tasks),
 verdicts), :mod:`~ragmeter.judges.offline.checks` (the hard checks),
 :mod:`~ragmeter.judges.offline.align` (word alignment), :mod:`~ragmeter.judges.offline.claims`
 (claims, evasive answers, question parts), :mod:`~ragmeter.judges.offline.text` (words, claims and
-chunks analysed), :mod:`~ragmeter.judges.offline.embed` (embedders) and
+chunks analysed), :mod:`~ragmeter.judges.offline.embed` (embedders),
+:mod:`~ragmeter.judges.offline.model` (the fitted combinations),
+:mod:`~ragmeter.judges.offline.grounding` (plug-in grounding models) and
 :mod:`~ragmeter.judges.offline.lexicon` (the stemmer and the word lists, read from ``data/*.txt``).
 """
 
@@ -73,9 +78,10 @@ from __future__ import annotations
 
 from ragmeter.judges.offline.claims import is_noncommittal
 from ragmeter.judges.offline.embed import LexicalEmbedder, local_embeddings_available
+from ragmeter.judges.offline.grounding import GroundingModel
 from ragmeter.judges.offline.judge import OfflineJudge
 from ragmeter.judges.offline.settings import OfflineSettings
 from ragmeter.judges.offline.text import content_words
 
-__all__ = ["OfflineJudge", "OfflineSettings", "LexicalEmbedder", "is_noncommittal", "content_words",
-           "local_embeddings_available"]
+__all__ = ["OfflineJudge", "OfflineSettings", "LexicalEmbedder", "GroundingModel", "is_noncommittal",
+           "content_words", "local_embeddings_available"]

@@ -14,7 +14,8 @@ from functools import lru_cache
 from typing import Sequence
 
 from ragmeter.judges.offline.lexicon import (
-    ANTONYMS, NEGATION_STEMS, NEGATIONS, ORDINALS, RESTRICTIVE, STOP_STEMS, closed_clash, stem, unprefixed, valence,
+    ANTONYMS, NEGATION_STEMS, NEGATIONS, ORDINALS, RESTRICTIVE, STOP_STEMS, closed_clash, negative_base, stem,
+    unprefixed, valence,
 )
 from ragmeter.judges.offline.text import RE_DIGIT_COMMA, Chunk, negates, normalise
 from ragmeter.specifics_extraction import _SCALES, _SHORT_SCALE, _SHORT_SCALES, sentence_starts
@@ -66,6 +67,13 @@ def _negates_within(words: Sequence[str]) -> bool:
     and painless"), not a negation the claim drops."""
     last = max(i for i, x in enumerate(words) if x in NEGATION_STEMS)
     return any(is_content(x) for x in words[last + 1:])
+
+
+def _double_within(words: Sequence[str]) -> bool:
+    """Whether the negation in ``words`` (stems) falls on a negatively prefixed word next to it: an
+    added "it is not untrue that" negates nothing the passage says."""
+    return any(x in NEGATION_STEMS and i + 1 < len(words) and negative_base(words[i + 1]) is not None
+               for i, x in enumerate(words))
 
 
 def _anchor(ops: list, c_st: Sequence[str], k: int, step: int) -> int:
@@ -132,7 +140,7 @@ def aligned_difference(claim: str, chunk: Chunk, lo: int, hi: int, rules: Sequen
         c_neg = any(x in NEGATION_STEMS for x in C)
         w_neg = any(x in NEGATION_STEMS for x in W)
         if tag == "insert":
-            if "insert_negation" in rules and c_neg:
+            if "insert_negation" in rules and c_neg and not _double_within(C):
                 return "contradicted", f"the claim adds a negation ({c_words!r}) the passage does not have"
             if "insert_restrictive" in rules and left == 2 and right == 2:
                 # A restrictive word the passage has elsewhere is a repetition, not an addition
@@ -163,6 +171,8 @@ def aligned_difference(claim: str, chunk: Chunk, lo: int, hi: int, rules: Sequen
         for x in sorted(only_c):
             for y in sorted(only_w):
                 if "antonym" in rules and (y in ANTONYMS.get(x, ()) or unprefixed(x) == y or unprefixed(y) == x):
+                    if c_neg != w_neg:
+                        continue  # a negated opposite ("not untrue" for "true"): the two negations cancel
                     return "contradicted", f"the claim says {c_words!r} where the passage says the opposite ({w_words!r})"
                 if "closed" in rules and closed_clash(x, y):
                     return "contradicted", f"the claim says {c_words!r} where the passage says {w_words!r}"

@@ -8,31 +8,56 @@ words are all in the chunk is still unsupported when one of them fails.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from ragmeter.judges.offline.align import aligned_difference
-from ragmeter.judges.offline.lexicon import ANTONYMS, COUNTRY_OF, DEMONYM_OF, unprefixed
+from ragmeter.judges.offline.lexicon import ANTONYMS, COUNTRY_OF, DEMONYM_OF, negative_base, unprefixed
 from ragmeter.judges.offline.settings import OfflineSettings
 from ragmeter.judges.offline.text import (
-    Chunk, Text, content_words, context_stems, has_negation, normalise, split_words,
+    EMPTY, Chunk, Text, content_words, context_stems, has_negation, normalise, split_words,
 )
-from ragmeter.specifics import Specific, extract_specifics, find_specific
+from ragmeter.specifics import Specific, find_specific
 from ragmeter.specifics_extraction import _numeric_cached
 
 Finding = tuple[str, str]
 
 
+@lru_cache(maxsize=65536)
+def _stated(spec: Specific, hedge: str, precision: int | None, text: str) -> bool:
+    return find_specific(spec, text)
+
+
+def stated(spec: Specific, text: str) -> bool:
+    """:func:`~ragmeter.specifics.find_specific`, remembered: the same specific is looked up in the
+    same chunk by word coverage and by the checks of several passages."""
+    return _stated(spec, spec.hedge, spec.precision, text)
+
+
+#: The hard checks in the order they run; a failed one is named in a verdict's features.
+CHECKS = ("specifics", "antonym", "negation", "alignment")
+
+
 def hard_checks(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float, settings: OfflineSettings,
-                near: bool = True) -> tuple[str | None, str]:
-    """('contradicted' | 'not_found' | None, reason) for a claim against its best passage (sentences
-    ``window`` of the chunk, holding ``coverage`` of the claim's content words), from specifics,
-    antonyms, negation and alignment in that order (``near=False``: figures may be anywhere in the
-    chunk, for chunks checked together)."""
-    found = (check_specifics(claim, chunk, window, coverage, settings, near)
-             or check_antonyms(claim, chunk, window, settings)
-             or check_negation(claim, chunk, window, coverage, settings)
-             or check_alignment(claim, chunk, window, coverage, settings))
-    return found or (None, "")
+                near: bool = True) -> tuple[str | None, str, str]:
+    """('contradicted' | 'not_found' | None, reason, check) for a claim against its best passage
+    (sentences ``window`` of the chunk, holding ``coverage`` of the claim's content words), from
+    specifics, antonyms, negation and alignment in that order (:data:`CHECKS`; ``check`` names the
+    one that failed, "" when none did; ``near=False``: figures may be anywhere in the chunk, for
+    chunks checked together)."""
+    found = check_specifics(claim, chunk, window, coverage, settings, near)
+    if found:
+        return found[0], found[1], "specifics"
+    found = check_antonyms(claim, chunk, window, settings)
+    if found:
+        return found[0], found[1], "antonym"
+    found = check_negation(claim, chunk, window, coverage, settings)
+    if found:
+        return found[0], found[1], "negation"
+    found = check_alignment(claim, chunk, window, coverage, settings)
+    if found:
+        return found[0], found[1], "alignment"
+    return None, "", ""
 
 
 def check_specifics(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float, settings: OfflineSettings,
@@ -43,25 +68,25 @@ def check_specifics(claim: Text, chunk: Chunk, window: tuple[int, int], coverage
     st = settings
     if not st.specifics_check or not claim.specifics:
         return None
-    passage = normalise(chunk.window_text(window))
     text = chunk.normalised
     passage_specs = None
     for spec in claim.specifics:
         if spec.kind == "name" and not st.name_check:
             continue
-        if find_specific(spec, text) or (spec.kind == "name" and _demonym_found(spec.text, text)):
+        if stated(spec, text) or (spec.kind == "name" and _demonym_found(spec.text, text)):
             if not near or st.specifics_near is None or spec.kind not in st.specifics_near_kinds:
                 continue
             k = st.specifics_near
-            near_text = normalise(" ".join(chunk.sentences[max(0, window[0] - k):window[1] + k]))
-            if find_specific(spec, near_text):
+            # A figure is stated near the passage when one of those sentences states it (each
+            # looked up once, whatever passage it is near).
+            if any(stated(spec, normalise(x)) for x in chunk.sentences[max(0, window[0] - k):window[1] + k]):
                 continue
             if st.specifics_context and _placed(claim, spec, chunk, st.specifics_context):
                 continue
             return "not_found", f"{spec.kind} {spec.text!r} appears in the chunk but not near the passage"
         if passage_specs is None:
-            passage_specs = list(_numeric_cached(passage)) + [
-                s for s in extract_specifics(passage) if s.kind in ("name", "quote")]
+            # rivals are figures: a name or a quote has none
+            passage_specs = _numeric_cached(normalise(chunk.window_text(window)))
         kinds = {"number", "money", "percent"} if spec.kind in ("number", "money", "percent") else {spec.kind}
         rivals = [s for s in passage_specs if s.kind in kinds]
         small_word = spec.kind == "number" and not any(c.isdigit() for c in spec.text) and spec.value <= 10
@@ -89,18 +114,20 @@ def check_antonyms(claim: Text, chunk: Chunk, window: tuple[int, int], settings:
     lo, hi = window
     a_lo, a_hi = (lo - st.antonym_range, hi + st.antonym_range) if st.antonym_range is not None else (0, len(chunk.sentences))
     near = chunk.stems_between(a_lo, a_hi, every=True)
+    cancelled = double_negations(claim, near)
+    negated_near = chunk.negated_between(a_lo, a_hi)  # the passage's negated opposite says what the claim does
     for s in sorted(claim.all_stems):
-        if s in near:
+        if s in near or s in cancelled:
             continue
         opposite = set(ANTONYMS.get(s, ()))
         base = unprefixed(s)
         if base:
             opposite.add(base)
-        for o in sorted(opposite):
+        for o in sorted(opposite - negated_near):
             if (o in near and o not in context_stems(claim.words, s, 6, every=True)
                     and _same_place(claim, s, chunk, a_lo, a_hi, o, st.antonym_context)):
                 return "contradicted", f"the claim says {s!r} where the passage says the opposite ({o!r})"
-    for n in sorted(near - claim.all_stems):
+    for n in sorted(near - claim.all_stems - negated_near):  # "not untrue" in the passage is "true"
         base = unprefixed(n)
         if base and base in claim.all_stems and _same_place(claim, base, chunk, a_lo, a_hi, n, st.antonym_context):
             return "contradicted", f"the claim says {base!r} where the passage says the opposite ({n!r})"
@@ -132,6 +159,7 @@ def check_negation(claim: Text, chunk: Chunk, window: tuple[int, int], coverage:
                 return "contradicted", f"the passage negates {w!r}, the claim does not"
     if (st.negation_inserted is not None and coverage >= st.negation_inserted
             and not passage_neg and has_negation(claim.words)
+            and not _only_double(claim, chunk.stems_between(lo, hi, every=True))
             and not any(has_negation(split_words(x)) for x in chunk.sentences[lo:hi])
             and not _negated_elsewhere(claim, chunk)):
         return "contradicted", "the claim is negated, the passage is not"
@@ -155,6 +183,25 @@ def check_alignment(claim: Text, chunk: Chunk, window: tuple[int, int], coverage
             if found[0] is not None:
                 break
     return found if found[0] is not None else None
+
+
+def double_negations(claim: Text, near: set | frozenset) -> set:
+    """The words the claim negates whose opposite ``near`` (the passage's stems) states: "not
+    untrue" where the passage says "true", "not closed" where it says "open". Two negations
+    cancel: the claim states what the passage does."""
+    out = set()
+    for w in claim.negated:
+        base = negative_base(w)
+        if (base and base in near) or not ANTONYMS.get(w, EMPTY).isdisjoint(near):
+            out.add(w)
+    return out
+
+
+def _only_double(claim: Text, near: set) -> bool:
+    """Whether every negation of the claim falls on a negatively prefixed word ("it is not untrue
+    that ...") or on a word whose opposite the passage states: the claim negates nothing it says."""
+    cancelled = double_negations(claim, near)
+    return bool(claim.negated) and all(w in cancelled or negative_base(w) is not None for w in claim.negated)
 
 
 def _demonym_found(name: str, text: str) -> bool:

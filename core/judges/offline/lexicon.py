@@ -36,6 +36,8 @@ NEGATIONS = frozenset(read_words("negations.txt"))
 QUESTION_WORDS = frozenset(read_words("question_words.txt"))
 #: The few words a claim's graded support leaves out (see ``function_words.txt``).
 FUNCTION_WORDS = frozenset(read_words("function_words.txt"))
+#: The stop words of word overlap, the trivial baseline's signal (``overlap_stop_words.txt``).
+OVERLAP_STOP = frozenset(read_words("overlap_stop_words.txt"))
 
 
 def _not_negating() -> dict[str, frozenset]:
@@ -140,6 +142,24 @@ def unprefixed(word_stem: str) -> str | None:
     for p in _NEG_PREFIXES:
         if word_stem.startswith(p) and len(word_stem) - len(p) >= 5:
             return word_stem[len(p):].lstrip("-")
+    return None
+
+
+def negative_base(word_stem: str) -> str | None:
+    """The word a negatively prefixed stem negates: :func:`unprefixed`, or a short antonym it is
+    made of ("untru" -> "true"), or None.
+
+    >>> negative_base(stem("untrue")), negative_base(stem("inflexible")), negative_base(stem("under"))
+    ('true', 'flexibl', None)
+    """
+    base = unprefixed(word_stem)
+    if base:
+        return base
+    for p in _NEG_PREFIXES:
+        rest = word_stem[len(p):] if word_stem.startswith(p) else ""
+        for a in sorted(ANTONYMS.get(word_stem, ())) if rest else ():
+            if a.startswith(rest) and len(a) - len(rest) <= 1:  # "untru" and "true"
+                return a
     return None
 
 

@@ -61,17 +61,9 @@ class OfflineSettings:
     reference's statements in the answer by plain word coverage. Chosen on the dev halves of SummEdits, BEGIN and RAGChecker
     together (``benchmarks/judge_dev.py``, ``benchmarks/JUDGE_RESULTS.md``).
 
-    Calibrated confidence: the probability that a human reader finds an answer of faithfulness
-    ``f`` (the mean graded support of its claims) fully supported, ``1 / (1 + exp(-(confidence_slope
-    * f + confidence_intercept)))`` (Platt scaling; :meth:`OfflineJudge.confidence`). Each
-    ``verify_claims`` verdict carries the same map of its own support as ``confidence`` (and in its
-    reason): the confidence of an answer made of that claim alone. Fit by maximum likelihood on the
-    human labels of the dev halves of BEGIN and SummEdits (half A), the two sets weighted equally
-    (``python benchmarks/judge_dev.py --fit-calibration``, lexical path). The graded support is a
-    share of words, far from a probability: expected calibration error (10 bins) 0.22 on BEGIN's
-    test half and 0.40 on SummEdits A, against 0.11 and 0.07 for the confidence
-    (``benchmarks/JUDGE_RESULTS.md``); a fully supported answer gets 0.67 (on SummEdits, edits
-    that keep the words pass as supported).
+    The graded support is one signal of the fitted combinations
+    (:mod:`ragmeter.judges.offline.model`), which give each claim, statement and relevance its score;
+    the calibrated confidence is the claim-support combination's Platt map.
 
     The embedding path needs the same support as the lexical path (``embed_support_threshold`` =
     ``support_threshold``): similarity only adds claims that the lexical signals miss. On this
@@ -88,8 +80,12 @@ class OfflineSettings:
     A statement that is not relevant keeps partial credit in context relevance: at most
     ``relevance_partial`` times its share of the question's words over ``relevance_threshold``
     or its cosine over ``relevance_embed_threshold`` (chosen on query-passage proxies built from
-    the development sets, ``benchmarks/JUDGE_RESULTS.md``, round 5: AUROC above word coverage on
-    all three, with the score's scale close to the relevant share).
+    the development sets, ``benchmarks/JUDGE_RESULTS.md``, round 5); that graded relevance is one
+    signal of the relevance combination. A chunk is useful for the question (context precision)
+    when its statements' mean relevance score reaches ``useful_score``; a reference statement is
+    attributed to the chunks (context recall) when its reference-coverage score reaches
+    ``attributed_score``; a claim the rules find supported stays supported (faithfulness's
+    verdicts, citations) only when its claim-support score reaches ``supported_score``.
     """
 
     window: int = 3
@@ -123,13 +119,14 @@ class OfflineSettings:
     verdict_full: float = 0.5
     contradicted_weight: float = 0.2
     check_weight: float = 0.5
-    confidence_slope: float = 6.29
-    confidence_intercept: float = -5.58
     relevance_threshold: float = 0.34
     relevance_embed_threshold: float = 0.45
     relevance_partial: float = 0.25
     useful_threshold: float = 0.3
     part_threshold: float = 0.5
+    useful_score: float = 0.5
+    attributed_score: float = 0.5
+    supported_score: float = 0.5
 
 
 #: The tuned defaults.

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from ragmeter.judges.offline.lexicon import FUNCTION_WORDS, NEGATIONS, NOT_NEGATING, STOP, STOP_STEMS, stem
+from ragmeter.judges.offline.lexicon import (
+    FUNCTION_WORDS, NEGATIONS, NOT_NEGATING, OVERLAP_STOP, STOP, STOP_STEMS, stem,
+)
 from ragmeter.specifics import Specific, extract_specifics
 from ragmeter.text import split_sentences
 
@@ -22,9 +24,12 @@ _RE_NT = re.compile(r"n['’]t\b")
 RE_DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d)")
 # Text split by a tokeniser: "3, 000", "31. 8", "December 6 , 1975", "Falcone 's", "did n't".
 _RE_SPACED_THOUSANDS = re.compile(r"(?<![\d.,])(\d{1,3}), (\d{3})\b")
+_RE_DIGIT_COMMA_SPACE = re.compile(r"\d, \d{3}")
 _RE_SPACED_DECIMAL = re.compile(r"(?<![\d.,])(\d{1,3})\. (\d+)(?=\s*(?:%|percent\b|per\b|[a-z]|$))")
 _RE_SPACE_BEFORE = re.compile(r" +(?=[,.;:!?%)]|'s\b|'re\b|n't\b|'ll\b|'ve\b|'d\b|'m\b)")
 _RE_SPACE_AFTER = re.compile(r"(?<=[($]) +")
+# Where either of the two above can apply (one scan instead of two on most texts).
+_RE_SPACED = re.compile(r" (?:[,.;:!?%)]|'s\b|'re\b|n't\b|'ll\b|'ve\b|'d\b|'m\b)|[($] ")
 _RE_TOKENISED = re.compile(r" [,.](?: |$)| 's\b")
 _RE_SPACED_HYPHEN = re.compile(r"(?<=[A-Za-z0-9]) - (?=[A-Za-z0-9])")
 # Month and weekday names written in lower case ("december 6, 1975"); "may" and "march" only
@@ -32,6 +37,9 @@ _RE_SPACED_HYPHEN = re.compile(r"(?<=[A-Za-z0-9]) - (?=[A-Za-z0-9])")
 _RE_LOWER_CALENDAR = re.compile(
     r"\b(january|february|april|june|july|august|september|october|november|december|monday|tuesday|"
     r"wednesday|thursday|friday|saturday|sunday|(?:may|march)(?= \d))\b")
+_CALENDAR_WORDS = ("january", "february", "april", "june", "july", "august", "september", "october", "november",
+                   "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "may",
+                   "march")
 # "FY2022" / "FY 2022": the fiscal year, as bills and reports spell it out.
 _RE_FISCAL_YEAR = re.compile(r"\bFY ?(\d{4})\b")
 # Words a negation reaches: the first content word among the next four.
@@ -56,15 +64,18 @@ def normalise(text: str) -> str:
         t = _RE_FISCAL_YEAR.sub(r"fiscal year \1", t)
     tokenised = _RE_TOKENISED.search(t) is not None
     if " " in t:
-        t = _RE_SPACE_BEFORE.sub("", t)
-        t = _RE_SPACE_AFTER.sub("", t)
+        if _RE_SPACED.search(t):
+            t = _RE_SPACE_BEFORE.sub("", t)
+            t = _RE_SPACE_AFTER.sub("", t)
         if tokenised and " - " in t:
             t = _RE_SPACED_HYPHEN.sub("-", t)
-        if ", " in t:
+        if ", " in t and _RE_DIGIT_COMMA_SPACE.search(t):
             t = _RE_SPACED_THOUSANDS.sub(r"\1,\2", t)
         if tokenised and ". " in t:
             t = _RE_SPACED_DECIMAL.sub(r"\1.\2", t)
-    return _RE_LOWER_CALENDAR.sub(lambda m: m.group(1).capitalize(), t)
+    if any(w in t for w in _CALENDAR_WORDS):
+        t = _RE_LOWER_CALENDAR.sub(lambda m: m.group(1).capitalize(), t)
+    return t
 
 
 def split_words(text: str) -> list[str]:
@@ -96,6 +107,33 @@ def content_words(text: str) -> list[str]:
             continue
         seen.setdefault(s, None)
     return list(seen)
+
+
+_RE_OVERLAP = re.compile(r"[a-z0-9]+")
+
+
+def overlap_tokens(text: str) -> list[str]:
+    """The tokens word overlap counts: lower-case ``[a-z0-9]+`` runs of ``text``, stop words
+    (:data:`~ragmeter.judges.offline.lexicon.OVERLAP_STOP`) left out, repeats kept, nothing stemmed.
+
+    >>> overlap_tokens("The dividend was increased to $0.13 per share.")
+    ['dividend', 'increased', '0', '13', 'per', 'share']
+    """
+    return [w for w in _RE_OVERLAP.findall(text.lower()) if w not in OVERLAP_STOP]
+
+
+def word_overlap(candidate: str, evidence: Sequence[frozenset]) -> float:
+    """Word overlap, the trivial baseline of ``../shared/data/JUDGE-DEV.md``: the share of the
+    candidate's :func:`overlap_tokens` (repeats counted) found anywhere in the evidence (the token
+    sets of its texts, :attr:`Chunk.tokens`); 1.0 for a candidate without such tokens.
+
+    >>> word_overlap("Revenue rose 7% in 2021.", [frozenset({"revenue", "rose", "2021"})])
+    0.75
+    """
+    words = overlap_tokens(candidate)
+    if not words:
+        return 1.0
+    return sum(any(w in e for e in evidence) for w in words) / len(words)
 
 
 def negates(words: Sequence[str], i: int) -> bool:
@@ -210,6 +248,14 @@ class Chunk:
         return cached
 
     @property
+    def tokens(self) -> frozenset:
+        """The chunk's :func:`overlap_tokens` as a set (computed once): what word overlap looks up."""
+        cached = self.__dict__.get("_tokens")
+        if cached is None:
+            cached = self.__dict__["_tokens"] = frozenset(overlap_tokens(self.text))
+        return cached
+
+    @property
     def normalised(self) -> str:
         """The chunk's text :func:`normalised <normalise>` (computed once), where specifics are looked up."""
         cached = self.__dict__.get("_normalised")
@@ -254,6 +300,30 @@ class Chunk:
         return self.window_text((lo, hi))
 
 
+_STEMS: dict[str, str] = {}
+
+
+def _stem(word: str) -> str:
+    """:func:`~ragmeter.judges.offline.lexicon.stem` through a plain dict (cheaper than its LRU for
+    the many words of chunks; the vocabulary of a process stays small)."""
+    if len(_STEMS) > 200_000:
+        _STEMS.clear()
+    out = _STEMS[word] = stem(word)
+    return out
+
+
+@lru_cache(maxsize=65536)
+def _sentence(text: str) -> tuple[frozenset, frozenset, frozenset]:
+    """One sentence of a chunk analysed: its negated stems, the stems of all its words and its
+    content stems (cached: overlapping chunks and boilerplate repeat sentences)."""
+    words = split_words(text)
+    negated = negated_stems(words) if not NEGATIONS.isdisjoint(words) else EMPTY
+    stemmed = {w: _STEMS.get(w) or _stem(w) for w in set(words) - NEGATIONS}
+    every = frozenset(stemmed.values())
+    content = frozenset(st for w, st in stemmed.items() if w not in STOP and st not in STOP_STEMS)
+    return negated, every, content
+
+
 @lru_cache(maxsize=8192)
 def analyse_chunk(text: str) -> Chunk:
     """The analysis of one chunk."""
@@ -263,11 +333,9 @@ def analyse_chunk(text: str) -> Chunk:
     sent_stems = []
     sent_all = []
     for i, s in enumerate(sentences):
-        words = split_words(s)
-        negated.append(negated_stems(words) if not NEGATIONS.isdisjoint(words) else EMPTY)
-        unique = set(words) - NEGATIONS
-        sent_all.append(frozenset(map(stem, unique)))
-        stems = frozenset(map(stem, unique - STOP)) - STOP_STEMS
+        neg, every, stems = _sentence(s)
+        negated.append(neg)
+        sent_all.append(every)
         for st in stems:
             index.setdefault(st, []).append(i)
         sent_stems.append(stems)
