@@ -72,6 +72,12 @@ def test_the_unsure_sample_goes_to_the_llm_and_each_score_names_who_decided(serv
     assert by_id["sure"].usage.calls == 0
     assert by_id["sure"].usage.saved_calls == routed_calls  # the same metrics: the same calls
     assert res.usage.saved_calls == routed_calls and by_id["unsure"].usage.saved_calls == 0
+    # Every Score carries the fingerprint of the member that decided it; the cascade's own names both.
+    assert {s.fingerprint for s in by_id["sure"].scores.values()} == {cascade.first.fingerprint.id}
+    assert {s.fingerprint for s in by_id["unsure"].scores.values()} == {cascade.then.fingerprint.id}
+    fp = cascade.fingerprint
+    assert fp.backend == "cascade" and [m.id for m in fp.members] == [cascade.first.fingerprint.id,
+                                                                      cascade.then.fingerprint.id]
 
 
 def test_route_zero_sends_nothing_and_route_one_sends_every_sample(server):

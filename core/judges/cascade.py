@@ -94,6 +94,15 @@ class CascadeJudge(Judge):
         self.embedder = first.embedder
         self.generates_questions = first.generates_questions
 
+    def describe(self) -> Any:
+        """Backend ``cascade`` with the two members' fingerprints (offline first) and the cut as its
+        model: a run's Scores each carry the fingerprint of the member that decided them."""
+        from ragmeter.judges.fingerprint import JudgeFingerprint
+
+        how = f"route {self.route:g}" if self.route is not None else f"confidence {self.cut:g}"
+        return JudgeFingerprint(backend="cascade", model=f"{how}, cut {self.cut:.4f}",
+                                members=(self.first.fingerprint, self.then.fingerprint))
+
     def __repr__(self) -> str:
         how = f"route={self.route:g}" if self.route is not None else f"confidence={self.cut:g}"
         return f"CascadeJudge({self.first.name!r} > {self.then.name!r}, {how}, cut {self.cut:.4f})"
