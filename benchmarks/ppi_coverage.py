@@ -9,7 +9,7 @@ by default), it reports how often each 95% interval covers the true mean: the ju
 (``mean +/- 1.96 sd / sqrt(N)``), the labels' own and PPI++'s, and PPI++'s width against the
 labels' (the price of using only labels).
 
-    python benchmarks/ppi_coverage.py                   # the README's table (about 20 s on one core)
+    python benchmarks/ppi_coverage.py                   # the numbers in docs/measured.md (about 20 s on one core)
     python benchmarks/ppi_coverage.py --draws 200 --json out.json
 """
 

@@ -83,6 +83,23 @@ def test_a_new_judge_shows_its_shift_on_the_anchors_with_an_interval(tmp_path):
         assert judge_drift(store)["after"] == second.fingerprint
 
 
+def test_a_judge_checked_in_another_process_is_named_field_by_field(tmp_path, monkeypatch):
+    """Each ``ragmeter trust check`` is a process of its own: the store keeps the checked judge's
+    fingerprint, so the next check names the fields that changed (it said "judge fields not
+    recorded" when only a recorded run had stored the fingerprint)."""
+    from ragmeter.judges import fingerprint
+
+    path = write_anchors(tmp_path / "anchors.jsonl")
+    with Store(tmp_path / "h.db") as store:
+        first = check_anchors(path, lexical(), store=store, n_boot=100)
+    monkeypatch.delitem(fingerprint._KNOWN, first.fingerprint)  # a new process knows only its own judge
+    with Store(tmp_path / "h.db") as store:
+        second = check_anchors(path, lexical(0.99), store=store, n_boot=100)
+    assert second.drift["before"] == first.fingerprint
+    assert len(second.drift["changes"]) == 1 and second.drift["changes"][0].startswith("rules: ")
+    assert "judge fields not recorded" not in second.to_text()
+
+
 def test_compare_attributes_a_change_in_means_to_the_judges_shift(tmp_path, capsys):
     path = write_anchors(tmp_path / "anchors.jsonl")
     db = str(tmp_path / "h.db")

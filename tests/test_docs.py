@@ -371,8 +371,8 @@ def test_home_and_metrics_pages_in_chromium(browser, served, tmp_path):
     nav = browser.execute_script("return [...document.querySelectorAll('.md-nav__link')]"
                                  ".map(a => a.textContent.trim())")
     assert {"Install", "Concepts", "Metrics", "Judges", "The offline judge", "Command line", "LangChain", "LlamaIndex",
-            "OpenTelemetry", "Evaluation service", "Compare and gate", "Measured", "Extending", "Architecture",
-            "ragmeter.metrics", "Contributing"} <= set(nav)
+            "OpenTelemetry", "Evaluation service", "Compare and gate", "Trust", "Measured", "Extending",
+            "Architecture", "ragmeter.metrics", "Contributing"} <= set(nav)
     full_page(browser, max_height=4000)
     screenshot(browser, "docs-home.png", tmp_path)
     assert console_errors(browser) == []

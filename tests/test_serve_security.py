@@ -273,6 +273,8 @@ def test_cli_refuses_a_public_address_without_a_token():
     out = proc.communicate(timeout=60)[0]
     assert proc.returncode == 2, out
     assert "refusing to listen on '0.0.0.0' without a token" in out and "--insecure" in out
+    # the whole reason reaches the user (its wording once looked like 'token: <secret>' to the redaction)
+    assert "anyone who can reach it could send traces" in out and "[REDACTED]" not in out, out
     proc, _ = _serve("--token", "a", "--token-file", "/nonexistent")
     out = proc.communicate(timeout=60)[0]
     assert proc.returncode == 2 and "not both" in out, out

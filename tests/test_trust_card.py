@@ -226,6 +226,14 @@ def test_the_cli_refuses_what_it_cannot_do(tmp_path, capsys):
     assert main(["trust"]) == 2
 
 
+def test_the_help_says_95_percent(capsys):
+    """The description is printed as written (no %-formatting): it showed "95%%"."""
+    with pytest.raises(SystemExit):
+        main(["trust", "--help"])
+    out = capsys.readouterr().out
+    assert "95% (cluster) bootstrap interval" in out and "%%" not in out
+
+
 def test_a_card_on_labels_that_match_nothing_says_so(tmp_path):
     run, _, _, _ = synthetic(n_samples=10, n_labeled=0)
     card = trust_card(run, [Label("zz", "a", "faithfulness", 1, scale="binary")])

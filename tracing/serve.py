@@ -337,8 +337,8 @@ class EvaluationService:
         if token is not None and not token.strip():
             raise ValueError("the token is empty")
         if token is None and not insecure and not is_loopback(host):
-            raise ValueError(f"refusing to listen on {host or 'every interface'!r} without a token: anyone who "
-                             f"can reach it could send traces and read /metrics; set a token (--token-file, "
+            raise ValueError(f"refusing to listen on {host or 'every interface'!r} without a token (anyone who "
+                             f"can reach it could send traces and read /metrics); set one (--token-file, "
                              f"${TOKEN_ENV}) or allow it explicitly (--insecure)")
         if max_body < 1:
             raise ValueError(f"max_body must be at least 1 byte, got {max_body}")

@@ -231,7 +231,11 @@ class Store:
     def _insert_judges(self, conn: Connection, results: Iterable[SampleResult], now: datetime) -> None:
         """Store the fingerprints of the judges that scored ``results`` (those not stored yet;
         concurrent writers of one fingerprint store it once)."""
-        table = fingerprints_of(s.fingerprint for r in results for s in r.scores.values())
+        self._insert_fingerprints(conn, (s.fingerprint for r in results for s in r.scores.values()), now)
+
+    def _insert_fingerprints(self, conn: Connection, ids: Iterable[str | None], now: datetime) -> None:
+        """Store the fingerprints with these ids that this process knows (see :meth:`_insert_judges`)."""
+        table = fingerprints_of(ids)
         if not table:
             return
         have = {i for (i,) in conn.execute(sa.select(judge_rows.c.id).where(judge_rows.c.id.in_(list(table))))}
@@ -525,14 +529,20 @@ class Store:
                               results: dict[str, dict]) -> None:
         """Store one judge's results on an anchor set (:func:`ragmeter.trust.check_anchors`): one
         row per metric (``n``, ``mean`` and the rest of the metric's ``results`` as JSON), all
-        with the same time."""
+        with the same time, and the judge's fingerprint (so a later check in another process can
+        say which of its fields changed)."""
         now, text = codec.naive_utc(), self._text
         rows = [{"created_at": now, "anchor_set": text(anchor_set), "anchor_hash": anchor_hash, "fingerprint": fingerprint,
                  "judge": text(judge), "metric": text(metric), "n": int(r["n"]), "mean": r["mean"],
                  "result": codec.dumps({k: v for k, v in r.items() if k not in ("n", "mean")})}
                 for metric, r in results.items()]
+
+        def tx(conn: Connection) -> None:
+            conn.execute(anchor_rows.insert(), rows)
+            self._insert_fingerprints(conn, [fingerprint], now)
+
         if rows:
-            write(self._engine(), lambda conn: conn.execute(anchor_rows.insert(), rows))
+            write(self._engine(), tx)
 
     def anchor_results(self, anchor_hash: str | None = None) -> list[dict]:
         """Stored anchor results, newest first (optionally of one anchor set): dicts of

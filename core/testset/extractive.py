@@ -424,9 +424,11 @@ class _Corpus:
         self.used: set[tuple[int, str]] = set()
 
     def informative(self, i: int) -> list[str]:
-        """Chunk ``i``'s unused sentences, the most informative (highest summed idf) first."""
+        """Chunk ``i``'s unused sentences, the most informative (highest summed idf) first. Sums run
+        over sorted words: a set's order changes with the process's hash seed, and so would the
+        float sum's last bit, and with it the order of sentences that tie."""
         return sorted((s for s in self.sentences[i] if (i, s) not in self.used),
-                      key=lambda s: -sum(self.idf.get(t, 0.0) for t in set(tokens(s)) - STOPWORDS))
+                      key=lambda s: -sum(self.idf.get(t, 0.0) for t in sorted(set(tokens(s)) - STOPWORDS)))
 
     def partner(self, i: int) -> int | None:
         """The chunk sharing the most rare words with chunk ``i`` (another document's when there
@@ -434,7 +436,7 @@ class _Corpus:
         doc = self.chunks[i].metadata.get("document")
         others = [j for j in range(len(self.chunks)) if j != i]
         elsewhere = [j for j in others if self.chunks[j].metadata.get("document") != doc]
-        shared = lambda j: sum(self.idf.get(t, 0.0) for t in self.words[i] & self.words[j])  # noqa: E731
+        shared = lambda j: sum(self.idf.get(t, 0.0) for t in sorted(self.words[i] & self.words[j]))  # noqa: E731
         best = max(elsewhere or others, key=lambda j: (shared(j), -j), default=None)
         return best if best is not None and shared(best) > 0 else None
 

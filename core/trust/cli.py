@@ -116,7 +116,7 @@ def register(sub: Any) -> None:
                        usage=_USAGE, formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="ragmeter trust RESULTS --labels LABELS: the run's judge against human labels, "
                                    "per metric: AUROC, balanced accuracy and Cohen's kappa at the threshold, Spearman, "
-                                   "bias in human units, calibration, each with a 95%% (cluster) bootstrap interval; "
+                                   "bias in human units, calibration, each with a 95% (cluster) bootstrap interval; "
                                    "the confusion at the threshold; the mean in human units corrected with the labels "
                                    "(PPI++); the worst disagreements; and the uses the judge is fit for, with the "
                                    "rule beside each.\n\nragmeter trust check --anchors ANCHORS --judge SPEC: score "
