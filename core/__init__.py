@@ -35,6 +35,7 @@ _LAZY = {
     "trust_card": "ragmeter.trust",
     "Limits": "ragmeter.metrics.requests",
     "Monitor": "ragmeter.monitor",
+    "RayExecutor": "ragmeter.executors",
 }
 
 #: The public subpackages and modules, imported on first attribute access (``rm.metrics.REGISTRY``).
@@ -44,7 +45,8 @@ _MODULES = ("aggregate", "dashboard", "data", "judges", "labels", "metrics", "mo
 __all__ = [
     "compare", "compare_variants",
     "Context", "Sample", "Score", "Dataset", "RecordError", "EvaluationResult", "SampleResult",
-    "evaluate", "aevaluate", "sweep", "trust_card", "Limits", "load_samples", "save_samples", "samples_from_records", "Monitor", "__version__",
+    "evaluate", "aevaluate", "sweep", "trust_card", "Limits", "load_samples", "save_samples", "samples_from_records", "Monitor",
+    "RayExecutor", "__version__",
 ]
 
 __getattr__ = lazy_getattr(__name__, {**_LAZY, **{m: f"ragmeter.{m}" for m in _MODULES}}, _MODULES)

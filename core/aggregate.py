@@ -12,7 +12,15 @@ from collections.abc import Mapping, Sequence
 from numbers import Real
 from typing import Any, Union
 
-__all__ = ["weighted_average", "harmonic_mean", "minimum", "grade", "decayed_relevance", "GRADE_THRESHOLDS"]
+from ragmeter._lazy import lazy_getattr
+
+#: A result's composite, its weakest metric and its failure kind (:mod:`ragmeter.verdicts`, which builds on
+#: the functions here), imported on first use.
+_LAZY = {"composite_score": "ragmeter.verdicts", "weakest_metric": "ragmeter.verdicts", "diagnose": "ragmeter.verdicts"}
+
+__all__ = ["weighted_average", "harmonic_mean", "minimum", "grade", "decayed_relevance", "GRADE_THRESHOLDS", *_LAZY]
+
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 Scores = Union[Mapping[str, float], Sequence[float]]
 

@@ -47,8 +47,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from ragmeter.data import Sample, Score
 from ragmeter.redact import redact, redact_value
 
-__all__ = ["without_content", "content_captured", "for_output", "for_log", "content_scope", "placeholder",
-           "capture_content_setting", "CAPTURE_CONTENT_ENV", "LABEL_KEYS", "CONTENT_METADATA_KEYS"]
+__all__ = ["redact", "redact_value", "without_content", "content_captured", "CAPTURE_CONTENT_ENV"]
 
 log = logging.getLogger("ragmeter")
 

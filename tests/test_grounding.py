@@ -185,7 +185,8 @@ def test_device_choice():
         choose_device("gpu", cuda_available=True)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only machine's answer")
+@pytest.mark.skipif(torch is not None and torch.cuda.is_available(),
+                    reason="checks the CPU-only machine's answer")
 def test_cuda_asked_on_a_machine_without_it_fails_when_the_model_loads(nli):
     model = GroundingModel(nli, backend="transformers", device="cuda")
     with pytest.raises(ValueError, match="device='cuda' but no CUDA device"):

@@ -44,6 +44,7 @@ _LAZY = {
     "LangfuseScoreSink": "ragmeter.tracing.langfuse",
     "EvaluationLogSink": "ragmeter.tracing.events",
     "carrier_scores": "ragmeter.tracing.offline",
+    "content_id": "ragmeter.ids",
 }
 
 __all__ = sorted(_LAZY)

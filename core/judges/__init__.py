@@ -30,6 +30,8 @@ _LAZY = {
     "CascadeJudge": "ragmeter.judges.cascade",
     "GroundingModel": "ragmeter.judges.offline.grounding",
     "JudgeCache": "ragmeter.judges.cache",
+    "CallableTransport": "ragmeter.judges.transport",
+    "ChatRequest": "ragmeter.judges.transport",
     "judge_from_spec": "ragmeter.judges.spec",
     "default_judge": "ragmeter.judges.spec",
 }

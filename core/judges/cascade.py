@@ -1,4 +1,4 @@
-"""CascadeJudge: the offline judge scores every sample; the samples it is unsure of go to an LLM judge.
+"""Internal: CascadeJudge: the offline judge scores every sample; the samples it is unsure of go to an LLM judge.
 
 The offline judge scores all of a sample's metrics first. Its calibrated confidence in the
 sample's faithfulness verdict, ``max(p, 1 - p)`` where ``p`` is the probability that a human

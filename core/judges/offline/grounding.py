@@ -1,4 +1,4 @@
-"""Plug-in local grounding models: a sentence-pair classifier that says whether a passage entails a claim.
+"""Internal: Plug-in local grounding models: a sentence-pair classifier that says whether a passage entails a claim.
 
 :class:`GroundingModel` runs an NLI cross-encoder, or a grounding model of the HHEM / MiniCheck
 kind, on this machine: with transformers on PyTorch, or with ONNX Runtime (a folder holding

@@ -1,4 +1,4 @@
-"""The fitted combinations: the offline judge's signals turned into one score per judged item.
+"""Internal: The fitted combinations: the offline judge's signals turned into one score per judged item.
 
 Three quantities are judged, each by its own combination (:class:`Combination`), fit on the human
 labels of ``../shared/data`` by ``benchmarks/fit_offline.py`` and shipped as package data
