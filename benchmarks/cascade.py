@@ -32,12 +32,12 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))  # the recording OpenAI-compatible server the tests use
 
-from helpers.servers import FakeLLMServer  # noqa: E402
 from judge_dev import DEFAULT_DATA, _gather, faithfulness, load_begin  # noqa: E402
 from summedits import auc  # noqa: E402
 from summedits import load as load_summedits  # noqa: E402
 
 import ragmeter as rm  # noqa: E402
+from helpers.servers import FakeLLMServer  # noqa: E402
 from ragmeter.judges import CascadeJudge, OfflineJudge, OpenAIJudge  # noqa: E402
 from ragmeter.judges.cascade import ROUTE_ALL, cut_for  # noqa: E402
 
@@ -57,9 +57,7 @@ def calls(samples: list, routes: list[float], embeddings: bool) -> list[dict]:
             judge = CascadeJudge(OfflineJudge(embeddings=embeddings), llm, route=route)
             result = rm.evaluate(samples, metrics=RAGAS_SET, judge=judge, progress=False)
             n = len(samples)
-            routed = sum(
-                any(s.details.get("cascade", {}).get("routed") for s in r.scores.values()) for r in result
-            )
+            routed = sum(any(s.details.get("cascade", {}).get("routed") for s in r.scores.values()) for r in result)
             chars = sum(_prompt_chars(r) for r in server.chat_requests)
             errors = sum(s.status == "error" for r in result for s in r.scores.values())
             out.append(
@@ -92,8 +90,7 @@ def confident_share(data: Path, routes: list[float], embeddings: bool) -> list[d
             for it in begin
         ],
         "SummEdits": [
-            ("Summarize the document.", it["summary"], [docs[it["doc_id"]]["doc"]], int(it["label"]))
-            for it in items
+            ("Summarize the document.", it["summary"], [docs[it["doc_id"]]["doc"]], int(it["label"])) for it in items
         ],
     }
     rows = []
@@ -135,9 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         rm.Sample(id=f"begin-{i}", question=it["question"], contexts=[it["context"]], answer=it["answer"])
         for i, it in enumerate(load_begin(data))
     ]
-    print(
-        f"LLM calls per sample (RAGAS's 5 metrics; offline path: {args.path}; the LLM judge alone = route 1)\n"
-    )
+    print(f"LLM calls per sample (RAGAS's 5 metrics; offline path: {args.path}; the LLM judge alone = route 1)\n")
     print(
         "| samples | route | cut | routed | LLM calls / sample | prompt tokens / sample (est.) | calls saved / sample |"
     )
@@ -146,18 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         for r in calls(samples, routes, embeddings):
             print(
                 f"| {label} | {r['route']:g} | {r['cut']:.3f} | {r['routed']:.0%} | {r['calls']:.2f} | "
-                f"{r['tokens']:,.0f} | {r['saved']:.2f} |"
-                + (f" ({r['errors']} errors)" if r["errors"] else "")
+                f"{r['tokens']:,.0f} | {r['saved']:.2f} |" + (f" ({r['errors']} errors)" if r["errors"] else "")
             )
     print("\nThe offline judge's faithfulness AUROC on the answers it keeps\n")
     print("| set | route | cut | kept | AUROC kept | AUROC all | positives among kept |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in confident_share(data, routes, embeddings):
-        kept_auc = (
-            f"{r['auroc_kept']:.3f}"
-            if r["auroc_kept"] is not None and not np.isnan(r["auroc_kept"])
-            else "n/a"
-        )
+        kept_auc = f"{r['auroc_kept']:.3f}" if r["auroc_kept"] is not None and not np.isnan(r["auroc_kept"]) else "n/a"
         pos = f"{r['positives_kept']:.0%}" if r["positives_kept"] is not None else "-"
         print(
             f"| {r['set']} | {r['route']:g} | {r['cut']:.3f} | {r['kept']:.0%} | {kept_auc} | {r['auroc_all']:.3f} | {pos} |"

@@ -42,7 +42,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from judge_dev import DEFAULT_DATA, _gather, interval, load_ragchecker, pairwise_auc
+from judge_dev import DEFAULT_DATA, _gather, interval, load_ragchecker, pairwise_auc  # noqa: E402
 
 METRICS = ("answer_correctness", "response_completeness", "answer_relevancy")
 FORMS = ("harmonic", "weighted", "geometric", "min")
@@ -56,8 +56,9 @@ async def score_answers(judge, rows: list[dict]) -> dict[tuple, dict]:
 
     metrics = [get_metric(m) for m in METRICS]
     keys = list(dict.fromkeys((r["query"], r[f"response{k}"], r["gt_answer"]) for r in rows for k in (1, 2)))
-    results = await _gather([score_sample(Sample(question=q, answer=a, reference=ref), metrics, judge)
-                             for q, a, ref in keys])
+    results = await _gather(
+        [score_sample(Sample(question=q, answer=a, reference=ref), metrics, judge) for q, a, ref in keys]
+    )
     return {key: res.scores for key, res in zip(keys, results)}
 
 
@@ -84,8 +85,11 @@ def bundled_grades(judge) -> dict[str, dict]:
     for form in FORMS:
         values = [composite_score(r.scores, method=form) for r in result]
         grades = [grade(v) for v in values if v is not None]
-        out[form] = {"grades": {g: grades.count(g) for g in "ABCDF"}, "zero": sum(v == 0.0 for v in values),
-                     "mean": float(np.mean([v for v in values if v is not None]))}
+        out[form] = {
+            "grades": {g: grades.count(g) for g in "ABCDF"},
+            "zero": sum(v == 0.0 for v in values),
+            "mean": float(np.mean([v for v in values if v is not None])),
+        }
     return out
 
 
@@ -113,13 +117,15 @@ def main(argv: list[str] | None = None) -> int:
         return lambda s: s[m].value if s[m].value is not None else float("nan")
 
     applied = {m: sum(scored[k][m].value is not None for k in scored) for m in METRICS}
-    print(f"judge: {judge.name}; {len(scored)} answers scored, values per metric: "
-          + ", ".join(f"{m} {n}" for m, n in applied.items()))
-    print(f"rows with an overall preference: {int((prefs != 0).sum())} of {len(rows)} "
-          f"({len(set(queries))} queries)\n")
+    print(
+        f"judge: {judge.name}; {len(scored)} answers scored, values per metric: "
+        + ", ".join(f"{m} {n}" for m, n in applied.items())
+    )
+    print(f"rows with an overall preference: {int((prefs != 0).sum())} of {len(rows)} ({len(set(queries))} queries)\n")
     sets = {"all three": METRICS, "correctness + completeness": METRICS[:2]}
-    print("| composite | metrics | pairwise AUROC vs overall [95% CI] | minus harmonic [95% CI] | "
-          "above harmonic | ties |")
+    print(
+        "| composite | metrics | pairwise AUROC vs overall [95% CI] | minus harmonic [95% CI] | above harmonic | ties |"
+    )
     print("|---|---|---|---|---:|---:|")
     for label, names in sets.items():
         base = diffs(form_of("harmonic", names))
@@ -128,11 +134,16 @@ def main(argv: list[str] | None = None) -> int:
             ok = ~np.isnan(d) & ~np.isnan(base)
             auc, ties = pairwise_auc(d[ok], prefs[ok])
             ci = interval(_pair(d[ok], base[ok], prefs[ok]), queries[ok])
-            delta = "-" if form == "harmonic" else (f"{auc - pairwise_auc(base[ok], prefs[ok])[0]:+.3f} "
-                                                   f"[{ci['diff'][0]:+.3f}, {ci['diff'][1]:+.3f}]")
+            delta = (
+                "-"
+                if form == "harmonic"
+                else (f"{auc - pairwise_auc(base[ok], prefs[ok])[0]:+.3f} [{ci['diff'][0]:+.3f}, {ci['diff'][1]:+.3f}]")
+            )
             above = "-" if form == "harmonic" else f"{ci['wins']:.0%}"
-            print(f"| {form} | {label} | {auc:.3f} [{ci['judge'][0]:.3f}, {ci['judge'][1]:.3f}] | {delta} | "
-                  f"{above} | {ties:.0%} |")
+            print(
+                f"| {form} | {label} | {auc:.3f} [{ci['judge'][0]:.3f}, {ci['judge'][1]:.3f}] | {delta} | "
+                f"{above} | {ties:.0%} |"
+            )
     for m in METRICS:
         d = diffs(alone(m))
         ok = ~np.isnan(d)

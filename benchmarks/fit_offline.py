@@ -66,9 +66,9 @@ sys.path.insert(0, str(HERE))
 
 from judge_dev import (  # noqa: E402
     DEFAULT_DATA,
+    _auc_pair,
     _jsonl,
     _pairwise_pair,
-    _auc_pair,
     coverage,
     interval,
     pairwise_auc,
@@ -129,9 +129,7 @@ def _code_hash(grounding: str | None) -> str:
     shipped coefficients), the metrics' splitting, and the grounding model's name."""
     root = HERE.parent / "core"
     offline = root / "judges" / "offline"
-    files = [
-        f for f in sorted(offline.glob("*.py")) if f.name not in ("model.py", "grounding.py", "__init__.py")
-    ]
+    files = [f for f in sorted(offline.glob("*.py")) if f.name not in ("model.py", "grounding.py", "__init__.py")]
     files += sorted((offline / "data").glob("*.txt"))
     files += [
         root / "text.py",
@@ -224,9 +222,7 @@ def make_judge(path: str, grounding: str | None = None):
 def extract(path: str, data: Path, grounding: str | None = None) -> dict:
     """Every signal of the three quantities on the labeled data (from the cache when current)."""
     key = _code_hash(grounding)
-    name = f"fit_offline-{path}" + (
-        f"-{hashlib.sha256(grounding.encode()).hexdigest()[:8]}" if grounding else ""
-    )
+    name = f"fit_offline-{path}" + (f"-{hashlib.sha256(grounding.encode()).hexdigest()[:8]}" if grounding else "")
     cache = CACHE / f"{name}.json.gz"
     if cache.exists():
         with gzip.open(cache, "rt", encoding="utf-8") as f:
@@ -285,8 +281,7 @@ def extract(path: str, data: Path, grounding: str | None = None) -> dict:
     rel_items = []
     for proxy, triples in relevance_proxies(data).items():
         rel_items += [
-            {"source": proxy, "cluster": q, "label": y, "base": coverage(q, p), "args": (q, p)}
-            for q, p, y in triples
+            {"source": proxy, "cluster": q, "label": y, "base": coverage(q, p), "args": (q, p)} for q, p, y in triples
         ]
     feats = asyncio.run(_gather([_relevance(judge, *it["args"]) for it in rel_items]))
     for it, f in zip(rel_items, feats):
@@ -475,8 +470,7 @@ class PairData:
 
         theta0 = np.concatenate(
             [
-                np.full(nw, 1.0)
-                * np.array([1 if b[0] == 0 else -1 for b in _bounds([self.names[c] for c in cols])]),
+                np.full(nw, 1.0) * np.array([1 if b[0] == 0 else -1 for b in _bounds([self.names[c] for c in cols])]),
                 [0.0],
                 np.full(len(terms), np.log(5.0)),
             ]
@@ -727,12 +721,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA), help="folder holding the labeled sets")
     parser.add_argument("--paths", default="lexical,embedding", help="comma-separated: lexical, embedding")
-    parser.add_argument(
-        "--grounding", default=None, help="a grounding model (folder or hub name) whose signals to add"
-    )
-    parser.add_argument(
-        "--out", default=None, help="where to write the coefficients (default: the package data)"
-    )
+    parser.add_argument("--grounding", default=None, help="a grounding model (folder or hub name) whose signals to add")
+    parser.add_argument("--out", default=None, help="where to write the coefficients (default: the package data)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--quiet", action="store_true", help="no selection log")
     args = parser.parse_args(argv)
@@ -757,9 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         target = Path(args.out) if args.out else PACKAGE_FILE
         if target == PACKAGE_FILE and set(result) - {"source"} != {"lexical", "embedding"}:
-            print(
-                "not written: the package data needs both paths (--paths lexical,embedding)", file=sys.stderr
-            )
+            print("not written: the package data needs both paths (--paths lexical,embedding)", file=sys.stderr)
             return 1
         for path in ("lexical", "embedding"):
             for q in result.get(path, {}).values():

@@ -48,9 +48,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-FACES = ("ragmeter", "ragmeter.metrics", "ragmeter.judges", "ragmeter.aggregate", "ragmeter.store",
-         "ragmeter.dashboard", "ragmeter.labels", "ragmeter.monitor", "ragmeter.trust", "ragmeter.testset",
-         "ragmeter.testing", "ragmeter.tracing")
+FACES = (
+    "ragmeter",
+    "ragmeter.metrics",
+    "ragmeter.judges",
+    "ragmeter.aggregate",
+    "ragmeter.store",
+    "ragmeter.dashboard",
+    "ragmeter.labels",
+    "ragmeter.monitor",
+    "ragmeter.trust",
+    "ragmeter.testset",
+    "ragmeter.testing",
+    "ragmeter.tracing",
+)
 
 _PROBE = """
 import sys, time, json
@@ -83,8 +94,9 @@ def measure(face: str, runs: int, path: str | None) -> dict:
         env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
     out = []
     for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-c", _PROBE.format(face=face)], capture_output=True, text=True,
-                              env=env, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", _PROBE.format(face=face)], capture_output=True, text=True, env=env, check=True
+        )
         out.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     return {"ms": statistics.median(o["s"] for o in out) * 1000, "ragmeter": out[-1]["ragmeter"], "all": out[-1]["all"]}
 

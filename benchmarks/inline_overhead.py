@@ -29,20 +29,32 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from ragmeter.data import Score  # noqa: E402
 from ragmeter.metrics.base import Metric  # noqa: E402
 
-QUESTIONS = ["What is the capital of France?", "Who wrote Dune?", "What is green tea made from?",
-             "What does Rust guarantee?", "Which river flows through Paris?"]
-TEXTS = ["Paris is the capital of France.", "Berlin is the capital of Germany.",
-         "Dune was written by Frank Herbert in 1965.", "Green tea is made from unoxidised leaves.",
-         "Rust guarantees memory safety without a garbage collector.", "The Seine flows through Paris.",
-         "Madrid is the capital of Spain.", "France borders Spain and Germany."]
+QUESTIONS = [
+    "What is the capital of France?",
+    "Who wrote Dune?",
+    "What is green tea made from?",
+    "What does Rust guarantee?",
+    "Which river flows through Paris?",
+]
+TEXTS = [
+    "Paris is the capital of France.",
+    "Berlin is the capital of Germany.",
+    "Dune was written by Frank Herbert in 1965.",
+    "Green tea is made from unoxidised leaves.",
+    "Rust guarantees memory safety without a garbage collector.",
+    "The Seine flows through Paris.",
+    "Madrid is the capital of Spain.",
+    "France borders Spain and Germany.",
+]
 
 
 class CountContexts(Metric):
@@ -93,10 +105,12 @@ def langchain_app(wait: float = 0.0) -> Callable[[str, list], Any]:
     from langchain_core.vectorstores import InMemoryVectorStore
 
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=256))
-    store.add_documents([Document(id=f"doc-{i}", page_content=t, metadata={"source": "kb.txt", "row": i})
-                         for i, t in enumerate(TEXTS)])
+    store.add_documents(
+        [Document(id=f"doc-{i}", page_content=t, metadata={"source": "kb.txt", "row": i}) for i, t in enumerate(TEXTS)]
+    )
     retriever = store.as_retriever(search_kwargs={"k": 4})
     prompt = ChatPromptTemplate.from_template("Answer from the context.\nContext: {context}\nQuestion: {question}")
+
     class WaitingModel(FakeListChatModel):
         def _call(self, *args: Any, **kwargs: Any) -> str:  # noqa: D102
             if wait:
@@ -120,8 +134,13 @@ class Setup:
     """One way of running the requests: ``call(question)``, with ``enter`` / ``leave`` around each
     block of requests and ``drain`` after it (the background work the block caused)."""
 
-    def __init__(self, call: Callable[[str], Any], enter: Callable[[], Any] = lambda: None,
-                 leave: Callable[[], Any] = lambda: None, drain: Callable[[], Any] = lambda: None):
+    def __init__(
+        self,
+        call: Callable[[str], Any],
+        enter: Callable[[], Any] = lambda: None,
+        leave: Callable[[], Any] = lambda: None,
+        drain: Callable[[], Any] = lambda: None,
+    ):
         self.call, self.enter, self.leave, self.drain = call, enter, leave, drain
         self.times: list[float] = []
         self.cpu: list[float] = []
@@ -135,13 +154,16 @@ def measure_langchain(n: int, rounds: int, wait: float = 0.0) -> dict[str, Any]:
     call = langchain_app(wait)
     handler = RagmeterCallbackHandler([CountContexts()], max_queue=10**6, keep=1000, attach_to_trace=False)
     timer = HookTimer(handler, "_persist_run")
-    setups = {"without": Setup(lambda q: call(q, [])), "with": Setup(lambda q: call(q, [handler]),
-                                                                     drain=lambda: handler.flush(60))}
+    setups = {
+        "without": Setup(lambda q: call(q, [])),
+        "with": Setup(lambda q: call(q, [handler]), drain=lambda: handler.flush(60)),
+    }
     try:
         from ragmeter.integrations.langchain.tracker import RunTracker
     except ImportError:  # an older ragmeter (BaseTracer-based)
         pass
     else:
+
         class TrackOnly(RunTracker):
             def _persist_run(self, run: Any) -> None:
                 pass
@@ -170,15 +192,18 @@ def measure_llamaindex(n: int, rounds: int, wait: float = 0.0) -> dict[str, Any]
     meter = RagmeterInstrumentation([CountContexts()], max_queue=10**6, keep=1000, attach_to_trace=False)
     timer = HookTimer(meter._capture, "on_span_exit")
     questions = [f"What is the secret code of the {a}?" for a in ("falcon", "otter", "badger", "heron", "lynx")]
-    setups = {"without": Setup(qe.query),
-              "with": Setup(qe.query, enter=meter.attach, leave=meter.detach, drain=lambda: meter.flush(60))}
+    setups = {
+        "without": Setup(qe.query),
+        "with": Setup(qe.query, enter=meter.attach, leave=meter.detach, drain=lambda: meter.flush(60)),
+    }
     out = _alternate(setups, n, rounds, timer, lambda: meter.stats, questions)
     meter.shutdown(10)
     return out
 
 
-def _alternate(setups: dict[str, Setup], n: int, rounds: int, timer: HookTimer, stats: Callable[[], dict],
-               questions: list[str]) -> dict[str, Any]:
+def _alternate(
+    setups: dict[str, Setup], n: int, rounds: int, timer: HookTimer, stats: Callable[[], dict], questions: list[str]
+) -> dict[str, Any]:
     for setup in setups.values():  # warm up
         setup.enter()
         for q in questions:
@@ -188,7 +213,7 @@ def _alternate(setups: dict[str, Setup], n: int, rounds: int, timer: HookTimer, 
     timer.total_ns = timer.calls = 0
     order = list(setups)
     for r in range(rounds):
-        for label in order[r % len(order):] + order[:r % len(order)]:  # a different order each round
+        for label in order[r % len(order) :] + order[: r % len(order)]:  # a different order each round
             setup = setups[label]
             setup.enter()
             gc.collect()
@@ -226,27 +251,37 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     n, rounds = (50, 6) if args.quick else (100, 20)
     wait = args.wait_ms / 1000.0
-    report = {"langchain, instant model": measure_langchain(n, rounds),
-              "llamaindex, instant model": measure_llamaindex(n, rounds),
-              f"langchain, {args.wait_ms:g} ms I/O": measure_langchain(max(10, n // 4), rounds, wait),
-              f"llamaindex, {args.wait_ms:g} ms I/O": measure_llamaindex(max(10, n // 4), rounds, wait)}
+    report = {
+        "langchain, instant model": measure_langchain(n, rounds),
+        "llamaindex, instant model": measure_llamaindex(n, rounds),
+        f"langchain, {args.wait_ms:g} ms I/O": measure_langchain(max(10, n // 4), rounds, wait),
+        f"llamaindex, {args.wait_ms:g} ms I/O": measure_llamaindex(max(10, n // 4), rounds, wait),
+    }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print("ragmeter inline capture, cost on the request thread (python %s, %d rounds of blocks per setup)"
-          % (sys.version.split()[0], rounds))
+    print(
+        f"ragmeter inline capture, cost on the request thread (python {sys.version.split()[0]}, "
+        f"{rounds} rounds of blocks per setup)"
+    )
     for name, r in report.items():
         if r is None:
             print(f"  {name}: not installed")
             continue
-        line = (f"  {name}: p50 {r['without_p50_us']:.0f} -> {r['with_p50_us']:.0f} us ({r['with_added_p50_us']:+.0f}), "
-                f"p95 {r['without_p95_us']:.0f} -> {r['with_p95_us']:.0f} us ({r['with_added_p95_us']:+.0f}); ")
+        line = (
+            f"  {name}: p50 {r['without_p50_us']:.0f} -> {r['with_p50_us']:.0f} us ({r['with_added_p50_us']:+.0f}), "
+            f"p95 {r['without_p95_us']:.0f} -> {r['with_p95_us']:.0f} us ({r['with_added_p95_us']:+.0f}); "
+        )
         if "callbacks_only_p50_us" in r:
-            line += (f"callbacks alone p50 {r['callbacks_only_added_p50_us']:+.0f} us, "
-                     f"p95 {r['callbacks_only_added_p95_us']:+.0f} us; ")
-        print(line + f"end-of-request hook {r['hook_us_per_request']:.0f} us; CPU per request incl. background "
-              f"{r['without_cpu_us']:.0f} -> {r['with_cpu_us']:.0f} us; {r['captured']} captured, "
-              f"{r['scored']} scored, {r['dropped']} dropped")
+            line += (
+                f"callbacks alone p50 {r['callbacks_only_added_p50_us']:+.0f} us, "
+                f"p95 {r['callbacks_only_added_p95_us']:+.0f} us; "
+            )
+        print(
+            line + f"end-of-request hook {r['hook_us_per_request']:.0f} us; CPU per request incl. background "
+            f"{r['without_cpu_us']:.0f} -> {r['with_cpu_us']:.0f} us; {r['captured']} captured, "
+            f"{r['scored']} scored, {r['dropped']} dropped"
+        )
     return 0
 
 

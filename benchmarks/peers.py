@@ -49,9 +49,15 @@ VENV = ROOT / ".peers-venv"
 # RAGAS 0.4.3 imports langchain_community.chat_models.vertexai, which langchain-community 0.4 removed.
 PEER_PINS = ["ragas==0.4.3", "deepeval==4.3.1", "langchain-community<0.4"]
 QUIET_ENV = {  # no telemetry, no login prompts, no network but the local server
-    "RAGAS_DO_NOT_TRACK": "true", "DEEPEVAL_TELEMETRY_OPT_OUT": "YES", "DEEPEVAL_UPDATE_WARNING_OPT_IN": "NO",
-    "DEEPEVAL_GRPC_LOGGING": "NO", "DEEPEVAL_DISABLE_DOTENV": "1", "ERROR_REPORTING": "NO",
-    "CONFIDENT_TRACE_FLUSH": "NO", "TOKENIZERS_PARALLELISM": "false", "OPENAI_API_KEY": "bench",
+    "RAGAS_DO_NOT_TRACK": "true",
+    "DEEPEVAL_TELEMETRY_OPT_OUT": "YES",
+    "DEEPEVAL_UPDATE_WARNING_OPT_IN": "NO",
+    "DEEPEVAL_GRPC_LOGGING": "NO",
+    "DEEPEVAL_DISABLE_DOTENV": "1",
+    "ERROR_REPORTING": "NO",
+    "CONFIDENT_TRACE_FLUSH": "NO",
+    "TOKENIZERS_PARALLELISM": "false",
+    "OPENAI_API_KEY": "bench",
 }
 
 
@@ -63,10 +69,12 @@ def peer_python() -> Path:
     python = VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    probe = ("import importlib.metadata as m, ragas.llms, deepeval.metrics; "
-             "print(m.version('ragas'), m.version('deepeval'))")
-    have = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=False,
-                          env=dict(os.environ, **QUIET_ENV))
+    probe = (
+        "import importlib.metadata as m, ragas.llms, deepeval.metrics; print(m.version('ragas'), m.version('deepeval'))"
+    )
+    have = subprocess.run(
+        [str(python), "-c", probe], capture_output=True, text=True, check=False, env=dict(os.environ, **QUIET_ENV)
+    )
     wanted = " ".join(p.split("==")[1] for p in PEER_PINS if "==" in p)
     if have.returncode != 0 or have.stdout.strip().splitlines()[-1:] != [wanted]:
         print(f"installing {', '.join(PEER_PINS)} into {VENV} (a few minutes) ...", flush=True)
@@ -137,7 +145,6 @@ def serve(latency: float, log_dir: str | None) -> None:
     """Child process: serve until stdin closes (base URL first, request statistics last)."""
     sys.path.insert(0, str(ROOT.parent / "tests"))
     from helpers.servers import FakeLLMServer, answer, oracle
-
     from ragmeter.judges.tasks import COMBINED_TASKS, TASKS
 
     kinds: dict[str, int] = {}
@@ -158,11 +165,25 @@ def serve(latency: float, log_dir: str | None) -> None:
         print(server.openai_url, flush=True)
         sys.stdin.read()
         chats = server.chat_requests
-        chars = sum(len(m.get("content") or "") if isinstance(m.get("content"), str)
-                    else sum(len(p.get("text", "")) for p in m.get("content") or [] if isinstance(p, dict))
-                    for r in chats for m in r.messages)
-        print(json.dumps({"chat": len(chats), "embed": len(server.embedding_requests), "prompt_chars": chars,
-                          "max_concurrent": server.max_concurrent, "peer_kinds": kinds}), flush=True)
+        chars = sum(
+            len(m.get("content") or "")
+            if isinstance(m.get("content"), str)
+            else sum(len(p.get("text", "")) for p in m.get("content") or [] if isinstance(p, dict))
+            for r in chats
+            for m in r.messages
+        )
+        print(
+            json.dumps(
+                {
+                    "chat": len(chats),
+                    "embed": len(server.embedding_requests),
+                    "prompt_chars": chars,
+                    "max_concurrent": server.max_concurrent,
+                    "peer_kinds": kinds,
+                }
+            ),
+            flush=True,
+        )
 
 
 # --------------------------------------------------------------------------- the runs (child processes)
@@ -181,9 +202,10 @@ def _texts(record: dict) -> list[str]:
 
 def run_ragmeter(n: int, url: str) -> dict:
     """ragmeter ``evaluate()`` with its defaults."""
+    from throughput import METRICS
+
     import ragmeter as rm
     from ragmeter.judges import OpenAIJudge
-    from throughput import METRICS
 
     data = _records(n)
     judge = OpenAIJudge("gpt-4o-mini", base_url=url, api_key="bench", cache=False)
@@ -213,20 +235,27 @@ def run_ragas(n: int, url: str, concurrency: int | None) -> dict:
     llm = llm_factory("gpt-4o-mini", client=client)
     emb = embedding_factory("openai", model="text-embedding-3-small", client=client)
     metrics = [
-        (Faithfulness(llm=llm), lambda r: {"user_input": r["question"], "response": r["answer"],
-                                           "retrieved_contexts": _texts(r)}),
+        (
+            Faithfulness(llm=llm),
+            lambda r: {"user_input": r["question"], "response": r["answer"], "retrieved_contexts": _texts(r)},
+        ),
         (AnswerRelevancy(llm=llm, embeddings=emb), lambda r: {"user_input": r["question"], "response": r["answer"]}),
-        (ContextPrecision(llm=llm), lambda r: {"user_input": r["question"], "reference": r["reference"],
-                                               "retrieved_contexts": _texts(r)}),
-        (ContextRecall(llm=llm), lambda r: {"user_input": r["question"], "reference": r["reference"],
-                                            "retrieved_contexts": _texts(r)}),
+        (
+            ContextPrecision(llm=llm),
+            lambda r: {"user_input": r["question"], "reference": r["reference"], "retrieved_contexts": _texts(r)},
+        ),
+        (
+            ContextRecall(llm=llm),
+            lambda r: {"user_input": r["question"], "reference": r["reference"], "retrieved_contexts": _texts(r)},
+        ),
         (ContextRelevance(llm=llm), lambda r: {"user_input": r["question"], "retrieved_contexts": _texts(r)}),
     ]
 
     async def main() -> list:
         if concurrency is None:
-            return await asyncio.gather(*(m.abatch_score([make(r) for r in data]) for m, make in metrics),
-                                        return_exceptions=True)
+            return await asyncio.gather(
+                *(m.abatch_score([make(r) for r in data]) for m, make in metrics), return_exceptions=True
+            )
         sem = asyncio.Semaphore(concurrency)
 
         async def one(m, kwargs):
@@ -240,8 +269,11 @@ def run_ragas(n: int, url: str, concurrency: int | None) -> dict:
     wall = time.perf_counter() - t0
     flat = [x for group in out for x in (group if isinstance(group, list) else [group])]
     errors = [x for x in flat if isinstance(x, BaseException)]
-    return {"wall_s": wall, "errors": len(errors) + (n * len(metrics) - len(flat) if concurrency is None else 0),
-            "first_error": repr(errors[0])[:300] if errors else None}
+    return {
+        "wall_s": wall,
+        "errors": len(errors) + (n * len(metrics) - len(flat) if concurrency is None else 0),
+        "first_error": repr(errors[0])[:300] if errors else None,
+    }
 
 
 def run_deepeval(n: int, url: str, concurrency: int) -> dict:
@@ -265,16 +297,31 @@ def run_deepeval(n: int, url: str, concurrency: int) -> dict:
 
     data = _records(n)
     model = GPTModel(model="gpt-4o-mini", base_url=url, api_key="bench")
-    metrics = [cls(model=model, async_mode=True) for cls in (FaithfulnessMetric, AnswerRelevancyMetric,
-                                                              ContextualPrecisionMetric, ContextualRecallMetric,
-                                                              ContextualRelevancyMetric)]
-    cases = [LLMTestCase(input=r["question"], actual_output=r["answer"], expected_output=r["reference"],
-                         retrieval_context=_texts(r)) for r in data]
+    metrics = [
+        cls(model=model, async_mode=True)
+        for cls in (
+            FaithfulnessMetric,
+            AnswerRelevancyMetric,
+            ContextualPrecisionMetric,
+            ContextualRecallMetric,
+            ContextualRelevancyMetric,
+        )
+    ]
+    cases = [
+        LLMTestCase(
+            input=r["question"], actual_output=r["answer"], expected_output=r["reference"], retrieval_context=_texts(r)
+        )
+        for r in data
+    ]
     t0 = time.perf_counter()
-    result = evaluate(cases, metrics, async_config=AsyncConfig(run_async=True, max_concurrent=concurrency),
-                      display_config=DisplayConfig(show_indicator=False, print_results=False),
-                      cache_config=CacheConfig(write_cache=False, use_cache=False),
-                      error_config=ErrorConfig(ignore_errors=True))
+    result = evaluate(
+        cases,
+        metrics,
+        async_config=AsyncConfig(run_async=True, max_concurrent=concurrency),
+        display_config=DisplayConfig(show_indicator=False, print_results=False),
+        cache_config=CacheConfig(write_cache=False, use_cache=False),
+        error_config=ErrorConfig(ignore_errors=True),
+    )
     wall = time.perf_counter() - t0
     errors = [m.error for t in result.test_results for m in (t.metrics_data or []) if m.error]
     return {"wall_s": wall, "errors": len(errors), "first_error": errors[0][:300] if errors else None}
@@ -304,12 +351,23 @@ def measure(peer: str, n: int, args: argparse.Namespace) -> dict:
     server = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     env = dict(os.environ, **QUIET_ENV)
     python = sys.executable if peer == "ragmeter" else str(peer_python())
-    flags = ["--ragas-concurrency", str(args.ragas_concurrency),
-             "--deepeval-concurrency", str(args.deepeval_concurrency)]
+    flags = [
+        "--ragas-concurrency",
+        str(args.ragas_concurrency),
+        "--deepeval-concurrency",
+        str(args.deepeval_concurrency),
+    ]
     try:
         url = server.stdout.readline().strip()
-        proc = subprocess.run([python, __file__, "--child", peer, str(n), url, *flags], env=env,
-                              capture_output=True, text=True, cwd="/tmp", timeout=args.timeout, check=False)
+        proc = subprocess.run(
+            [python, __file__, "--child", peer, str(n), url, *flags],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd="/tmp",
+            timeout=args.timeout,
+            check=False,
+        )
         lines = proc.stdout.strip().splitlines()
         if proc.returncode != 0 or not lines:
             result = {"failed": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
@@ -327,11 +385,16 @@ def main(argv: list[str] | None = None) -> int:
     """Print one table (and the raw numbers with --json)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[20, 1000])
-    p.add_argument("--peers", nargs="+", default=["ragmeter", "ragas", "deepeval"],
-                   choices=["ragmeter", "ragas", "deepeval"])
+    p.add_argument(
+        "--peers", nargs="+", default=["ragmeter", "ragas", "deepeval"], choices=["ragmeter", "ragas", "deepeval"]
+    )
     p.add_argument("--latency", type=float, default=0.3, help="seconds per request (default 0.3)")
-    p.add_argument("--ragas-concurrency", type=int, default=100,
-                   help="RAGAS samples x metrics in flight (default 100; 0: abatch_score, uncapped)")
+    p.add_argument(
+        "--ragas-concurrency",
+        type=int,
+        default=100,
+        help="RAGAS samples x metrics in flight (default 100; 0: abatch_score, uncapped)",
+    )
     p.add_argument("--deepeval-concurrency", type=int, default=100, help="DeepEval max_concurrent (default 100)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds one run may take")
     p.add_argument("--log", help="directory for the first request and reply of each peer prompt kind")
@@ -353,8 +416,11 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.log).mkdir(parents=True, exist_ok=True)
     if set(args.peers) - {"ragmeter"}:
         peer_python()
-    print(f"{'samples':>7} {'peer':<9} {'wall s':>8} {'x fastest peer':>14} {'calls/sample':>12} "
-          f"{'prompt tok/sample':>17} {'embed req':>9} {'peak RSS MB':>11} {'CPU s':>7} {'errors':>6}", flush=True)
+    print(
+        f"{'samples':>7} {'peer':<9} {'wall s':>8} {'x fastest peer':>14} {'calls/sample':>12} "
+        f"{'prompt tok/sample':>17} {'embed req':>9} {'peak RSS MB':>11} {'CPU s':>7} {'errors':>6}",
+        flush=True,
+    )
     rows = []
     order = [p for p in args.peers if p != "ragmeter"] + (["ragmeter"] if "ragmeter" in args.peers else [])
     for n in args.sizes:
@@ -369,9 +435,12 @@ def main(argv: list[str] | None = None) -> int:
             if peer != "ragmeter":
                 peer_walls.append(r["wall_s"])
             ratio = f"{r['wall_s'] / min(peer_walls):.2f}" if peer == "ragmeter" and peer_walls else ""
-            print(f"{n:>7} {peer:<9} {r['wall_s']:>8.1f} {ratio:>14} {r['chat'] / n:>12.1f} "
-                  f"{r['prompt_chars'] / 4 / n:>17,.0f} {r['embed']:>9} {r['peak_rss_mb']:>11.0f} {r['cpu_s']:>7.1f} "
-                  f"{r['errors']:>6}", flush=True)
+            print(
+                f"{n:>7} {peer:<9} {r['wall_s']:>8.1f} {ratio:>14} {r['chat'] / n:>12.1f} "
+                f"{r['prompt_chars'] / 4 / n:>17,.0f} {r['embed']:>9} {r['peak_rss_mb']:>11.0f} {r['cpu_s']:>7.1f} "
+                f"{r['errors']:>6}",
+                flush=True,
+            )
     if args.json:
         print(json.dumps(rows, indent=1))
     return 0

@@ -58,9 +58,19 @@ def setting(rng: np.random.Generator, draws: int, n: int, bias: float, noise: fl
         width.append(est.ci[1] - est.ci[0])
         labels_width.append(est.labels_ci[1] - est.labels_ci[0])
         lam.append(est.lam)
-    return {"scale": scale, "n": n, "N": N_JUDGED, "bias": bias, "noise": noise, "draws": draws,
-            "coverage_ppi": ppi / draws, "coverage_labels": labels / draws, "coverage_judge": judge / draws,
-            "width_ratio": float(np.mean(width) / np.mean(labels_width)), "lambda": float(np.mean(lam))}
+    return {
+        "scale": scale,
+        "n": n,
+        "N": N_JUDGED,
+        "bias": bias,
+        "noise": noise,
+        "draws": draws,
+        "coverage_ppi": ppi / draws,
+        "coverage_labels": labels / draws,
+        "coverage_judge": judge / draws,
+        "width_ratio": float(np.mean(width) / np.mean(labels_width)),
+        "lambda": float(np.mean(lam)),
+    }
 
 
 def main() -> None:
@@ -77,16 +87,22 @@ def main() -> None:
             for bias in BIASES:
                 for noise in NOISES:
                     rows.append(setting(rng, args.draws, n, bias, noise, scale))
-    print(f"PPI++ coverage of the true mean, {args.draws} draws per setting, N = {N_JUDGED} judged items "
-          f"({time.perf_counter() - t0:.0f} s)")
+    print(
+        f"PPI++ coverage of the true mean, {args.draws} draws per setting, N = {N_JUDGED} judged items "
+        f"({time.perf_counter() - t0:.0f} s)"
+    )
     print("labels  n    bias   noise  judge  labels  PPI++  PPI++ width / labels'  lambda")
     for r in rows:
-        print(f"{r['scale']:<7} {r['n']:<4} {r['bias']:+.2f}  {r['noise']:.2f}   {r['coverage_judge']:.3f}  "
-              f"{r['coverage_labels']:.3f}   {r['coverage_ppi']:.3f}  {r['width_ratio']:.2f}                   "
-              f"{r['lambda']:.2f}")
+        print(
+            f"{r['scale']:<7} {r['n']:<4} {r['bias']:+.2f}  {r['noise']:.2f}   {r['coverage_judge']:.3f}  "
+            f"{r['coverage_labels']:.3f}   {r['coverage_ppi']:.3f}  {r['width_ratio']:.2f}                   "
+            f"{r['lambda']:.2f}"
+        )
     worst = min(r["coverage_ppi"] for r in rows)
-    print(f"lowest PPI++ coverage: {worst:.3f}; settings where the judge's own interval covers less than 50%: "
-          f"{sum(r['coverage_judge'] < 0.5 for r in rows)} of {len(rows)}")
+    print(
+        f"lowest PPI++ coverage: {worst:.3f}; settings where the judge's own interval covers less than 50%: "
+        f"{sum(r['coverage_judge'] < 0.5 for r in rows)} of {len(rows)}"
+    )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(rows, fh, indent=1)

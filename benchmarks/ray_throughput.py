@@ -34,8 +34,12 @@ def run(data: list[dict], url: str, executor) -> dict:
     t0 = time.perf_counter()
     result = rm.evaluate(data, metrics=METRICS, judge=judge, progress=False, executor=executor)
     wall = time.perf_counter() - t0
-    return {"wall_s": round(wall, 2), "samples_per_s": round(len(data) / wall, 2), "calls": result.usage.calls,
-            "errors": sum(s.status == "error" for r in result for s in r.scores.values())}
+    return {
+        "wall_s": round(wall, 2),
+        "samples_per_s": round(len(data) / wall, 2),
+        "calls": result.usage.calls,
+        "errors": sum(s.status == "error" for r in result for s in r.scores.values()),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,27 +52,39 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     import ray
+
     from ragmeter.executors import AsyncioExecutor, RayExecutor
 
-    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("throughput.py")), "--serve",
-                               str(args.latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("throughput.py")), "--serve", str(args.latency)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     rows = []
     try:
         url = server.stdout.readline().strip()
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         data = records(args.samples)
-        setups = [("asyncio", lambda: AsyncioExecutor(args.concurrency)),
-                  ("ray, 1 worker", lambda: RayExecutor(workers=1, concurrency=args.concurrency)),
-                  ("ray, 2 workers", lambda: RayExecutor(workers=2, concurrency=args.concurrency))]
-        print(f"{args.samples} samples x {len(METRICS)} metrics, {args.latency:g} s latency, "
-              f"{args.concurrency} samples in flight per worker")
+        setups = [
+            ("asyncio", lambda: AsyncioExecutor(args.concurrency)),
+            ("ray, 1 worker", lambda: RayExecutor(workers=1, concurrency=args.concurrency)),
+            ("ray, 2 workers", lambda: RayExecutor(workers=2, concurrency=args.concurrency)),
+        ]
+        print(
+            f"{args.samples} samples x {len(METRICS)} metrics, {args.latency:g} s latency, "
+            f"{args.concurrency} samples in flight per worker"
+        )
         print(f"{'executor':<16} {'start s':>8} {'wall s':>8} {'samples/s':>10} {'calls':>7} {'errors':>7}")
         for name, make in setups:
             start = run(records(1), url, make())["wall_s"]
             r = {"executor": name, "start_s": start, **run(data, url, make())}
             rows.append(r)
-            print(f"{name:<16} {start:>8.2f} {r['wall_s']:>8.2f} {r['samples_per_s']:>10.2f} {r['calls']:>7} "
-                  f"{r['errors']:>7}", flush=True)
+            print(
+                f"{name:<16} {start:>8.2f} {r['wall_s']:>8.2f} {r['samples_per_s']:>10.2f} {r['calls']:>7} "
+                f"{r['errors']:>7}",
+                flush=True,
+            )
     finally:
         ray.shutdown()
         server.communicate("", timeout=60)

@@ -78,9 +78,25 @@ class Server:
         env.pop("RAGMETER_SRC", None)
         if source:
             env["RAGMETER_SRC"] = source
-        self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, "serve", "--host", "127.0.0.1", "--otlp-port",
-                                      str(self.port), "-m", "hallucinated_specifics", *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _BOOT,
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--otlp-port",
+                str(self.port),
+                "-m",
+                "hallucinated_specifics",
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -171,12 +187,21 @@ def probe_bomb(source: str | None, mib: int) -> dict:
     srv = Server(source)
     cpu0, start = srv.cpu_s(), time.monotonic()
     with socket.create_connection(("127.0.0.1", srv.port), timeout=600) as s:
-        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-                  b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        s.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        )
         answer = _read_answer(s, 600)
-    out = {"probe": "bomb", "wire_mb": round(len(body) / 1e6, 2), "inflated_mib": mib, "status": _status_of(answer),
-           "seconds": round(time.monotonic() - start, 2), "cpu_s": round(srv.cpu_s() - cpu0, 2),
-           "rss_before_mb": round(srv.baseline_rss / 1024, 1), "peak_rss_mb": srv.peak_mb()}
+    out = {
+        "probe": "bomb",
+        "wire_mb": round(len(body) / 1e6, 2),
+        "inflated_mib": mib,
+        "status": _status_of(answer),
+        "seconds": round(time.monotonic() - start, 2),
+        "cpu_s": round(srv.cpu_s() - cpu0, 2),
+        "rss_before_mb": round(srv.baseline_rss / 1024, 1),
+        "peak_rss_mb": srv.peak_mb(),
+    }
     srv.stop()
     return out
 
@@ -185,8 +210,9 @@ def probe_negative_length(source: str | None, mib: int = 256) -> dict:
     srv = Server(source)
     sent = 0
     with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as s:
-        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-                  b"Content-Length: -1\r\n\r\n")
+        s.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: -1\r\n\r\n"
+        )
         chunk = bytes(MIB)
         try:
             while sent < mib * MIB and not _readable([s], 0):
@@ -196,8 +222,13 @@ def probe_negative_length(source: str | None, mib: int = 256) -> dict:
         except OSError:
             pass
         answer = _read_answer(s, 60)
-    out = {"probe": "negative_length", "status": _status_of(answer), "sent_mib_before_answer": sent // MIB,
-           "rss_before_mb": round(srv.baseline_rss / 1024, 1), "peak_rss_mb": srv.peak_mb()}
+    out = {
+        "probe": "negative_length",
+        "status": _status_of(answer),
+        "sent_mib_before_answer": sent // MIB,
+        "rss_before_mb": round(srv.baseline_rss / 1024, 1),
+        "peak_rss_mb": srv.peak_mb(),
+    }
     srv.stop()
     return out
 
@@ -222,9 +253,16 @@ def probe_half_open(source: str | None, n: int = 1000) -> dict:
     request_s = round(time.monotonic() - start, 2)
     for s in socks:
         s.close()
-    out = {"probe": "half_open", "connections": len(socks), "threads_before": threads_before,
-           "threads_with_connections": threads, "answered_503": refused, "healthz_meanwhile": status,
-           "healthz_seconds": request_s, "peak_rss_mb": srv.peak_mb()}
+    out = {
+        "probe": "half_open",
+        "connections": len(socks),
+        "threads_before": threads_before,
+        "threads_with_connections": threads,
+        "answered_503": refused,
+        "healthz_meanwhile": status,
+        "healthz_seconds": request_s,
+        "peak_rss_mb": srv.peak_mb(),
+    }
     srv.stop()
     return out
 
@@ -301,9 +339,15 @@ def probe_burst(source: str | None, senders: int = 16, per_sender: int = 100) ->
     for t in threads:
         t.join()
     times.sort()
-    out = {"probe": "burst", "senders": senders, "requests": senders * per_sender,
-           "seconds": round(time.monotonic() - start, 1), "answers": {str(k): v for k, v in sorted(counts.items(), key=str)},
-           "over_1s": sum(t >= 1.0 for t in times), "slowest_s": round(times[-1], 2)}
+    out = {
+        "probe": "burst",
+        "senders": senders,
+        "requests": senders * per_sender,
+        "seconds": round(time.monotonic() - start, 1),
+        "answers": {str(k): v for k, v in sorted(counts.items(), key=str)},
+        "over_1s": sum(t >= 1.0 for t in times),
+        "slowest_s": round(times[-1], 2),
+    }
     srv.stop()
     return out
 
@@ -313,31 +357,47 @@ PROBES = ("bomb", "negative_length", "half_open", "slow_body", "sigterm_slow", "
 
 def run(source: str | None, bomb_mib: int, probes: tuple[str, ...] = PROBES, senders: int = 64) -> list[dict]:
     """The probes against one source tree (None: the installed package)."""
-    calls = {"bomb": lambda: probe_bomb(source, bomb_mib), "negative_length": lambda: probe_negative_length(source),
-             "half_open": lambda: probe_half_open(source), "slow_body": lambda: probe_slow_body(source),
-             "sigterm_slow": lambda: probe_sigterm_slow(source), "burst": lambda: probe_burst(source, senders)}
+    calls = {
+        "bomb": lambda: probe_bomb(source, bomb_mib),
+        "negative_length": lambda: probe_negative_length(source),
+        "half_open": lambda: probe_half_open(source),
+        "slow_body": lambda: probe_slow_body(source),
+        "sigterm_slow": lambda: probe_sigterm_slow(source),
+        "burst": lambda: probe_burst(source, senders),
+    }
     return [calls[p]() for p in probes]
 
 
 def _summary(r: dict) -> str:
     p = r["probe"]
     if p == "bomb":
-        return (f"{r['wire_mb']} MB gzip of {r['inflated_mib']} MiB: {r['status']}, peak RSS {r['peak_rss_mb']} MB "
-                f"(from {r['rss_before_mb']}), {r['cpu_s']} s CPU")
+        return (
+            f"{r['wire_mb']} MB gzip of {r['inflated_mib']} MiB: {r['status']}, peak RSS {r['peak_rss_mb']} MB "
+            f"(from {r['rss_before_mb']}), {r['cpu_s']} s CPU"
+        )
     if p == "negative_length":
-        return (f"{r['status']} after {r['sent_mib_before_answer']} MiB sent, peak RSS {r['peak_rss_mb']} MB "
-                f"(from {r['rss_before_mb']})")
+        return (
+            f"{r['status']} after {r['sent_mib_before_answer']} MiB sent, peak RSS {r['peak_rss_mb']} MB "
+            f"(from {r['rss_before_mb']})"
+        )
     if p == "half_open":
-        return (f"{r['threads_with_connections']} threads (from {r['threads_before']}), {r['answered_503']} answered 503, "
-                f"/healthz meanwhile {r['healthz_meanwhile']} in {r['healthz_seconds']} s")
+        return (
+            f"{r['threads_with_connections']} threads (from {r['threads_before']}), {r['answered_503']} answered 503, "
+            f"/healthz meanwhile {r['healthz_meanwhile']} in {r['healthz_seconds']} s"
+        )
     if p == "slow_body":
-        return (f"cut after {r['cut_after_s']} s ({r['bytes_sent']} bytes)" if r["cut_after_s"] is not None
-                else f"not cut in {r['watched_s']:.0f} s ({r['bytes_sent']} bytes)")
+        return (
+            f"cut after {r['cut_after_s']} s ({r['bytes_sent']} bytes)"
+            if r["cut_after_s"] is not None
+            else f"not cut in {r['watched_s']:.0f} s ({r['bytes_sent']} bytes)"
+        )
     if p == "sigterm_slow":
         return f"exit {r['exit_seconds_after_sigterm']} s after SIGTERM"
-    return (f"{r['requests']} requests from {r['senders']} senders: "
-            + ", ".join(f"{k} x{v}" for k, v in r["answers"].items())
-            + f"; {r['over_1s']} took 1 s or more (slowest {r['slowest_s']} s)")
+    return (
+        f"{r['requests']} requests from {r['senders']} senders: "
+        + ", ".join(f"{k} x{v}" for k, v in r["answers"].items())
+        + f"; {r['over_1s']} took 1 s or more (slowest {r['slowest_s']} s)"
+    )
 
 
 def main() -> None:
@@ -355,8 +415,11 @@ def main() -> None:
     tmp = None
     if args.before:
         tmp = tempfile.TemporaryDirectory(prefix="ragmeter-before-")
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, "core", "tracing", "integrations"],
-                                 check=True, capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.before, "core", "tracing", "integrations"],
+            check=True,
+            capture_output=True,
+        ).stdout
         subprocess.run(["tar", "-x", "-C", tmp.name], input=archive, check=True)
         versions.append((f"before ({args.before})", tmp.name))
     versions.append(("this tree", None))

@@ -49,16 +49,28 @@ def _bodies(n_requests: int, traces_per_request: int) -> list[bytes]:
             q = f"What is the capital of France? ({r}.{t})"
             chain = tracer.start_span("rag", attributes={"openinference.span.kind": "CHAIN", "input.value": q})
             ctx = trace.set_span_in_context(chain)
-            ret = tracer.start_span("retrieve", context=ctx, attributes={
-                "openinference.span.kind": "RETRIEVER", "input.value": q,
-                "retrieval.documents.0.document.id": "d1",
-                "retrieval.documents.0.document.content": "Paris is the capital of France since 508.",
-                "retrieval.documents.1.document.id": "d2",
-                "retrieval.documents.1.document.content": "Berlin is the capital of Germany."})
+            ret = tracer.start_span(
+                "retrieve",
+                context=ctx,
+                attributes={
+                    "openinference.span.kind": "RETRIEVER",
+                    "input.value": q,
+                    "retrieval.documents.0.document.id": "d1",
+                    "retrieval.documents.0.document.content": "Paris is the capital of France since 508.",
+                    "retrieval.documents.1.document.id": "d2",
+                    "retrieval.documents.1.document.content": "Berlin is the capital of Germany.",
+                },
+            )
             ret.end()
-            llm = tracer.start_span("llm", context=ctx, attributes={
-                "openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant",
-                "llm.output_messages.0.message.content": "Paris has been the capital of France since 508 [1]."})
+            llm = tracer.start_span(
+                "llm",
+                context=ctx,
+                attributes={
+                    "openinference.span.kind": "LLM",
+                    "llm.output_messages.0.message.role": "assistant",
+                    "llm.output_messages.0.message.content": "Paris has been the capital of France since 508 [1].",
+                },
+            )
             llm.end()
             chain.set_attribute("output.value", "Paris has been the capital of France since 508 [1].")
             chain.end()
@@ -114,10 +126,28 @@ def run(duration: float = 10.0, senders: int = 2, traces_per_request: int = 20, 
     sink = _Sink()
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.cli", "serve", "--host", "127.0.0.1", "--otlp-port",
-                             str(port), "--forward", sink.url, "-m", "hallucinated_specifics", "--grace-period", "0.2",
-                             "--sample-rate", str(sample_rate)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ragmeter.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--otlp-port",
+            str(port),
+            "--forward",
+            sink.url,
+            "-m",
+            "hallucinated_specifics",
+            "--grace-period",
+            "0.2",
+            "--sample-rate",
+            str(sample_rate),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         bodies = _bodies(200, traces_per_request)
         end = time.monotonic() + 60
@@ -161,22 +191,35 @@ def run(duration: float = 10.0, senders: int = 2, traces_per_request: int = 20, 
         drain_end = time.monotonic() + 60
         while time.monotonic() < drain_end:  # let the queue and the inbox empty
             m = _metrics(url)
-            if m["queue_depth"] == 0 and m["inbox_spans"] == 0 and m["held_spans"] == 0 and m["carriers_exported"] >= m["carriers_written"]:
+            if (
+                m["queue_depth"] == 0
+                and m["inbox_spans"] == 0
+                and m["held_spans"] == 0
+                and m["carriers_exported"] >= m["carriers_written"]
+            ):
                 break
             time.sleep(0.2)
         drained = time.monotonic() - started
         final = m
         rss, hwm = _rss_mb(proc.pid)
-        return {"duration_s": round(elapsed, 2), "senders": senders, "traces_per_request": traces_per_request,
-                "sample_rate": sample_rate,
-                "requests_accepted": counts["accepted"], "requests_429": counts["rejected"],
-                "spans_received": at_end["spans_received"],
-                "spans_per_s": round(at_end["spans_received"] / elapsed),
-                "samples_scored": final["samples_scored"],
-                "samples_per_s": round(final["samples_scored"] / drained, 1),
-                "samples_dropped": final["samples_dropped"], "spans_dropped": final["spans_dropped"],
-                "carriers_exported": final["carriers_exported"],
-                "rss_idle_mb": round(idle_rss, 1), "rss_mb": round(max(peak, rss), 1), "rss_hwm_mb": round(hwm, 1)}
+        return {
+            "duration_s": round(elapsed, 2),
+            "senders": senders,
+            "traces_per_request": traces_per_request,
+            "sample_rate": sample_rate,
+            "requests_accepted": counts["accepted"],
+            "requests_429": counts["rejected"],
+            "spans_received": at_end["spans_received"],
+            "spans_per_s": round(at_end["spans_received"] / elapsed),
+            "samples_scored": final["samples_scored"],
+            "samples_per_s": round(final["samples_scored"] / drained, 1),
+            "samples_dropped": final["samples_dropped"],
+            "spans_dropped": final["spans_dropped"],
+            "carriers_exported": final["carriers_exported"],
+            "rss_idle_mb": round(idle_rss, 1),
+            "rss_mb": round(max(peak, rss), 1),
+            "rss_hwm_mb": round(hwm, 1),
+        }
     finally:
         proc.terminate()
         try:

@@ -41,8 +41,9 @@ SCENARIOS = ("pg-restart", "pg-outage", "sqlite-lock", "pg-past-retry")
 def _sample(i: int):
     import ragmeter as rm
 
-    return rm.Sample(f"question {i}?", [{"id": "a", "text": f"chunk {i}"}], answer=f"answer {i}", relevant_ids=["a"],
-                     id=f"s{i}")
+    return rm.Sample(
+        f"question {i}?", [{"id": "a", "text": f"chunk {i}"}], answer=f"answer {i}", relevant_ids=["a"], id=f"s{i}"
+    )
 
 
 def _rows(url) -> int:
@@ -82,10 +83,18 @@ def run(name: str, url, fault, results: int, rate: float, retry_timeout: float |
     drained = time.monotonic()
     st = scorer.stats
     rows = _rows(url)
-    return {"scenario": name, "submitted": results, "rate_per_s": rate, "scored": st["scored"],
-            "written": st["store_written"], "dropped": st["store_dropped"], "errors": st["store_errors"], "rows": rows,
-            "lost": st["scored"] - rows - st["store_dropped"] - st["store_errors"],
-            "drain_s": round(drained - max(fed, ended[0]), 2)}
+    return {
+        "scenario": name,
+        "submitted": results,
+        "rate_per_s": rate,
+        "scored": st["scored"],
+        "written": st["store_written"],
+        "dropped": st["store_dropped"],
+        "errors": st["store_errors"],
+        "rows": rows,
+        "lost": st["scored"] - rows - st["store_dropped"] - st["store_errors"],
+        "drain_s": round(drained - max(fed, ended[0]), 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -126,8 +135,19 @@ def main(argv: list[str] | None = None) -> None:
             assert server is not None
             down = {"pg-restart": args.down, "pg-outage": args.outage, "pg-past-retry": args.past}[name]
             url = server.create_database()
-            print(json.dumps(run(f"{name}-{down:g}s", url, lambda d=down: server.restart(down=d), args.results, args.rate,
-                                 retry_timeout=5.0 if name == "pg-past-retry" else None)), flush=True)
+            print(
+                json.dumps(
+                    run(
+                        f"{name}-{down:g}s",
+                        url,
+                        lambda d=down: server.restart(down=d),
+                        args.results,
+                        args.rate,
+                        retry_timeout=5.0 if name == "pg-past-retry" else None,
+                    )
+                ),
+                flush=True,
+            )
     finally:
         if server is not None:
             server.stop()

@@ -107,7 +107,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_DATA = (HERE.parent.parent / "shared" / "data" / "summedits")
+DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "summedits"
 
 
 def load(data_dir: Path) -> tuple[list[dict], dict[str, dict]]:
@@ -188,8 +188,9 @@ async def score_items(judge, items: list[dict], docs: dict[str, dict], concurren
             claims = (await judge.run("extract_claims", {"question": "", "units": units})).output["claims"]
             if not claims:
                 return 1.0
-            out = await judge.run("verify_claims", {"claims": [c["text"] for c in claims],
-                                                    "chunks": [docs[it["doc_id"]]["doc"]]})
+            out = await judge.run(
+                "verify_claims", {"claims": [c["text"] for c in claims], "chunks": [docs[it["doc_id"]]["doc"]]}
+            )
             verdicts = out.output["verdicts"]
             # the mean graded support when the judge gives one (the offline judge), else the supported share
             return sum(v.get("support", float(v["verdict"] == "supported")) for v in verdicts) / len(verdicts)
@@ -203,10 +204,16 @@ def evaluate(scores: np.ndarray, labels: np.ndarray, halves: np.ndarray) -> dict
     t_a, ba_a_fit = best_threshold(scores[a], labels[a])
     t_b, ba_b_fit = best_threshold(scores[b], labels[b])
     return {
-        "t_A": t_a, "fit_A": ba_a_fit, "A->B": balanced_accuracy(scores[b], labels[b], t_a),
-        "t_B": t_b, "fit_B": ba_b_fit, "B->A": balanced_accuracy(scores[a], labels[a], t_b),
-        "auc_A": auc(scores[a], labels[a]), "auc_B": auc(scores[b], labels[b]),
-        "n_A": int(a.sum()), "n_B": int(b.sum()),
+        "t_A": t_a,
+        "fit_A": ba_a_fit,
+        "A->B": balanced_accuracy(scores[b], labels[b], t_a),
+        "t_B": t_b,
+        "fit_B": ba_b_fit,
+        "B->A": balanced_accuracy(scores[a], labels[a], t_b),
+        "auc_A": auc(scores[a], labels[a]),
+        "auc_B": auc(scores[b], labels[b]),
+        "n_A": int(a.sum()),
+        "n_B": int(b.sum()),
     }
 
 
@@ -230,9 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         items = [it for it in items if it["doc_id"] in keep]
     labels = np.array([int(it["label"]) for it in items])
     halves = np.array([half[it["doc_id"]] for it in items])
-    print(f"SummEdits: {len(items)} items, {len({it['doc_id'] for it in items})} documents "
-          f"(half A: {int((halves == 'A').sum())} items, half B: {int((halves == 'B').sum())} items; "
-          f"{labels.mean():.1%} consistent)")
+    print(
+        f"SummEdits: {len(items)} items, {len({it['doc_id'] for it in items})} documents "
+        f"(half A: {int((halves == 'A').sum())} items, half B: {int((halves == 'B').sum())} items; "
+        f"{labels.mean():.1%} consistent)"
+    )
 
     rows = []
     dumps: dict[str, list[float]] = {}
@@ -258,17 +267,29 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {path:9s} {d:12s} A->B {ba_ab:.3f}  B->A {ba_ba:.3f}  (n={int(m.sum())})")
 
     print()
-    print("| path      | t (from A) | held-out BA A->B | t (from B) | swap BA B->A | AUC A | AUC B | time    | ms/item |")
-    print("|-----------|-----------:|-----------------:|-----------:|-------------:|------:|------:|--------:|--------:|")
+    print(
+        "| path      | t (from A) | held-out BA A->B | t (from B) | swap BA B->A | AUC A | AUC B | time    | ms/item |"
+    )
+    print(
+        "|-----------|-----------:|-----------------:|-----------:|-------------:|------:|------:|--------:|--------:|"
+    )
     for r in rows:
-        print(f"| {r['path']:9s} | {r['t_A']:10.3f} | {r['A->B']:16.4f} | {r['t_B']:10.3f} | {r['B->A']:12.4f} | "
-              f"{r['auc_A']:5.3f} | {r['auc_B']:5.3f} | {r['seconds']:6.1f}s | {r['per_item_ms']:7.1f} |")
+        print(
+            f"| {r['path']:9s} | {r['t_A']:10.3f} | {r['A->B']:16.4f} | {r['t_B']:10.3f} | {r['B->A']:12.4f} | "
+            f"{r['auc_A']:5.3f} | {r['auc_B']:5.3f} | {r['seconds']:6.1f}s | {r['per_item_ms']:7.1f} |"
+        )
     print("\nAnchors (balanced accuracy): SummaC-Conv 0.571, ChatGPT 0.712, GPT-4 0.821. Target: >= 0.65 held out.")
     if args.dump:
         with open(args.dump, "w", encoding="utf-8") as f:
             for i, it in enumerate(items):
-                rec = {"id": it["id"], "doc_id": it["doc_id"], "half": str(halves[i]), "label": int(labels[i]),
-                       "domain": it["domain"], **{f"score_{k}": v[i] for k, v in dumps.items()}}
+                rec = {
+                    "id": it["id"],
+                    "doc_id": it["doc_id"],
+                    "half": str(halves[i]),
+                    "label": int(labels[i]),
+                    "domain": it["domain"],
+                    **{f"score_{k}": v[i] for k, v in dumps.items()},
+                }
                 f.write(json.dumps(rec) + "\n")
     return 0
 

@@ -57,8 +57,16 @@ def serve(latency: float) -> None:
     with FakeLLMServer(latency=latency) as server:
         print(server.openai_url, flush=True)
         sys.stdin.read()
-        print(json.dumps({"chat": len(server.chat_requests), "embed": len(server.embedding_requests),
-                          "max_concurrent": server.max_concurrent}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "chat": len(server.chat_requests),
+                    "embed": len(server.embedding_requests),
+                    "max_concurrent": server.max_concurrent,
+                }
+            ),
+            flush=True,
+        )
 
 
 def run_one(n: int, url: str) -> dict:
@@ -72,11 +80,17 @@ def run_one(n: int, url: str) -> dict:
     result = rm.evaluate(data, metrics=METRICS, judge=judge, progress=False)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     usage = result.usage
-    return {"samples": n, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "calls": usage.calls, "retries": usage.retries, "embedding_calls": usage.embedding_calls,
-            "errors": sum(s.status == "error" for r in result for s in r.scores.values()),
-            "ragmeter": rm.__file__}
+    return {
+        "samples": n,
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "calls": usage.calls,
+        "retries": usage.retries,
+        "embedding_calls": usage.embedding_calls,
+        "errors": sum(s.status == "error" for r in result for s in r.scores.values()),
+        "ragmeter": rm.__file__,
+    }
 
 
 def run_calls(n: int, url: str, backend: str) -> dict:
@@ -86,8 +100,11 @@ def run_calls(n: int, url: str, backend: str) -> dict:
     from ragmeter.judges import AnthropicJudge, OpenAIJudge
 
     kw: dict = {"api_key": "bench-key-0123456789", "cache": False, "max_concurrency": 16, "adaptive_concurrency": False}
-    make = (lambda: OpenAIJudge("gpt-4o-mini", base_url=url, embedder=None, **kw)) if backend == "openai" else \
-        (lambda: AnthropicJudge("claude-haiku-4-5", base_url=url.rsplit("/v1", 1)[0], **kw))
+    make = (
+        (lambda: OpenAIJudge("gpt-4o-mini", base_url=url, embedder=None, **kw))
+        if backend == "openai"
+        else (lambda: AnthropicJudge("claude-haiku-4-5", base_url=url.rsplit("/v1", 1)[0], **kw))
+    )
     try:
         judge = make()
     except TypeError:  # a copy older than adaptive concurrency (--ragmeter)
@@ -113,16 +130,18 @@ def run_calls(n: int, url: str, backend: str) -> dict:
 def measure(n: int, latency: float, package: str | None, backend: str | None = None) -> dict:
     """Start a server, run ``n`` samples (or, with ``backend``, ``n`` judge calls alone) in a fresh
     process against it, return the numbers."""
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(latency)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         url = server.stdout.readline().strip()
         env = dict(os.environ)
         if package:
             env["PYTHONPATH"] = package + os.pathsep + env.get("PYTHONPATH", "")
         child = ["--child-calls", str(n), url, backend] if backend else ["--child", str(n), url]
-        out = subprocess.run([sys.executable, __file__, *child], env=env, check=True, capture_output=True, text=True,
-                             cwd="/tmp")
+        out = subprocess.run(
+            [sys.executable, __file__, *child], env=env, check=True, capture_output=True, text=True, cwd="/tmp"
+        )
         result = json.loads(out.stdout.strip().splitlines()[-1])
     finally:
         stats, _ = server.communicate("", timeout=60)
@@ -161,20 +180,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.calls:
         rows = [measure(args.calls, args.latency, args.ragmeter, backend) for backend in ("openai", "anthropic")]
         for r in rows:
-            print(f"{r['backend']:>9}: {r['calls']} judge calls, client CPU {r['cpu_s']:.2f} s, {r['cpu_ms_per_call']:.3f} ms/call")
+            print(
+                f"{r['backend']:>9}: {r['calls']} judge calls, client CPU {r['cpu_s']:.2f} s, {r['cpu_ms_per_call']:.3f} ms/call"
+            )
         if args.json:
             print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'samples':>8} {'wall s':>8} {'CPU s':>7} {'CPU ms/call':>11} {'ms/sample':>9} {'peak RSS MB':>11} {'chat':>6} "
-          f"{'embed':>6} {'in flight':>9} {'retries':>7} {'errors':>6}")
+    print(
+        f"{'samples':>8} {'wall s':>8} {'CPU s':>7} {'CPU ms/call':>11} {'ms/sample':>9} {'peak RSS MB':>11} {'chat':>6} "
+        f"{'embed':>6} {'in flight':>9} {'retries':>7} {'errors':>6}"
+    )
     rows = []
     for n in args.sizes:
         r = measure(n, args.latency, args.ragmeter)
         rows.append(r)
-        print(f"{n:>8} {r['wall_s']:>8.2f} {r['cpu_s']:>7.2f} {r['cpu_ms_per_call']:>11.2f} {r['cpu_ms_per_sample']:>9.2f} "
-              f"{r['peak_rss_mb']:>11.1f} "
-              f"{r['server_chat']:>6} {r['server_embed']:>6} {r['max_in_flight']:>9} {r['retries']:>7} {r['errors']:>6}",
-              flush=True)
+        print(
+            f"{n:>8} {r['wall_s']:>8.2f} {r['cpu_s']:>7.2f} {r['cpu_ms_per_call']:>11.2f} {r['cpu_ms_per_sample']:>9.2f} "
+            f"{r['peak_rss_mb']:>11.1f} "
+            f"{r['server_chat']:>6} {r['server_embed']:>6} {r['max_in_flight']:>9} {r['retries']:>7} {r['errors']:>6}",
+            flush=True,
+        )
     if args.json:
         print(json.dumps(rows, indent=1))
     return 0

@@ -39,14 +39,41 @@ _LAZY = {
 }
 
 #: The public subpackages and modules, imported on first attribute access (``rm.metrics.REGISTRY``).
-_MODULES = ("aggregate", "dashboard", "data", "judges", "labels", "metrics", "monitor", "store", "testing", "testset",
-            "trust")
+_MODULES = (
+    "aggregate",
+    "dashboard",
+    "data",
+    "judges",
+    "labels",
+    "metrics",
+    "monitor",
+    "store",
+    "testing",
+    "testset",
+    "trust",
+)
 
 __all__ = [
-    "compare", "compare_variants",
-    "Context", "Sample", "Score", "Dataset", "RecordError", "EvaluationResult", "SampleResult",
-    "evaluate", "aevaluate", "sweep", "trust_card", "Limits", "load_samples", "save_samples", "samples_from_records", "Monitor",
-    "RayExecutor", "__version__",
+    "compare",
+    "compare_variants",
+    "Context",
+    "Sample",
+    "Score",
+    "Dataset",
+    "RecordError",
+    "EvaluationResult",
+    "SampleResult",
+    "evaluate",
+    "aevaluate",
+    "sweep",
+    "trust_card",
+    "Limits",
+    "load_samples",
+    "save_samples",
+    "samples_from_records",
+    "Monitor",
+    "RayExecutor",
+    "__version__",
 ]
 
 __getattr__ = lazy_getattr(__name__, {**_LAZY, **{m: f"ragmeter.{m}" for m in _MODULES}}, _MODULES)

@@ -10,8 +10,8 @@ installed: pip install "ragmeter[otel]"``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 __all__ = ["install_command", "missing_extra", "needs_extra"]
 
@@ -23,8 +23,7 @@ def install_command(extra: str) -> str:
 
 def missing_extra(what: str, extra: str, module: str) -> ModuleNotFoundError:
     """The error for ``what`` needing ``module``, which the ``extra`` installs."""
-    return ModuleNotFoundError(f"{what} needs {module}, which is not installed: {install_command(extra)}",
-                               name=module)
+    return ModuleNotFoundError(f"{what} needs {module}, which is not installed: {install_command(extra)}", name=module)
 
 
 @contextmanager

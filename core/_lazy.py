@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from typing import Any, Callable, Container, Mapping
+from collections.abc import Callable, Container, Mapping
+from typing import Any
 
 
 def lazy_getattr(package: str, names: Mapping[str, str], modules: Container[str] = ()) -> Callable[[str], Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from numbers import Real
-from typing import Any, Union
+from typing import Any
 
 from ragmeter._lazy import lazy_getattr
 
@@ -22,7 +22,7 @@ __all__ = ["weighted_average", "harmonic_mean", "minimum", "grade", "decayed_rel
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
 
-Scores = Union[Mapping[str, float], Sequence[float]]
+Scores = Mapping[str, float] | Sequence[float]
 
 #: Lower bounds of the letter grades, best first; anything below the last is "F".
 GRADE_THRESHOLDS = (("A", 0.9), ("B", 0.8), ("C", 0.7), ("D", 0.6))
@@ -101,13 +101,13 @@ def weighted_average(scores: Scores, weights: Scores) -> float:
     keys, values, is_mapping = _scores(scores)
     if is_mapping:
         if not isinstance(weights, Mapping):
-            raise TypeError("scores is a dict, so weights must be a dict with the same keys, "
-                            f"got {type(weights).__name__}")
+            raise TypeError(
+                f"scores is a dict, so weights must be a dict with the same keys, got {type(weights).__name__}"
+            )
         missing = [k for k in keys if k not in weights]
         extra = [k for k in weights if k not in scores]
         if missing or extra:
-            raise ValueError(f"weights must have exactly the keys of scores; "
-                             f"missing {missing}, unexpected {extra}")
+            raise ValueError(f"weights must have exactly the keys of scores; missing {missing}, unexpected {extra}")
         raw_weights = [weights[k] for k in keys]
     else:
         if isinstance(weights, Mapping):
@@ -200,5 +200,5 @@ def decayed_relevance(scores: Sequence[float], decay: float = 0.9) -> float:
     if not 0.0 < d <= 1.0:
         raise ValueError(f"decay is {d}; it must be in (0, 1]")
     _, values, _ = _scores(scores, ordered=True)
-    weights = [d ** i for i in range(len(values))]
+    weights = [d**i for i in range(len(values))]
     return math.fsum(w * s for w, s in zip(weights, values)) / math.fsum(weights)

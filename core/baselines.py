@@ -20,8 +20,9 @@ uses bm25s (``pip install "ragmeter[baselines]"``): Lucene's BM25, ``idf = ln(1 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,14 +30,21 @@ from ragmeter.comparison import IMPROVED, REGRESSED, Comparison, compare
 from ragmeter.data import Context, Sample
 from ragmeter.judges.base import Embedder, Usage
 from ragmeter.loops import run_sync
-from ragmeter.result import EvaluationResult
 from ragmeter.metrics import resolve_metrics
 from ragmeter.readers import as_dataset
+from ragmeter.result import EvaluationResult
 from ragmeter.runner import evaluate
 from ragmeter.testset.documents import as_context, tokens
 
-__all__ = ["Retriever", "RandomRetriever", "BM25Retriever", "EmbeddingRetriever", "RetrieverComparison",
-           "compare_retrievers", "pool_chunks"]
+__all__ = [
+    "Retriever",
+    "RandomRetriever",
+    "BM25Retriever",
+    "EmbeddingRetriever",
+    "RetrieverComparison",
+    "compare_retrievers",
+    "pool_chunks",
+]
 
 _BM25_HINT = 'BM25Retriever needs bm25s: pip install "ragmeter[baselines]"'
 
@@ -49,7 +57,7 @@ class Retriever:
     def __init__(self) -> None:
         self.chunks: list[Context] = []
 
-    def index(self, chunks: Iterable[Any]) -> "Retriever":
+    def index(self, chunks: Iterable[Any]) -> Retriever:
         """Index ``chunks`` (Contexts, ``{id, text}`` dicts, LangChain / LlamaIndex documents); each needs an id."""
         self.chunks = [as_context(c, i) for i, c in enumerate(chunks)]
         missing = [i for i, c in enumerate(self.chunks) if c.id is None]
@@ -71,8 +79,12 @@ class Retriever:
         out = []
         for ranked in self._ranked(list(questions), min(k, len(self.chunks))):
             c = [self.chunks[i] for i, _ in ranked]
-            out.append([Context(x.text, id=x.id, score=s, rank=r, metadata=x.metadata)
-                        for r, (x, (_, s)) in enumerate(zip(c, ranked), 1)])
+            out.append(
+                [
+                    Context(x.text, id=x.id, score=s, rank=r, metadata=x.metadata)
+                    for r, (x, (_, s)) in enumerate(zip(c, ranked), 1)
+                ]
+            )
         return out
 
     def retrieve(self, question: str, k: int = 5) -> list[Context]:
@@ -96,8 +108,10 @@ class RandomRetriever(Retriever):
         self.seed = seed
 
     def _ranked(self, questions: list[str], k: int) -> list[list[tuple[int, float]]]:
-        return [[(i, 0.0) for i in random.Random(f"{self.seed}\x00{q}").sample(range(len(self.chunks)), k)]
-                for q in questions]
+        return [
+            [(i, 0.0) for i in random.Random(f"{self.seed}\x00{q}").sample(range(len(self.chunks)), k)]
+            for q in questions
+        ]
 
 
 class BM25Retriever(Retriever):
@@ -188,8 +202,9 @@ class RetrieverComparison:
 
     def __post_init__(self) -> None:
         if not self.means:
-            self.means = {name: {m: r.summary().get(m, {}).get("mean") for m in self.metrics}
-                          for name, r in self.results.items()}
+            self.means = {
+                name: {m: r.summary().get(m, {}).get("mean") for m in self.metrics} for name, r in self.results.items()
+            }
 
     def delta(self, name: str, baseline: str, metric: str) -> float | None:
         """``name``'s mean minus ``baseline``'s on ``metric`` (None when either has none)."""
@@ -219,8 +234,15 @@ class RetrieverComparison:
                 parts.append(f"{m} {st.mean_b:.3f} vs {st.mean_a:.3f} ({st.diff:+.3f}{ci})")
             won = [m for m, st in stats.items() if st.verdict == IMPROVED]
             lost = [m for m, st in stats.items() if st.verdict == REGRESSED]
-            word = ("beats" if won and not lost else "loses to" if lost and not won else
-                    "mixed against" if won else "no detectable difference from")
+            word = (
+                "beats"
+                if won and not lost
+                else "loses to"
+                if lost and not won
+                else "mixed against"
+                if won
+                else "no detectable difference from"
+            )
             lines.append(f"{name} {word} {other}: " + "; ".join(parts))
         return lines
 
@@ -233,19 +255,29 @@ class RetrieverComparison:
         return "\n".join(rows)
 
 
-def _retrieved(value: Any, questions: list[str], k: int, chunks: list[Context], samples: list[Sample]) -> list[list[Context]]:
+def _retrieved(
+    value: Any, questions: list[str], k: int, chunks: list[Context], samples: list[Sample]
+) -> list[list[Context]]:
     if value is None:  # the contexts the samples already hold (the team's retriever, captured)
         return [list(s.contexts[:k]) for s in samples]
     if isinstance(value, Retriever):
         return value.index(chunks).retrieve_many(questions, k)
     if callable(value):
         return [[as_context(c, i) for i, c in enumerate(list(value(q))[:k])] for q in questions]
-    raise TypeError(f"a retriever must be a ragmeter baseline, a function question -> chunks, or None (the samples' "
-                    f"own contexts), got {type(value).__name__}")
+    raise TypeError(
+        f"a retriever must be a ragmeter baseline, a function question -> chunks, or None (the samples' "
+        f"own contexts), got {type(value).__name__}"
+    )
 
 
-def compare_retrievers(samples: Any, retrievers: Mapping[str, Any], k: int = 5, *,
-                       chunks: Iterable[Any] | None = None, metrics: Iterable[Any] | None = None) -> RetrieverComparison:
+def compare_retrievers(
+    samples: Any,
+    retrievers: Mapping[str, Any],
+    k: int = 5,
+    *,
+    chunks: Iterable[Any] | None = None,
+    metrics: Iterable[Any] | None = None,
+) -> RetrieverComparison:
     """Score each retriever on the same questions with IR metrics.
 
     ``samples``: Samples (or anything :func:`ragmeter.evaluate` reads) with ``relevant_ids``.
@@ -259,14 +291,23 @@ def compare_retrievers(samples: Any, retrievers: Mapping[str, Any], k: int = 5, 
     if not dataset:
         raise ValueError("compare_retrievers needs samples with relevant_ids")
     corpus = [as_context(c, i) for i, c in enumerate(chunks)] if chunks is not None else pool_chunks(dataset)
-    metric_list = resolve_metrics(list(metrics) if metrics is not None else
-                                  [f"hit_rate@{k}", f"recall@{k}", f"precision@{k}", "mrr", f"ndcg@{k}"])
+    metric_list = resolve_metrics(
+        list(metrics) if metrics is not None else [f"hit_rate@{k}", f"recall@{k}", f"precision@{k}", "mrr", f"ndcg@{k}"]
+    )
     questions = [s.question for s in dataset]
     results = {}
     for name, value in retrievers.items():
         lists = _retrieved(value, questions, k, corpus, dataset)
-        scored = [Sample(s.question, contexts=ctx, reference=s.reference, relevant_ids=s.relevant_ids, id=s.id,
-                         metadata={**s.metadata, "retriever": name}) for s, ctx in zip(dataset, lists)]
+        scored = [
+            Sample(
+                s.question,
+                contexts=ctx,
+                reference=s.reference,
+                relevant_ids=s.relevant_ids,
+                id=s.id,
+                metadata={**s.metadata, "retriever": name},
+            )
+            for s, ctx in zip(dataset, lists)
+        ]
         results[name] = evaluate(scored, metric_list, judge=None, progress=False, response_time=None)
     return RetrieverComparison(results, [m.name for m in metric_list], k)
-

@@ -32,7 +32,8 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ragmeter.conversations import no_retrieval_turn
 from ragmeter.data import Sample
@@ -40,23 +41,48 @@ from ragmeter.guard import never_raise, register_exit_hook, weak_hook
 from ragmeter.inline import BackgroundScorer, store_writer
 from ragmeter.metrics import resolve_metrics
 from ragmeter.metrics.scoring import SampleResult
-from ragmeter.privacy import (CAPTURE_CONTENT_ENV, CONTENT_METADATA_KEYS, capture_content_setting, content_captured,
-                              without_content)
+from ragmeter.privacy import (
+    CAPTURE_CONTENT_ENV,
+    CONTENT_METADATA_KEYS,
+    capture_content_setting,
+    content_captured,
+    without_content,
+)
 from ragmeter.readers import save_samples
 from ragmeter.result import EvaluationResult
 from ragmeter.runner import evaluate
 
-__all__ = ["CaptureRecorder", "scorable", "without_content", "content_captured",
-           "capture_content_setting", "MODES", "STATS_KEYS",
-           "REFERENCE_KEY", "RELEVANT_KEY", "SAMPLE_ID_KEY", "CAPTURE_CONTENT_ENV", "CONTENT_METADATA_KEYS"]
+__all__ = [
+    "CaptureRecorder",
+    "scorable",
+    "without_content",
+    "content_captured",
+    "capture_content_setting",
+    "MODES",
+    "STATS_KEYS",
+    "REFERENCE_KEY",
+    "RELEVANT_KEY",
+    "SAMPLE_ID_KEY",
+    "CAPTURE_CONTENT_ENV",
+    "CONTENT_METADATA_KEYS",
+]
 
 log = logging.getLogger("ragmeter")
 
 #: ``inline``: score each recorded sample on a background worker; ``offline``: only keep them.
 MODES = ("inline", "offline")
 #: The capture counters every recorder reports (before its ``counters`` and the scorer's keys).
-STATS_KEYS = ("captured", "ok", "errored", "partial", "skipped_no_contexts", "capture_errors",
-              "capture_dropped", "trace_writes", "trace_errors")
+STATS_KEYS = (
+    "captured",
+    "ok",
+    "errored",
+    "partial",
+    "skipped_no_contexts",
+    "capture_errors",
+    "capture_dropped",
+    "trace_writes",
+    "trace_errors",
+)
 #: Per-run metadata keys (LangChain ``config["metadata"]``, LlamaIndex ``instrument_tags``) that
 #: carry the ground truth and the sample id.
 REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY = "reference", "relevant_ids", "sample_id"
@@ -68,6 +94,7 @@ TraceWriter = Callable[[SampleResult, Any], "bool | None"]
 
 #: Captured runs waiting to be turned into samples before new ones are dropped (``capture_dropped``).
 MAX_DEFERRED = 10_000
+
 
 def scorable(sample: Sample) -> bool:
     """Whether a captured sample is scored: status ``"ok"`` and at least one context, or a chat
@@ -113,13 +140,26 @@ class CaptureRecorder:
     :meth:`export_jsonl`, :meth:`evaluate`, :meth:`shutdown`) first waits for what was deferred.
     """
 
-    def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, mode: str = "inline",
-                 embedder: Any = None, sample_rate: float = 1.0,
-                 should_score: Callable[[Sample], bool | None] | None = None,
-                 on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
-                 concurrency: int = 4, keep: int | None = 10_000, write_trace: TraceWriter | None = None,
-                 counters: Iterable[str] = (), name: str = "ragmeter-capture", capture_content: bool | None = None,
-                 store: Any = None, store_source: str = "inline"):
+    def __init__(
+        self,
+        metrics: Iterable[Any] | None = None,
+        judge: Any = None,
+        *,
+        mode: str = "inline",
+        embedder: Any = None,
+        sample_rate: float = 1.0,
+        should_score: Callable[[Sample], bool | None] | None = None,
+        on_result: Callable[[SampleResult], None] | None = None,
+        max_queue: int = 1000,
+        concurrency: int = 4,
+        keep: int | None = 10_000,
+        write_trace: TraceWriter | None = None,
+        counters: Iterable[str] = (),
+        name: str = "ragmeter-capture",
+        capture_content: bool | None = None,
+        store: Any = None,
+        store_source: str = "inline",
+    ):
         if mode not in MODES:
             raise ValueError(f"mode must be 'inline' or 'offline', got {mode!r}")
         if keep is not None and keep < 1:
@@ -144,15 +184,29 @@ class CaptureRecorder:
         self._store_writer: Any = None  # offline mode's (inline: the scorer's)
         if mode == "inline":
             self.scorer = BackgroundScorer(
-                self.metrics, judge, embedder=embedder, max_queue=max_queue, concurrency=concurrency,
-                sample_rate=sample_rate, should_score=should_score, on_result=on_result,
-                keep_results=keep or 10**9, name=name, store=store, store_source=store_source)
+                self.metrics,
+                judge,
+                embedder=embedder,
+                max_queue=max_queue,
+                concurrency=concurrency,
+                sample_rate=sample_rate,
+                should_score=should_score,
+                on_result=on_result,
+                keep_results=keep or 10**9,
+                name=name,
+                store=store,
+                store_source=store_source,
+            )
         else:
             if self.metrics is not None:
                 self._metric_objects = resolve_metrics(self.metrics)  # fail fast on unknown metric names
             if store is not None:
-                self._store_writer = store_writer(store, store_source, max_queue=max_queue, thresholds={
-                    m.name: (m.threshold, m.warn) for m in self._metric_objects} or None)
+                self._store_writer = store_writer(
+                    store,
+                    store_source,
+                    max_queue=max_queue,
+                    thresholds={m.name: (m.threshold, m.warn) for m in self._metric_objects} or None,
+                )
         self._deferred = _Deferred(f"{name}-build", self._deferred_dropped, self.scorer)
         register_exit_hook(weak_hook(self._deferred, "at_exit"))  # runs before the scorer's (LIFO)
 
@@ -194,8 +248,9 @@ class CaptureRecorder:
         self.count("capture_dropped")
         n = self._counts["capture_dropped"]
         if n == 1 or n % 1000 == 0:
-            log.warning("ragmeter: the capture thread is %d runs behind; %d run(s) not captured so far",
-                        MAX_DEFERRED, n)
+            log.warning(
+                "ragmeter: the capture thread is %d runs behind; %d run(s) not captured so far", MAX_DEFERRED, n
+            )
 
     # ------------------------------------------------------------------ results
 
@@ -217,8 +272,13 @@ class CaptureRecorder:
             items += list(self.scorer.results)
         items.sort(key=lambda r: str(r.sample.metadata.get("started_at", "")))
         thresholds = {m.name: (m.threshold, m.warn) for m in self._metrics()}
-        return EvaluationResult(items, self._metric_names(items), judge=self._judge_name(), thresholds=thresholds,
-                                duration_s=sum(r.duration_s for r in items))
+        return EvaluationResult(
+            items,
+            self._metric_names(items),
+            judge=self._judge_name(),
+            thresholds=thresholds,
+            duration_s=sum(r.duration_s for r in items),
+        )
 
     @property
     def stats(self) -> dict[str, int]:
@@ -255,7 +315,10 @@ class CaptureRecorder:
         if self.scorer is None:
             if self._store_writer is None:
                 return drained
-            return self._store_writer.close(None if deadline is None else max(0.0, deadline - time.monotonic())) and drained
+            return (
+                self._store_writer.close(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                and drained
+            )
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         done = self.scorer.shutdown(left)
         self._deferred.kick()  # runs captured during the shutdown: recorded (not scored)
@@ -274,16 +337,19 @@ class CaptureRecorder:
         go; ``kwargs`` go to :func:`ragmeter.evaluate`. The results are added to :attr:`results`
         and written to their targets."""
         if self.mode != "offline":
-            raise RuntimeError("evaluate() is for mode='offline'; inline mode scores each sample as it "
-                               "is captured (use flush() and results)")
+            raise RuntimeError(
+                "evaluate() is for mode='offline'; inline mode scores each sample as it "
+                "is captured (use flush() and results)"
+            )
         self._deferred.drain()
         with self._lock:
             batch = [r for r in self._records if r[0] > self._evaluated_upto]
             if batch:
                 self._evaluated_upto = max(r[0] for r in batch)
             # what was captured (content and all) is scored; results carry what is kept
-            self._records = collections.deque(((seq, kept, t, None) for seq, kept, t, _ in self._records),
-                                              maxlen=self._records.maxlen)
+            self._records = collections.deque(
+                ((seq, kept, t, None) for seq, kept, t, _ in self._records), maxlen=self._records.maxlen
+            )
         scored = [(full or kept, kept, t) for _, kept, t, full in batch if scorable(full or kept)]
         kwargs.setdefault("progress", False)
         kwargs.setdefault("capture_content", self.capture_content)
@@ -312,8 +378,11 @@ class CaptureRecorder:
         if not self.scorer.submit(sample, key=key, on_done=on_done, report_as=None if kept is sample else kept):
             dropped = self.scorer.stats["dropped"]
             if dropped > before and (dropped == 1 or dropped % 100 == 0):
-                log.warning("ragmeter: scoring backlog full (max_queue=%d); %d sample(s) dropped so far",
-                            self.scorer.max_queue, dropped)
+                log.warning(
+                    "ragmeter: scoring backlog full (max_queue=%d); %d sample(s) dropped so far",
+                    self.scorer.max_queue,
+                    dropped,
+                )
 
     def _write(self, result: SampleResult, target: Any) -> None:
         if self.write_trace is None:

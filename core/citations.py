@@ -48,14 +48,14 @@ with a case name or a year ("3 A. 4" alone is prose).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ragmeter.data import Context
 from ragmeter.text import split_sentences
 
-__all__ = ["Citation", "Unit", "ParsedAnswer", "parse_citations", "strip_citations", "LegalCitation",
-           "legal_citations"]
+__all__ = ["Citation", "Unit", "ParsedAnswer", "parse_citations", "strip_citations", "LegalCitation", "legal_citations"]
 
 # --------------------------------------------------------------------------- data
 
@@ -86,8 +86,16 @@ class Citation:
 
     def to_dict(self) -> dict:
         """Plain-dict form."""
-        return {"marker": self.marker, "target": self.target, "chunk": self.chunk, "unit": self.unit,
-                "start": self.start, "end": self.end, "valid": self.valid, "error": self.error}
+        return {
+            "marker": self.marker,
+            "target": self.target,
+            "chunk": self.chunk,
+            "unit": self.unit,
+            "start": self.start,
+            "end": self.end,
+            "valid": self.valid,
+            "error": self.error,
+        }
 
 
 @dataclass
@@ -111,12 +119,21 @@ class Unit:
         return out
 
     @classmethod
-    def of(cls, text: str, chunks: Iterable[int | None] = ()) -> "Unit":
+    def of(cls, text: str, chunks: Iterable[int | None] = ()) -> Unit:
         """A unit citing ``chunks`` (0-based indices; None stands for an invalid citation).
         Handy for building test cases without parsing an answer."""
-        cites = [Citation(marker=f"[{'?' if c is None else c + 1}]", target="?" if c is None else str(c + 1),
-                          chunk=c, unit=None, start=-1, end=-1,
-                          error="invalid citation" if c is None else None) for c in chunks]
+        cites = [
+            Citation(
+                marker=f"[{'?' if c is None else c + 1}]",
+                target="?" if c is None else str(c + 1),
+                chunk=c,
+                unit=None,
+                start=-1,
+                end=-1,
+                error="invalid citation" if c is None else None,
+            )
+            for c in chunks
+        ]
         return cls(text, cites)
 
 
@@ -147,10 +164,12 @@ class ParsedAnswer:
 
     def to_dict(self) -> dict:
         """Plain-dict form."""
-        return {"text": self.text,
-                "units": [{"text": u.text, "sentence": u.sentence, "chunks": u.chunks} for u in self.units],
-                "citations": [c.to_dict() for c in self.citations],
-                "reference_list": list(self.reference_list)}
+        return {
+            "text": self.text,
+            "units": [{"text": u.text, "sentence": u.sentence, "chunks": u.chunks} for u in self.units],
+            "citations": [c.to_dict() for c in self.citations],
+            "reference_list": list(self.reference_list),
+        }
 
 
 # --------------------------------------------------------------------------- parsing
@@ -168,8 +187,11 @@ _INT = re.compile(r"^#?(\d{1,6})$")
 _RANGE = re.compile(r"^#?(\d{1,6})\s*[-–—]\s*#?(\d{1,6})$")
 _ITEM_SPLIT = re.compile(r"\s*[,;]\s*|\s+and\s+|\s*&\s*", re.I)
 _CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]+`", re.S)
-_HEADER = re.compile(r"^\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*(?:sources|references|citations|bibliography|works cited|"
-                     r"footnotes)\s*:?\s*(?:\*\*|__)?\s*:?\s*$", re.I)
+_HEADER = re.compile(
+    r"^\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*(?:sources|references|citations|bibliography|works cited|"
+    r"footnotes)\s*:?\s*(?:\*\*|__)?\s*:?\s*$",
+    re.I,
+)
 _BULLET = re.compile(r"^\s*(?:[-*•]\s+|\d+[.)]\s+)?")
 _GROUP_GAP = re.compile(r"^[ \t,;]*$")
 _RANGE_GAP = re.compile(r"^[ \t]*[-–—][ \t]*$")
@@ -218,7 +240,9 @@ def _position(k: int, n: int, ids: list[str | None], numbers: str) -> _Item:
     return _Item(key, None, f"position {k} is out of range (the sample has {n} chunk{'s' if n != 1 else ''})")
 
 
-def _parse_items(content: str, n: int, ids: list[str | None], numbers: str, keyword_required: bool) -> list[_Item] | None:
+def _parse_items(
+    content: str, n: int, ids: list[str | None], numbers: str, keyword_required: bool
+) -> list[_Item] | None:
     """The citation items of one marker's content, or None when the bracket is not a citation."""
     s = content.strip()
     if not s:
@@ -231,7 +255,7 @@ def _parse_items(content: str, n: int, ids: list[str | None], numbers: str, keyw
         return [_Item(s, id_index[s], None)]
     m = _KEYWORD_PREFIX.match(s)
     if m:
-        s = s[m.end():].strip()
+        s = s[m.end() :].strip()
     elif keyword_required:
         return None
     if not s:
@@ -284,7 +308,7 @@ def _find_markers(text: str, masked: str, n: int, ids: list[str | None], numbers
             content, keyword_required = m.group("parc"), True
         items = _parse_items(content, n, ids, numbers, keyword_required)
         if items:
-            markers.append(_Marker(m.start(), m.end(), text[m.start():m.end()], items))
+            markers.append(_Marker(m.start(), m.end(), text[m.start() : m.end()], items))
     return markers
 
 
@@ -314,7 +338,7 @@ def _reference_lines(text: str, markers: list[_Marker]) -> set[int]:
         mk = starts.get(a + lead)
         if mk is None:
             continue
-        rest = text[mk.end:b]
+        rest = text[mk.end : b]
         if rest.strip():
             led[i] = True
             if rest.lstrip().startswith(":"):
@@ -399,12 +423,18 @@ def parse_citations(answer: str, contexts: Sequence[Any] = (), *, numbers: str =
     # Groups of adjacent markers ("[1][3]", "[1], [3]").
     groups: list[list[_Marker]] = []
     for mk in markers:
-        gap = answer[groups[-1][-1].end:mk.start] if groups else ""
+        gap = answer[groups[-1][-1].end : mk.start] if groups else ""
         if groups and _GROUP_GAP.match(gap):
             groups[-1].append(mk)
-        elif groups and _RANGE_GAP.match(gap) and len(groups[-1][-1].items) == 1 and len(mk.items) == 1 \
-                and _INT.match(groups[-1][-1].items[0].target) and _INT.match(mk.items[0].target) \
-                and 0 < int(mk.items[0].target) - int(groups[-1][-1].items[0].target) < _MAX_RANGE:
+        elif (
+            groups
+            and _RANGE_GAP.match(gap)
+            and len(groups[-1][-1].items) == 1
+            and len(mk.items) == 1
+            and _INT.match(groups[-1][-1].items[0].target)
+            and _INT.match(mk.items[0].target)
+            and 0 < int(mk.items[0].target) - int(groups[-1][-1].items[0].target) < _MAX_RANGE
+        ):
             # "[1]-[3]": a range written with two markers
             a, b = int(groups[-1][-1].items[0].target), int(mk.items[0].target)
             groups[-1][-1].items.extend(_position(k, n, ids, numbers) for k in range(a + 1, b))
@@ -430,7 +460,7 @@ def parse_citations(answer: str, contexts: Sequence[Any] = (), *, numbers: str =
         length += len(seg)
         if gi is not None:
             offsets[gi] = length
-            after = answer[b:b + 1]
+            after = answer[b : b + 1]
             before = out[-1][-1:] if out and out[-1] else ""
             if before and after and _WORD.match(before) and _WORD.match(after):
                 out.append(" ")
@@ -478,7 +508,7 @@ def parse_citations(answer: str, contexts: Sequence[Any] = (), *, numbers: str =
         bounds = [0] + sorted(cuts) + [len(sent)]
         segs: list[tuple[str, list[int]]] = []
         for j in range(len(bounds) - 1):
-            piece = _LEAD_PUNCT.sub("", sent[bounds[j]:bounds[j + 1]]).strip()
+            piece = _LEAD_PUNCT.sub("", sent[bounds[j] : bounds[j + 1]]).strip()
             gs = list(cuts.get(bounds[j + 1], [])) if j + 1 < len(bounds) - 1 else []
             segs.append((piece, gs))
         segs[-1] = (segs[-1][0], segs[-1][1] + end_groups)
@@ -536,10 +566,46 @@ def strip_citations(answer: str, contexts: Sequence[Any] = ()) -> str:
 
 # --------------------------------------------------------------------------- legal citations
 
-_REPORTERS = ["U.S.", "S. Ct.", "L. Ed. 2d", "L. Ed.", "F. Supp. 3d", "F. Supp. 2d", "F. Supp.", "F. App'x",
-              "F.4th", "F.3d", "F.2d", "F.", "A.3d", "A.2d", "A.", "N.E.3d", "N.E.2d", "N.E.", "N.W.2d", "N.W.",
-              "S.E.2d", "S.E.", "S.W.3d", "S.W.2d", "S.W.", "So. 3d", "So. 2d", "So.", "P.3d", "P.2d", "P.",
-              "Cal. Rptr. 3d", "Cal. Rptr. 2d", "Cal. Rptr.", "N.Y.S.3d", "N.Y.S.2d", "N.Y.S.", "B.R."]
+_REPORTERS = [
+    "U.S.",
+    "S. Ct.",
+    "L. Ed. 2d",
+    "L. Ed.",
+    "F. Supp. 3d",
+    "F. Supp. 2d",
+    "F. Supp.",
+    "F. App'x",
+    "F.4th",
+    "F.3d",
+    "F.2d",
+    "F.",
+    "A.3d",
+    "A.2d",
+    "A.",
+    "N.E.3d",
+    "N.E.2d",
+    "N.E.",
+    "N.W.2d",
+    "N.W.",
+    "S.E.2d",
+    "S.E.",
+    "S.W.3d",
+    "S.W.2d",
+    "S.W.",
+    "So. 3d",
+    "So. 2d",
+    "So.",
+    "P.3d",
+    "P.2d",
+    "P.",
+    "Cal. Rptr. 3d",
+    "Cal. Rptr. 2d",
+    "Cal. Rptr.",
+    "N.Y.S.3d",
+    "N.Y.S.2d",
+    "N.Y.S.",
+    "B.R.",
+]
 
 
 def _flexible(reporter: str) -> str:
@@ -554,15 +620,22 @@ _PIN = r"\d+(?:\s?[-–]\s?\d+)?"
 _CASE = re.compile(
     rf"(?:{_NAME})?(?P<volume>\d{{1,4}})\s+(?P<reporter>{_REPORTER})\s+"
     rf"(?:at\s+(?P<short_pin>{_PIN})|(?P<page>\d{{1,5}})(?:,\s*(?P<pin>{_PIN}))?)"
-    rf"(?:\s*\((?P<court>[^()]*?)\s*(?P<year>1[6-9]\d\d|20\d\d)\))?")
-_STATUTE_CODE = r"U\.\s?S\.\s?C\.(?:\s?A\.)?|C\.\s?F\.\s?R\.|Stat\.|(?:[A-Z][A-Za-z.]*\s){1,4}(?:Code|Stat\.)(?:\s?Ann\.)?"
-_STATUTE = re.compile(rf"(?:(?P<title>\d{{1,3}})\s+)?(?P<code>{_STATUTE_CODE})\s*(?:§§?|[Ss]ec(?:tion|\.)|s\.)\s*"
-                      rf"(?P<section>\d[\w.\-–]*(?:\([\w]+\))*)")
+    rf"(?:\s*\((?P<court>[^()]*?)\s*(?P<year>1[6-9]\d\d|20\d\d)\))?"
+)
+_STATUTE_CODE = (
+    r"U\.\s?S\.\s?C\.(?:\s?A\.)?|C\.\s?F\.\s?R\.|Stat\.|(?:[A-Z][A-Za-z.]*\s){1,4}(?:Code|Stat\.)(?:\s?Ann\.)?"
+)
+_STATUTE = re.compile(
+    rf"(?:(?P<title>\d{{1,3}})\s+)?(?P<code>{_STATUTE_CODE})\s*(?:§§?|[Ss]ec(?:tion|\.)|s\.)\s*"
+    rf"(?P<section>\d[\w.\-–]*(?:\([\w]+\))*)"
+)
 _FEDERAL = re.compile(r"U\.\s?S\.\s?C\.(?:\s?A\.)?|C\.\s?F\.\s?R\.")
 _ID = re.compile(r"\b(?P<id>[Ii]d\.|[Ii]bid\.)(?:,?\s+at\s+(?P<pin>" + _PIN + "))?")
 #: Words before a case name that are not part of it: signals ("See also", "Cf.") and sentence openers ("In").
-_SIGNAL = re.compile(r"^(?:(?:See|see|Cf\.|But|but|Accord|E\.g\.,?|Compare|Contra|also|generally|In(?! re\b)|As|"
-                     r"Under|Per|Citing|After|Following)\s+)+")
+_SIGNAL = re.compile(
+    r"^(?:(?:See|see|Cf\.|But|but|Accord|E\.g\.,?|Compare|Contra|also|generally|In(?! re\b)|As|"
+    r"Under|Per|Citing|After|Following)\s+)+"
+)
 
 
 @dataclass(frozen=True)
@@ -584,8 +657,17 @@ class LegalCitation:
 
     def to_dict(self) -> dict:
         """Plain-dict form."""
-        return {"kind": self.kind, "text": self.text, "start": self.start, "end": self.end, "key": self.key,
-                "name": self.name, "pin": self.pin, "year": self.year, **self.fields}
+        return {
+            "kind": self.kind,
+            "text": self.text,
+            "start": self.start,
+            "end": self.end,
+            "key": self.key,
+            "name": self.name,
+            "pin": self.pin,
+            "year": self.year,
+            **self.fields,
+        }
 
 
 def _squash(text: str) -> str:
@@ -611,8 +693,16 @@ def legal_citations(text: str) -> list[LegalCitation]:
         section = m["section"].rstrip(".")
         written = m[0].rstrip(".")
         key = " ".join(x for x in (m["title"], code, "§", section) if x)
-        found.append(LegalCitation("statute", written, m.start(), m.start() + len(written), key,
-                                   fields={"title": m["title"], "code": code, "section": section}))
+        found.append(
+            LegalCitation(
+                "statute",
+                written,
+                m.start(),
+                m.start() + len(written),
+                key,
+                fields={"title": m["title"], "code": code, "section": section},
+            )
+        )
         taken.append(m.span())
     for m in _CASE.finditer(text):
         if any(s <= m.start("volume") < e for s, e in taken):
@@ -625,12 +715,38 @@ def legal_citations(text: str) -> list[LegalCitation]:
             start = m.start("name") + m["name"].index(name)
         base = _reporter_key(m["volume"], m["reporter"])
         if m["short_pin"]:
-            found.append(LegalCitation("short", text[start:m.end()], start, m.end(), None, name, m["short_pin"],
-                                       m["year"], {"volume": m["volume"], "reporter": _squash(m["reporter"])}))
+            found.append(
+                LegalCitation(
+                    "short",
+                    text[start : m.end()],
+                    start,
+                    m.end(),
+                    None,
+                    name,
+                    m["short_pin"],
+                    m["year"],
+                    {"volume": m["volume"], "reporter": _squash(m["reporter"])},
+                )
+            )
         else:
-            found.append(LegalCitation("case", text[start:m.end()], start, m.end(), f"{base} {m['page']}", name,
-                                       m["pin"], m["year"], {"volume": m["volume"], "reporter": _squash(m["reporter"]),
-                                                             "page": m["page"], "court": (m["court"] or "").strip() or None}))
+            found.append(
+                LegalCitation(
+                    "case",
+                    text[start : m.end()],
+                    start,
+                    m.end(),
+                    f"{base} {m['page']}",
+                    name,
+                    m["pin"],
+                    m["year"],
+                    {
+                        "volume": m["volume"],
+                        "reporter": _squash(m["reporter"]),
+                        "page": m["page"],
+                        "court": (m["court"] or "").strip() or None,
+                    },
+                )
+            )
     for m in _ID.finditer(text):
         found.append(LegalCitation("id", m[0], m.start(), m.end(), None, pin=m["pin"]))
     found.sort(key=lambda c: c.start)
@@ -643,8 +759,16 @@ def _resolve(citations: list[LegalCitation]) -> list[LegalCitation]:
     out: list[LegalCitation] = []
     for c in citations:
         if c.kind == "short":
-            full = next((p for p in reversed(out) if p.kind == "case" and p.fields["volume"] == c.fields["volume"]
-                         and p.fields["reporter"] == c.fields["reporter"]), None)
+            full = next(
+                (
+                    p
+                    for p in reversed(out)
+                    if p.kind == "case"
+                    and p.fields["volume"] == c.fields["volume"]
+                    and p.fields["reporter"] == c.fields["reporter"]
+                ),
+                None,
+            )
             c = replace(c, key=full.key if full else None, name=c.name or (full.name if full else None))
         elif c.kind == "id" and out:
             c = replace(c, key=out[-1].key, name=out[-1].name)

@@ -26,8 +26,9 @@ import os
 import sys
 import textwrap
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ragmeter import __version__
 from ragmeter.judges.spec import spec_help
@@ -55,8 +56,10 @@ actual_output, expected_output ...).
 
 """
 
-_JUDGES = ("Judges: {judges}. The default is $RAGMETER_JUDGE, else OpenAI when OPENAI_API_KEY is set, "
-           "else Anthropic when ANTHROPIC_API_KEY is set, else offline (no key, no network).")
+_JUDGES = (
+    "Judges: {judges}. The default is $RAGMETER_JUDGE, else OpenAI when OPENAI_API_KEY is set, "
+    "else Anthropic when ANTHROPIC_API_KEY is set, else offline (no key, no network)."
+)
 
 
 def metric_list(values: Sequence[str] | None) -> list[str] | None:
@@ -85,8 +88,9 @@ def metric_values(values: Sequence[str] | None, flag: str) -> dict[str, float]:
         except ValueError:
             value = math.nan
         if not key or not math.isfinite(value):
-            raise ValueError(f"{flag} {item!r}: expected a number or METRIC=NUMBER (repeat the option or "
-                             "separate with commas)")
+            raise ValueError(
+                f"{flag} {item!r}: expected a number or METRIC=NUMBER (repeat the option or separate with commas)"
+            )
         if key in out:
             raise ValueError(f"{flag} {item!r}: {'every metric' if key == '*' else key} is given twice")
         out[key] = value
@@ -123,7 +127,9 @@ def check_run_options(args: argparse.Namespace) -> None:
     for path in getattr(args, "out", None) or []:
         suffix = Path(path).suffix.lower()
         if suffix not in _REPORT_TYPES:
-            raise ValueError(f"--out {path}: unknown report type {suffix or '(none)'!r} (use .md, .html, .json, .jsonl or .csv)")
+            raise ValueError(
+                f"--out {path}: unknown report type {suffix or '(none)'!r} (use .md, .html, .json, .jsonl or .csv)"
+            )
 
 
 def _check_thresholds(summary: dict[str, dict[str, Any]], thresholds: dict[str, float]) -> list[str]:
@@ -158,8 +164,11 @@ def _print_result(result: Any, out: Any) -> None:
     from ragmeter.report import _HEADER, _usage_line, latency_line, summary_rows, text_table
 
     errored = score_errors(result)[0]
-    print(f"ragmeter: {len(result)} samples scored, {len(result.invalid)} invalid, judge: {result.judge}"
-          + (f", {errored} scores errored" if errored else ""), file=out)
+    print(
+        f"ragmeter: {len(result)} samples scored, {len(result.invalid)} invalid, judge: {result.judge}"
+        + (f", {errored} scores errored" if errored else ""),
+        file=out,
+    )
     print(text_table(_HEADER, summary_rows(result)), file=out)
     latency = latency_line(result)
     if latency:
@@ -293,8 +302,11 @@ def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = (), r
     for f in failures:
         print(f"FAIL {f}", file=sys.stderr)
     if all_errored:
-        print(f"ragmeter: error: all {errored} of {total} scores errored; the first: {first} "
-              "(--allow-errors to exit 0 anyway)", file=sys.stderr)
+        print(
+            f"ragmeter: error: all {errored} of {total} scores errored; the first: {first} "
+            "(--allow-errors to exit 0 anyway)",
+            file=sys.stderr,
+        )
     if unwritten:
         return EXIT_INPUT
     return EXIT_THRESHOLD if failures or all_errored else EXIT_OK
@@ -302,8 +314,8 @@ def finish(result: Any, args: argparse.Namespace, preface: Sequence[str] = (), r
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ragmeter.data import Dataset
-    from ragmeter.readers import load_samples
     from ragmeter.metrics import resolve_metrics
+    from ragmeter.readers import load_samples
     from ragmeter.runner import evaluate
 
     check_run_options(args)  # reject bad thresholds and report types before spending judge calls
@@ -311,8 +323,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     streams = [p for p in args.out or [] if Path(p).suffix.lower() == ".jsonl"]
     db = db_of(args)
     if args.resume and (len(streams) > 1 or not (streams or db)):
-        raise ValueError("--resume needs exactly one .jsonl --out (the results file to write and resume from) "
-                         "or a --db store")
+        raise ValueError(
+            "--resume needs exactly one .jsonl --out (the results file to write and resume from) or a --db store"
+        )
     if streams and (args.resume or db):  # results written as they are scored, into the file and the store
         return _cmd_evaluate_streamed(args, streams[0])
     dataset = load_samples(args.file)
@@ -333,13 +346,23 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if recorder is not None and recorder.run is not None:  # --resume: score the samples not stored yet
             previous = recorder.store.run(recorder.run.id)
             todo = Dataset([s for s in dataset if s.id not in recorder.done], dataset.errors, dataset.source)
-            preface.append(f"ragmeter: {len(todo)} samples scored now, {len(dataset) - len(todo)} already in run "
-                           f"{recorder.run.id}")
+            preface.append(
+                f"ragmeter: {len(todo)} samples scored now, {len(dataset) - len(todo)} already in run {recorder.run.id}"
+            )
             dataset = todo
-        result = evaluate(dataset, metrics, args.judge, concurrency=args.concurrency,
-                          progress=not args.no_progress and len(dataset) > 0, profile=args.profile,
-                          executor=executor_from(args), recorder=recorder, repeats=args.repeats,
-                          repeat_band=args.repeat_band, capture_content=args.capture_content)
+        result = evaluate(
+            dataset,
+            metrics,
+            args.judge,
+            concurrency=args.concurrency,
+            progress=not args.no_progress and len(dataset) > 0,
+            profile=args.profile,
+            executor=executor_from(args),
+            recorder=recorder,
+            repeats=args.repeats,
+            repeat_band=args.repeat_band,
+            capture_content=args.capture_content,
+        )
     except BaseException:
         if recorder is not None:
             recorder.close()  # what was scored stays recorded (the run marked incomplete)
@@ -366,10 +389,14 @@ def _joined(previous: Any, new: Any) -> Any:
     """A resumed run: the samples stored before, then the ones scored now."""
     from ragmeter.result import EvaluationResult
 
-    joined = EvaluationResult(list(previous.results) + list(new.results),
-                              previous.metrics + [m for m in new.metrics if m not in previous.metrics],
-                              judge=new.judge, invalid=new.invalid, duration_s=previous.duration_s + new.duration_s,
-                              thresholds={**previous.thresholds, **new.thresholds})
+    joined = EvaluationResult(
+        list(previous.results) + list(new.results),
+        previous.metrics + [m for m in new.metrics if m not in previous.metrics],
+        judge=new.judge,
+        invalid=new.invalid,
+        duration_s=previous.duration_s + new.duration_s,
+        thresholds={**previous.thresholds, **new.thresholds},
+    )
     joined.profile = new.profile
     return joined
 
@@ -393,10 +420,21 @@ def _cmd_evaluate_streamed(args: argparse.Namespace, stream: str) -> int:
     args.stream = stream
     recorder = open_recorder(args, stream=stream, resume=args.resume)
     try:
-        result = evaluate(args.file, metric_list(args.metrics), args.judge, concurrency=args.concurrency,
-                          progress=not args.no_progress, profile=args.profile, executor=executor_from(args),
-                          out=stream, resume=args.resume, recorder=recorder, repeats=args.repeats,
-                          repeat_band=args.repeat_band, capture_content=args.capture_content)
+        result = evaluate(
+            args.file,
+            metric_list(args.metrics),
+            args.judge,
+            concurrency=args.concurrency,
+            progress=not args.no_progress,
+            profile=args.profile,
+            executor=executor_from(args),
+            out=stream,
+            resume=args.resume,
+            recorder=recorder,
+            repeats=args.repeats,
+            repeat_band=args.repeat_band,
+            capture_content=args.capture_content,
+        )
     except BaseException:
         if recorder is not None:
             recorder.close()  # what was scored stays recorded (the run marked incomplete)
@@ -409,7 +447,9 @@ def _cmd_evaluate_streamed(args: argparse.Namespace, stream: str) -> int:
         print(f"ragmeter: {args.file}: no valid records", file=sys.stderr)
         return EXIT_INPUT
     _judge_notice(args, result)
-    preface = [f"ragmeter: {result.scored} samples scored now, {result.skipped} already in {stream}"] if args.resume else []
+    preface = (
+        [f"ragmeter: {result.scored} samples scored now, {result.skipped} already in {stream}"] if args.resume else []
+    )
     if result.profile:
         preface.append(f"ragmeter: profile {result.profile}")
     return finish(result, args, preface, recorder)
@@ -443,9 +483,18 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         if Path(path).suffix.lower() not in (".md", ".markdown", ".json", ".txt"):
             raise ValueError(f"--out {path}: unknown comparison report type (use .md, .json or .txt)")
     db = args.db or os.environ.get("RAGMETER_DB")
-    cmp = compare(args.baseline, args.current, tolerance=parse_tolerance(args.tolerance), n_boot=args.n_boot,
-                  seed=args.seed, paired=args.paired, min_detectable=args.min_detectable, db=db,
-                  allow_judge_change=args.allow_judge_change, labels=args.labels)
+    cmp = compare(
+        args.baseline,
+        args.current,
+        tolerance=parse_tolerance(args.tolerance),
+        n_boot=args.n_boot,
+        seed=args.seed,
+        paired=args.paired,
+        min_detectable=args.min_detectable,
+        db=db,
+        allow_judge_change=args.allow_judge_change,
+        labels=args.labels,
+    )
     print(cmp.to_text(max_rows=args.max_rows), end="")
     for path in args.out or []:
         cmp.save(path, max_rows=args.max_rows)
@@ -463,12 +512,17 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     from ragmeter.store.engine import database_url, writable
 
     url = database_url(args.db)
-    path = Path(url.database) if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:") else None
+    path = (
+        Path(url.database)
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
+        else None
+    )
     # a store on a read-only mount (or in a folder or file that cannot be written) is read as it is: never written
     read_only = path is not None and path.is_file() and not (writable(path) and writable(path.parent))
     with Store(args.db, read_only=read_only) as store:
-        page = render_store(store, runs=args.runs, samples=args.samples, dataset=args.dataset, kind=args.kind,
-                            tag=args.tag)
+        page = render_store(
+            store, runs=args.runs, samples=args.samples, dataset=args.dataset, kind=args.kind, tag=args.tag
+        )
     write_text_atomic(args.out, page)
     print(f"wrote {args.out}")
     return EXIT_OK
@@ -477,25 +531,48 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options every scoring command takes: metrics, judge, reports, thresholds, concurrency."""
     p.add_argument("-m", "--metrics", action="append", metavar="LIST", help=metrics_help())
-    p.add_argument("-j", "--judge", metavar="SPEC",
-                   help=spec_help() + "; keys from OPENAI_API_KEY / ANTHROPIC_API_KEY, OPENAI_BASE_URL for "
-                        "OpenAI-compatible servers. Default: see 'ragmeter --help'")
-    p.add_argument("-o", "--out", action="append", metavar="PATH",
-                   help="write the report; format from the suffix: .md, .html, .json, .jsonl (re-readable by "
-                        "'ragmeter report' and 'compare'), .csv. Repeatable")
-    p.add_argument("--fail-under", action="append", metavar="[METRIC=]X",
-                   help="exit 1 when a metric's mean is below X (all metrics, or METRIC=X for one; repeatable)")
-    p.add_argument("--allow-errors", action="store_true",
-                   help="exit 0 even when every score errored (e.g. an unreachable judge); without it that is "
-                        "exit 1. When only some scores errored the run passes and the summary counts them")
-    p.add_argument("--concurrency", type=positive_int, default=None,
-                   help="samples scored at once (default: the judge's cap on requests in flight, 64 for an LLM judge; else 8)")
+    p.add_argument(
+        "-j",
+        "--judge",
+        metavar="SPEC",
+        help=spec_help() + "; keys from OPENAI_API_KEY / ANTHROPIC_API_KEY, OPENAI_BASE_URL for "
+        "OpenAI-compatible servers. Default: see 'ragmeter --help'",
+    )
+    p.add_argument(
+        "-o",
+        "--out",
+        action="append",
+        metavar="PATH",
+        help="write the report; format from the suffix: .md, .html, .json, .jsonl (re-readable by "
+        "'ragmeter report' and 'compare'), .csv. Repeatable",
+    )
+    p.add_argument(
+        "--fail-under",
+        action="append",
+        metavar="[METRIC=]X",
+        help="exit 1 when a metric's mean is below X (all metrics, or METRIC=X for one; repeatable)",
+    )
+    p.add_argument(
+        "--allow-errors",
+        action="store_true",
+        help="exit 0 even when every score errored (e.g. an unreachable judge); without it that is "
+        "exit 1. When only some scores errored the run passes and the summary counts them",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=None,
+        help="samples scored at once (default: the judge's cap on requests in flight, 64 for an LLM judge; else 8)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--db", metavar="PATH|URL",
-                   help="record the run in a history store: a SQLite file or a postgresql:// URL "
-                        "(default: $RAGMETER_DB when set; see 'ragmeter dashboard'). Results are recorded as they are "
-                        "scored (and a .jsonl --out written as they are), the run marked incomplete until it ends; "
-                        "--resume finishes a killed run")
+    p.add_argument(
+        "--db",
+        metavar="PATH|URL",
+        help="record the run in a history store: a SQLite file or a postgresql:// URL "
+        "(default: $RAGMETER_DB when set; see 'ragmeter dashboard'). Results are recorded as they are "
+        "scored (and a .jsonl --out written as they are), the run marked incomplete until it ends; "
+        "--resume finishes a killed run",
+    )
 
 
 def _add_plugin_commands(sub: Any) -> None:
@@ -516,97 +593,194 @@ def _add_plugin_commands(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ragmeter`` command."""
-    parser = argparse.ArgumentParser(prog="ragmeter", description=_DESCRIPTION + textwrap.fill(_JUDGES.format(judges=spec_help()), 96),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="ragmeter",
+        description=_DESCRIPTION + textwrap.fill(_JUDGES.format(judges=spec_help()), 96),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"ragmeter {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("evaluate", help="score a dataset file (JSONL / JSON / CSV)",
-                       description="Score every record of FILE, print a summary table and write reports.")
+    p = sub.add_parser(
+        "evaluate",
+        help="score a dataset file (JSONL / JSON / CSV)",
+        description="Score every record of FILE, print a summary table and write reports.",
+    )
     p.add_argument("file", metavar="FILE", help="samples: .jsonl, .json or .csv")
-    p.add_argument("--profile", choices=sorted(PROFILES), default=None,
-                   help="domain profile: its pass / warn levels and extra checks (legal: citations of cases and "
-                        "statutes; medical: dosage advice needs a source and a caveat)")
+    p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=None,
+        help="domain profile: its pass / warn levels and extra checks (legal: citations of cases and "
+        "statutes; medical: dosage advice needs a source and a caveat)",
+    )
     add_run_options(p)
-    p.add_argument("--executor", choices=("asyncio", "ray"), default="asyncio",
-                   help="where samples are scored: this process (asyncio, default) or a Ray cluster (ray; "
-                        "pip install 'ragmeter[ray]'); with ray, --concurrency is per worker")
-    p.add_argument("--ray-address", metavar="ADDRESS", default=None,
-                   help="the Ray cluster (ray://head:10001, auto); default $RAY_ADDRESS, else a local Ray runtime")
-    p.add_argument("--workers", type=positive_int, default=None, help="Ray workers (default: one per CPU of the cluster)")
-    p.add_argument("--no-content", dest="capture_content", action="store_false", default=None,
-                   help="score the content but write none: no question, chunk, answer, reference, claim, quote or "
-                        "explanation in the reports, the results file, the --db store or the log (default: "
-                        "$RAGMETER_CAPTURE_CONTENT=false does the same)")
-    p.add_argument("--repeats", type=int, default=1, metavar="K",
-                   help="ask an LLM judge K times per score: the value is their mean, each Score keeps every value "
-                        "and the spread, and unstable scores (verdicts that differ, or a spread over 0.3) are flagged; "
-                        "the extra calls are counted (default 1)")
-    p.add_argument("--repeat-band", type=float, default=None, metavar="W",
-                   help="repeat only scores whose first value is within W of the metric's threshold")
-    p.add_argument("--resume", action="store_true",
-                   help="stream: read FILE a line at a time and append each result to the .jsonl --out as it is "
-                        "scored (memory bounded by --concurrency, not the dataset); samples already in that file are "
-                        "skipped, so a re-run of an interrupted job scores only the rest. With --db and no .jsonl "
-                        "--out: finish the newest run of FILE in the store, scoring the samples it lacks")
+    p.add_argument(
+        "--executor",
+        choices=("asyncio", "ray"),
+        default="asyncio",
+        help="where samples are scored: this process (asyncio, default) or a Ray cluster (ray; "
+        "pip install 'ragmeter[ray]'); with ray, --concurrency is per worker",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        default=None,
+        help="the Ray cluster (ray://head:10001, auto); default $RAY_ADDRESS, else a local Ray runtime",
+    )
+    p.add_argument(
+        "--workers", type=positive_int, default=None, help="Ray workers (default: one per CPU of the cluster)"
+    )
+    p.add_argument(
+        "--no-content",
+        dest="capture_content",
+        action="store_false",
+        default=None,
+        help="score the content but write none: no question, chunk, answer, reference, claim, quote or "
+        "explanation in the reports, the results file, the --db store or the log (default: "
+        "$RAGMETER_CAPTURE_CONTENT=false does the same)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        metavar="K",
+        help="ask an LLM judge K times per score: the value is their mean, each Score keeps every value "
+        "and the spread, and unstable scores (verdicts that differ, or a spread over 0.3) are flagged; "
+        "the extra calls are counted (default 1)",
+    )
+    p.add_argument(
+        "--repeat-band",
+        type=float,
+        default=None,
+        metavar="W",
+        help="repeat only scores whose first value is within W of the metric's threshold",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="stream: read FILE a line at a time and append each result to the .jsonl --out as it is "
+        "scored (memory bounded by --concurrency, not the dataset); samples already in that file are "
+        "skipped, so a re-run of an interrupted job scores only the rest. With --db and no .jsonl "
+        "--out: finish the newest run of FILE in the store, scoring the samples it lacks",
+    )
     p.set_defaults(func=_cmd_evaluate)
 
     _add_plugin_commands(sub)
 
-    p = sub.add_parser("report", help="render a saved results file (.jsonl / .json from 'evaluate --out')",
-                       description="Print the summary of a results file (.jsonl or .json) and write it as .md / .html / .json / .csv.")
-    p.add_argument("results", metavar="RESULTS", help="results .jsonl or .json written by 'ragmeter evaluate --out x.jsonl'")
+    p = sub.add_parser(
+        "report",
+        help="render a saved results file (.jsonl / .json from 'evaluate --out')",
+        description="Print the summary of a results file (.jsonl or .json) and write it as .md / .html / .json / .csv.",
+    )
+    p.add_argument(
+        "results", metavar="RESULTS", help="results .jsonl or .json written by 'ragmeter evaluate --out x.jsonl'"
+    )
     p.add_argument("-o", "--out", action="append", metavar="PATH", help="report path (.md, .html, .json, .jsonl, .csv)")
     p.add_argument("--fail-under", action="append", metavar="[METRIC=]X", help="exit 1 when a metric's mean is below X")
     p.set_defaults(func=_cmd_report)
 
-    p = sub.add_parser("dashboard", help="write the HTML dashboard of a history store",
-                       description="One self-contained HTML page of the runs recorded with --db: trends over runs "
-                                   "(one group of charts per dataset) and days, response times in seconds, the "
-                                   "newest run's summary, its worst samples with their evidence, the sweeps.")
-    p.add_argument("--db", metavar="PATH|URL", default=None,
-                   help="the history store: a SQLite file or a postgresql:// URL (default $RAGMETER_DB, else ragmeter.db); "
-                        "a SQLite file that cannot be written (a read-only mount) is read without writing")
-    p.add_argument("-o", "--out", metavar="PATH", default="dashboard.html", help="the page to write (default dashboard.html)")
+    p = sub.add_parser(
+        "dashboard",
+        help="write the HTML dashboard of a history store",
+        description="One self-contained HTML page of the runs recorded with --db: trends over runs "
+        "(one group of charts per dataset) and days, response times in seconds, the "
+        "newest run's summary, its worst samples with their evidence, the sweeps.",
+    )
+    p.add_argument(
+        "--db",
+        metavar="PATH|URL",
+        default=None,
+        help="the history store: a SQLite file or a postgresql:// URL (default $RAGMETER_DB, else ragmeter.db); "
+        "a SQLite file that cannot be written (a read-only mount) is read without writing",
+    )
+    p.add_argument(
+        "-o", "--out", metavar="PATH", default="dashboard.html", help="the page to write (default dashboard.html)"
+    )
     p.add_argument("--runs", type=int, default=30, help="how many recent runs draw the trends (default 30)")
-    p.add_argument("--samples", type=int, default=500, help="how many of the newest run's worst samples to list (default 500)")
-    p.add_argument("--dataset", metavar="NAME", default=None,
-                   help="only the runs of this dataset (the file name 'evaluate --db' records, e.g. rag_samples)")
-    p.add_argument("--kind", metavar="KIND", default=None,
-                   help="only the runs of this kind: evaluate, inline (production samples) or sweep")
+    p.add_argument(
+        "--samples", type=int, default=500, help="how many of the newest run's worst samples to list (default 500)"
+    )
+    p.add_argument(
+        "--dataset",
+        metavar="NAME",
+        default=None,
+        help="only the runs of this dataset (the file name 'evaluate --db' records, e.g. rag_samples)",
+    )
+    p.add_argument(
+        "--kind",
+        metavar="KIND",
+        default=None,
+        help="only the runs of this kind: evaluate, inline (production samples) or sweep",
+    )
     p.add_argument("--tag", metavar="TAG", default=None, help="only the runs with this tag (e.g. nightly, pytest)")
     p.set_defaults(func=_cmd_dashboard)
 
-    p = sub.add_parser("compare", help="compare two runs: statistics, verdicts, a regression gate",
-                       description="Per metric: both means, the difference with a bootstrap 95% CI, p-values (paired t and "
-                                   "Wilcoxon, or Welch and Mann-Whitney when samples do not match), effect size and a verdict; "
-                                   "per sample: values that fell by more than the tolerance, became n/a or an error. Exit 1 "
-                                   "when a metric regressed (mean fell by more than its tolerance, CI excluding zero; or the "
-                                   "share of samples with no value, n/a or error, rose by more than its tolerance), a floor "
-                                   "is broken, or (opt-in) any sample regressed.")
-    p.add_argument("baseline", metavar="BASELINE", help="results .jsonl / .json, or a run id or tag in the history store (--db)")
+    p = sub.add_parser(
+        "compare",
+        help="compare two runs: statistics, verdicts, a regression gate",
+        description="Per metric: both means, the difference with a bootstrap 95% CI, p-values (paired t and "
+        "Wilcoxon, or Welch and Mann-Whitney when samples do not match), effect size and a verdict; "
+        "per sample: values that fell by more than the tolerance, became n/a or an error. Exit 1 "
+        "when a metric regressed (mean fell by more than its tolerance, CI excluding zero; or the "
+        "share of samples with no value, n/a or error, rose by more than its tolerance), a floor "
+        "is broken, or (opt-in) any sample regressed.",
+    )
+    p.add_argument(
+        "baseline", metavar="BASELINE", help="results .jsonl / .json, or a run id or tag in the history store (--db)"
+    )
     p.add_argument("current", metavar="CURRENT", help="the run to check, same forms as BASELINE")
-    p.add_argument("--tolerance", action="append", metavar="[METRIC=]X",
-                   help="largest fall of a mean (and of a sample's value), and largest rise of the share of samples "
-                        "with no value (n/a or error), that is not a regression; all metrics, or METRIC=X for one "
-                        "(repeatable or comma-separated; an unknown metric is an error; default 0.05)")
-    p.add_argument("--fail-under", action="append", metavar="[METRIC=]X", help="exit 1 when the current mean of a metric is below X")
+    p.add_argument(
+        "--tolerance",
+        action="append",
+        metavar="[METRIC=]X",
+        help="largest fall of a mean (and of a sample's value), and largest rise of the share of samples "
+        "with no value (n/a or error), that is not a regression; all metrics, or METRIC=X for one "
+        "(repeatable or comma-separated; an unknown metric is an error; default 0.05)",
+    )
+    p.add_argument(
+        "--fail-under",
+        action="append",
+        metavar="[METRIC=]X",
+        help="exit 1 when the current mean of a metric is below X",
+    )
     p.add_argument("--fail-on-sample-regression", action="store_true", help="exit 1 when any sample regressed")
-    p.add_argument("--allow-judge-change", action="store_true",
-                   help="gate across judges: without it, a metric judged by a different judge (model, prompts, "
-                        "settings, rules: the judge fingerprint) in the two runs fails the gate")
-    p.add_argument("--labels", metavar="LABELS",
-                   help="human labels (.jsonl / .json / .csv, see 'ragmeter trust'): also compare each labeled metric "
-                        "in human units (PPI++: the judge's scores corrected by the labels); a fall there beyond the "
-                        "tolerance fails the gate, and a metric judged differently is gated in human units")
-    p.add_argument("--db", metavar="PATH|URL", help="history store for run ids and tags (default $RAGMETER_DB, else ragmeter.db)")
-    p.add_argument("-o", "--out", action="append", metavar="PATH", help="write the comparison: .md, .json or .txt (repeatable)")
+    p.add_argument(
+        "--allow-judge-change",
+        action="store_true",
+        help="gate across judges: without it, a metric judged by a different judge (model, prompts, "
+        "settings, rules: the judge fingerprint) in the two runs fails the gate",
+    )
+    p.add_argument(
+        "--labels",
+        metavar="LABELS",
+        help="human labels (.jsonl / .json / .csv, see 'ragmeter trust'): also compare each labeled metric "
+        "in human units (PPI++: the judge's scores corrected by the labels); a fall there beyond the "
+        "tolerance fails the gate, and a metric judged differently is gated in human units",
+    )
+    p.add_argument(
+        "--db", metavar="PATH|URL", help="history store for run ids and tags (default $RAGMETER_DB, else ragmeter.db)"
+    )
+    p.add_argument(
+        "-o", "--out", action="append", metavar="PATH", help="write the comparison: .md, .json or .txt (repeatable)"
+    )
     p.add_argument("--max-rows", type=int, default=20, help="sample regressions listed (default 20)")
     pairing = p.add_mutually_exclusive_group()
-    pairing.add_argument("--paired", dest="paired", action="store_true", default=None, help="match samples by id (default: when the ids match)")
+    pairing.add_argument(
+        "--paired",
+        dest="paired",
+        action="store_true",
+        default=None,
+        help="match samples by id (default: when the ids match)",
+    )
     pairing.add_argument("--unpaired", dest="paired", action="store_false", help="independent samples (A/B traffic)")
-    p.add_argument("--min-detectable", type=float, default=None, metavar="X",
-                   help="difference the required sample size is computed for (default: the tolerance)")
+    p.add_argument(
+        "--min-detectable",
+        type=float,
+        default=None,
+        metavar="X",
+        help="difference the required sample size is computed for (default: the tolerance)",
+    )
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.set_defaults(func=_cmd_compare)
@@ -646,18 +820,24 @@ def interrupted_hint(args: argparse.Namespace) -> str:
         return "nothing more was written"
     streams = [p for p in getattr(args, "out", None) or [] if Path(p).suffix.lower() == ".jsonl"]
     if db_of(args):  # recorded as it went (and streamed into a .jsonl --out)
-        return ("what was scored is recorded in the history store (the run marked incomplete); run the same "
-                "command with --resume to score only the rest")
+        return (
+            "what was scored is recorded in the history store (the run marked incomplete); run the same "
+            "command with --resume to score only the rest"
+        )
     if getattr(args, "resume", False) and len(streams) == 1:
         try:
             with open(streams[0], encoding="utf-8", errors="replace") as fh:
                 done = max(0, sum(1 for line in fh if line.strip()) - 1)  # the first line is the header
         except OSError:
             done = 0
-        return (f"{done} results so far in {streams[0]}; run the same command again to score only the rest "
-                "(--resume skips the samples already there)")
-    return ("no report was written; to keep each result as it is scored, run with --resume --out results.jsonl: "
-            "after an interruption the same command then scores only the rest")
+        return (
+            f"{done} results so far in {streams[0]}; run the same command again to score only the rest "
+            "(--resume skips the samples already there)"
+        )
+    return (
+        "no report was written; to keep each result as it is scored, run with --resume --out results.jsonl: "
+        "after an interruption the same command then scores only the rest"
+    )
 
 
 def _closed_pipe(exc: BaseException) -> bool:

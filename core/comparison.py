@@ -54,20 +54,32 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from ragmeter.report import _md_cell, text_table
 from ragmeter.metrics.scoring import SampleResult
+from ragmeter.report import _md_cell, text_table
 from ragmeter.result import EvaluationResult
 from ragmeter.store.store import load_run
 from ragmeter.trust.ppi import MIN_LABELS
 
-__all__ = ["compare", "compare_variants", "difference_estimates", "required_sample_size", "check_metric_names",
-           "Comparison", "MetricComparison", "SampleChange", "REGRESSED", "IMPROVED", "NO_CHANGE"]
+__all__ = [
+    "compare",
+    "compare_variants",
+    "difference_estimates",
+    "required_sample_size",
+    "check_metric_names",
+    "Comparison",
+    "MetricComparison",
+    "SampleChange",
+    "REGRESSED",
+    "IMPROVED",
+    "NO_CHANGE",
+]
 
 REGRESSED, IMPROVED, NO_CHANGE = "regressed", "improved", "no detectable change"
 _ALPHA, _POWER = 0.05, 0.8
@@ -182,15 +194,21 @@ class Comparison:
                 continue  # a metric judged differently is gated in human units alone
             worst = [r.describe() for r in self.regressions if r.metric == m][:3]
             if c.diff is not None and c.ci is not None and c.diff < -c.tolerance and c.ci[1] < 0:
-                out.append(f"{m}: mean fell by {-c.diff:.4f} ({c.mean_a:.4f} -> {c.mean_b:.4f}, 95% CI "
-                           f"{c.ci[0]:+.4f} to {c.ci[1]:+.4f}, tolerance {c.tolerance})"
-                           + (f"; worst samples: {', '.join(worst)}" if worst else ""))
+                out.append(
+                    f"{m}: mean fell by {-c.diff:.4f} ({c.mean_a:.4f} -> {c.mean_b:.4f}, 95% CI "
+                    f"{c.ci[0]:+.4f} to {c.ci[1]:+.4f}, tolerance {c.tolerance})"
+                    + (f"; worst samples: {', '.join(worst)}" if worst else "")
+                )
             if c.missing_regressed:
                 rates = c.missing_rates or (0.0, 0.0)
-                gone = [r.describe() for r in self.regressions if r.metric == m and r.kind in ("became n/a", "became error")]
-                out.append(f"{m}: samples without a value rose {c.missing_change()} (n/a {c.na[0]} -> {c.na[1]}, errors "
-                           f"{c.errors[0]} -> {c.errors[1]}; share {rates[0]:.1%} -> {rates[1]:.1%}, tolerance "
-                           f"{c.tolerance})" + (f"; e.g. {', '.join(gone[:3])}" if gone else ""))
+                gone = [
+                    r.describe() for r in self.regressions if r.metric == m and r.kind in ("became n/a", "became error")
+                ]
+                out.append(
+                    f"{m}: samples without a value rose {c.missing_change()} (n/a {c.na[0]} -> {c.na[1]}, errors "
+                    f"{c.errors[0]} -> {c.errors[1]}; share {rates[0]:.1%} -> {rates[1]:.1%}, tolerance "
+                    f"{c.tolerance})" + (f"; e.g. {', '.join(gone[:3])}" if gone else "")
+                )
         for m, floor in (fail_under or {}).items():
             names = list(self.current_means) if m == "*" else [m]
             for name in names:
@@ -198,14 +216,18 @@ class Comparison:
                     import difflib
 
                     near = difflib.get_close_matches(name, list(self.current_means), n=1, cutoff=0.6)
-                    out.append(f"{name}: no such metric in the current run" + (f" (did you mean {near[0]!r}?)" if near else ""))
+                    out.append(
+                        f"{name}: no such metric in the current run" + (f" (did you mean {near[0]!r}?)" if near else "")
+                    )
                     continue
                 mean = self.current_means[name]
                 if mean is None or mean < floor:
                     out.append(f"{name}: mean {_num(mean)} < {floor} (--fail-under)")
         if fail_on_sample_regression and self.regressions:
-            out.append(f"{len(self.regressions)} sample regressions; worst: "
-                       + ", ".join(f"{r.metric} {r.describe()}" for r in self.regressions[:3]))
+            out.append(
+                f"{len(self.regressions)} sample regressions; worst: "
+                + ", ".join(f"{r.metric} {r.describe()}" for r in self.regressions[:3])
+            )
         out += self._judge_gate() + self._human_gate()
         return out
 
@@ -219,8 +241,10 @@ class Comparison:
         out = []
         for m, h in self.human.items():
             if h.get("verdict") == REGRESSED:
-                out.append(f"{m}: in human units ({h['scale']}) the mean fell by {-h['mean']:.4f} ({h['method']}, 95% CI "
-                           f"{h['ci'][0]:+.4f} to {h['ci'][1]:+.4f}, tolerance {h['tolerance']:g})")
+                out.append(
+                    f"{m}: in human units ({h['scale']}) the mean fell by {-h['mean']:.4f} ({h['method']}, 95% CI "
+                    f"{h['ci'][0]:+.4f} to {h['ci'][1]:+.4f}, tolerance {h['tolerance']:g})"
+                )
         return out
 
     def _human_lines(self) -> list[str]:
@@ -230,9 +254,19 @@ class Comparison:
         for m, h in self.human.items():
             a, b = h["baseline"], h["current"]
             ci = f"[{h['ci'][0]:+.4f}, {h['ci'][1]:+.4f}]" if h.get("ci") else "-"
-            rows.append([m, h["scale"], f"{a['n']}/{b['n']}", _num(a["mean"]), _num(b["mean"]), _num(h["mean"], True), ci,
-                         h["method"].removeprefix("PPI++ ") if h.get("mean") is not None else (h.get("reason") or "-"),
-                         h.get("verdict") or "-"])
+            rows.append(
+                [
+                    m,
+                    h["scale"],
+                    f"{a['n']}/{b['n']}",
+                    _num(a["mean"]),
+                    _num(b["mean"]),
+                    _num(h["mean"], True),
+                    ci,
+                    h["method"].removeprefix("PPI++ ") if h.get("mean") is not None else (h.get("reason") or "-"),
+                    h.get("verdict") or "-",
+                ]
+            )
         header = ["metric", "labels", "labeled", self.names[0], self.names[1], "diff", "95% CI", "method", "verdict"]
         return ["", "in human units (PPI++: the judge's scores corrected by the labels):", text_table(header, rows)]
 
@@ -244,9 +278,12 @@ class Comparison:
             return []
         from ragmeter.trust.judges import describe_changes
 
-        return [f"judged differently ({line}): the two runs' scores are not comparable; "
-                "--allow-judge-change / allow_judge_change=True to gate across judges, or --labels to compare "
-                "in human units" for line in describe_changes(changes)]
+        return [
+            f"judged differently ({line}): the two runs' scores are not comparable; "
+            "--allow-judge-change / allow_judge_change=True to gate across judges, or --labels to compare "
+            "in human units"
+            for line in describe_changes(changes)
+        ]
 
     def _judge_lines(self) -> list[str]:
         from ragmeter.trust.judges import describe_changes
@@ -264,27 +301,67 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as one JSON-serialisable dict."""
-        return {"paired": self.paired, "names": list(self.names), "shared": self.shared, "passed": self.passed,
-                "metrics": {m: {**asdict(c), "ci": list(c.ci) if c.ci else None, "na": list(c.na),
-                                "errors": list(c.errors), "counted": list(c.counted),
-                                "missing_regressed": c.missing_regressed} for m, c in self.metrics.items()},
-                "regressions": [asdict(r) for r in self.regressions],
-                "improvements": [asdict(r) for r in self.improvements],
-                "only_a": self.only_a, "only_b": self.only_b, "current_means": self.current_means,
-                "judge_changes": self.judge_changes, "judge_notes": self.judge_notes,
-                "allow_judge_change": self.allow_judge_change, "human": self.human}
+        return {
+            "paired": self.paired,
+            "names": list(self.names),
+            "shared": self.shared,
+            "passed": self.passed,
+            "metrics": {
+                m: {
+                    **asdict(c),
+                    "ci": list(c.ci) if c.ci else None,
+                    "na": list(c.na),
+                    "errors": list(c.errors),
+                    "counted": list(c.counted),
+                    "missing_regressed": c.missing_regressed,
+                }
+                for m, c in self.metrics.items()
+            },
+            "regressions": [asdict(r) for r in self.regressions],
+            "improvements": [asdict(r) for r in self.improvements],
+            "only_a": self.only_a,
+            "only_b": self.only_b,
+            "current_means": self.current_means,
+            "judge_changes": self.judge_changes,
+            "judge_notes": self.judge_notes,
+            "allow_judge_change": self.allow_judge_change,
+            "human": self.human,
+        }
 
     def _rows(self) -> tuple[list[str], list[list[str]]]:
         tests = ("t", "wilcoxon") if self.paired else ("welch", "mann_whitney")
-        header = ["metric", "n", self.names[0], self.names[1], "diff", "95% CI", *(f"p {t}" for t in tests),
-                  "dz" if self.paired else "g", "n needed", "n/a+errors", "verdict"]
+        header = [
+            "metric",
+            "n",
+            self.names[0],
+            self.names[1],
+            "diff",
+            "95% CI",
+            *(f"p {t}" for t in tests),
+            "dz" if self.paired else "g",
+            "n needed",
+            "n/a+errors",
+            "verdict",
+        ]
         rows = []
         for m, c in self.metrics.items():
             n = str(c.n_a) if c.paired else f"{c.n_a}/{c.n_b}"
             ci = f"[{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]" if c.ci else "-"
-            rows.append([m, n, _num(c.mean_a), _num(c.mean_b), _num(c.diff, True), ci,
-                         *(_p(c.p_values.get(t)) for t in tests), _num(c.effect_size, True),
-                         "-" if c.required_n is None else str(c.required_n), c.missing_change(), c.verdict])
+            rows.append(
+                [
+                    m,
+                    n,
+                    _num(c.mean_a),
+                    _num(c.mean_b),
+                    _num(c.diff, True),
+                    ci,
+                    *(_p(c.p_values.get(t)) for t in tests),
+                    _num(c.effect_size, True),
+                    "-" if c.required_n is None else str(c.required_n),
+                    c.missing_change(),
+                    c.verdict,
+                ]
+            )
         return header, rows
 
     def _p_notes(self) -> list[str]:
@@ -293,10 +370,14 @@ class Comparison:
 
     def _headline(self) -> str:
         if not self.paired:  # independent groups: no sample is expected in both, so none is "only in" one
-            return (f"unpaired comparison, {self.names[0]} -> {self.names[1]}: {self.shared + len(self.only_a)} "
-                    f"samples in {self.names[0]}, {self.shared + len(self.only_b)} in {self.names[1]}")
-        return (f"paired comparison, {self.names[0]} -> {self.names[1]}: {self.shared} shared samples "
-                f"({len(self.only_a)} only in {self.names[0]}, {len(self.only_b)} only in {self.names[1]})")
+            return (
+                f"unpaired comparison, {self.names[0]} -> {self.names[1]}: {self.shared + len(self.only_a)} "
+                f"samples in {self.names[0]}, {self.shared + len(self.only_b)} in {self.names[1]}"
+            )
+        return (
+            f"paired comparison, {self.names[0]} -> {self.names[1]}: {self.shared} shared samples "
+            f"({len(self.only_a)} only in {self.names[0]}, {len(self.only_b)} only in {self.names[1]})"
+        )
 
     def _one_run_only(self) -> list[tuple[list[str], str]]:
         """The samples of one run only, per run: listed for a paired comparison (a sample that
@@ -307,9 +388,15 @@ class Comparison:
         """A plain-text report: the metric table, then the worst per-sample regressions (at most
         ``max_rows``, saying how many were left out) and, when paired, the samples in one run only."""
         header, rows = self._rows()
-        lines = [self._headline(), *self._judge_lines(), text_table(header, rows), *self._p_notes(),
-                 *self._human_lines(), "",
-                 f"{len(self.regressions)} sample regressions, {len(self.improvements)} improvements"]
+        lines = [
+            self._headline(),
+            *self._judge_lines(),
+            text_table(header, rows),
+            *self._p_notes(),
+            *self._human_lines(),
+            "",
+            f"{len(self.regressions)} sample regressions, {len(self.improvements)} improvements",
+        ]
         shown = self.regressions[:max_rows]
         if len(shown) < len(self.regressions):
             lines.append(f"showing {len(shown)} of {len(self.regressions)} regressions (worst first)")
@@ -323,9 +410,16 @@ class Comparison:
     def to_markdown(self, max_rows: int = 50) -> str:
         """The same report in Markdown."""
         header, rows = self._rows()
-        lines = ["# ragmeter comparison", "", f"{self._headline()}. Gate: **{'passed' if self.passed else 'FAILED'}**.", "",
-                 *[f"- {_md_cell(line)}" for line in self._judge_lines()], *([""] if self._judge_lines() else []),
-                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines = [
+            "# ragmeter comparison",
+            "",
+            f"{self._headline()}. Gate: **{'passed' if self.passed else 'FAILED'}**.",
+            "",
+            *[f"- {_md_cell(line)}" for line in self._judge_lines()],
+            *([""] if self._judge_lines() else []),
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+        ]
         lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
         lines += ["", *notes] if (notes := self._p_notes()) else []
         if self.human:
@@ -337,7 +431,9 @@ class Comparison:
             lines += ["| sample | metric | change | before | after |", "|---|---|---|---|---|"]
             for r in self.regressions[:max_rows]:
                 after = {"became n/a": "n/a", "became error": f"error ({r.error})"}.get(r.kind, _num(r.after))
-                lines.append(f"| {_md_cell(r.sample_id)} | {r.metric} | {r.kind} | {_num(r.before)} | {_md_cell(after)} |")
+                lines.append(
+                    f"| {_md_cell(r.sample_id)} | {r.metric} | {r.kind} | {_num(r.before)} | {_md_cell(after)} |"
+                )
         for ids, name in self._one_run_only():
             if ids:
                 lines += ["", f"Only in {name} ({len(ids)}): " + ", ".join(_md_cell(i) for i in ids[:max_rows])]
@@ -349,8 +445,12 @@ class Comparison:
 
         path = Path(path)
         suffix = path.suffix.lower()
-        writers = {".md": lambda: self.to_markdown(max_rows), ".markdown": lambda: self.to_markdown(max_rows),
-                   ".json": lambda: json_text(self.to_dict(), indent=1), ".txt": lambda: self.to_text(max_rows)}
+        writers = {
+            ".md": lambda: self.to_markdown(max_rows),
+            ".markdown": lambda: self.to_markdown(max_rows),
+            ".json": lambda: json_text(self.to_dict(), indent=1),
+            ".txt": lambda: self.to_text(max_rows),
+        }
         if suffix not in writers:
             raise ValueError(f"unknown comparison report type {suffix or '(none)'!r} (use .md, .json or .txt)")
         write_text_atomic(path, writers[suffix]())
@@ -394,7 +494,7 @@ def required_sample_size(variance: float, delta: float, paired: bool = False) ->
     """
     if not delta or delta <= 0 or variance <= 0:
         return None
-    n = (1 if paired else 2) * _z_sum() ** 2 * variance / delta ** 2
+    n = (1 if paired else 2) * _z_sum() ** 2 * variance / delta**2
     return max(2, math.ceil(n - 1e-9))
 
 
@@ -406,8 +506,9 @@ def _bootstrap_ci(a: np.ndarray, b: np.ndarray, paired: bool, n_boot: int, seed:
         d = b - a
         means = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
     else:
-        means = (b[rng.integers(0, len(b), size=(n_boot, len(b)))].mean(axis=1)
-                 - a[rng.integers(0, len(a), size=(n_boot, len(a)))].mean(axis=1))
+        means = b[rng.integers(0, len(b), size=(n_boot, len(b)))].mean(axis=1) - a[
+            rng.integers(0, len(a), size=(n_boot, len(a)))
+        ].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(low), float(high)
 
@@ -432,15 +533,29 @@ def _p_values(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[dict[str, flo
         p["wilcoxon"] = _finite(stats.wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else None
     else:
         ok = len(a) > 1 and len(b) > 1
-        p["welch"] = (_finite(stats.ttest_ind(b, a, equal_var=False).pvalue)
-                      if ok and float(a.var(ddof=1)) + float(b.var(ddof=1)) > 0 else None)
-        p["mann_whitney"] = (_finite(stats.mannwhitneyu(b, a, alternative="two-sided").pvalue)
-                             if len(a) and len(b) and np.ptp(np.concatenate([a, b])) > 0 else None)
+        p["welch"] = (
+            _finite(stats.ttest_ind(b, a, equal_var=False).pvalue)
+            if ok and float(a.var(ddof=1)) + float(b.var(ddof=1)) > 0
+            else None
+        )
+        p["mann_whitney"] = (
+            _finite(stats.mannwhitneyu(b, a, alternative="two-sided").pvalue)
+            if len(a) and len(b) and np.ptp(np.concatenate([a, b])) > 0
+            else None
+        )
     return p, None
 
 
-def _stats(metric: str, a: np.ndarray, b: np.ndarray, paired: bool, tolerance: float, min_detectable: float,
-           n_boot: int, seed: int) -> MetricComparison:
+def _stats(
+    metric: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    paired: bool,
+    tolerance: float,
+    min_detectable: float,
+    n_boot: int,
+    seed: int,
+) -> MetricComparison:
     mean_a = float(a.mean()) if len(a) else None
     mean_b = float(b.mean()) if len(b) else None
     diff = mean_b - mean_a if mean_a is not None and mean_b is not None else None
@@ -452,7 +567,7 @@ def _stats(metric: str, a: np.ndarray, b: np.ndarray, paired: bool, tolerance: f
         sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
         if sd > 0:
             effect = float(d.mean()) / sd
-        required = required_sample_size(sd ** 2, min_detectable, paired=True) if len(d) > 1 else None
+        required = required_sample_size(sd**2, min_detectable, paired=True) if len(d) > 1 else None
     else:
         var_a = float(a.var(ddof=1)) if len(a) > 1 else None
         var_b = float(b.var(ddof=1)) if len(b) > 1 else None
@@ -467,9 +582,24 @@ def _stats(metric: str, a: np.ndarray, b: np.ndarray, paired: bool, tolerance: f
         verdict = IMPROVED
     else:
         verdict = NO_CHANGE
-    return MetricComparison(metric, paired, len(a), len(b), mean_a, mean_b, diff, ci, p,
-                            "cohen_dz" if paired else "hedges_g", effect, tolerance, min_detectable, required, verdict,
-                            p_note)
+    return MetricComparison(
+        metric,
+        paired,
+        len(a),
+        len(b),
+        mean_a,
+        mean_b,
+        diff,
+        ci,
+        p,
+        "cohen_dz" if paired else "hedges_g",
+        effect,
+        tolerance,
+        min_detectable,
+        required,
+        verdict,
+        p_note,
+    )
 
 
 # --------------------------------------------------------------------------- comparing
@@ -483,8 +613,12 @@ def _cells(result: EvaluationResult, ratings: Iterable[str]) -> tuple[list[str],
     for r in result:
         cells = {m: (s.value, s.status, s.error) for m, s in r.scores.items()}
         for key, v in r.sample.metadata.items():
-            if (key in ratings or key.startswith("human_")) and isinstance(v, (int, float)) and not isinstance(v, bool) \
-                    and math.isfinite(v):
+            if (
+                (key in ratings or key.startswith("human_"))
+                and isinstance(v, (int, float))
+                and not isinstance(v, bool)
+                and math.isfinite(v)
+            ):
                 cells[key] = (float(v), "ok", None)
                 if key not in names:
                     names.append(key)
@@ -523,10 +657,20 @@ def _sample_changes(metric: str, sid: str, before: tuple, after: tuple, tol: flo
     return None
 
 
-def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_boot: int = 2000, seed: int = 0,
-            paired: bool | None = None, min_detectable: float | Mapping[str, float] | None = None,
-            ratings: Sequence[str] = (), db: str | os.PathLike | None = None,
-            allow_judge_change: bool = False, labels: Any = None) -> Comparison:
+def compare(
+    a: Any,
+    b: Any,
+    *,
+    tolerance: float | Mapping[str, float] = 0.05,
+    n_boot: int = 2000,
+    seed: int = 0,
+    paired: bool | None = None,
+    min_detectable: float | Mapping[str, float] | None = None,
+    ratings: Sequence[str] = (),
+    db: str | os.PathLike | None = None,
+    allow_judge_change: bool = False,
+    labels: Any = None,
+) -> Comparison:
     """Compare baseline ``a`` with current ``b`` (see the module doc for the statistics and the
     verdict). ``a`` / ``b``: EvaluationResults, results files, or store run ids / tags (``db``).
     ``tolerance``: one number or metric -> number (``"*"`` for the rest). ``paired``: None decides
@@ -561,8 +705,11 @@ def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_
         tol = _tolerance(tolerance, m)
         delta = tol if min_detectable is None else _tolerance(min_detectable, m)
         if paired:
-            pairs = [(cells_a[s][m][0], cells_b[s][m][0]) for s in shared if m in cells_a[s] and m in cells_b[s]
-                     and cells_a[s][m][0] is not None and cells_b[s][m][0] is not None]
+            pairs = [
+                (cells_a[s][m][0], cells_b[s][m][0])
+                for s in shared
+                if m in cells_a[s] and m in cells_b[s] and cells_a[s][m][0] is not None and cells_b[s][m][0] is not None
+            ]
             va = np.array([x for x, _ in pairs], dtype=float)
             vb = np.array([y for _, y in pairs], dtype=float)
         else:
@@ -582,7 +729,9 @@ def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_
             if m in cells_a[sid] and m in cells_b[sid]:
                 change = _sample_changes(m, sid, cells_a[sid][m], cells_b[sid][m], tol)
                 if change is not None:
-                    (regressions if change.kind in ("fell", "became n/a", "became error") else improvements).append(change)
+                    (regressions if change.kind in ("fell", "became n/a", "became error") else improvements).append(
+                        change
+                    )
     order = {"became error": 0, "became n/a": 1, "fell": 2}
     regressions.sort(key=lambda r: (order[r.kind], r.delta if r.delta is not None else -(r.before or 0.0)))
     improvements.sort(key=lambda r: -(r.delta if r.delta is not None else r.after or 0.0))
@@ -593,15 +742,28 @@ def compare(a: Any, b: Any, *, tolerance: float | Mapping[str, float] = 0.05, n_
     human = {}
     if labels is not None:
         human = difference_estimates(ra, rb, labels, paired=paired, tolerance=tolerance)
-    cmp = Comparison(paired, out, regressions, improvements, [s for s in cells_a if s not in cells_b],
-                     [s for s in cells_b if s not in cells_a], len(shared), (name_a, name_b), means,
-                     judge_changes=changes, judge_notes=notes, allow_judge_change=allow_judge_change, human=human)
+    cmp = Comparison(
+        paired,
+        out,
+        regressions,
+        improvements,
+        [s for s in cells_a if s not in cells_b],
+        [s for s in cells_b if s not in cells_a],
+        len(shared),
+        (name_a, name_b),
+        means,
+        judge_changes=changes,
+        judge_notes=notes,
+        allow_judge_change=allow_judge_change,
+        human=human,
+    )
     _attribute_to_anchors(cmp, ra, rb, db, n_boot, seed)
     return cmp
 
 
-def _attribute_to_anchors(cmp: Comparison, a: EvaluationResult, b: EvaluationResult, db: Any, n_boot: int,
-                          seed: int) -> None:
+def _attribute_to_anchors(
+    cmp: Comparison, a: EvaluationResult, b: EvaluationResult, db: Any, n_boot: int, seed: int
+) -> None:
     """For each metric judged differently whose two judges were checked on one anchor set in the
     store: how much of the change in means the judge's shift on the anchors accounts for
     (:func:`ragmeter.trust.anchors.anchor_attribution`), as notes."""
@@ -623,7 +785,8 @@ def _attribute_to_anchors(cmp: Comparison, a: EvaluationResult, b: EvaluationRes
             cmp.judge_notes.append(
                 f"{m}: the mean changed by {c.diff:+.4f}; the judge's shift on the anchor set {att['anchor_set']} is "
                 f"{att['shift']:+.4f} [{att['ci'][0]:+.4f}, {att['ci'][1]:+.4f}] over {att['n']} anchors{share}; "
-                f"what the judge's shift does not account for: {att['left']:+.4f}")
+                f"what the judge's shift does not account for: {att['left']:+.4f}"
+            )
 
 
 def check_metric_names(given: Mapping[str, Any], known: Sequence[str], what: str) -> None:
@@ -635,12 +798,14 @@ def check_metric_names(given: Mapping[str, Any], known: Sequence[str], what: str
         if name != "*" and name not in known:
             near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
             hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise ValueError(f"{what} for {name!r}: no such metric in these runs{hint} "
-                             f"(metrics: {', '.join(known) or 'none'})")
+            raise ValueError(
+                f"{what} for {name!r}: no such metric in these runs{hint} (metrics: {', '.join(known) or 'none'})"
+            )
 
 
-def compare_variants(result: Any, tag_key: str = "variant", a: str | None = None, b: str | None = None,
-                     **kw: Any) -> Comparison:
+def compare_variants(
+    result: Any, tag_key: str = "variant", a: str | None = None, b: str | None = None, **kw: Any
+) -> Comparison:
     """An unpaired A/B comparison of one run whose samples carry ``metadata[tag_key]`` (e.g.
     ``"A"`` / ``"B"``): baseline variant ``a`` against ``b`` (default: the two variants present,
     in sorted order; more than two need ``a`` and ``b``). Keyword arguments go to :func:`compare`."""
@@ -658,13 +823,23 @@ def compare_variants(result: Any, tag_key: str = "variant", a: str | None = None
         if v not in groups:
             raise ValueError(f"no sample has metadata[{tag_key!r}] == {v!r} (variants: {sorted(groups)})")
     kw.setdefault("paired", False)
-    cmp = compare(EvaluationResult(groups[a], run.metrics, run.judge), EvaluationResult(groups[b], run.metrics, run.judge), **kw)
+    cmp = compare(
+        EvaluationResult(groups[a], run.metrics, run.judge), EvaluationResult(groups[b], run.metrics, run.judge), **kw
+    )
     cmp.names = (f"{tag_key}={a}", f"{tag_key}={b}")
     return cmp
 
 
-def difference_estimates(a: Any, b: Any, labels: Any, *, paired: bool, metrics: Iterable[str] | None = None,
-                         tolerance: Any = 0.05, min_labels: int = MIN_LABELS) -> dict[str, dict[str, Any]]:
+def difference_estimates(
+    a: Any,
+    b: Any,
+    labels: Any,
+    *,
+    paired: bool,
+    metrics: Iterable[str] | None = None,
+    tolerance: Any = 0.05,
+    min_labels: int = MIN_LABELS,
+) -> dict[str, dict[str, Any]]:
     """Per metric labeled in both runs: the change from run ``a`` to run ``b`` in human units
     (:func:`ragmeter.trust.ppi.ppi_mean_diff`: on the per-sample differences when ``paired`` and
     enough samples are labeled on both answers, else the difference of the runs' own estimates),
@@ -691,8 +866,11 @@ def difference_estimates(a: Any, b: Any, labels: Any, *, paired: bool, metrics: 
             ia, ib = ma.items[metric], mb.items[metric]
             both = [s for s in ia if s in ib and s in ja and s in jb]
             rest = [s for s in ja if s in jb and s not in set(both)]
-            pairs = ([ib[s].human - ia[s].human for s in both], [jb[s] - ja[s] for s in both],
-                     [jb[s] - ja[s] for s in rest])
+            pairs = (
+                [ib[s].human - ia[s].human for s in both],
+                [jb[s] - ja[s] for s in both],
+                [jb[s] - ja[s] for s in rest],
+            )
         est = ppi_mean_diff(ea, eb, paired=pairs, min_labels=min_labels)
         tol = _tolerance(tolerance, metric) * span(scale)
         if est.mean is not None and est.ci is not None and est.mean < -tol and est.ci[1] < 0:
@@ -701,6 +879,12 @@ def difference_estimates(a: Any, b: Any, labels: Any, *, paired: bool, metrics: 
             verdict = IMPROVED
         else:
             verdict = NO_CHANGE
-        out[metric] = {"scale": scale, "tolerance": tol, "verdict": verdict if est.mean is not None else None,
-                       "baseline": ea.to_dict(), "current": eb.to_dict(), **est.to_dict()}
+        out[metric] = {
+            "scale": scale,
+            "tolerance": tol,
+            "verdict": verdict if est.mean is not None else None,
+            "baseline": ea.to_dict(),
+            "current": eb.to_dict(),
+            **est.to_dict(),
+        }
     return out

@@ -12,11 +12,19 @@ meant. A sample without history is judged on its question alone, exactly as befo
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
-__all__ = ["NO_RETRIEVAL_KEY", "MESSAGE_CHARS", "judged_question", "no_retrieval_turn", "ConversationResult",
-           "conversation_results", "slope"]
+__all__ = [
+    "NO_RETRIEVAL_KEY",
+    "MESSAGE_CHARS",
+    "judged_question",
+    "no_retrieval_turn",
+    "ConversationResult",
+    "conversation_results",
+    "slope",
+]
 
 #: Characters of one history message the judge reads (longer ones end with "…").
 MESSAGE_CHARS = 1000
@@ -46,7 +54,7 @@ def judged_question(sample: Any) -> str:
     lines = ["Conversation so far:"]
     for m in sample.history:
         text = " ".join(m["content"].split())
-        lines.append(f"{m['role']}: {text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS - 1] + '…'}")
+        lines.append(f"{m['role']}: {text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + '…'}")
     return "\n".join(lines + [f"Current question: {sample.question}"])
 
 
@@ -98,13 +106,19 @@ class ConversationResult:
 
     def to_dict(self) -> dict:
         """Plain-dict form."""
-        return {"conversation_id": self.conversation_id, "metric": self.metric,
-                "turns": [list(t) for t in self.turns], "worst": list(self.worst) if self.worst else None,
-                "slope": self.slope, "falling": self.falling}
+        return {
+            "conversation_id": self.conversation_id,
+            "metric": self.metric,
+            "turns": [list(t) for t in self.turns],
+            "worst": list(self.worst) if self.worst else None,
+            "slope": self.slope,
+            "falling": self.falling,
+        }
 
 
-def conversation_results(results: Iterable[Any], metric: str, tolerance: float = 0.05, *,
-                         value: Callable[[Any], float | None] | None = None) -> list[ConversationResult]:
+def conversation_results(
+    results: Iterable[Any], metric: str, tolerance: float = 0.05, *, value: Callable[[Any], float | None] | None = None
+) -> list[ConversationResult]:
     """Per conversation (samples with a ``conversation_id``, in order of first appearance) the
     turn values of ``metric``, the worst turn and whether quality falls: the least-squares slope of
     value over turn number (:func:`slope`) is below ``-tolerance`` per turn. Samples without a turn
@@ -128,6 +142,14 @@ def conversation_results(results: Iterable[Any], metric: str, tolerance: float =
         rows.sort(key=lambda row: row[0])
         scored = [row for row in rows if row[2] is not None]
         s = slope((t, v) for t, _, v in scored)
-        out.append(ConversationResult(conv, metric, rows, min(scored, key=lambda row: row[2]) if scored else None,
-                                      s, s is not None and s < -tolerance))
+        out.append(
+            ConversationResult(
+                conv,
+                metric,
+                rows,
+                min(scored, key=lambda row: row[2]) if scored else None,
+                s,
+                s is not None and s < -tolerance,
+            )
+        )
     return out

@@ -20,8 +20,9 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ragmeter.fileio import LongInt, json_text, text_problem
 from ragmeter.redact import redact
@@ -71,8 +72,15 @@ CONVERSATION_FIELDS = ("conversation_id", "turn", "history", "standalone_questio
 MAX_HISTORY = 10
 
 #: Message roles accepted (OpenAI names, RAGAS / LangChain ``type`` names) -> the role stored.
-ROLES = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
-         "system": "system", "tool": "tool", "function": "tool"}
+ROLES = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function": "tool",
+}
 
 #: RAGAS's ids of the retrieved contexts, in order: become the contexts' ids.
 CONTEXT_IDS = "retrieved_context_ids"
@@ -97,7 +105,7 @@ class RecordError(ValueError):
         parts = [p for p in (self.location, f"field '{self.field}'" if self.field else None) if p]
         return ": ".join(parts + [self.message])
 
-    def at(self, location: str) -> "RecordError":
+    def at(self, location: str) -> RecordError:
         """Return a copy of this error located at ``location`` (e.g. ``"line 4"``)."""
         return RecordError(location, self.field, self.message)
 
@@ -160,8 +168,11 @@ def history_messages(messages: Any, limit: int | None = None, field_name: str = 
         role = ROLES.get(str(get("role") or get("type") or "").lower())
         content = get("content")
         if role is None:
-            raise RecordError(None, field_name, f"message {i}: role must be one of {sorted(set(ROLES))}, "
-                                                f"got {get('role') or get('type')!r}")
+            raise RecordError(
+                None,
+                field_name,
+                f"message {i}: role must be one of {sorted(set(ROLES))}, got {get('role') or get('type')!r}",
+            )
         if not isinstance(content, str):
             raise RecordError(None, field_name, f"message {i}: content must be a string, got {type(content).__name__}")
         out.append({"role": role, "content": content})
@@ -232,7 +243,7 @@ class Context:
         _check_nested(self.metadata, "contexts")
 
     @classmethod
-    def from_value(cls, value: Any, position: int = 0) -> "Context":
+    def from_value(cls, value: Any, position: int = 0) -> Context:
         """Build a Context from a string, a dict (``text``/``page_content``/``content``, ``id``,
         ``score``, ``metadata``) or a Context."""
         if isinstance(value, Context):
@@ -250,7 +261,9 @@ class Context:
             try:
                 meta = dict(value.get("metadata") or {})
             except (TypeError, ValueError):
-                raise RecordError(None, field, f"context metadata must be an object, got {_type_name(value['metadata'])}") from None
+                raise RecordError(
+                    None, field, f"context metadata must be an object, got {_type_name(value['metadata'])}"
+                ) from None
             try:
                 return cls(text=text, id=value.get("id"), score=value.get("score"), metadata=meta)
             except RecordError as err:
@@ -345,7 +358,7 @@ class Sample:
         return [c.id for c in self.contexts]
 
     @classmethod
-    def from_dict(cls, record: Mapping, location: str | None = None) -> "Sample":
+    def from_dict(cls, record: Mapping, location: str | None = None) -> Sample:
         """Build a Sample from a dict using our field names or RAGAS / DeepEval ones.
 
         Raises :class:`RecordError` naming ``location`` and the field when the record is malformed.
@@ -358,7 +371,9 @@ class Sample:
             if present:
                 values[ours] = record[present[0]]
         if "question" not in values:
-            raise RecordError(location, "question", "missing (accepted names: " + ", ".join(FIELD_ALIASES["question"]) + ")")
+            raise RecordError(
+                location, "question", "missing (accepted names: " + ", ".join(FIELD_ALIASES["question"]) + ")"
+            )
         if not _is_missing(record.get(CONTEXT_IDS)):
             try:
                 values["contexts"] = _with_ids(values.get("contexts"), record[CONTEXT_IDS])
@@ -368,8 +383,11 @@ class Sample:
         ref = values.get("reference")
         if isinstance(ref, list) and all(isinstance(r, str) for r in ref):
             values["reference"] = " ".join(ref)
-        extra = {k: v for k, v in record.items()
-                 if k != CONTEXT_IDS and not any(k in names for names in FIELD_ALIASES.values())}
+        extra = {
+            k: v
+            for k, v in record.items()
+            if k != CONTEXT_IDS and not any(k in names for names in FIELD_ALIASES.values())
+        }
         metadata = values.get("metadata") or {}
         if extra and isinstance(metadata, dict):
             metadata = {**extra, **metadata}
@@ -381,9 +399,11 @@ class Sample:
 
     def to_dict(self) -> dict:
         """Plain-dict form with our field names; round-trips through :meth:`from_dict`."""
-        out: dict[str, Any] = {"id": self.id, "question": self.question,
-                               "contexts": [c.to_dict() if (c.id or c.score is not None or c.metadata) else c.text
-                                            for c in self.contexts]}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "question": self.question,
+            "contexts": [c.to_dict() if (c.id or c.score is not None or c.metadata) else c.text for c in self.contexts],
+        }
         for name in ("answer", "reference", "relevant_ids"):
             value = getattr(self, name)
             if value is not None:
@@ -448,7 +468,9 @@ def _validate_relevant(value: Any) -> Any:
             out[str(k)] = g
         return out
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise RecordError(None, "relevant_ids", f"expected a list of ids or an object id -> grade, got {_type_name(value)}")
+        raise RecordError(
+            None, "relevant_ids", f"expected a list of ids or an object id -> grade, got {_type_name(value)}"
+        )
     out_list = []
     for v in value:
         if isinstance(v, bool) or not isinstance(v, (str, int)):
@@ -547,11 +569,18 @@ class Score:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "Score":
+    def from_dict(cls, d: Mapping) -> Score:
         """Inverse of :meth:`to_dict`."""
-        return cls(metric=d["metric"], value=d.get("value"), explanation=d.get("explanation") or "",
-                   details=dict(d.get("details") or {}), error=d.get("error"), judge=d.get("judge"),
-                   label=d.get("label"), fingerprint=_fingerprint_id(d.get("fingerprint")))
+        return cls(
+            metric=d["metric"],
+            value=d.get("value"),
+            explanation=d.get("explanation") or "",
+            details=dict(d.get("details") or {}),
+            error=d.get("error"),
+            judge=d.get("judge"),
+            label=d.get("label"),
+            fingerprint=_fingerprint_id(d.get("fingerprint")),
+        )
 
 
 def _fingerprint_id(value: Any) -> str | None:
@@ -640,12 +669,23 @@ def turn_records(record: Mapping, location: str, max_history: int = MAX_HISTORY)
                 answer = roles[i]["content"] or answer
             i += 1
         if retrieved:
-            out.append((f"{location}, turn {turn}", {
-                "id": f"{conv}:{turn}", "question": question["content"], "contexts": contexts, "answer": answer,
-                "conversation_id": conv, "turn": turn, "history": history[-max_history:] if max_history else [],
-                "metadata": metadata}))
+            out.append(
+                (
+                    f"{location}, turn {turn}",
+                    {
+                        "id": f"{conv}:{turn}",
+                        "question": question["content"],
+                        "contexts": contexts,
+                        "answer": answer,
+                        "conversation_id": conv,
+                        "turn": turn,
+                        "history": history[-max_history:] if max_history else [],
+                        "metadata": metadata,
+                    },
+                )
+            )
         history.append(question)
-        history.extend(m for m in roles[start + 1:i] if m["role"] == "assistant" and m["content"])
+        history.extend(m for m in roles[start + 1 : i] if m["role"] == "assistant" and m["content"])
     return out
 
 
@@ -673,7 +713,9 @@ def collect_samples(numbered: list, location: str, on_error: str = "collect", so
                 raise record
             for sample in samples_of(record, where):  # a conversation gives one per retrieval turn
                 if sample.id in seen:
-                    raise RecordError(where, "id", f"duplicate id {sample.id!r} (first at {location} {seen[sample.id]})")
+                    raise RecordError(
+                        where, "id", f"duplicate id {sample.id!r} (first at {location} {seen[sample.id]})"
+                    )
                 seen[sample.id] = n
                 out.append(sample)
         except RecordError as err:

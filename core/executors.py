@@ -27,12 +27,19 @@ import logging
 import os
 import pickle
 import uuid
-from typing import Any, Awaitable, Callable, Iterable, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol, TypeVar
 
 from ragmeter.judges.ratelimit import RateLimiter
 
-__all__ = ["Executor", "AsyncioExecutor", "RayExecutor", "SharedRateLimiter", "default_concurrency",
-           "DEFAULT_CONCURRENCY"]
+__all__ = [
+    "Executor",
+    "AsyncioExecutor",
+    "RayExecutor",
+    "SharedRateLimiter",
+    "default_concurrency",
+    "DEFAULT_CONCURRENCY",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -54,9 +61,9 @@ def default_concurrency(judge: Any) -> int:
 class Executor(Protocol):
     """Runs ``fn`` over ``items`` and calls ``on_done(index, result)`` as each finishes."""
 
-    async def map(self, fn: Callable[[T], Awaitable[R]], items: Iterable[T],
-                  on_done: Callable[[int, R], None]) -> None:
-        ...
+    async def map(
+        self, fn: Callable[[T], Awaitable[R]], items: Iterable[T], on_done: Callable[[int, R], None]
+    ) -> None: ...
 
 
 class AsyncioExecutor:
@@ -73,8 +80,9 @@ class AsyncioExecutor:
         await _feed(iter(enumerate(items)), [fn] * self.concurrency, on_done)
 
 
-async def _feed(queue: Iterable[tuple[int, Any]], slots: list[Callable[[Any], Awaitable[Any]]],
-                on_done: Callable[[int, Any], None]) -> None:
+async def _feed(
+    queue: Iterable[tuple[int, Any]], slots: list[Callable[[Any], Awaitable[Any]]], on_done: Callable[[int, Any], None]
+) -> None:
     """One coroutine per slot, each taking the next ``(index, item)`` of the shared ``queue`` as it
     finishes the previous one."""
 
@@ -219,8 +227,16 @@ class RayExecutor:
     run in progress. See the module docstring for limits and the cache.
     """
 
-    def __init__(self, address: str | None = None, *, workers: int | None = None, concurrency: int = 64,
-                 max_restarts: int = 3, init: dict | None = None, worker_options: dict | None = None):
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        workers: int | None = None,
+        concurrency: int = 64,
+        max_restarts: int = 3,
+        init: dict | None = None,
+        worker_options: dict | None = None,
+    ):
         if concurrency < 1 or (workers is not None and workers < 1):
             raise ValueError("workers and concurrency must be >= 1")
         self.address, self.workers, self.concurrency = address, workers, concurrency
@@ -253,8 +269,9 @@ class RayExecutor:
 
         payload = _dumps(fn, share)
         n = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        worker = ray.remote(_Worker).options(max_restarts=self.max_restarts, max_task_retries=self.max_restarts,
-                                             **self.worker_options)
+        worker = ray.remote(_Worker).options(
+            max_restarts=self.max_restarts, max_task_retries=self.max_restarts, **self.worker_options
+        )
         self.actors = [worker.remote(payload) for _ in range(n)]
         in_flight: set = set()
 
@@ -265,12 +282,14 @@ class RayExecutor:
                 result = await ref  # (cancelled: left in in_flight, for the finally below)
                 in_flight.discard(ref)
                 return result
+
             return run
 
         try:
             await asyncio.gather(*(a.ready.remote() for a in self.actors))
-            await _feed(iter(enumerate(items)), [runner(a) for a in self.actors for _ in range(self.concurrency)],
-                        on_done)
+            await _feed(
+                iter(enumerate(items)), [runner(a) for a in self.actors for _ in range(self.concurrency)], on_done
+            )
         finally:
             for ref in list(in_flight):  # stopped (Ctrl-C, an error): cancel what is out, so that it is not retried
                 with contextlib.suppress(Exception):

@@ -25,11 +25,24 @@ import math
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-__all__ = ["finite_number", "JSON_ERRORS", "LongInt", "decode_text", "read_text", "text_problem", "parse_json", "json_problem",
-           "python_literal", "record_slices", "json_text", "write_text_atomic"]
+__all__ = [
+    "finite_number",
+    "JSON_ERRORS",
+    "LongInt",
+    "decode_text",
+    "read_text",
+    "text_problem",
+    "parse_json",
+    "json_problem",
+    "python_literal",
+    "record_slices",
+    "json_text",
+    "write_text_atomic",
+]
 
 #: What reading one JSON value can raise: syntax errors and nesting past the parser's recursion limit.
 JSON_ERRORS = (ValueError, RecursionError)
@@ -49,7 +62,7 @@ def decode_text(raw: bytes) -> str:
     """``raw`` as text: UTF-8, a leading byte-order mark dropped, bytes that are not UTF-8 kept as
     lone surrogates U+DC80..U+DCFF (found again by the callers' text checks)."""
     if raw.startswith(_BOM):
-        raw = raw[len(_BOM):]
+        raw = raw[len(_BOM) :]
     return raw.decode("utf-8", "surrogateescape")
 
 
@@ -68,8 +81,11 @@ def text_problem(text: str) -> str | None:
     if m is None:
         return None
     cp = ord(m.group())
-    what = f"byte 0x{cp - 0xDC00:02X} that is not UTF-8 (or lone surrogate U+{cp:04X})" if cp >= 0xDC80 else \
-        f"lone surrogate U+{cp:04X}"
+    what = (
+        f"byte 0x{cp - 0xDC00:02X} that is not UTF-8 (or lone surrogate U+{cp:04X})"
+        if cp >= 0xDC80
+        else f"lone surrogate U+{cp:04X}"
+    )
     return f"not valid text: {what} at character {m.start()}"
 
 
@@ -147,7 +163,7 @@ def record_slices(text: str, list_keys: tuple[str, ...] = ()) -> list[tuple[int,
                 while opened and opened[-1] >= at:
                     opened.pop()
             if level > 0 and len(stack) < level:
-                if text[start:m.start()].strip():
+                if text[start : m.start()].strip():
                     lists[name].append((start, m.start()))
                 level = -1
         elif tok == "," and level > 0 and len(stack) == level:
@@ -172,8 +188,10 @@ def _json_safe(value: Any, depth: int = 0) -> Any:
     if depth > _MAX_DEPTH:
         return str(value)
     if isinstance(value, Mapping):
-        return {k if k is None or isinstance(k, (str, int, float, bool)) else str(k): _json_safe(v, depth + 1)
-                for k, v in value.items()}
+        return {
+            k if k is None or isinstance(k, (str, int, float, bool)) else str(k): _json_safe(v, depth + 1)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple, set, frozenset)):
         return [_json_safe(v, depth + 1) for v in value]
     if hasattr(value, "tolist"):  # numpy scalars and arrays

@@ -25,7 +25,8 @@ import logging
 import threading
 import traceback
 import weakref
-from typing import Any, Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from ragmeter.privacy import for_log
 
@@ -43,8 +44,12 @@ def _record(where: str, exc: BaseException, on_error: Callable[[BaseException], 
         n = _counts.get(where, 0) + 1
         _counts[where] = n
     if n == 1:
-        _warn_with_traceback("ragmeter: %s failed (the application is not affected; later failures here are "
-                             "counted, not logged): %s: %s", (where, type(exc).__name__, for_log(exc)), exc)
+        _warn_with_traceback(
+            "ragmeter: %s failed (the application is not affected; later failures here are "
+            "counted, not logged): %s: %s",
+            (where, type(exc).__name__, for_log(exc)),
+            exc,
+        )
     else:
         log.debug("ragmeter: %s failed again (%d times): %s", where, n, for_log(f"{type(exc).__name__}: {exc}"))
     if on_error is not None:
@@ -86,6 +91,7 @@ def never_raise(where: str, on_error: Callable[[BaseException], Any] | None = No
 def guarded(where: str, default: Any = None) -> Callable[[F], F]:
     """Decorator form of :func:`never_raise` for a function or method: returns ``default`` when
     the function raises."""
+
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
         def inner(*args: Any, **kwargs: Any) -> Any:
@@ -94,7 +100,9 @@ def guarded(where: str, default: Any = None) -> Callable[[F], F]:
             except Exception as exc:
                 _record(where, exc, None)
                 return default
+
         return inner  # type: ignore[return-value]
+
     return wrap
 
 

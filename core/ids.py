@@ -18,7 +18,8 @@ explanation.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["content_id", "is_content_id", "content_hashed", "ID_SOURCE_KEY", "CONTENT_HASH", "PREFIX"]
 
@@ -41,7 +42,7 @@ def is_content_id(value: Any) -> bool:
     """Whether ``value`` has the form of a :func:`content_id`."""
     if not isinstance(value, str) or not value.startswith(PREFIX) or len(value) != len(PREFIX) + 16:
         return False
-    return all(c in "0123456789abcdef" for c in value[len(PREFIX):])
+    return all(c in "0123456789abcdef" for c in value[len(PREFIX) :])
 
 
 def content_hashed(contexts: Iterable[Any]) -> int:

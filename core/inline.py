@@ -17,7 +17,8 @@ import hashlib
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ragmeter.data import Sample
 from ragmeter.guard import never_raise, register_exit_hook, weak_hook
@@ -74,8 +75,11 @@ class _ScoreErrors:
             self.by_metric.update(failed.keys())
             self.last.update(failed)
         if first:
-            log.warning("ragmeter: scores could not be computed (%s); later samples with errors are counted "
-                        "in stats['score_errors'] and summarised at shutdown", _listing(failed))
+            log.warning(
+                "ragmeter: scores could not be computed (%s); later samples with errors are counted "
+                "in stats['score_errors'] and summarised at shutdown",
+                _listing(failed),
+            )
 
     def summarise(self, scored: int) -> None:
         """Log the counts once (again only if more errors came since)."""
@@ -85,13 +89,18 @@ class _ScoreErrors:
             self._summarised = self.samples
             counts = {m: f"{n}x, last: {self.last[m]}" for m, n in self.by_metric.most_common()}
             samples = self.samples
-        log.warning("ragmeter: %d of %d scored samples had scores that could not be computed (%s)",
-                    samples, scored, _listing(counts))
+        log.warning(
+            "ragmeter: %d of %d scored samples had scores that could not be computed (%s)",
+            samples,
+            scored,
+            _listing(counts),
+        )
 
 
 def _listing(items: dict[str, str], limit: int = 300) -> str:
-    return "; ".join(f"{name}: {text if len(text) <= limit else text[:limit - 1] + chr(0x2026)}"
-                     for name, text in items.items())
+    return "; ".join(
+        f"{name}: {text if len(text) <= limit else text[: limit - 1] + chr(0x2026)}" for name, text in items.items()
+    )
 
 
 class BackgroundScorer:
@@ -124,16 +133,40 @@ class BackgroundScorer:
     """
 
     #: The keys of :attr:`stats`.
-    STATS_KEYS = ("submitted", "queued", "scored", "forced", "dropped", "sampled_out", "rejected_closed",
-                  "failed", "score_errors", "callback_errors", "pending", "store_written", "store_dropped",
-                  "store_errors")
+    STATS_KEYS = (
+        "submitted",
+        "queued",
+        "scored",
+        "forced",
+        "dropped",
+        "sampled_out",
+        "rejected_closed",
+        "failed",
+        "score_errors",
+        "callback_errors",
+        "pending",
+        "store_written",
+        "store_dropped",
+        "store_errors",
+    )
 
-    def __init__(self, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
-                 embedder: Embedder | None = None, max_queue: int = 1000, concurrency: int = 4,
-                 sample_rate: float = 1.0, should_score: Callable[[Sample], bool | None] | None = None,
-                 on_result: Callable[[SampleResult], None] | None = None, keep_results: int = 10_000,
-                 exit_timeout: float = 30.0, name: str = "ragmeter-scorer", store: Any = None,
-                 store_source: str = "inline"):
+    def __init__(
+        self,
+        metrics: Iterable[Any] | None = None,
+        judge: Judge | str | None = None,
+        *,
+        embedder: Embedder | None = None,
+        max_queue: int = 1000,
+        concurrency: int = 4,
+        sample_rate: float = 1.0,
+        should_score: Callable[[Sample], bool | None] | None = None,
+        on_result: Callable[[SampleResult], None] | None = None,
+        keep_results: int = 10_000,
+        exit_timeout: float = 30.0,
+        name: str = "ragmeter-scorer",
+        store: Any = None,
+        store_source: str = "inline",
+    ):
         if not 0.0 <= sample_rate <= 1.0:
             raise ValueError("sample_rate must be between 0 and 1")
         if max_queue < 1 or concurrency < 1:
@@ -170,9 +203,18 @@ class BackgroundScorer:
         self._tasks: set[asyncio.Future] = set()  # scoring in flight (touched on the worker only)
         self._errors = _ScoreErrors()
         # made before our exit hook is registered, so that its own hook runs after ours (LIFO)
-        self.store_writer = None if store is None else store_writer(
-            store, store_source, judge=getattr(self._judge, "name", None), thresholds=self._thresholds(),
-            max_queue=max_queue, exit_timeout=exit_timeout)
+        self.store_writer = (
+            None
+            if store is None
+            else store_writer(
+                store,
+                store_source,
+                judge=getattr(self._judge, "name", None),
+                thresholds=self._thresholds(),
+                max_queue=max_queue,
+                exit_timeout=exit_timeout,
+            )
+        )
         register_exit_hook(weak_hook(self, "_at_exit"))
 
     # ------------------------------------------------------------------ public
@@ -192,8 +234,14 @@ class BackgroundScorer:
             out.update(self.store_writer.stats)
         return out
 
-    def submit(self, sample: Sample, *, key: str | None = None,
-               on_done: Callable[[SampleResult], None] | None = None, report_as: Sample | None = None) -> bool:
+    def submit(
+        self,
+        sample: Sample,
+        *,
+        key: str | None = None,
+        on_done: Callable[[SampleResult], None] | None = None,
+        report_as: Sample | None = None,
+    ) -> bool:
         """Queue ``sample`` for scoring; never blocks, never raises. ``on_done`` runs after
         ``on_result`` for this sample only. ``report_as``: the sample the result carries instead
         of the one scored; when it is :func:`ragmeter.privacy.without_content` of it, the result's
@@ -267,8 +315,9 @@ class BackgroundScorer:
     def _thresholds(self) -> dict[str, tuple[float, float]]:
         return {m.name: (m.threshold, m.warn) for m in self._with_retrieval or self.metrics}
 
-    def _queue(self, sample: Sample, key: str | None, on_done: Callable[[SampleResult], None] | None,
-               report_as: Sample | None) -> bool:
+    def _queue(
+        self, sample: Sample, key: str | None, on_done: Callable[[SampleResult], None] | None, report_as: Sample | None
+    ) -> bool:
         with self._lock:
             self._stats["submitted"] += 1
             if self._closed:
@@ -298,8 +347,11 @@ class BackgroundScorer:
         now = time.monotonic()
         if now - self._last_drop_log >= 60.0:
             self._last_drop_log = now
-            log.warning("ragmeter: scoring backlog full (%d pending); dropped %d sample(s) so far",
-                        self._pending, self._stats["dropped"])
+            log.warning(
+                "ragmeter: scoring backlog full (%d pending); dropped %d sample(s) so far",
+                self._pending,
+                self._stats["dropped"],
+            )
 
     def _count(self, key: str) -> None:
         with self._lock:
@@ -330,24 +382,29 @@ class BackgroundScorer:
         ready.wait()
         return loop
 
-    def _start(self, sample: Sample, on_done: Callable[[SampleResult], None] | None,
-               report_as: Sample | None) -> None:
+    def _start(self, sample: Sample, on_done: Callable[[SampleResult], None] | None, report_as: Sample | None) -> None:
         # a strong reference: a task that awaits something nothing else references (a hung judge)
         # would otherwise be garbage-collected mid-flight ("Task was destroyed but it is pending!")
         task = asyncio.ensure_future(self._score(sample, on_done, report_as))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _score(self, sample: Sample, on_done: Callable[[SampleResult], None] | None,
-                     report_as: Sample | None) -> None:
+    async def _score(
+        self, sample: Sample, on_done: Callable[[SampleResult], None] | None, report_as: Sample | None
+    ) -> None:
         try:
             with never_raise("inline: score a sample", on_error=lambda exc: self._count("failed")):
                 assert self._sem is not None
                 async with self._sem:
                     metrics = self._with_retrieval if (self._with_retrieval and sample.relevant_ids) else self.metrics
                     with instrumentation_suppressed():
-                        result = await score_sample(sample, metrics, self._judge, self.embedder,
-                                                    capture_content=content_captured(report_as or sample))
+                        result = await score_sample(
+                            sample,
+                            metrics,
+                            self._judge,
+                            self.embedder,
+                            capture_content=content_captured(report_as or sample),
+                        )
                 if report_as is not None:
                     result.sample = report_as
                 self.results.append(result)
@@ -357,8 +414,9 @@ class BackgroundScorer:
                     self.store_writer.add(result)
                 for cb in (self.on_result, on_done):
                     if cb is not None:
-                        with never_raise("inline: on_result callback",
-                                         on_error=lambda exc: self._count("callback_errors")):
+                        with never_raise(
+                            "inline: on_result callback", on_error=lambda exc: self._count("callback_errors")
+                        ):
                             cb(result)
         except asyncio.CancelledError:  # given up by shutdown(): dropped, counted once here
             with self._lock:
@@ -371,8 +429,9 @@ class BackgroundScorer:
                 if self._pending == 0:
                     self._idle.notify_all()
 
-    def _give_up(self, loop: asyncio.AbstractEventLoop | None, thread: threading.Thread | None,
-                 timeout: float | None) -> None:
+    def _give_up(
+        self, loop: asyncio.AbstractEventLoop | None, thread: threading.Thread | None, timeout: float | None
+    ) -> None:
         """Cancel every task on the worker's loop (the scoring and the judge calls it shields);
         each cancelled sample counts itself as dropped. What does not end within CANCEL_GRACE is
         counted here."""
@@ -390,8 +449,12 @@ class BackgroundScorer:
                 self._idle.notify_all()
             abandoned = self._abandoned - before
         if abandoned:
-            log.warning("ragmeter: shutdown gave up after %g s: %d sample(s) still being scored were dropped "
-                        "(counted in stats['dropped'])", timeout or 0.0, abandoned)
+            log.warning(
+                "ragmeter: shutdown gave up after %g s: %d sample(s) still being scored were dropped "
+                "(counted in stats['dropped'])",
+                timeout or 0.0,
+                abandoned,
+            )
 
     def _at_exit(self) -> None:
         if self._pending:

@@ -12,7 +12,8 @@ import asyncio
 import logging
 import threading
 import weakref
-from typing import Any, Awaitable, Callable, Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 __all__ = ["run_sync", "PerLoop", "HomeLoop"]
 
@@ -41,7 +42,6 @@ def run_sync(coro: Awaitable[T]) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]
-
 
 
 class PerLoop(Generic[T]):

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["problems"]
 
@@ -57,8 +58,9 @@ def report(group: str, ep: Any, reason: str) -> None:
     log.warning("ragmeter: plugin %r (entry point %s in group %s) left out: %s", ep.name, _origin(ep), group, reason)
 
 
-def load_group(group: str, accept: Callable[[str, Any], str | None] = lambda name, obj: None, *,
-               skip_missing: bool = False) -> dict[str, Any]:
+def load_group(
+    group: str, accept: Callable[[str, Any], str | None] = lambda name, obj: None, *, skip_missing: bool = False
+) -> dict[str, Any]:
     """Load the entry points of ``group`` (in name order) and hand each object to ``accept(name,
     obj)``, which checks it and puts it to use (registers it), returning None, or returns why it
     is not acceptable. A plugin that raises while loading or being accepted, or that is not

@@ -42,7 +42,8 @@ import dataclasses
 import logging
 import os
 import re
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from ragmeter.data import Sample, Score
 from ragmeter.redact import redact, redact_value
@@ -58,8 +59,23 @@ CAPTURE_CONTENT_ENV = "RAGMETER_CAPTURE_CONTENT"
 CONTENT_METADATA_KEYS = ("partial_answer",)
 
 #: Keys of a score's ``details`` whose string values are labels, not content: kept without content.
-LABEL_KEYS = frozenset({"verdict", "label", "status", "mode", "method", "aggregate", "against", "kind", "task",
-                        "judge", "model", "marker", "metric"})
+LABEL_KEYS = frozenset(
+    {
+        "verdict",
+        "label",
+        "status",
+        "mode",
+        "method",
+        "aggregate",
+        "against",
+        "kind",
+        "task",
+        "judge",
+        "model",
+        "marker",
+        "metric",
+    }
+)
 
 _PLACEHOLDER = re.compile(r"\[not captured: \d+ chars\]")
 _ID_KEY = re.compile(r"(?:.*_)?ids?")
@@ -126,8 +142,11 @@ def for_output(result: Any) -> Any:
     The result itself is left as it is."""
     if not content_captured(result.sample):
         result = without_content(result)
-    return dataclasses.replace(result, sample=_redacted_sample(result.sample),
-                               scores={name: _redacted_score(s) for name, s in result.scores.items()})
+    return dataclasses.replace(
+        result,
+        sample=_redacted_sample(result.sample),
+        scores={name: _redacted_score(s) for name, s in result.scores.items()},
+    )
 
 
 def for_log(text: Any) -> str:
@@ -158,24 +177,38 @@ def _sample_without_content(sample: Sample) -> Sample:
         if isinstance(meta.get(key), str):
             meta[key] = placeholder(meta[key])
     if isinstance(meta.get("retrievers"), list):
-        meta["retrievers"] = [dict(r, query=placeholder(r["query"])) if isinstance(r, dict) and
-                              isinstance(r.get("query"), str) else r for r in meta["retrievers"]]
+        meta["retrievers"] = [
+            dict(r, query=placeholder(r["query"])) if isinstance(r, dict) and isinstance(r.get("query"), str) else r
+            for r in meta["retrievers"]
+        ]
     meta["content_captured"] = False
     contexts = [dataclasses.replace(c, text=placeholder(c.text), metadata=dict(c.metadata)) for c in sample.contexts]
     # dataclasses.replace: fields this function does not name are kept as they are
     return dataclasses.replace(
-        sample, question=placeholder(sample.question), contexts=contexts,
+        sample,
+        question=placeholder(sample.question),
+        contexts=contexts,
         answer=None if sample.answer is None else placeholder(sample.answer),
-        reference=None if sample.reference is None else placeholder(sample.reference), metadata=meta,
-        history=[dict(m, content=placeholder(m["content"])) if isinstance(m.get("content"), str) else m
-                 for m in sample.history],
-        standalone_question=None if sample.standalone_question is None else placeholder(sample.standalone_question))
+        reference=None if sample.reference is None else placeholder(sample.reference),
+        metadata=meta,
+        history=[
+            dict(m, content=placeholder(m["content"])) if isinstance(m.get("content"), str) else m
+            for m in sample.history
+        ],
+        standalone_question=None if sample.standalone_question is None else placeholder(sample.standalone_question),
+    )
 
 
 def _content_needles(sample: Sample) -> tuple[str, ...]:
     """The sample's content texts and their sentences, longest first (what errors must not repeat)."""
-    texts = [sample.question, sample.answer, sample.reference, sample.standalone_question,
-             *(c.text for c in sample.contexts), *(m.get("content") for m in sample.history if isinstance(m, Mapping))]
+    texts = [
+        sample.question,
+        sample.answer,
+        sample.reference,
+        sample.standalone_question,
+        *(c.text for c in sample.contexts),
+        *(m.get("content") for m in sample.history if isinstance(m, Mapping)),
+    ]
     out: set[str] = set()
     for t in texts:
         if isinstance(t, str) and not _PLACEHOLDER.fullmatch(t):
@@ -190,8 +223,14 @@ def _scrub(text: str | None, needles: Iterable[str]) -> str | None:
     for n in needles:
         if n in text:
             text = text.replace(n, placeholder(n))
-    return _QUOTED.sub(lambda m: m.group(0) if _PLACEHOLDER.search(m.group(0)) or len(m.group(0)) <= 2
-                       else m.group(0)[0] + placeholder(m.group(0)[1:-1]) + m.group(0)[0], text)
+    return _QUOTED.sub(
+        lambda m: (
+            m.group(0)
+            if _PLACEHOLDER.search(m.group(0)) or len(m.group(0)) <= 2
+            else m.group(0)[0] + placeholder(m.group(0)[1:-1]) + m.group(0)[0]
+        ),
+        text,
+    )
 
 
 def _details_without_content(value: Any, key: str | None = None, depth: int = 0) -> Any:
@@ -216,8 +255,12 @@ def _details_without_content(value: Any, key: str | None = None, depth: int = 0)
 
 
 def _score_without_content(score: Score, needles: Iterable[str]) -> Score:
-    return dataclasses.replace(score, explanation=placeholder(score.explanation) if score.explanation else "",
-                               details=_details_without_content(score.details), error=_scrub(score.error, needles))
+    return dataclasses.replace(
+        score,
+        explanation=placeholder(score.explanation) if score.explanation else "",
+        details=_details_without_content(score.details),
+        error=_scrub(score.error, needles),
+    )
 
 
 # --------------------------------------------------------------------------- secrets
@@ -228,17 +271,28 @@ def _redacted_sample(sample: Sample) -> Sample:
     texts = [redact(t) for t in (sample.question, sample.answer, sample.reference, sample.standalone_question)]
     contexts = [(redact(c.text), redact_value(c.metadata)) for c in sample.contexts]
     metadata, history = redact_value(sample.metadata), redact_value(sample.history)
-    same = all(a is b for a, b in zip(texts, (sample.question, sample.answer, sample.reference,
-                                             sample.standalone_question)))
-    same = same and metadata is sample.metadata and history is sample.history and all(
-        t is c.text and m is c.metadata for (t, m), c in zip(contexts, sample.contexts))
+    same = all(
+        a is b for a, b in zip(texts, (sample.question, sample.answer, sample.reference, sample.standalone_question))
+    )
+    same = (
+        same
+        and metadata is sample.metadata
+        and history is sample.history
+        and all(t is c.text and m is c.metadata for (t, m), c in zip(contexts, sample.contexts))
+    )
     if same:
         return sample
     question, answer, reference, standalone = texts
     return dataclasses.replace(
-        sample, question=question, answer=answer, reference=reference, metadata=metadata, history=history,
+        sample,
+        question=question,
+        answer=answer,
+        reference=reference,
+        metadata=metadata,
+        history=history,
         standalone_question=standalone,
-        contexts=[dataclasses.replace(c, text=t, metadata=m) for (t, m), c in zip(contexts, sample.contexts)])
+        contexts=[dataclasses.replace(c, text=t, metadata=m) for (t, m), c in zip(contexts, sample.contexts)],
+    )
 
 
 def _redacted_score(score: Score) -> Score:

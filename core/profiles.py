@@ -29,8 +29,9 @@ of :func:`ragmeter.citations.legal_citations`; chunk citation markers ("[1]") ar
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ragmeter.citations import LegalCitation, legal_citations
 from ragmeter.metrics import DEFAULT_METRICS, get_metric, metric_classes
@@ -76,22 +77,33 @@ class Profile:
         profile's checks, such as ``"legal_citations"``, work too) with this profile's levels,
         followed by the profile's checks that are not already among them."""
         checks = {c.name: c for c in (self.apply(make()) for make in self.check_factories())}
-        out = [checks[m] if isinstance(m, str) and m in checks else self.apply(get_metric(m))
-               for m in (DEFAULT_METRICS if metrics is None else metrics)]
+        out = [
+            checks[m] if isinstance(m, str) and m in checks else self.apply(get_metric(m))
+            for m in (DEFAULT_METRICS if metrics is None else metrics)
+        ]
         names = {m.name for m in out}
         return out + [c for name, c in checks.items() if name not in names]
 
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (
-    Profile("default", {}, (), "each metric's own levels, no extra checks"),
-    Profile("legal", description="stricter support and citation levels; case and statute citations checked against "
-            "the chunks", bands=(0.9, 0.7)),
-    Profile("medical", description="faithfulness above 0.9; dosage / treatment advice needs a source and a safety "
-            "caveat", bands=(0.9, 0.7)),
-)}
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile("default", {}, (), "each metric's own levels, no extra checks"),
+        Profile(
+            "legal",
+            description="stricter support and citation levels; case and statute citations checked against the chunks",
+            bands=(0.9, 0.7),
+        ),
+        Profile(
+            "medical",
+            description="faithfulness above 0.9; dosage / treatment advice needs a source and a safety caveat",
+            bands=(0.9, 0.7),
+        ),
+    )
+}
 
 
-def get_profile(name: "str | Profile") -> Profile:
+def get_profile(name: str | Profile) -> Profile:
     """The profile called ``name`` (a :class:`Profile` passes through); ValueError naming the known ones."""
     if isinstance(name, Profile):
         return name
@@ -108,7 +120,7 @@ def relevance_metrics() -> tuple[str, ...]:
     return tuple(name for name, cls in metric_classes().items() if cls.banded)
 
 
-def relevance_band(value: float | None, profile: "str | Profile" = "default") -> str | None:
+def relevance_band(value: float | None, profile: str | Profile = "default") -> str | None:
     """The relevance band of ``value`` under ``profile``: ``"excellent"`` when value >= the
     profile's first band level, ``"good"`` when >= the second, else ``"poor"``; None for None.
 

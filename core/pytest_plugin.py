@@ -40,17 +40,27 @@ from typing import Any
 
 import pytest
 
-_MARKER = ("ragmeter(dataset=None, judge=None): the dataset the ragmeter_sample (one test per sample) and "
-           "ragmeter_dataset fixtures load, and the judge assert_rag uses by default")
+_MARKER = (
+    "ragmeter(dataset=None, judge=None): the dataset the ragmeter_sample (one test per sample) and "
+    "ragmeter_dataset fixtures load, and the judge assert_rag uses by default"
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """``--ragmeter-db`` and ``--ragmeter-judge``."""
     group = parser.getgroup("ragmeter")
-    group.addoption("--ragmeter-db", metavar="PATH|URL", default=None,
-                    help="record assert_rag results in this history store (default $RAGMETER_DB)")
-    group.addoption("--ragmeter-judge", metavar="SPEC", default=None,
-                    help="default judge of assert_rag (default: the ragmeter marker's, else ragmeter's default judge)")
+    group.addoption(
+        "--ragmeter-db",
+        metavar="PATH|URL",
+        default=None,
+        help="record assert_rag results in this history store (default $RAGMETER_DB)",
+    )
+    group.addoption(
+        "--ragmeter-judge",
+        metavar="SPEC",
+        default=None,
+        help="default judge of assert_rag (default: the ragmeter marker's, else ragmeter's default judge)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,7 +75,9 @@ class _Collector:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.records: list[tuple[Any, dict[str, float], list[str], str | None]] = []
-        self.session_id = os.environ.get("GITHUB_RUN_ID") or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+        self.session_id = (
+            os.environ.get("GITHUB_RUN_ID") or f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+        )
         self.recorded: str | None = None
         self.judge_lines: list[str] = []  # the judge's change since the previous recorded pytest run
 
@@ -97,16 +109,23 @@ class _Collector:
         from ragmeter.store import Store
 
         results, metrics = [], []
-        for result, floors, _, test in self.records:
+        for result, _floors, _, test in self.records:
             meta = dict(result.sample.metadata)
             own = meta.get("tags") if isinstance(meta.get("tags"), list) else []
             meta["tags"] = [*own, f"test:{test}"] if test else own
-            results.append(SampleResult(dataclasses.replace(result.sample, metadata=meta), result.scores, result.usage,
-                                        result.duration_s))
+            results.append(
+                SampleResult(
+                    dataclasses.replace(result.sample, metadata=meta), result.scores, result.usage, result.duration_s
+                )
+            )
             metrics += [m for m in result.scores if m not in metrics]
         judges = {s.judge for r in results for s in r.scores.values() if s.judge}
-        run = EvaluationResult(results, metrics, judge=judges.pop() if len(judges) == 1 else "mixed",
-                               duration_s=sum(r.duration_s for r in results))
+        run = EvaluationResult(
+            results,
+            metrics,
+            judge=judges.pop() if len(judges) == 1 else "mixed",
+            duration_s=sum(r.duration_s for r in results),
+        )
         from ragmeter.guard import never_raise
         from ragmeter.redact import redact
         from ragmeter.store.engine import StoreError
@@ -145,8 +164,10 @@ class _Collector:
                 else:
                     row[3] += 1
                 row[2] += m in failures
-        table = [[m, str(n), f"{sum(v) / len(v):.4f}" if v else "-", f"{min(v):.4f}" if v else "-", str(bad), str(na)]
-                 for m, (n, v, bad, na) in rows.items()]
+        table = [
+            [m, str(n), f"{sum(v) / len(v):.4f}" if v else "-", f"{min(v):.4f}" if v else "-", str(bad), str(na)]
+            for m, (n, v, bad, na) in rows.items()
+        ]
         failed = sum(bool(f) for _, _, f, _ in self.records)
         tr = terminalreporter
         tr.section("ragmeter")
@@ -165,8 +186,10 @@ def _judge_change_lines(before: Any, after: Any, before_id: int) -> list[str]:
 
     metrics = [m for m in after.metrics if m in before.metrics]
     changes, _ = judge_changes(before, after, metrics)
-    return [f"judge changed since run {before_id}: {line} (scores are not comparable with that run's)"
-            for line in describe_changes(changes)]
+    return [
+        f"judge changed since run {before_id}: {line} (scores are not comparable with that run's)"
+        for line in describe_changes(changes)
+    ]
 
 
 def _dataset_path(name: Any, test_file: Any, rootpath: Any) -> Path:
@@ -206,8 +229,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params, ids = [_Unloadable(f"ragmeter dataset {path}: {err}")], ["dataset-not-loaded"]
     else:
         params = [*dataset, *(_Unloadable(f"{path}: {e}") for e in dataset.errors)]
-        ids = [s.id or f"sample-{i}" for i, s in enumerate(dataset, 1)] + [f"invalid-{e.location or i}".replace(" ", "-")
-                                              for i, e in enumerate(dataset.errors, 1)]
+        ids = [s.id or f"sample-{i}" for i, s in enumerate(dataset, 1)] + [
+            f"invalid-{e.location or i}".replace(" ", "-") for i, e in enumerate(dataset.errors, 1)
+        ]
         if not params:
             params, ids = [_Unloadable(f"ragmeter dataset {path} has no sample")], ["empty-dataset"]
     metafunc.parametrize("ragmeter_sample", params, ids=ids, indirect=True)
@@ -240,7 +264,9 @@ def ragmeter_dataset(request: pytest.FixtureRequest) -> Any:
     path = _dataset_path(name, request.node.fspath, request.config.rootpath)
     dataset = load_samples(path)
     if dataset.errors:
-        pytest.fail(f"{path}: {len(dataset.errors)} records could not be loaded: " + "; ".join(map(str, dataset.errors[:5])))
+        pytest.fail(
+            f"{path}: {len(dataset.errors)} records could not be loaded: " + "; ".join(map(str, dataset.errors[:5]))
+        )
     if not dataset:  # a test over 0 samples asserts nothing: not a pass
         pytest.fail(f"{path}: the dataset has no samples (an empty file asserts nothing)", pytrace=False)
     return dataset

@@ -24,9 +24,9 @@ import csv
 import io
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ragmeter.data import (
     CONTEXT_IDS,
@@ -49,13 +49,25 @@ from ragmeter.fileio import (
     write_text_atomic,
 )
 
-__all__ = ["load_samples", "save_samples", "as_dataset", "jsonl_records", "json_records", "csv_records", "RECORD_LISTS", "LIST_COLUMNS", "MAYBE_LIST_COLUMNS",
-           "DEEPEVAL_SPLIT_COLUMNS", "DEEPEVAL_JSON_COLUMNS"]
+__all__ = [
+    "load_samples",
+    "save_samples",
+    "as_dataset",
+    "jsonl_records",
+    "json_records",
+    "csv_records",
+    "RECORD_LISTS",
+    "LIST_COLUMNS",
+    "MAYBE_LIST_COLUMNS",
+    "DEEPEVAL_SPLIT_COLUMNS",
+    "DEEPEVAL_JSON_COLUMNS",
+]
 
 #: CSV columns that hold lists or objects (JSON, or Python's repr as RAGAS's ``to_csv()`` writes);
 #: a cell that is neither is an error naming the row and the column.
-LIST_COLUMNS = frozenset(FIELD_ALIASES["contexts"] + FIELD_ALIASES["relevant_ids"] + FIELD_ALIASES["history"]
-                         + ("metadata", CONTEXT_IDS))
+LIST_COLUMNS = frozenset(
+    FIELD_ALIASES["contexts"] + FIELD_ALIASES["relevant_ids"] + FIELD_ALIASES["history"] + ("metadata", CONTEXT_IDS)
+)
 #: RAGAS columns read as lists when they hold one, else kept as text.
 MAYBE_LIST_COLUMNS = frozenset(("reference_contexts", "ground_truths", "multi_responses", "rubrics"))
 #: DeepEval CSV columns holding texts joined with ``|`` (its ``save_as(file_type="csv")``).
@@ -88,14 +100,18 @@ def json_records(text: str, path: Path) -> list[Any]:
         slices = record_slices(text, RECORD_LISTS)
         if slices is None:
             where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
-            raise ValueError(f"{path}: invalid JSON{where}: {json_problem(exc).removeprefix('invalid JSON: ')}") from None
+            raise ValueError(
+                f"{path}: invalid JSON{where}: {json_problem(exc).removeprefix('invalid JSON: ')}"
+            ) from None
         records: list[Any] = []
         for i, (a, b) in enumerate(slices):
             try:
                 records.append((i, parse_json(text[a:b])))
             except JSON_ERRORS as err:
                 line = text.count("\n", 0, a) + 1
-                records.append((i, RecordError(f"record {i}", None, f"{json_problem(err)} (item starting on line {line})")))
+                records.append(
+                    (i, RecordError(f"record {i}", None, f"{json_problem(err)} (item starting on line {line})"))
+                )
         return records
     if isinstance(data, Mapping):
         data = next((data[k] for k in RECORD_LISTS if k in data), None)
@@ -145,8 +161,13 @@ def csv_records(text: str) -> list[Any]:
                 except JSON_ERRORS as exc:
                     parsed = python_literal(value)  # RAGAS's to_csv() writes lists in Python's repr
                     if parsed is None and key in LIST_COLUMNS:
-                        err = RecordError(f"row {n}", key, "nested too deeply to read" if isinstance(exc, RecursionError)
-                                          else "expected a JSON list/object (or a Python list) in this CSV cell")
+                        err = RecordError(
+                            f"row {n}",
+                            key,
+                            "nested too deeply to read"
+                            if isinstance(exc, RecursionError)
+                            else "expected a JSON list/object (or a Python list) in this CSV cell",
+                        )
                         break
                 if key in LIST_COLUMNS or isinstance(parsed, (list, dict)):
                     value = parsed
@@ -212,8 +233,16 @@ def save_samples(samples: Iterable[Sample], path: Any) -> Path:
         writer = csv.DictWriter(buf, fieldnames=fields)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: (json_text(row[k]) if k in ("contexts", "relevant_ids", "metadata", "history") and k in row else row.get(k, ""))
-                             for k in fields})
+            writer.writerow(
+                {
+                    k: (
+                        json_text(row[k])
+                        if k in ("contexts", "relevant_ids", "metadata", "history") and k in row
+                        else row.get(k, "")
+                    )
+                    for k in fields
+                }
+            )
         text = buf.getvalue()
     else:
         raise ValueError(f"unsupported output type {suffix!r} (use .jsonl or .csv)")

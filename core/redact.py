@@ -23,7 +23,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["redact", "redact_value", "MASK"]
 
@@ -45,16 +46,40 @@ _FIELD = re.compile(
     r"""(?P<key>(?<![\w-])["']?(?:authorization|proxy-authorization|x-api-key|api[-_]?key|apikey|access[-_]?token|"""
     r"""refresh[-_]?token|token|secret|client[-_]?secret|password|passwd|pwd)["']?\s*[:=]\s*)"""
     r"""(?P<quote>["']?)(?P<value>(?:Bearer\s+|Basic\s+)?[^\s"',;&}]{3,})""",
-    re.I)
+    re.I,
+)
 # scheme://user:password@host
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:)(?P<pw>[^\s@/]+)(?P<at>@)", re.I)
 
 
 # Every pattern above (and every secret-named key below) needs one of these in the lowered text;
 # text without any is returned at once (most Scores, most chunks and claims).
-_NEEDLES = ("authorization", "api-key", "api_key", "apikey", "secret", "password", "passwd", "pwd", "cookie",
-            "bearer", "basic", "://", "sk-", "rk-", "pk-", "akia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "aiza",
-            "hf_")
+_NEEDLES = (
+    "authorization",
+    "api-key",
+    "api_key",
+    "apikey",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "cookie",
+    "bearer",
+    "basic",
+    "://",
+    "sk-",
+    "rk-",
+    "pk-",
+    "akia",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "xox",
+    "aiza",
+    "hf_",
+)
 
 
 def redact(text: Any, extra: Iterable[str] = ()) -> Any:
@@ -69,7 +94,9 @@ def redact(text: Any, extra: Iterable[str] = ()) -> Any:
         return out
     out = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK + m.group("at"), out)
     out = _SCHEME.sub(lambda m: f"{m.group(1)} {MASK}", out)
-    out = _FIELD.sub(lambda m: m.group("key") + m.group("quote") + (MASK if MASK not in m.group("value") else m.group("value")), out)
+    out = _FIELD.sub(
+        lambda m: m.group("key") + m.group("quote") + (MASK if MASK not in m.group("value") else m.group("value")), out
+    )
     for pattern in _PATTERNS:
         out = pattern.sub(MASK, out)
     return out
@@ -143,5 +170,8 @@ def _secret_key(key: str) -> bool:
     return _SECRET_KEY.fullmatch(key) is not None
 
 
-_SECRET_KEY = re.compile(r"(?:authorization|proxy[-_]authorization|x[-_]api[-_]key|api[-_]?key|apikey|access[-_]?token|"
-                         r"refresh[-_]?token|token|secret|client[-_]?secret|password|passwd|pwd|cookie|set[-_]cookie)", re.I)
+_SECRET_KEY = re.compile(
+    r"(?:authorization|proxy[-_]authorization|x[-_]api[-_]key|api[-_]?key|apikey|access[-_]?token|"
+    r"refresh[-_]?token|token|secret|client[-_]?secret|password|passwd|pwd|cookie|set[-_]cookie)",
+    re.I,
+)

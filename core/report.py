@@ -73,9 +73,11 @@ def _usage_line(result: Any) -> str:
         cost = "unknown (no price for this model)"
     per = f" ({u.calls / len(result):.1f} per sample)" if len(result) else ""
     saved = f", LLM calls saved by the cascade: {u.saved_calls}" if u.saved_calls else ""
-    return (f"judge calls: {u.calls}{per}, cached: {u.cached}, retries: {u.retries}, "
-            f"embedding calls: {u.embedding_calls}, tokens: {u.prompt_tokens} prompt + "
-            f"{u.completion_tokens} completion, cost: {cost}{saved}")
+    return (
+        f"judge calls: {u.calls}{per}, cached: {u.cached}, retries: {u.retries}, "
+        f"embedding calls: {u.embedding_calls}, tokens: {u.prompt_tokens} prompt + "
+        f"{u.completion_tokens} completion, cost: {cost}{saved}"
+    )
 
 
 def latency_line(result: Any) -> str | None:
@@ -87,8 +89,12 @@ def latency_line(result: Any) -> str | None:
     lat = run_latency(result.results)
     if lat is None:
         return None
-    return (f"response time: p50 {lat['p50_s']:.2f} s, p95 {lat['p95_s']:.2f} s, max {lat['max_s']:.2f} s "
-            f"({lat['count']} samples)")
+    return (
+        f"response time: p50 {lat['p50_s']:.2f} s, p95 {lat['p95_s']:.2f} s, max {lat['max_s']:.2f} s "
+        f"({lat['count']} samples)"
+    )
+
+
 def judge_lines(result: Any) -> list[str]:
     """One line per judge fingerprint of ``result`` (the metrics that need no judge left out):
     ``"94b632263819: offline, endpoint local, embedder local:all-MiniLM-L6-v2, rules 78a5..., ragmeter 0.1.0"``."""
@@ -99,9 +105,18 @@ def judge_lines(result: Any) -> list[str]:
         if fid == CODE_FINGERPRINT.id:
             continue
         fp = JudgeFingerprint.from_dict(d)
-        parts = [fp.name] + [f"{k} {v}" for k, v in (("endpoint", fp.endpoint), ("prompts", fp.prompts),
-                                                         ("temperature", fp.temperature), ("seed", fp.seed),
-                                                         ("rules", fp.rules), ("embedder", fp.embedder)) if v is not None]
+        parts = [fp.name] + [
+            f"{k} {v}"
+            for k, v in (
+                ("endpoint", fp.endpoint),
+                ("prompts", fp.prompts),
+                ("temperature", fp.temperature),
+                ("seed", fp.seed),
+                ("rules", fp.rules),
+                ("embedder", fp.embedder),
+            )
+            if v is not None
+        ]
         if fp.members:
             parts.append("members " + ", ".join(f"{m.name} ({m.id})" for m in fp.members))
         lines.append(f"{fid}: {', '.join(parts)}, ragmeter {fp.ragmeter}")
@@ -114,15 +129,21 @@ def repeat_lines(result: Any) -> list[str]:
     without repeats."""
     lines = []
     for metric in result.metrics:
-        runs = [(r.sample.id, s.details["repeats"]) for r in result for s in [r.scores.get(metric)]
-                if s is not None and isinstance(s.details.get("repeats"), dict)]
+        runs = [
+            (r.sample.id, s.details["repeats"])
+            for r in result
+            for s in [r.scores.get(metric)]
+            if s is not None and isinstance(s.details.get("repeats"), dict)
+        ]
         if not runs:
             continue
         unstable = [str(sid) for sid, rep in runs if rep.get("unstable")]
         calls = sum(int(rep.get("calls") or 0) for _, rep in runs)
         shown = ", ".join(unstable[:10]) + (f" (+{len(unstable) - 10} more)" if len(unstable) > 10 else "")
-        lines.append(f"repeats: {metric}: {len(runs)} scores asked {max(rep['k'] for _, rep in runs)} times "
-                     f"({calls} extra judge calls); {len(unstable)} unstable" + (f": {shown}" if unstable else ""))
+        lines.append(
+            f"repeats: {metric}: {len(runs)} scores asked {max(rep['k'] for _, rep in runs)} times "
+            f"({calls} extra judge calls); {len(unstable)} unstable" + (f": {shown}" if unstable else "")
+        )
     return lines
 
 
@@ -147,16 +168,22 @@ def _md_cell(text: Any) -> str:
 def markdown_report(result: Any, max_problems: int = 50) -> str:
     """A Markdown report of ``result``."""
     latency = latency_line(result)
-    lines = ["# ragmeter report", "",
-             f"- samples: {len(result)} scored, {len(result.invalid)} invalid records",
-             f"- judge: {result.judge}",
-             *[f"  - fingerprint {_md_cell(line)}" for line in judge_lines(result)],
-             *([f"- profile: {result.profile} ({get_profile(result.profile).description})"]
-               if result.profile else []),
-             f"- {_usage_line(result)}",
-             *([f"- {latency}"] if latency else []),
-             f"- time: {result.duration_s:.2f} s", "", "## Summary", "",
-             "| " + " | ".join(_HEADER) + " |", "|" + "---|" * len(_HEADER)]
+    lines = [
+        "# ragmeter report",
+        "",
+        f"- samples: {len(result)} scored, {len(result.invalid)} invalid records",
+        f"- judge: {result.judge}",
+        *[f"  - fingerprint {_md_cell(line)}" for line in judge_lines(result)],
+        *([f"- profile: {result.profile} ({get_profile(result.profile).description})"] if result.profile else []),
+        f"- {_usage_line(result)}",
+        *([f"- {latency}"] if latency else []),
+        f"- time: {result.duration_s:.2f} s",
+        "",
+        "## Summary",
+        "",
+        "| " + " | ".join(_HEADER) + " |",
+        "|" + "---|" * len(_HEADER),
+    ]
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in summary_rows(result)]
     bands = relevance_lines(result)
     if bands:
@@ -166,16 +193,29 @@ def markdown_report(result: Any, max_problems: int = 50) -> str:
         lines += [""] + [f"- {_md_cell(line)}" for line in repeats]
     problems = result.problems()
     if problems:
-        lines += ["", f"## Problems ({len(problems)})", "", "| sample | metric | value | label | why |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Problems ({len(problems)})",
+            "",
+            "| sample | metric | value | label | why |",
+            "|---|---|---|---|---|",
+        ]
         for p in problems[:max_problems]:
             why = p["error"] or p["explanation"]
-            lines.append(f"| {_md_cell(p['sample_id'])} | {p['metric']} | {_fmt(p['value'])} | {p['label'] or 'error'} | {_md_cell(why)} |")
+            lines.append(
+                f"| {_md_cell(p['sample_id'])} | {p['metric']} | {_fmt(p['value'])} | {p['label'] or 'error'} | {_md_cell(why)} |"
+            )
         if len(problems) > max_problems:
             lines.append(f"\n… and {len(problems) - max_problems} more.")
     conversations = conversation_rows(result)
     if conversations:
-        lines += ["", "## Conversations", "", "| " + " | ".join(_CONVERSATION_HEADER) + " |",
-                  "|" + "---|" * len(_CONVERSATION_HEADER)]
+        lines += [
+            "",
+            "## Conversations",
+            "",
+            "| " + " | ".join(_CONVERSATION_HEADER) + " |",
+            "|" + "---|" * len(_CONVERSATION_HEADER),
+        ]
         lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in conversations]
     if result.invalid:
         lines += ["", f"## Invalid records ({len(result.invalid)})", ""]

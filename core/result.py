@@ -7,12 +7,21 @@ import io
 import json
 import os
 import statistics
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from ragmeter.conversations import ConversationResult, conversation_results
 from ragmeter.data import RecordError, Score
-from ragmeter.fileio import JSON_ERRORS, finite_number, json_problem, json_text, parse_json, read_text, write_text_atomic
+from ragmeter.fileio import (
+    JSON_ERRORS,
+    finite_number,
+    json_problem,
+    json_text,
+    parse_json,
+    read_text,
+    write_text_atomic,
+)
 from ragmeter.judges.base import Usage
 from ragmeter.metrics.scoring import SampleResult
 from ragmeter.privacy import for_output
@@ -40,9 +49,16 @@ class EvaluationResult:
     not be loaded (each names its line / row and field); ``usage`` totals the judge work.
     """
 
-    def __init__(self, results: list[SampleResult], metrics: list[str], judge: str = "code",
-                 invalid: list[RecordError] | None = None, duration_s: float = 0.0,
-                 thresholds: dict[str, tuple[float, float]] | None = None, profile: str | None = None):
+    def __init__(
+        self,
+        results: list[SampleResult],
+        metrics: list[str],
+        judge: str = "code",
+        invalid: list[RecordError] | None = None,
+        duration_s: float = 0.0,
+        thresholds: dict[str, tuple[float, float]] | None = None,
+        profile: str | None = None,
+    ):
         self.results = list(results)
         self.metrics = list(metrics)
         self.judge = judge
@@ -64,7 +80,9 @@ class EvaluationResult:
         """The per-metric means first (None when a metric has no value), then the run's size:
         ``EvaluationResult({'faithfulness': 0.8888, 'mrr': 1.0}, 20 samples, judge='offline', invalid=0)``."""
         means = {m: None if s["mean"] is None else round(s["mean"], 4) for m, s in self.summary().items()}
-        return f"EvaluationResult({means}, {len(self.results)} samples, judge={self.judge!r}, invalid={len(self.invalid)})"
+        return (
+            f"EvaluationResult({means}, {len(self.results)} samples, judge={self.judge!r}, invalid={len(self.invalid)})"
+        )
 
     @property
     def usage(self) -> Usage:
@@ -112,22 +130,29 @@ class EvaluationResult:
             scores = self.scores(metric)
             values = [s.value for s in scores if s.value is not None]
             row: dict[str, Any] = _stats(values)
-            row.update({
-                "count": len(values),
-                "errors": sum(s.status == "error" for s in scores),
-                "n/a": sum(s.status == "n/a" for s in scores),
-                "pass": sum(s.label == "pass" for s in scores),
-                "warn": sum(s.label == "warn" for s in scores),
-                "fail": sum(s.label == "fail" for s in scores),
-            })
+            row.update(
+                {
+                    "count": len(values),
+                    "errors": sum(s.status == "error" for s in scores),
+                    "n/a": sum(s.status == "n/a" for s in scores),
+                    "pass": sum(s.label == "pass" for s in scores),
+                    "warn": sum(s.label == "warn" for s in scores),
+                    "fail": sum(s.label == "fail" for s in scores),
+                }
+            )
             out[metric] = row
         if labels is not None:
             from ragmeter.trust.estimates import human_estimates
 
             for metric, est in human_estimates(self, labels).items():
                 if metric in out:
-                    out[metric].update(human_mean=est["mean"], human_ci=est["ci"], human_n=est["n"],
-                                       human_scale=est["scale"], **({"human_reason": est["reason"]} if est["reason"] else {}))
+                    out[metric].update(
+                        human_mean=est["mean"],
+                        human_ci=est["ci"],
+                        human_n=est["n"],
+                        human_scale=est["scale"],
+                        **({"human_reason": est["reason"]} if est["reason"] else {}),
+                    )
         return out
 
     def problems(self, threshold: float | None = None) -> list[dict[str, Any]]:
@@ -138,7 +163,11 @@ class EvaluationResult:
         rows = []
         for r in map(for_output, self.results):
             for name, s in r.scores.items():
-                if s.status == "error" or s.details.get("disagreement") or (s.details.get("repeats") or {}).get("unstable"):
+                if (
+                    s.status == "error"
+                    or s.details.get("disagreement")
+                    or (s.details.get("repeats") or {}).get("unstable")
+                ):
                     bad = True
                 elif s.value is None:
                     bad = False
@@ -147,8 +176,17 @@ class EvaluationResult:
                 else:
                     bad = s.label in ("warn", "fail")
                 if bad:
-                    rows.append({"sample_id": r.sample.id, "question": r.sample.question, "metric": name,
-                                 "value": s.value, "label": s.label, "error": s.error, "explanation": s.explanation})
+                    rows.append(
+                        {
+                            "sample_id": r.sample.id,
+                            "question": r.sample.question,
+                            "metric": name,
+                            "value": s.value,
+                            "label": s.label,
+                            "error": s.error,
+                            "explanation": s.explanation,
+                        }
+                    )
         rows.sort(key=lambda row: (row["value"] is not None, row["value"] if row["value"] is not None else 0.0))
         return rows
 
@@ -198,7 +236,9 @@ class EvaluationResult:
         return any(r.sample.conversation_id is not None for r in self.results)
 
     def _columns(self) -> list[str]:
-        cols = ["sample_id"] + (["conversation_id", "turn"] if self._has_conversations() else []) + ["question", "answer"]
+        cols = (
+            ["sample_id"] + (["conversation_id", "turn"] if self._has_conversations() else []) + ["question", "answer"]
+        )
         for m in self.metrics:
             cols += [m, f"{m}_label", f"{m}_error"]
         return cols + ["judge_calls", "cost_usd"]
@@ -229,10 +269,16 @@ class EvaluationResult:
     def to_jsonl(self, path: str | os.PathLike | None = None) -> str:
         """JSONL: a header line (judge, metrics, thresholds, invalid records), then one line per
         sample with its Scores. ``ragmeter report`` / ``compare`` read it back."""
-        header = {"ragmeter": "results", "judge": self.judge, "metrics": self.metrics,
-                  "thresholds": {k: list(v) for k, v in self.thresholds.items()},
-                  **({"profile": self.profile} if self.profile else {}), "judges": self.judges,
-                  "invalid_records": [e.to_dict() for e in self.invalid], "duration_s": round(self.duration_s, 3)}
+        header = {
+            "ragmeter": "results",
+            "judge": self.judge,
+            "metrics": self.metrics,
+            "thresholds": {k: list(v) for k, v in self.thresholds.items()},
+            **({"profile": self.profile} if self.profile else {}),
+            "judges": self.judges,
+            "invalid_records": [e.to_dict() for e in self.invalid],
+            "duration_s": round(self.duration_s, 3),
+        }
         lines = [json_text(header)] + [json_text(r.to_dict()) for r in self.results]
         text = "\n".join(lines) + "\n"
         if path is not None:
@@ -280,7 +326,7 @@ class EvaluationResult:
         return path
 
     @classmethod
-    def from_jsonl(cls, path: str | os.PathLike) -> "EvaluationResult":
+    def from_jsonl(cls, path: str | os.PathLike) -> EvaluationResult:
         """Read a results file written by :meth:`to_jsonl` (or ``ragmeter evaluate --out x.jsonl``).
         Raises ValueError naming the line and what is wrong when the file is malformed."""
         lines = [(n, ln) for n, ln in enumerate(read_text(path).split("\n"), start=1) if ln.strip()]
@@ -289,7 +335,9 @@ class EvaluationResult:
         try:
             header = parse_json(lines[0][1])
         except JSON_ERRORS as exc:
-            raise ValueError(f"{path}: line {lines[0][0]} is not JSON: {json_problem(exc).removeprefix('invalid JSON: ')}") from None
+            raise ValueError(
+                f"{path}: line {lines[0][0]} is not JSON: {json_problem(exc).removeprefix('invalid JSON: ')}"
+            ) from None
         if not isinstance(header, Mapping) or header.get("ragmeter") != "results":
             raise ValueError(f"{path}: not a ragmeter results file (line 1 has no 'ragmeter': 'results' header)")
         try:
@@ -302,12 +350,18 @@ class EvaluationResult:
                 results.append(SampleResult.from_dict(parse_json(line)))
             except (*JSON_ERRORS, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}: line {n}: {_problem(exc)}") from None
-        return cls(results, metrics or sorted({m for r in results for m in r.scores}), judge=str(header.get("judge", "code")),
-                   invalid=invalid, duration_s=duration, thresholds=thresholds, profile=_profile(header))
-
+        return cls(
+            results,
+            metrics or sorted({m for r in results for m in r.scores}),
+            judge=str(header.get("judge", "code")),
+            invalid=invalid,
+            duration_s=duration,
+            thresholds=thresholds,
+            profile=_profile(header),
+        )
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "EvaluationResult":
+    def load(cls, path: str | os.PathLike) -> EvaluationResult:
         """Read a results file written by ``evaluate --out``: ``.jsonl`` (:meth:`from_jsonl`) or
         the ``.json`` document (:meth:`to_json`), with its thresholds, invalid records and
         duration. Raises ValueError naming the file and what is wrong."""
@@ -318,14 +372,23 @@ class EvaluationResult:
         except JSON_ERRORS as exc:
             raise ValueError(f"{path}: {json_problem(exc)}") from None
         if not isinstance(data, Mapping) or not isinstance(data.get("samples"), list):
-            raise ValueError(f"{path}: not a ragmeter results file (no 'samples' list; write it with 'evaluate --out x.json')")
+            raise ValueError(
+                f"{path}: not a ragmeter results file (no 'samples' list; write it with 'evaluate --out x.json')"
+            )
         try:
             metrics, thresholds, invalid, duration = _header_fields(data)
             results = [SampleResult.from_dict(d) for d in data["samples"]]
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: {_problem(exc)}") from None
-        return cls(results, metrics or sorted({m for r in results for m in r.scores}), judge=str(data.get("judge", "code")),
-                   invalid=invalid, duration_s=duration, thresholds=thresholds, profile=_profile(data))
+        return cls(
+            results,
+            metrics or sorted({m for r in results for m in r.scores}),
+            judge=str(data.get("judge", "code")),
+            invalid=invalid,
+            duration_s=duration,
+            thresholds=thresholds,
+            profile=_profile(data),
+        )
 
 
 def _profile(header: Mapping) -> str | None:

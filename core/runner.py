@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ragmeter.executors import AsyncioExecutor, Executor, default_concurrency
 from ragmeter.judges.base import Embedder, Judge
@@ -29,13 +30,25 @@ from ragmeter.verdicts import RESPONSE_TIME, RESPONSE_TIME_LEVELS, add_response_
 __all__ = ["evaluate", "aevaluate"]
 
 
-async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
-                    embedder: Embedder | None = None, concurrency: int | None = None, progress: bool = True,
-                    executor: Executor | None = None, limits: Limits | None = None,
-                    response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
-                    profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
-                    resume: bool = False, recorder: Any = None, repeats: int = 1,
-                    repeat_band: float | None = None, capture_content: bool | None = None) -> EvaluationResult:
+async def aevaluate(
+    samples: Any,
+    metrics: Iterable[Any] | None = None,
+    judge: Judge | str | None = None,
+    *,
+    embedder: Embedder | None = None,
+    concurrency: int | None = None,
+    progress: bool = True,
+    executor: Executor | None = None,
+    limits: Limits | None = None,
+    response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
+    profile: str | Profile | None = None,
+    out: str | os.PathLike | None = None,
+    resume: bool = False,
+    recorder: Any = None,
+    repeats: int = 1,
+    repeat_band: float | None = None,
+    capture_content: bool | None = None,
+) -> EvaluationResult:
     """Score ``samples`` (Samples, dicts, a Dataset, a DataFrame or a file path) with ``metrics``.
 
     ``judge`` is a Judge, a spec such as ``"openai:gpt-4o-mini"`` / ``"offline"``, or None for
@@ -83,13 +96,29 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
 
     check_repeats(repeats, repeat_band)
     capture_content = capture_content_setting(capture_content)
-    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
         raise ValueError(f"concurrency must be a whole number of at least 1 (None: the default), got {concurrency!r}")
     if out is not None or resume:
-        return await stream_evaluate(samples, metrics, judge, out=out, resume=resume, embedder=embedder,
-                                     concurrency=concurrency, progress=progress, executor=executor, limits=limits,
-                                     response_time=response_time, profile=profile, recorder=recorder,
-                                     repeats=repeats, repeat_band=repeat_band, capture_content=capture_content)
+        return await stream_evaluate(
+            samples,
+            metrics,
+            judge,
+            out=out,
+            resume=resume,
+            embedder=embedder,
+            concurrency=concurrency,
+            progress=progress,
+            executor=executor,
+            limits=limits,
+            response_time=response_time,
+            profile=profile,
+            recorder=recorder,
+            repeats=repeats,
+            repeat_band=repeat_band,
+            capture_content=capture_content,
+        )
     dataset = as_dataset(samples)
     metric_list = resolve_metrics(metrics, dataset)
     profile_obj = get_profile(profile) if profile is not None else None
@@ -97,11 +126,16 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
         metric_list = profile_obj.metrics(metric_list)
     judge_obj = resolve_judge(judge, metric_list)
     if judge_obj is not None:
-        judge_obj.fingerprint  # made here, once: the Scores carry its id (also when scored in other processes)
+        _ = judge_obj.fingerprint  # made here, once: the Scores carry its id (also when scored in other processes)
     if recorder is not None:
-        recorder.start({"judge": getattr(judge_obj, "name", None) or "code", "metrics": [m.name for m in metric_list],
-                        "thresholds": {m.name: (m.threshold, m.warn) for m in metric_list},
-                        "profile": profile_obj.name if profile_obj is not None else None})
+        recorder.start(
+            {
+                "judge": getattr(judge_obj, "name", None) or "code",
+                "metrics": [m.name for m in metric_list],
+                "thresholds": {m.name: (m.threshold, m.warn) for m in metric_list},
+                "profile": profile_obj.name if profile_obj is not None else None,
+            }
+        )
     executor = executor or AsyncioExecutor(concurrency or default_concurrency(judge_obj))
     results: list[SampleResult | None] = [None] * len(dataset)
     bar = None
@@ -119,8 +153,11 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
 
     start = time.perf_counter()
     try:
-        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band,
-                                         capture_content), list(dataset), done)
+        await executor.map(
+            sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band, capture_content),
+            list(dataset),
+            done,
+        )
     finally:
         if bar is not None:
             bar.close()
@@ -142,13 +179,25 @@ async def aevaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: J
     return result
 
 
-def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
-             embedder: Embedder | None = None, concurrency: int | None = None, progress: bool = True,
-             executor: Executor | None = None, limits: Limits | None = None,
-             response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
-             profile: "str | Profile | None" = None, out: str | os.PathLike | None = None,
-             resume: bool = False, recorder: Any = None, repeats: int = 1,
-             repeat_band: float | None = None, capture_content: bool | None = None) -> EvaluationResult:
+def evaluate(
+    samples: Any,
+    metrics: Iterable[Any] | None = None,
+    judge: Judge | str | None = None,
+    *,
+    embedder: Embedder | None = None,
+    concurrency: int | None = None,
+    progress: bool = True,
+    executor: Executor | None = None,
+    limits: Limits | None = None,
+    response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
+    profile: str | Profile | None = None,
+    out: str | os.PathLike | None = None,
+    resume: bool = False,
+    recorder: Any = None,
+    repeats: int = 1,
+    repeat_band: float | None = None,
+    capture_content: bool | None = None,
+) -> EvaluationResult:
     """Synchronous :func:`aevaluate`; also works inside a running event loop (Jupyter).
 
     >>> import ragmeter as rm
@@ -157,7 +206,23 @@ def evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | 
     >>> rm.evaluate([s], metrics=["precision@1", "mrr"], progress=False).summary()["mrr"]["mean"]
     1.0
     """
-    return run_sync(aevaluate(samples, metrics, judge, embedder=embedder, concurrency=concurrency,
-                              progress=progress, executor=executor, limits=limits, response_time=response_time,
-                              profile=profile, out=out, resume=resume, recorder=recorder, repeats=repeats,
-                              repeat_band=repeat_band, capture_content=capture_content))
+    return run_sync(
+        aevaluate(
+            samples,
+            metrics,
+            judge,
+            embedder=embedder,
+            concurrency=concurrency,
+            progress=progress,
+            executor=executor,
+            limits=limits,
+            response_time=response_time,
+            profile=profile,
+            out=out,
+            resume=resume,
+            recorder=recorder,
+            repeats=repeats,
+            repeat_band=repeat_band,
+            capture_content=capture_content,
+        )
+    )

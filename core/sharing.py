@@ -35,7 +35,8 @@ import collections
 import json
 import threading
 import weakref
-from typing import Any, Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -68,7 +69,7 @@ class SharedJudge(Judge):
         self.combines_tasks = getattr(inner, "combines_tasks", False)
         self.embedder = share_embedder(getattr(inner, "embedder", None))
         self.max_entries = max_entries
-        self._done: "collections.OrderedDict[str, TaskResult]" = collections.OrderedDict()
+        self._done: collections.OrderedDict[str, TaskResult] = collections.OrderedDict()
         self._inflight: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Future] = {}
         self._lock = threading.Lock()
 
@@ -128,7 +129,7 @@ class SharedEmbedder(Embedder):
         self.inner = inner
         self.name = inner.name
         self.max_entries = max_entries
-        self._vectors: "collections.OrderedDict[str, np.ndarray]" = collections.OrderedDict()
+        self._vectors: collections.OrderedDict[str, np.ndarray] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     async def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, Usage]:
@@ -156,7 +157,7 @@ class _Wrappers:
     """Object -> its live sharing wrapper; weak on both sides (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._map: "weakref.WeakKeyDictionary[Any, weakref.ref]" = weakref.WeakKeyDictionary()
+        self._map: weakref.WeakKeyDictionary[Any, weakref.ref] = weakref.WeakKeyDictionary()
         self._lock = threading.RLock()  # re-entered: an ensemble's wrapper wraps its members
 
     def get(self, obj: T, make: Callable[[T], Any]) -> Any:

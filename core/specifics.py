@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
 from ragmeter.specifics_extraction import (
     _DIGIT,
@@ -46,7 +46,25 @@ from ragmeter.specifics_extraction import (
 
 __all__ = ["Specific", "DateValue", "KINDS", "extract_specifics", "find_specific", "missing_specifics"]
 
-_NAME_CONNECTORS = {"of", "de", "van", "von", "da", "del", "der", "la", "le", "du", "&", "and", "for", "the", "di", "bin", "al"}
+_NAME_CONNECTORS = {
+    "of",
+    "de",
+    "van",
+    "von",
+    "da",
+    "del",
+    "der",
+    "la",
+    "le",
+    "du",
+    "&",
+    "and",
+    "for",
+    "the",
+    "di",
+    "bin",
+    "al",
+}
 _QUARTER_WORDS = frozenset({"first", "second", "third", "fourth", "quarter"})
 _RE_CAP = re.compile(r"[A-Z][\w'’.&-]*|[A-Z]")
 
@@ -159,8 +177,10 @@ def _may_state(specific: Specific, text: str) -> bool:
             return str(d.year) in text or str(d.year)[2:] in text
         if d.month is not None:
             low = text.lower()
-            return any(name in low for name, num in _MONTHS.items() if num == d.month and len(name) > 3) or \
-                _DIGIT.search(text) is not None
+            return (
+                any(name in low for name, num in _MONTHS.items() if num == d.month and len(name) > 3)
+                or _DIGIT.search(text) is not None
+            )
         if d.weekday is not None:
             low = text.lower()
             return any(name in low for name, num in _WEEKDAYS.items() if num == d.weekday)
@@ -183,7 +203,7 @@ _RE_ASCII_DIGITS = re.compile(r"[0-9]+")
 
 def _digit_grams(text: str) -> set[str]:
     """Every run of one or two ASCII digits in ``text``."""
-    return {run[i:i + n] for run in _RE_ASCII_DIGITS.findall(text) for n in (1, 2) for i in range(len(run) - n + 1)}
+    return {run[i : i + n] for run in _RE_ASCII_DIGITS.findall(text) for n in (1, 2) for i in range(len(run) - n + 1)}
 
 
 @lru_cache(maxsize=1024)
@@ -276,8 +296,11 @@ def find_specific(specific: Specific, text: str) -> bool:
         # Parse only the sentences that can state it (an index, then cheap digit / word pre-checks).
         segments = _segments(text)
         rows = _candidates(specific, text) if len(segments) > 16 else None
-        return any(_numeric_in(specific, segments[i]) for i in (range(len(segments)) if rows is None else rows)
-                   if _may_state(specific, segments[i]))
+        return any(
+            _numeric_in(specific, segments[i])
+            for i in (range(len(segments)) if rows is None else rows)
+            if _may_state(specific, segments[i])
+        )
     if kind == "name":
         norm = _norm_text(text)
         target = _norm_text(specific.text).strip()

@@ -10,9 +10,10 @@ which also compares specifics with other texts.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = ["Specific", "DateValue", "KINDS", "extract_specifics"]
 
@@ -65,60 +66,326 @@ class Specific:
 # --------------------------------------------------------------------------- vocabularies
 
 _MONTHS = {
-    "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4, "apr": 4,
-    "may": 5, "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8, "september": 9,
-    "sep": 9, "sept": 9, "october": 10, "oct": 10, "november": 11, "nov": 11, "december": 12, "dec": 12,
+    "january": 1,
+    "jan": 1,
+    "february": 2,
+    "feb": 2,
+    "march": 3,
+    "mar": 3,
+    "april": 4,
+    "apr": 4,
+    "may": 5,
+    "june": 6,
+    "jun": 6,
+    "july": 7,
+    "jul": 7,
+    "august": 8,
+    "aug": 8,
+    "september": 9,
+    "sep": 9,
+    "sept": 9,
+    "october": 10,
+    "oct": 10,
+    "november": 11,
+    "nov": 11,
+    "december": 12,
+    "dec": 12,
 }
 _WEEKDAYS = {"monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4, "saturday": 5, "sunday": 6}
-_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
-             "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
-             "eighteenth", "nineteenth", "twentieth")
+_ORDINALS = (
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+    "eleventh",
+    "twelfth",
+    "thirteenth",
+    "fourteenth",
+    "fifteenth",
+    "sixteenth",
+    "seventeenth",
+    "eighteenth",
+    "nineteenth",
+    "twentieth",
+)
 _ORDINAL_WORDS = {w: i + 1 for i, w in enumerate(_ORDINALS[:4])}  # the quarters
 _UNITS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
 }
 _TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _SCALES = {"hundred": 1e2, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _SHORT_SCALES = {"k": 1e3, "m": 1e6, "mn": 1e6, "mln": 1e6, "bn": 1e9, "b": 1e9, "tn": 1e12, "t": 1e12}
-_CURRENCY_SYMBOLS = {"$": "USD", "us$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR", "usd": "USD",
-                     "eur": "EUR", "gbp": "GBP", "jpy": "JPY", "inr": "INR", "c$": "CAD", "a$": "AUD"}
-_CURRENCY_WORDS = {"dollar": "USD", "dollars": "USD", "euro": "EUR", "euros": "EUR", "pound": "GBP",
-                   "pounds": "GBP", "yen": "JPY", "rupees": "INR", "rupee": "INR", "cents": "USD", "cent": "USD",
-                   "usd": "USD", "eur": "EUR", "gbp": "GBP", "pence": "GBP"}
+_CURRENCY_SYMBOLS = {
+    "$": "USD",
+    "us$": "USD",
+    "€": "EUR",
+    "£": "GBP",
+    "¥": "JPY",
+    "₹": "INR",
+    "usd": "USD",
+    "eur": "EUR",
+    "gbp": "GBP",
+    "jpy": "JPY",
+    "inr": "INR",
+    "c$": "CAD",
+    "a$": "AUD",
+}
+_CURRENCY_WORDS = {
+    "dollar": "USD",
+    "dollars": "USD",
+    "euro": "EUR",
+    "euros": "EUR",
+    "pound": "GBP",
+    "pounds": "GBP",
+    "yen": "JPY",
+    "rupees": "INR",
+    "rupee": "INR",
+    "cents": "USD",
+    "cent": "USD",
+    "usd": "USD",
+    "eur": "EUR",
+    "gbp": "GBP",
+    "pence": "GBP",
+}
 # Capitalised words that are not names on their own.
 _NOT_NAMES = {
-    "i", "i'm", "i've", "i'll", "i'd", "a", "an", "the", "this", "that", "these", "those", "it", "its",
-    "he", "she", "we", "they", "you", "my", "our", "your", "his", "her", "their", "in", "on", "at",
-    "of", "for", "to", "from", "by", "with", "and", "but", "or", "so", "if", "as", "however", "also",
-    "then", "there", "here", "when", "where", "what", "who", "why", "how", "which", "while", "after",
-    "before", "during", "yes", "no", "not", "ok", "okay", "oh", "um", "uh", "hi", "hello", "thanks",
-    "mr", "mrs", "ms", "dr", "prof", "sir", "madam", "all", "some", "many",
-    "one", "each", "both", "other", "another", "such", "these", "today", "tomorrow", "yesterday",
-    "q", "is", "was", "are", "were", "be", "do", "does", "did", "has", "have", "had", "let", "please",
-    "well", "yeah", "right", "sure", "so", "just", "now", "still", "every", "any", "only", "even",
-    "first", "second", "third", "last", "next", "new", "our", "since", "because", "although",
-    "though", "would", "could", "should", "must", "might", "shall", "again", "according", "overall",
+    "i",
+    "i'm",
+    "i've",
+    "i'll",
+    "i'd",
+    "a",
+    "an",
+    "the",
+    "this",
+    "that",
+    "these",
+    "those",
+    "it",
+    "its",
+    "he",
+    "she",
+    "we",
+    "they",
+    "you",
+    "my",
+    "our",
+    "your",
+    "his",
+    "her",
+    "their",
+    "in",
+    "on",
+    "at",
+    "of",
+    "for",
+    "to",
+    "from",
+    "by",
+    "with",
+    "and",
+    "but",
+    "or",
+    "so",
+    "if",
+    "as",
+    "however",
+    "also",
+    "then",
+    "there",
+    "here",
+    "when",
+    "where",
+    "what",
+    "who",
+    "why",
+    "how",
+    "which",
+    "while",
+    "after",
+    "before",
+    "during",
+    "yes",
+    "no",
+    "not",
+    "ok",
+    "okay",
+    "oh",
+    "um",
+    "uh",
+    "hi",
+    "hello",
+    "thanks",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "sir",
+    "madam",
+    "all",
+    "some",
+    "many",
+    "one",
+    "each",
+    "both",
+    "other",
+    "another",
+    "such",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "q",
+    "is",
+    "was",
+    "are",
+    "were",
+    "be",
+    "do",
+    "does",
+    "did",
+    "has",
+    "have",
+    "had",
+    "let",
+    "please",
+    "well",
+    "yeah",
+    "right",
+    "sure",
+    "just",
+    "now",
+    "still",
+    "every",
+    "any",
+    "only",
+    "even",
+    "first",
+    "second",
+    "third",
+    "last",
+    "next",
+    "new",
+    "since",
+    "because",
+    "although",
+    "though",
+    "would",
+    "could",
+    "should",
+    "must",
+    "might",
+    "shall",
+    "again",
+    "according",
+    "overall",
     # imperatives that open instructions ("Use Menu > Settings", "Press Reset")
-    "use", "open", "press", "click", "tap", "select", "choose", "enter", "type", "go", "set", "run", "add",
-    "remove", "hold", "turn", "check", "make", "take", "read", "visit", "call", "contact", "install", "see",
-    "note", "try", "keep", "find", "ask", "start", "stop", "follow", "log", "sign",
+    "use",
+    "open",
+    "press",
+    "click",
+    "tap",
+    "select",
+    "choose",
+    "enter",
+    "type",
+    "go",
+    "set",
+    "run",
+    "add",
+    "remove",
+    "hold",
+    "turn",
+    "check",
+    "make",
+    "take",
+    "read",
+    "visit",
+    "call",
+    "contact",
+    "install",
+    "see",
+    "note",
+    "try",
+    "keep",
+    "find",
+    "ask",
+    "start",
+    "stop",
+    "follow",
+    "log",
+    "sign",
 }
-_TITLES = {"mr", "mrs", "ms", "dr", "prof", "sir", "president", "ceo", "senator", "governor", "king",
-           "queen", "prince", "princess", "minister", "judge", "general", "captain", "st", "saint", "lord",
-           "lady", "professor", "doctor", "mayor", "chancellor", "pope", "rev"}
+_TITLES = {
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "sir",
+    "president",
+    "ceo",
+    "senator",
+    "governor",
+    "king",
+    "queen",
+    "prince",
+    "princess",
+    "minister",
+    "judge",
+    "general",
+    "captain",
+    "st",
+    "saint",
+    "lord",
+    "lady",
+    "professor",
+    "doctor",
+    "mayor",
+    "chancellor",
+    "pope",
+    "rev",
+}
 
 # --------------------------------------------------------------------------- patterns
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 _SCALE_WORDS = r"(?:hundred|thousand|million|billion|trillion)"
 _SHORT_SCALE = r"(?:k|m|mn|mln|bn|b|tn|t)"
-_MONTH_NAMES = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December|"
-                r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?")
-_WORD_NUM = (r"(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:\s?[- ]\s?(?:one|two|three|four|five|six|"
-             r"seven|eight|nine))?|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
-             r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen)")
+_MONTH_NAMES = (
+    r"(?:January|February|March|April|May|June|July|August|September|October|November|December|"
+    r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?"
+)
+_WORD_NUM = (
+    r"(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:\s?[- ]\s?(?:one|two|three|four|five|six|"
+    r"seven|eight|nine))?|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen)"
+)
 _WORD_NUMBER = rf"(?=[zotfsenZOTFSEN])(?:{_WORD_NUM}(?:\s+(?:hundred|thousand|million|billion|trillion)(?:\s+(?:and\s+)?{_WORD_NUM})?)*)"
 
 _RE_ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
@@ -128,17 +395,24 @@ _RE_DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_NAMES
 _RE_MY = re.compile(rf"\b({_MONTH_NAMES})(?:\s+of)?,?\s+(\d{{4}})\b")
 _RE_MONTH = re.compile(r"\b(January|February|March|April|June|July|August|September|October|November|December)\b")
 _RE_WEEKDAY = re.compile(r"\b(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)s?\b")
-_RE_QUARTER = re.compile(r"\b(?:Q([1-4])|(first|second|third|fourth)[- ]quarter)(?:\s+(?:of\s+)?(?:fiscal\s+)?(?:FY\s?)?'?(\d{4}|\d{2}))?\b", re.I)
+_RE_QUARTER = re.compile(
+    r"\b(?:Q([1-4])|(first|second|third|fourth)[- ]quarter)(?:\s+(?:of\s+)?(?:fiscal\s+)?(?:FY\s?)?'?(\d{4}|\d{2}))?\b",
+    re.I,
+)
 _RE_TIME = re.compile(r"\b(\d{1,2})(?:[:.](\d{2}))?\s*([ap])\.?\s?m\b\.?|\b(\d{1,2}):(\d{2})\b", re.I)
 _RE_YEAR = re.compile(r"(?<![\d$€£¥.,])\b((?:1[5-9]|20)\d{2})(s)?\b(?![.,]\d|\s*(?:%|percent|per\s+cent))")
 _RE_MONEY_PREFIX = re.compile(
-    rf"(?<![\w$])(US\$|C\$|A\$|\$|€|£|¥|₹|USD|EUR|GBP|JPY|INR)\s?({_NUM})(?:\s*({_SCALE_WORDS})\b|({_SHORT_SCALE})\b)?", re.I)
+    rf"(?<![\w$])(US\$|C\$|A\$|\$|€|£|¥|₹|USD|EUR|GBP|JPY|INR)\s?({_NUM})(?:\s*({_SCALE_WORDS})\b|({_SHORT_SCALE})\b)?",
+    re.I,
+)
 
 
 def _money_suffix(num: str) -> re.Pattern:
     return re.compile(
         rf"\b({num})(?:\s*({_SCALE_WORDS})\b|({_SHORT_SCALE})\b)?\s*(?:US\s+)?"
-        r"(dollars?|euros?|pounds?|yen|rupees?|cents?|pence|USD|EUR|GBP)\b", re.I)
+        r"(dollars?|euros?|pounds?|yen|rupees?|cents?|pence|USD|EUR|GBP)\b",
+        re.I,
+    )
 
 
 def _percent(num: str) -> re.Pattern:
@@ -170,7 +444,8 @@ _RE_HEDGE = re.compile(
     r"(?:\b(?P<about>about|around|approximately|approx\.|roughly|some|an\s+estimated|estimated|close\s+to|like)|"
     r"\b(?P<over>over|more\s+than|upwards\s+of|at\s+least|just\s+over|in\s+excess\s+of)|"
     r"\b(?P<under>under|less\s+than|fewer\s+than|nearly|almost|up\s+to|just\s+under|at\s+most)|(?P<tilde>~))\s*$",
-    re.I)
+    re.I,
+)
 #: The hedges :func:`extract_specifics` notes on an amount: "about", "over" or "under".
 HEDGES = ("about", "over", "under")
 
@@ -245,8 +520,11 @@ def sentence_starts(text: str) -> set[int]:
     return starts
 
 
-_RE_TITLE_BEFORE = re.compile(r"(?:(?<![\w.])(?:mr|mrs|ms|dr|prof|sr|jr|st|gen|gov|sen|rep|lt|col|capt|sgt|rev|hon|mme|messrs)"
-                              r"|(?<![\w.])[A-Z])\.$", re.I)
+_RE_TITLE_BEFORE = re.compile(
+    r"(?:(?<![\w.])(?:mr|mrs|ms|dr|prof|sr|jr|st|gen|gov|sen|rep|lt|col|capt|sgt|rev|hon|mme|messrs)"
+    r"|(?<![\w.])[A-Z])\.$",
+    re.I,
+)
 
 
 def _norm_name(text: str) -> str:
@@ -285,15 +563,14 @@ def _extract_names(text: str, quotes: list[tuple[int, int, str]]) -> list[Specif
                 break  # "TikTok. East Palestine": a sentence ended
             if t2.lower().rstrip(".") in _MONTHS:
                 break
-            gap = text[caps[j - 1][2]:caps[j][1]]
+            gap = text[caps[j - 1][2] : caps[j][1]]
             if gap == " " or (_RE_CONNECTOR_GAP.fullmatch(gap) and t2.lower() not in _NOT_NAMES):
                 run.append(j)
                 j += 1
                 continue
             break
         # A sentence-initial common word joined by a connector: "Employees of the European Commission".
-        if (len(run) > 1 and s in starts and low not in mid_caps
-                and text[caps[run[0]][2]:caps[run[1]][1]] != " "):
+        if len(run) > 1 and s in starts and low not in mid_caps and text[caps[run[0]][2] : caps[run[1]][1]] != " ":
             run = run[1:]
         # Drop leading / trailing words that are not part of names ("The", "However").
         while run and caps[run[0]][0].lower().rstrip(".") in _NOT_NAMES:
@@ -303,7 +580,7 @@ def _extract_names(text: str, quotes: list[tuple[int, int, str]]) -> list[Specif
         if run:
             first = caps[run[0]]
             single = len(run) == 1
-            name_text = text[first[1]:caps[run[-1]][2]]
+            name_text = text[first[1] : caps[run[-1]][2]]
             if name_text.endswith(".") and not re.search(r"(?:^|[\s.])[A-Z]\.$", name_text):
                 name_text = name_text[:-1]
             name_text = re.sub(r"['’]s$", "", name_text)
@@ -313,14 +590,20 @@ def _extract_names(text: str, quotes: list[tuple[int, int, str]]) -> list[Specif
                 ok = ok and (len(name_text) > 1 or name_text.isupper())
                 if first[1] in starts and lw not in mid_caps:
                     ok = False  # sentence-initial capital: no evidence it is a name
-                if lw in _NOT_NAMES or lw in _TITLES or re.fullmatch(r"Q[1-4]|FY\d*(?:[-–]FY\d*)?|([A-Z])\1+", name_text):
+                if (
+                    lw in _NOT_NAMES
+                    or lw in _TITLES
+                    or re.fullmatch(r"Q[1-4]|FY\d*(?:[-–]FY\d*)?|([A-Z])\1+", name_text)
+                ):
                     ok = False
             if re.search(r"-[a-z]", name_text):
                 ok = False  # "P-make-like", "Covid-related": a compound word, not a name
             if ok:
                 start = first[1]
                 end = start + len(name_text)
-                if not any(qs <= start and end <= qe and _norm_quote(q) == _norm_quote(name_text) for qs, qe, q in quotes):
+                if not any(
+                    qs <= start and end <= qe and _norm_quote(q) == _norm_quote(name_text) for qs, qe, q in quotes
+                ):
                     out.append(Specific("name", name_text, _norm_name(name_text), start=start, end=end))
         i = max(j, i + 1)
     return out
@@ -349,8 +632,15 @@ def _numeric_cached(text: str) -> tuple[Specific, ...]:
     found: list[Specific] = []
     taken: list[tuple[int, int]] = []
 
-    def add(kind: str, m_start: int, m_end: int, value: Any, unit: str = "", precision: int | None = None,
-            hedge: str | None = None) -> None:
+    def add(
+        kind: str,
+        m_start: int,
+        m_end: int,
+        value: Any,
+        unit: str = "",
+        precision: int | None = None,
+        hedge: str | None = None,
+    ) -> None:
         if _overlaps(taken, m_start, m_end):
             return
         taken.append((m_start, m_end))
@@ -412,14 +702,22 @@ def _numeric_cached(text: str) -> tuple[Specific, ...]:
         if parsed:
             unit = _CURRENCY_SYMBOLS.get(m.group(1).lower(), "")
             add("money", m.start(), m.end(), parsed[0] * _scale(m.group(3), m.group(4)), unit, parsed[1])
-    for m in (*scan(_RE_MONEY_SUFFIX, has_digit and has_currency_word),
-              *scan(_RE_MONEY_SUFFIX_W, has_number_word and has_currency_word)):
+    for m in (
+        *scan(_RE_MONEY_SUFFIX, has_digit and has_currency_word),
+        *scan(_RE_MONEY_SUFFIX_W, has_number_word and has_currency_word),
+    ):
         parsed = _parse_number(m.group(1))
         if parsed:
             cur = m.group(4).lower()
             factor = 0.01 if cur in ("cents", "cent", "pence") else 1.0
-            add("money", m.start(), m.end(), parsed[0] * _scale(m.group(2), m.group(3)) * factor,
-                _CURRENCY_WORDS.get(cur, cur.upper()), parsed[1])
+            add(
+                "money",
+                m.start(),
+                m.end(),
+                parsed[0] * _scale(m.group(2), m.group(3)) * factor,
+                _CURRENCY_WORDS.get(cur, cur.upper()),
+                parsed[1],
+            )
     for m in scan(_RE_PERCENT_RANGE, has_digit and has_percent):  # "4-7%", "3 to 5 percent": two percentages
         for g in (1, 2):
             parsed = _parse_number(m.group(g))
@@ -427,22 +725,31 @@ def _numeric_cached(text: str) -> tuple[Specific, ...]:
                 taken.append((m.start(g), m.end(g)))
                 found.append(Specific("percent", m.group(g), parsed[0], "", m.start(g), m.end(g), parsed[1]))
         taken.append((m.start(), m.end()))
-    for m in (*scan(_RE_PERCENT, has_digit and has_percent),
-              *scan(_RE_PERCENT_W, has_number_word and has_percent)):
+    for m in (*scan(_RE_PERCENT, has_digit and has_percent), *scan(_RE_PERCENT_W, has_number_word and has_percent)):
         parsed = _parse_number(m.group(1))
         if parsed:
             add("percent", m.start(), m.end(), parsed[0], "", parsed[1])
-    for m in (_at_digit_runs(_RE_YEAR, text) if has_digit else ()):
+    for m in _at_digit_runs(_RE_YEAR, text) if has_digit else ():
         add("date", m.start(), m.end(), DateValue(int(m.group(1))))
-    for is_word, m in [*((False, m) for m in (_at_digit_runs(_RE_NUMBER, text) if has_digit else ())),
-                       *((True, m) for m in scan(_RE_NUMBER_W, has_number_word))]:
+    for is_word, m in [
+        *((False, m) for m in (_at_digit_runs(_RE_NUMBER, text) if has_digit else ())),
+        *((True, m) for m in scan(_RE_NUMBER_W, has_number_word)),
+    ]:
         raw, scale = m.group(1), m.group(2)
         if is_word and raw.lower() in ("one", "zero") and not scale:
             continue  # "one of them" is rarely a count worth checking
         parsed = _parse_number(raw)
         if parsed:
             hedge = _hedge(text, m.start())
-            add("number", m.start(), m.end(), parsed[0] * _scale(scale), "", parsed[1] if scale or hedge else None, hedge)
+            add(
+                "number",
+                m.start(),
+                m.end(),
+                parsed[0] * _scale(scale),
+                "",
+                parsed[1] if scale or hedge else None,
+                hedge,
+            )
     found.sort(key=lambda s: s.start)
     return tuple(found)
 

@@ -23,8 +23,9 @@ import itertools
 import os
 import shutil
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ragmeter.data import RecordError, Sample, samples_of
 from ragmeter.executors import AsyncioExecutor, Executor, default_concurrency
@@ -124,8 +125,17 @@ class StreamedResult(EvaluationResult):
     file when it resumed. ``save(path)`` to the results file itself writes nothing; other reports
     (.html, .md, ...) are built in memory from the file."""
 
-    def __init__(self, path: str | os.PathLike, metrics: list[str], judge: str, invalid: list[RecordError],
-                 duration_s: float, thresholds: dict[str, tuple[float, float]], scored: int = 0, skipped: int = 0):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        metrics: list[str],
+        judge: str,
+        invalid: list[RecordError],
+        duration_s: float,
+        thresholds: dict[str, tuple[float, float]],
+        scored: int = 0,
+        skipped: int = 0,
+    ):
         super().__init__([], metrics, judge=judge, invalid=invalid, duration_s=duration_s, thresholds=thresholds)
         self.path = Path(path)
         self.results = ResultsFile(path)  # type: ignore[assignment]
@@ -142,8 +152,13 @@ class StreamedResult(EvaluationResult):
                     continue
                 if s.value is not None:
                     values[m].append(s.value)
-                for key, hit in (("errors", s.status == "error"), ("n/a", s.status == "n/a"), ("pass", s.label == "pass"),
-                                 ("warn", s.label == "warn"), ("fail", s.label == "fail")):
+                for key, hit in (
+                    ("errors", s.status == "error"),
+                    ("n/a", s.status == "n/a"),
+                    ("pass", s.label == "pass"),
+                    ("warn", s.label == "warn"),
+                    ("fail", s.label == "fail"),
+                ):
                     counts[m][key] += hit
         return {m: {**_stats(values[m]), "count": len(values[m]), **counts[m]} for m in self.metrics}
 
@@ -189,9 +204,11 @@ class _Sink:
                 raise ValueError(f"{self.path}: not a ragmeter results file; cannot resume from it")
             before = [m for m in old.get("metrics") or [] if m != RESPONSE_TIME]
             if before != header["metrics"] or old.get("judge") != header["judge"]:
-                raise ValueError(f"{self.path}: written by a run of judge {old.get('judge')!r} with metrics {before}; "
-                                 f"this run has judge {header['judge']!r} with metrics {header['metrics']}: "
-                                 "resume with the same ones, or write another file")
+                raise ValueError(
+                    f"{self.path}: written by a run of judge {old.get('judge')!r} with metrics {before}; "
+                    f"this run has judge {header['judge']!r} with metrics {header['metrics']}: "
+                    "resume with the same ones, or write another file"
+                )
             self.previous_s = float(old.get("duration_s") or 0.0)
             self.timed = RESPONSE_TIME in (old.get("metrics") or [])
             keep = fh.tell()
@@ -204,7 +221,9 @@ class _Sink:
                 try:
                     self.done.add(str(parse_json(decode_text(raw))["sample"]["id"]))
                 except (*JSON_ERRORS, KeyError, TypeError) as exc:
-                    raise ValueError(f"{self.path}: line {n} is not a sample result ({exc}); cannot resume from it") from None
+                    raise ValueError(
+                        f"{self.path}: line {n} is not a sample result ({exc}); cannot resume from it"
+                    ) from None
         if keep < self.path.stat().st_size:
             os.truncate(self.path, keep)
         return old
@@ -244,13 +263,25 @@ def set_run_key(path: str | os.PathLike, key: str) -> None:
     _rewrite_header(Path(path), {**header, "run_key": key})
 
 
-async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, judge: Judge | str | None = None, *,
-                          out: str | os.PathLike | None, resume: bool = False, embedder: Embedder | None = None,
-                          concurrency: int | None = None, progress: bool = True, executor: Executor | None = None,
-                          limits: Limits | None = None,
-                          response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
-                          profile: Any = None, recorder: Any = None, repeats: int = 1,
-                          repeat_band: float | None = None, capture_content: bool = True) -> StreamedResult:
+async def stream_evaluate(
+    samples: Any,
+    metrics: Iterable[Any] | None = None,
+    judge: Judge | str | None = None,
+    *,
+    out: str | os.PathLike | None,
+    resume: bool = False,
+    embedder: Embedder | None = None,
+    concurrency: int | None = None,
+    progress: bool = True,
+    executor: Executor | None = None,
+    limits: Limits | None = None,
+    response_time: tuple[float, float] | None = RESPONSE_TIME_LEVELS,
+    profile: Any = None,
+    recorder: Any = None,
+    repeats: int = 1,
+    repeat_band: float | None = None,
+    capture_content: bool = True,
+) -> StreamedResult:
     """Score ``samples`` streaming the results into ``out`` (a ``.jsonl`` results file); see the
     module docstring. Arguments as :func:`ragmeter.aevaluate`; with ``metrics=None`` the
     retrieval metrics are added when the first sample carries ``relevant_ids``. A sample without
@@ -273,18 +304,29 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
     judge_obj = resolve_judge(judge, metric_list)
     names = [m.name for m in metric_list]
     thresholds = {m.name: (m.threshold, m.warn) for m in metric_list}
-    header = {"ragmeter": "results", "judge": getattr(judge_obj, "name", None) or "code", "metrics": names,
-              "thresholds": {k: list(v) for k, v in thresholds.items()}, "invalid_records": [], "duration_s": 0.0,
-              **({"profile": profile.name} if profile is not None else {}),
-              "judges": fingerprints_of([judge_obj.fingerprint.id if judge_obj is not None else None,
-                                         CODE_FINGERPRINT.id])}
+    header = {
+        "ragmeter": "results",
+        "judge": getattr(judge_obj, "name", None) or "code",
+        "metrics": names,
+        "thresholds": {k: list(v) for k, v in thresholds.items()},
+        "invalid_records": [],
+        "duration_s": 0.0,
+        **({"profile": profile.name} if profile is not None else {}),
+        "judges": fingerprints_of([judge_obj.fingerprint.id if judge_obj is not None else None, CODE_FINGERPRINT.id]),
+    }
     if getattr(recorder, "key", None):
         header["run_key"] = recorder.key
     sink = _Sink(out, header, resume)  # first: it refuses a file of another run before the store is touched
     if recorder is not None:
         try:
-            recorder.start({"judge": header["judge"], "metrics": list(names), "thresholds": dict(thresholds),
-                            "profile": header.get("profile")})
+            recorder.start(
+                {
+                    "judge": header["judge"],
+                    "metrics": list(names),
+                    "thresholds": dict(thresholds),
+                    "profile": header.get("profile"),
+                }
+            )
         except BaseException:
             sink._fh.close()  # the file as it was (its header already names the run key)
             raise
@@ -318,8 +360,9 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
 
     start = time.perf_counter()
     try:
-        await executor.map(sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band,
-                                         capture_content), todo(), done)
+        await executor.map(
+            sample_scorer(metric_list, judge_obj, embedder, limits, repeats, repeat_band, capture_content), todo(), done
+        )
     finally:
         if bar is not None:
             bar.close()
@@ -327,9 +370,17 @@ async def stream_evaluate(samples: Any, metrics: Iterable[Any] | None = None, ju
             names.append(RESPONSE_TIME)
             thresholds[RESPONSE_TIME] = (1.0, 0.5)  # as the runner sets them
         duration = sink.previous_s + time.perf_counter() - start
-        sink.close({**header, "metrics": names, "thresholds": {k: list(v) for k, v in thresholds.items()},
-                    "invalid_records": [e.to_dict() for e in errors], "duration_s": round(duration, 3)})
-    result = StreamedResult(out, names, header["judge"], errors, duration, thresholds, scored=sink.written,
-                            skipped=skipped)
+        sink.close(
+            {
+                **header,
+                "metrics": names,
+                "thresholds": {k: list(v) for k, v in thresholds.items()},
+                "invalid_records": [e.to_dict() for e in errors],
+                "duration_s": round(duration, 3),
+            }
+        )
+    result = StreamedResult(
+        out, names, header["judge"], errors, duration, thresholds, scored=sink.written, skipped=skipped
+    )
     result.profile = profile.name if profile is not None else None
     return result

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["suppressed_context", "is_suppressed", "instrumentation_suppressed"]
 

@@ -29,16 +29,17 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ragmeter.dashboard.sweeps import SWEEP_KIND, main_effect, setting_tags, sweep_chart
 from ragmeter.data import RecordError, Sample
 from ragmeter.judges.spec import resolve_judge
-from ragmeter.result import EvaluationResult
 from ragmeter.metrics import resolve_metrics
 from ragmeter.readers import as_dataset
+from ragmeter.result import EvaluationResult
 from ragmeter.runner import evaluate
 from ragmeter.testset.documents import as_context
 from ragmeter.verdicts import run_latency
@@ -65,8 +66,10 @@ def _answer_and_contexts(out: Any) -> tuple[str | None, list]:
         return getattr(out, "response", None), list(out.source_nodes or [])
     if isinstance(getattr(out, "content", None), str):  # a chat message
         return out.content, []
-    raise TypeError(f"cannot read an answer and contexts from a {type(out).__name__}; return (answer, contexts), "
-                    f"a dict with 'answer' and 'context', or a string")
+    raise TypeError(
+        f"cannot read an answer and contexts from a {type(out).__name__}; return (answer, contexts), "
+        f"a dict with 'answer' and 'context', or a string"
+    )
 
 
 def run_pipeline(pipeline: Any, question: str) -> tuple[str | None, list]:
@@ -79,8 +82,10 @@ def run_pipeline(pipeline: Any, question: str) -> tuple[str | None, list]:
     elif callable(pipeline):
         out = pipeline(question)
     else:
-        raise TypeError(f"a pipeline must have invoke() (LangChain), query() (LlamaIndex) or be callable, "
-                        f"got {type(pipeline).__name__}")
+        raise TypeError(
+            f"a pipeline must have invoke() (LangChain), query() (LlamaIndex) or be callable, "
+            f"got {type(pipeline).__name__}"
+        )
     answer, contexts = _answer_and_contexts(out)
     return (None if answer is None else str(answer)), [as_context(c, i) for i, c in enumerate(contexts)]
 
@@ -186,9 +191,18 @@ def _questions(questions: Any) -> tuple[list[Sample], list[RecordError]]:
     return list(dataset), list(dataset.errors)
 
 
-def sweep(build_pipeline: Callable[..., Any], grid: Mapping[str, Iterable[Any]], questions: Any,
-          metrics: Iterable[Any] | None = None, judge: Any = None, *, charts: str | Path | None = None,
-          progress: bool = True, concurrency: int = 8, store: Any = None) -> SweepResult:
+def sweep(
+    build_pipeline: Callable[..., Any],
+    grid: Mapping[str, Iterable[Any]],
+    questions: Any,
+    metrics: Iterable[Any] | None = None,
+    judge: Any = None,
+    *,
+    charts: str | Path | None = None,
+    progress: bool = True,
+    concurrency: int = 8,
+    store: Any = None,
+) -> SweepResult:
     """Run ``build_pipeline(**setting)`` for every setting of ``grid`` (all combinations, in
     order) on ``questions`` (strings, or Samples / records / a file with ``reference`` and
     ``relevant_ids``), score each run with :func:`ragmeter.evaluate` (same ``metrics``, same
@@ -228,16 +242,34 @@ def sweep(build_pipeline: Callable[..., Any], grid: Mapping[str, Iterable[Any]],
                 failed.append(RecordError(f"question {q}", None, f"the pipeline failed: {type(err).__name__}: {err}"))
                 continue
             latency = time.perf_counter() - start
-            samples.append(Sample(s.question, contexts=contexts, answer=answer, reference=s.reference,
-                                  relevant_ids=s.relevant_ids, id=s.id,
-                                  metadata={**s.metadata, "setting": setting, "latency": {"total_s": latency}}))
+            samples.append(
+                Sample(
+                    s.question,
+                    contexts=contexts,
+                    answer=answer,
+                    reference=s.reference,
+                    relevant_ids=s.relevant_ids,
+                    id=s.id,
+                    metadata={**s.metadata, "setting": setting, "latency": {"total_s": latency}},
+                )
+            )
         result = evaluate(samples, metric_list, judge_obj, progress=progress, concurrency=concurrency)
         result.invalid += unreadable + failed  # kept with the run (and in the store): the dashboard counts them
         summary, usage = result.summary(), result.usage
         latency = run_latency(result.results) or {}
-        rows.append({**setting, **{m: summary.get(m, {}).get("mean") for m in result.metrics},
-                     "p50_s": latency.get("p50_s"), "p95_s": latency.get("p95_s"), "samples": len(samples), "pipeline_errors": len(base) - len(samples), "judge_calls": usage.calls,
-                     "tokens": usage.prompt_tokens + usage.completion_tokens, "cost_usd": usage.cost_usd})
+        rows.append(
+            {
+                **setting,
+                **{m: summary.get(m, {}).get("mean") for m in result.metrics},
+                "p50_s": latency.get("p50_s"),
+                "p95_s": latency.get("p95_s"),
+                "samples": len(samples),
+                "pipeline_errors": len(base) - len(samples),
+                "judge_calls": usage.calls,
+                "tokens": usage.prompt_tokens + usage.completion_tokens,
+                "cost_usd": usage.cost_usd,
+            }
+        )
         results.append(result)
         if recorder is not None:
             run_ids.append(recorder.record_run(result, tags=setting_tags(setting), source=source, kind=SWEEP_KIND))

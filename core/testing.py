@@ -19,7 +19,8 @@ Inside a test marked ``@pytest.mark.ragmeter(judge=...)``, the marker's judge is
 from __future__ import annotations
 
 import contextvars
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ragmeter.data import Sample
 from ragmeter.metrics.scoring import SampleResult
@@ -65,13 +66,20 @@ def _evidence(details: dict) -> list[str]:
         if isinstance(c, dict) and c.get("verdict") not in ("supports", None):
             if len(lines) >= 2 * _MAX_EVIDENCE:
                 break
-            lines.append(f"citation {c.get('marker')} {c.get('verdict')}: {c.get('statement')!r}"
-                         + (f" ({c['reason']})" if c.get("reason") else ""))
+            lines.append(
+                f"citation {c.get('marker')} {c.get('verdict')}: {c.get('statement')!r}"
+                + (f" ({c['reason']})" if c.get("reason") else "")
+            )
     return lines
 
 
-def assert_rag(sample_or_output: Any, thresholds: Mapping[str, float] | None = None, *, judge: Any = None,
-               **metric_thresholds: float) -> SampleResult:
+def assert_rag(
+    sample_or_output: Any,
+    thresholds: Mapping[str, float] | None = None,
+    *,
+    judge: Any = None,
+    **metric_thresholds: float,
+) -> SampleResult:
     """Score ``sample_or_output`` (a Sample, a record dict with ragmeter / RAGAS / DeepEval field
     names, or an already scored SampleResult: only missing metrics are scored) on every metric
     named in ``thresholds`` / the keywords, and raise :class:`RagAssertion` (an AssertionError)
@@ -91,8 +99,9 @@ def assert_rag(sample_or_output: Any, thresholds: Mapping[str, float] | None = N
     result = scored or SampleResult(sample, {})
     if missing:
         fresh = evaluate([sample], metrics=missing, judge=judge, progress=False)[0]
-        result = SampleResult(sample, {**result.scores, **fresh.scores}, result.usage + fresh.usage,
-                              result.duration_s + fresh.duration_s)
+        result = SampleResult(
+            sample, {**result.scores, **fresh.scores}, result.usage + fresh.usage, result.duration_s + fresh.duration_s
+        )
     failures, lines = [], []
     for name, floor in floors.items():
         s = result.scores[name]
@@ -108,7 +117,9 @@ def assert_rag(sample_or_output: Any, thresholds: Mapping[str, float] | None = N
         observe(result, floors, failures, ctx.get("test"))
     if failures:
         question = sample.question if len(sample.question) <= 80 else sample.question[:77] + "..."
-        head = (f"RAG assertion failed for sample {sample.id!r} ({question!r}): "
-                f"{len(failures)} of {len(floors)} metrics below threshold")
+        head = (
+            f"RAG assertion failed for sample {sample.id!r} ({question!r}): "
+            f"{len(failures)} of {len(floors)} metrics below threshold"
+        )
         raise RagAssertion("\n".join([head, *lines]), result, failures)
     return result

@@ -14,21 +14,157 @@ import re
 __all__ = ["split_sentences", "split_statements", "split_claims"]
 
 _ABBREVIATIONS = {
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "cf", "al", "fig",
-    "figs", "no", "nos", "vol", "vols", "approx", "inc", "ltd", "co", "corp", "jan", "feb", "mar",
-    "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "u.s", "u.k", "u.n", "e.u",
-    "ph.d", "a.m", "p.m", "mt", "ft", "gen", "gov", "sen", "rep", "est", "dept", "univ", "op", "ed",
-    "eds", "lt", "col", "capt", "cmdr", "sgt", "rev", "hon", "pres", "messrs", "mme", "mlle", "ave",
-    "blvd", "rd", "ch", "sec", "pp", "pg", "ca", "viz", "resp", "incl", "excl", "min", "max", "avg",
-    "dept", "div", "assn", "bros", "mfg", "yr", "yrs", "hr", "hrs", "sq", "oz", "lb", "lbs", "kg",
-    "km", "cm", "mm", "tel", "ext", "eq", "eqs", "ref", "refs", "ch", "chap", "art", "para",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "sr",
+    "jr",
+    "st",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "cf",
+    "al",
+    "fig",
+    "figs",
+    "no",
+    "nos",
+    "vol",
+    "vols",
+    "approx",
+    "inc",
+    "ltd",
+    "co",
+    "corp",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "u.s",
+    "u.k",
+    "u.n",
+    "e.u",
+    "ph.d",
+    "a.m",
+    "p.m",
+    "mt",
+    "ft",
+    "gen",
+    "gov",
+    "sen",
+    "rep",
+    "est",
+    "dept",
+    "univ",
+    "op",
+    "ed",
+    "eds",
+    "lt",
+    "col",
+    "capt",
+    "cmdr",
+    "sgt",
+    "rev",
+    "hon",
+    "pres",
+    "messrs",
+    "mme",
+    "mlle",
+    "ave",
+    "blvd",
+    "rd",
+    "ch",
+    "sec",
+    "pp",
+    "pg",
+    "ca",
+    "viz",
+    "resp",
+    "incl",
+    "excl",
+    "min",
+    "max",
+    "avg",
+    "div",
+    "assn",
+    "bros",
+    "mfg",
+    "yr",
+    "yrs",
+    "hr",
+    "hrs",
+    "sq",
+    "oz",
+    "lb",
+    "lbs",
+    "kg",
+    "km",
+    "cm",
+    "mm",
+    "tel",
+    "ext",
+    "eq",
+    "eqs",
+    "ref",
+    "refs",
+    "chap",
+    "art",
+    "para",
 }
 
 # Abbreviations that normally precede a number or a name ("No. 5", "Dr. Smith"): never a sentence end.
 _PREFIX_ABBREVIATIONS = {
-    "mr", "mrs", "ms", "dr", "prof", "st", "no", "nos", "vol", "fig", "figs", "gen", "gov", "sen",
-    "rep", "lt", "col", "capt", "sgt", "rev", "hon", "pres", "mt", "pp", "sec", "eq", "eqs", "ref",
-    "e.g", "i.e", "cf", "vs", "approx", "ca", "viz", "incl", "chap", "art", "para", "tel",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "st",
+    "no",
+    "nos",
+    "vol",
+    "fig",
+    "figs",
+    "gen",
+    "gov",
+    "sen",
+    "rep",
+    "lt",
+    "col",
+    "capt",
+    "sgt",
+    "rev",
+    "hon",
+    "pres",
+    "mt",
+    "pp",
+    "sec",
+    "eq",
+    "eqs",
+    "ref",
+    "e.g",
+    "i.e",
+    "cf",
+    "vs",
+    "approx",
+    "ca",
+    "viz",
+    "incl",
+    "chap",
+    "art",
+    "para",
+    "tel",
 }
 
 # A candidate boundary: terminal punctuation (plus closing quotes/brackets) followed by space.
@@ -64,8 +200,8 @@ def _split_line(line: str) -> list[str]:
     for m in _BOUNDARY.finditer(line):
         punct = m.group(1)
         end = m.end(1)
-        before = line[start:m.start(1) + 1]
-        rest = line[m.end():]
+        before = line[start : m.start(1) + 1]
+        rest = line[m.end() :]
         nxt = rest[:1]
         nxt_word = rest.lstrip(_OPENERS)[:1]
         plain_period = punct.rstrip("\"'”’)]") == "."
@@ -77,7 +213,9 @@ def _split_line(line: str) -> list[str]:
             # word starts a typical new sentence (a pronoun or article).
             if word in _PREFIX_ABBREVIATIONS or re.fullmatch(r"[a-z]", word):
                 continue
-            if not re.match(r"(?:The|A|An|It|He|She|They|We|I|This|That|These|Those|In|On|But|And|So|However|There)\b", rest):
+            if not re.match(
+                r"(?:The|A|An|It|He|She|They|We|I|This|That|These|Those|In|On|But|And|So|However|There)\b", rest
+            ):
                 continue
         # The next sentence should not start lower-case right after a period ("approx. two",
         # "the U.S. economy") or after an ellipsis that trails off mid-sentence.
@@ -130,8 +268,13 @@ def _logical_lines(text: str) -> list[str]:
         if not stripped or _FENCE.match(raw):
             lines.append("")
             continue
-        if (lines and lines[-1] and not _TERMINAL.search(lines[-1]) and stripped[:1].islower()
-                and not _LIST_ITEM.match(raw)):
+        if (
+            lines
+            and lines[-1]
+            and not _TERMINAL.search(lines[-1])
+            and stripped[:1].islower()
+            and not _LIST_ITEM.match(raw)
+        ):
             lines[-1] = lines[-1] + " " + stripped
         else:
             lines.append(raw)
@@ -215,8 +358,30 @@ _SUBJECT_START = re.compile(
 )
 
 
-_DETERMINERS = {"the", "a", "an", "his", "her", "its", "their", "our", "my", "your", "this", "that",
-                "these", "those", "some", "many", "several", "all", "both", "each", "every", "no"}
+_DETERMINERS = {
+    "the",
+    "a",
+    "an",
+    "his",
+    "her",
+    "its",
+    "their",
+    "our",
+    "my",
+    "your",
+    "this",
+    "that",
+    "these",
+    "those",
+    "some",
+    "many",
+    "several",
+    "all",
+    "both",
+    "each",
+    "every",
+    "no",
+}
 
 
 _BE_HAVE = {"is", "are", "was", "were", "has", "have", "had"}
@@ -236,7 +401,11 @@ def _subject_of(clause: str) -> tuple[str, str] | None:
             if not subject or subject.endswith(","):
                 return None
             aux = ""
-            if w.lower() in _BE_HAVE and i + 1 < len(words) and re.fullmatch(r"[a-z][a-z-]{2,}ed", words[i + 1].lower()):
+            if (
+                w.lower() in _BE_HAVE
+                and i + 1 < len(words)
+                and re.fullmatch(r"[a-z][a-z-]{2,}ed", words[i + 1].lower())
+            ):
                 aux = w
             return subject, aux
     return None
@@ -249,8 +418,8 @@ def _split_coordination(sentence: str) -> list[str]:
     start = 0
     first_subject: tuple[str, str] | None = None
     for m in pattern.finditer(sentence):
-        left = sentence[start:m.start()].strip()
-        right = sentence[m.end():]
+        left = sentence[start : m.start()].strip()
+        right = sentence[m.end() :]
         comma = m.group(0).lstrip().startswith((",", ";"))
         predicate = bool(_PREDICATE_START.match(right))
         head = right.split(",")[0]
@@ -259,7 +428,9 @@ def _split_coordination(sentence: str) -> list[str]:
         # "Bob then left" has its own subject; "perks that can ..." is a noun and its relative clause.
         own_subject = own_subject or any(
             _PREDICATE_START.match(" ".join(head_words[k:])) and head_words[k - 1].lower() not in _RELATIVE_PRONOUNS
-            for k in (1, 2) if len(head_words) > k)
+            for k in (1, 2)
+            if len(head_words) > k
+        )
         if not comma:  # "X and he left": only a personal pronoun clearly opens a new clause
             own_subject = own_subject and bool(_PRONOUN_CLAUSE.match(right))
         if len(left.split()) < 3 or len(right.split()) < 2:
@@ -267,13 +438,19 @@ def _split_coordination(sentence: str) -> list[str]:
         if left.count("(") > left.count(")") or left.count("[") > left.count("]"):
             continue  # inside brackets: "fat (commonly butter, but also oil) and flour"
         last = left.split()[-2:]
-        if (len(last) == 2 and last[0].lower() in _DETERMINERS and last[1].endswith("ed")
-                and re.match(r"[a-z-]+ed\b", right)):
+        if (
+            len(last) == 2
+            and last[0].lower() in _DETERMINERS
+            and last[1].endswith("ed")
+            and re.match(r"[a-z-]+ed\b", right)
+        ):
             continue  # two modifiers of one noun: "a filtered and pasteurized product"
         if not (predicate or own_subject):
             continue
         subject = first_subject if parts else _subject_of(left)
-        if not own_subject and not subject:  # a bare predicate needs a subject to repeat ("... diverged and came together")
+        if (
+            not own_subject and not subject
+        ):  # a bare predicate needs a subject to repeat ("... diverged and came together")
             continue
         if not parts:
             first_subject = subject
@@ -315,7 +492,7 @@ def split_claims(text: str, relative: bool = True) -> list[str]:
     for statement in split_statements(text):
         statement = statement.rstrip(";").strip()
         for clause in _split_coordination(statement):
-            for piece in (_split_relative(clause) if relative else [clause]):
+            for piece in _split_relative(clause) if relative else [clause]:
                 piece = piece.strip().strip(",;").strip()
                 if piece:
                     out.append(piece)
@@ -323,8 +500,26 @@ def split_claims(text: str, relative: bool = True) -> list[str]:
 
 
 _RELATIVE = re.compile(r",\s+(who|which)\s+")
-_NP_DETERMINERS = {"the", "a", "an", "its", "their", "his", "her", "this", "that", "these", "those", "our", "my",
-                   "your", "some", "any", "each", "every"}
+_NP_DETERMINERS = {
+    "the",
+    "a",
+    "an",
+    "its",
+    "their",
+    "his",
+    "her",
+    "this",
+    "that",
+    "these",
+    "those",
+    "our",
+    "my",
+    "your",
+    "some",
+    "any",
+    "each",
+    "every",
+}
 
 
 def _antecedent(left: str) -> str | None:
@@ -353,20 +548,20 @@ def _split_relative(clause: str) -> list[str]:
     m = _RELATIVE.search(clause)
     if not m:
         return [clause]
-    antecedent = _antecedent(clause[:m.start()])
-    tail = clause[m.end():]
+    antecedent = _antecedent(clause[: m.start()])
+    tail = clause[m.end() :]
     # Mid-sentence ("Ann, who lives in Oslo, sings"): the clause ends at the comma before the main
     # predicate. Otherwise it runs to the end of the sentence (and keeps its lists).
     end = len(tail)
     for c in re.finditer(r",\s+", tail):
-        if _PREDICATE_START.match(tail[c.end():]):
+        if _PREDICATE_START.match(tail[c.end() :]):
             end = c.start()
             break
     body = tail[:end].strip().rstrip(".")
     if not antecedent or len(body.split()) < 2:
         return [clause]
     rest_text = tail[end:].lstrip(", ")
-    main = clause[:m.start()] + ((" " + rest_text) if rest_text else ".")
+    main = clause[: m.start()] + ((" " + rest_text) if rest_text else ".")
     rest = _split_relative(main.strip())
     relative_claim = f"{antecedent} {body}"
     return rest + [relative_claim[:1].upper() + relative_claim[1:]]

@@ -21,18 +21,37 @@ module sits below :mod:`ragmeter.result`, whose reports use it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ragmeter.aggregate import GRADE_THRESHOLDS, grade
 from ragmeter.data import Score
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT
 from ragmeter.metrics import DOMAIN_METRICS, REGISTRY, load_plugins, metric_classes
 
-__all__ = ["composite_score", "composite_inputs", "grade", "GRADE_THRESHOLDS", "diagnose", "Diagnosis",
-           "diagnosis_rule", "diagnosis_signals", "DIAGNOSIS_RULE", "RETRIEVAL_SIGNALS", "GENERATION_SIGNALS", "response_time_score", "latency_seconds",
-           "RESPONSE_TIME", "RESPONSE_TIME_LEVELS", "add_response_time", "latency_summary", "run_latency",
-           "COMPOSITE_METHODS", "weakest_metric"]
+__all__ = [
+    "composite_score",
+    "composite_inputs",
+    "grade",
+    "GRADE_THRESHOLDS",
+    "diagnose",
+    "Diagnosis",
+    "diagnosis_rule",
+    "diagnosis_signals",
+    "DIAGNOSIS_RULE",
+    "RETRIEVAL_SIGNALS",
+    "GENERATION_SIGNALS",
+    "response_time_score",
+    "latency_seconds",
+    "RESPONSE_TIME",
+    "RESPONSE_TIME_LEVELS",
+    "add_response_time",
+    "latency_summary",
+    "run_latency",
+    "COMPOSITE_METHODS",
+    "weakest_metric",
+]
 
 #: The composite forms of :func:`composite_score`.
 COMPOSITE_METHODS = ("harmonic", "weighted", "geometric", "min")
@@ -69,13 +88,17 @@ def diagnosis_rule() -> str:
     signals = diagnosis_signals()
     retrieval, generation = signals["retrieval"], signals["generation"]
     n = len(retrieval) + len(generation)
-    neither = {1: "the context metric is not", 2: "neither context metric is"}.get(len(retrieval), "no context metric is")
+    neither = {1: "the context metric is not", 2: "neither context metric is"}.get(
+        len(retrieval), "no context metric is"
+    )
     count = _NUMBERS.get(n, str(n))
-    return ("A metric is low when it is labelled fail (its value is below the metric's warn level). "
-            f"Retrieval failure: {' or '.join(retrieval)} is low. "
-            f"Generation failure: {' or '.join(generation)} is low while {neither}. "
-            "Both: a context metric and an answer metric are low. "
-            f"Fine: none of the {count} is low. Unknown: none of the {count} has a value.")
+    return (
+        "A metric is low when it is labelled fail (its value is below the metric's warn level). "
+        f"Retrieval failure: {' or '.join(retrieval)} is low. "
+        f"Generation failure: {' or '.join(generation)} is low while {neither}. "
+        "Both: a context metric and an answer metric are low. "
+        f"Fine: none of the {count} is low. Unknown: none of the {count} has a value."
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -97,8 +120,9 @@ RESPONSE_TIME_LEVELS = (3.0, 5.0)
 # --------------------------------------------------------------------------- composite score
 
 
-def composite_inputs(scores: Mapping[str, Score], weights: Mapping[str, float] | None = None
-                     ) -> tuple[dict[str, float], dict[str, str]]:
+def composite_inputs(
+    scores: Mapping[str, Score], weights: Mapping[str, float] | None = None
+) -> tuple[dict[str, float], dict[str, str]]:
     """What :func:`composite_score` combines: ``(used, excluded)``.
 
     The metrics are the keys of ``weights``, or without weights every judged metric present in
@@ -137,8 +161,9 @@ def composite_inputs(scores: Mapping[str, Score], weights: Mapping[str, float] |
     return used, excluded
 
 
-def composite_score(scores: Mapping[str, Score], weights: Mapping[str, float] | None = None,
-                    method: str = "weighted") -> float | None:
+def composite_score(
+    scores: Mapping[str, Score], weights: Mapping[str, float] | None = None, method: str = "weighted"
+) -> float | None:
     """One number in [0, 1] for a sample: a mean of its metrics' values.
 
     ``method`` (:data:`COMPOSITE_METHODS`), with weights w_i (metric -> weight >= 0, need not sum
@@ -190,8 +215,7 @@ def composite_score(scores: Mapping[str, Score], weights: Mapping[str, float] | 
     return total / math.fsum(w[n] / v for n, v in used.items())
 
 
-def weakest_metric(scores: Mapping[str, Score], weights: Mapping[str, float] | None = None
-                   ) -> tuple[str, float] | None:
+def weakest_metric(scores: Mapping[str, Score], weights: Mapping[str, float] | None = None) -> tuple[str, float] | None:
     """The metric that holds a sample's composite down: the lowest value among the metrics
     :func:`composite_score` uses (the first in order on a tie), as ``(metric, value)``; None when
     no chosen metric has a value.
@@ -341,8 +365,9 @@ def run_latency(results: Iterable[Any]) -> dict[str, Any] | None:
     return latency_summary(latency_seconds(r.sample.metadata) for r in results)
 
 
-def response_time_score(latency_s: float, pass_under: float = RESPONSE_TIME_LEVELS[0],
-                        warn_under: float = RESPONSE_TIME_LEVELS[1]) -> Score:
+def response_time_score(
+    latency_s: float, pass_under: float = RESPONSE_TIME_LEVELS[0], warn_under: float = RESPONSE_TIME_LEVELS[1]
+) -> Score:
     """The app's response time as a Score (metric ``"response_time"``), next to the judged metrics.
 
     Label: pass when ``latency_s <= pass_under``, warn when ``<= warn_under``, else fail.
@@ -370,15 +395,25 @@ def response_time_score(latency_s: float, pass_under: float = RESPONSE_TIME_LEVE
         value, label = 1.0 - 0.5 * (t - p) / (w - p), "warn"
     else:
         value, label = max(0.0, 0.5 * (2 * w - t) / w), "fail"
-    level = {"pass": f"at most {p:g} s (pass)", "warn": f"over {p:g} s, at most {w:g} s (warn)",
-             "fail": f"over {w:g} s (fail)"}[label]
-    return Score(RESPONSE_TIME, value, explanation=f"response time {t:.2f} s: {level}",
-                 details={"latency_s": t, "pass_under": p, "warn_under": w, "threshold": 1.0, "warn": 0.5},
-                 judge="code", label=label, fingerprint=CODE_FINGERPRINT.id)
+    level = {
+        "pass": f"at most {p:g} s (pass)",
+        "warn": f"over {p:g} s, at most {w:g} s (warn)",
+        "fail": f"over {w:g} s (fail)",
+    }[label]
+    return Score(
+        RESPONSE_TIME,
+        value,
+        explanation=f"response time {t:.2f} s: {level}",
+        details={"latency_s": t, "pass_under": p, "warn_under": w, "threshold": 1.0, "warn": 0.5},
+        judge="code",
+        label=label,
+        fingerprint=CODE_FINGERPRINT.id,
+    )
 
 
-def add_response_time(results: Iterable[Any], pass_under: float = RESPONSE_TIME_LEVELS[0],
-                      warn_under: float = RESPONSE_TIME_LEVELS[1]) -> bool:
+def add_response_time(
+    results: Iterable[Any], pass_under: float = RESPONSE_TIME_LEVELS[0], warn_under: float = RESPONSE_TIME_LEVELS[1]
+) -> bool:
     """Add a ``response_time`` Score (:func:`response_time_score`) to each result whose sample
     carries a captured latency (:func:`latency_seconds`), and a not-applicable one (value None,
     the reason in the explanation) to the others; nothing at all when no sample has a latency.
@@ -396,7 +431,15 @@ def add_response_time(results: Iterable[Any], pass_under: float = RESPONSE_TIME_
     if all(t is None for t in latencies):
         return False
     for r, t in zip(results, latencies):
-        r.scores[RESPONSE_TIME] = (response_time_score(t, pass_under, warn_under) if t is not None else
-                                   Score(RESPONSE_TIME, None, "no response time was captured for this sample",
-                                         judge="code", fingerprint=CODE_FINGERPRINT.id))
+        r.scores[RESPONSE_TIME] = (
+            response_time_score(t, pass_under, warn_under)
+            if t is not None
+            else Score(
+                RESPONSE_TIME,
+                None,
+                "no response time was captured for this sample",
+                judge="code",
+                fingerprint=CODE_FINGERPRINT.id,
+            )
+        )
     return True

@@ -98,7 +98,7 @@ def rst_to_markdown(text: str) -> str:
             head = line.rstrip()[:-2].rstrip()
             if head:
                 out.append(_prose(head + ":"))
-            out += ["", "```python", *textwrap.dedent("\n".join(lines[i + 2:end])).split("\n"), "```", ""]
+            out += ["", "```python", *textwrap.dedent("\n".join(lines[i + 2 : end])).split("\n"), "```", ""]
             i = end
             continue
         out.append(_prose(line))
@@ -148,12 +148,17 @@ def _cell(text: str) -> str:
 
 #: The sample every metric is run on to see which judge tasks it asks (with its reference, and
 #: again without it).
-_SAMPLE = {"id": "docs", "question": "Where and when was Albert Einstein born?",
-           "answer": "Einstein was born in Ulm [1] on 14 March 1879 [2].",
-           "reference": "Albert Einstein was born in Ulm, Germany, in 1879.",
-           "contexts": [{"id": "a", "text": "Albert Einstein was born in Ulm, in the Kingdom of Württemberg."},
-                        {"id": "b", "text": "He was born on 14 March 1879."}],
-           "relevant_ids": ["a", "b"]}
+_SAMPLE = {
+    "id": "docs",
+    "question": "Where and when was Albert Einstein born?",
+    "answer": "Einstein was born in Ulm [1] on 14 March 1879 [2].",
+    "reference": "Albert Einstein was born in Ulm, Germany, in 1879.",
+    "contexts": [
+        {"id": "a", "text": "Albert Einstein was born in Ulm, in the Kingdom of Württemberg."},
+        {"id": "b", "text": "He was born on 14 March 1879."},
+    ],
+    "relevant_ids": ["a", "b"],
+}
 
 
 def _tasks(metric: Any) -> str:
@@ -183,8 +188,16 @@ def _tasks(metric: Any) -> str:
 
 def metrics_page() -> str:
     """``reference/metrics.md``: every metric, from the registry."""
-    from ragmeter.metrics import (DEFAULT_METRICS, DEFAULT_RETRIEVAL_METRICS, DOMAIN_METRICS, REGISTRY,
-                                  RETRIEVAL_METRICS, STRING_METRICS, metric_class, retrieval)
+    from ragmeter.metrics import (
+        DEFAULT_METRICS,
+        DEFAULT_RETRIEVAL_METRICS,
+        DOMAIN_METRICS,
+        REGISTRY,
+        RETRIEVAL_METRICS,
+        STRING_METRICS,
+        metric_class,
+        retrieval,
+    )
     from ragmeter.metrics.ir import _FUNCTIONS, RetrievalMetric
 
     rows, sections = [], []
@@ -193,50 +206,60 @@ def metrics_page() -> str:
             cls = metric_class(name)
             metric = cls()
             path = f"{cls.__module__}.{cls.__qualname__}"
-            rows.append(f"| [`{name}`](#{name}) | {group} | {', '.join(metric.requires)} | {_tasks(metric)} | "
-                        f"{metric.threshold:g} / {metric.warn:g} |")
-            sections.append(f"## {name}\n\n[`{cls.__qualname__}`][{path}] (`{cls.__module__}`): pass at "
-                            f"{metric.threshold:g}, warn at {metric.warn:g}; needs {', '.join(metric.requires)}."
-                            f"\n\n{_doc(cls)}\n")
+            rows.append(
+                f"| [`{name}`](#{name}) | {group} | {', '.join(metric.requires)} | {_tasks(metric)} | "
+                f"{metric.threshold:g} / {metric.warn:g} |"
+            )
+            sections.append(
+                f"## {name}\n\n[`{cls.__qualname__}`][{path}] (`{cls.__module__}`): pass at "
+                f"{metric.threshold:g}, warn at {metric.warn:g}; needs {', '.join(metric.requires)}."
+                f"\n\n{_doc(cls)}\n"
+            )
     retrieval_rows = []
     for kind, (fn, takes_k, threshold, warn) in _FUNCTIONS.items():
         name = f"{kind}@k" if takes_k else kind
-        rows.append(f"| [`{name}`](#retrieval-metrics) | retrieval | relevant_ids, contexts (ids) | "
-                    f"none (deterministic) | {threshold:g} / {warn:g} |")
-        retrieval_rows.append(f"| `{name}` | [`{fn.__name__}`][{fn.__module__}.{fn.__name__}] | "
-                              f"{_cell(_summary(fn))} | {threshold:g} / {warn:g} |")
+        rows.append(
+            f"| [`{name}`](#retrieval-metrics) | retrieval | relevant_ids, contexts (ids) | "
+            f"none (deterministic) | {threshold:g} / {warn:g} |"
+        )
+        retrieval_rows.append(
+            f"| `{name}` | [`{fn.__name__}`][{fn.__module__}.{fn.__name__}] | "
+            f"{_cell(_summary(fn))} | {threshold:g} / {warn:g} |"
+        )
     assert {r.split("`")[1] for r in retrieval_rows} == set(RETRIEVAL_METRICS)
-    return "\n".join([
-        "# Metrics",
-        "",
-        "Generated from the metric registry (`ragmeter.metrics.REGISTRY`, `STRING_METRICS`, "
-        "`DOMAIN_METRICS`, `RETRIEVAL_METRICS`) when the manual is built. *Judge tasks* are the tasks the metric asked "
-        "when it ran alone with the offline judge on a sample with a reference and again without one; "
-        "each task runs once per sample and serves every metric of the run that needs it (an LLM judge "
-        "answers `rate_chunks` and `attribute_statements` in one `review_context` call when a run needs "
-        "both). *Pass / warn*: "
-        "a value at or above the first is `pass`, at or above the second `warn`, else `fail`; every "
-        "level is a constructor argument (`Faithfulness(threshold=0.9, warn=0.8)`).",
-        "",
-        f"Default metrics: {', '.join(f'`{m}`' for m in DEFAULT_METRICS)}, plus "
-        f"{', '.join(f'`{m}`' for m in DEFAULT_RETRIEVAL_METRICS)} for samples with `relevant_ids`.",
-        "",
-        "| metric | kind | needs | judge tasks | pass / warn |",
-        "|---|---|---|---|---|",
-        *rows,
-        "",
-        *sections,
-        "## Retrieval metrics",
-        "",
-        f"[`RetrievalMetric`][ragmeter.metrics.ir.RetrievalMetric]: {_doc(RetrievalMetric)}",
-        "",
-        "| metric | function | definition | pass / warn |",
-        "|---|---|---|---|",
-        *retrieval_rows,
-        "",
-        _doc(retrieval),
-        "",
-    ])
+    return "\n".join(
+        [
+            "# Metrics",
+            "",
+            "Generated from the metric registry (`ragmeter.metrics.REGISTRY`, `STRING_METRICS`, "
+            "`DOMAIN_METRICS`, `RETRIEVAL_METRICS`) when the manual is built. *Judge tasks* are the tasks the metric asked "
+            "when it ran alone with the offline judge on a sample with a reference and again without one; "
+            "each task runs once per sample and serves every metric of the run that needs it (an LLM judge "
+            "answers `rate_chunks` and `attribute_statements` in one `review_context` call when a run needs "
+            "both). *Pass / warn*: "
+            "a value at or above the first is `pass`, at or above the second `warn`, else `fail`; every "
+            "level is a constructor argument (`Faithfulness(threshold=0.9, warn=0.8)`).",
+            "",
+            f"Default metrics: {', '.join(f'`{m}`' for m in DEFAULT_METRICS)}, plus "
+            f"{', '.join(f'`{m}`' for m in DEFAULT_RETRIEVAL_METRICS)} for samples with `relevant_ids`.",
+            "",
+            "| metric | kind | needs | judge tasks | pass / warn |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            *sections,
+            "## Retrieval metrics",
+            "",
+            f"[`RetrievalMetric`][ragmeter.metrics.ir.RetrievalMetric]: {_doc(RetrievalMetric)}",
+            "",
+            "| metric | function | definition | pass / warn |",
+            "|---|---|---|---|",
+            *retrieval_rows,
+            "",
+            _doc(retrieval),
+            "",
+        ]
+    )
 
 
 def judges_page() -> str:
@@ -250,47 +273,50 @@ def judges_page() -> str:
         example = {"ollama": "ollama:MODEL"}.get(backend, backend)
         judge = spec_module.judge_from_spec(example, **({} if backend == "offline" else {"api_key": "sk-docs"}))
         cls = type(judge)
-        spec_rows.append(f"| `{form}` | [`{cls.__name__}`][{cls.__module__}.{cls.__qualname__}] | "
-                         f"`{judge.name}` |")
+        spec_rows.append(f"| `{form}` | [`{cls.__name__}`][{cls.__module__}.{cls.__qualname__}] | `{judge.name}` |")
     class_rows = []
     for name in judges_module.__all__:
         obj = getattr(judges_module, name)
         if inspect.isclass(obj):
             class_rows.append(f"| [`{name}`][{obj.__module__}.{obj.__qualname__}] | {_cell(_summary(obj))} |")
-    task_rows = [f"| `{name}` | {task.version} | {_cell(task.system.split('. ')[0])}. |"
-                 for name, task in {**TASKS, **COMBINED_TASKS}.items()]
-    return "\n".join([
-        "# Judges",
-        "",
-        "Generated from the judge-spec registry (`ragmeter.judges.spec.SPECS`), the public names of "
-        "`ragmeter.judges` and the judge tasks (`ragmeter.judges.tasks.TASKS`) when the manual is built.",
-        "",
-        "## Judge specs",
-        "",
-        "What `--judge` (and `judge=\"...\"` in Python) accepts. The judge column is the class the spec "
-        "builds and the name its scores carry, for the spec without a model.",
-        "",
-        "| spec | class | judge name |",
-        "|---|---|---|",
-        *spec_rows,
-        "",
-        _doc(spec_module.default_judge),
-        "",
-        "## Judges and embedders",
-        "",
-        "| class | what it is |",
-        "|---|---|",
-        *class_rows,
-        "",
-        "## Judge tasks",
-        "",
-        _doc(importlib.import_module("ragmeter.judges.tasks")),
-        "",
-        "| task | version | what the judge is asked |",
-        "|---|---|---|",
-        *task_rows,
-        "",
-    ])
+    task_rows = [
+        f"| `{name}` | {task.version} | {_cell(task.system.split('. ')[0])}. |"
+        for name, task in {**TASKS, **COMBINED_TASKS}.items()
+    ]
+    return "\n".join(
+        [
+            "# Judges",
+            "",
+            "Generated from the judge-spec registry (`ragmeter.judges.spec.SPECS`), the public names of "
+            "`ragmeter.judges` and the judge tasks (`ragmeter.judges.tasks.TASKS`) when the manual is built.",
+            "",
+            "## Judge specs",
+            "",
+            "What `--judge` (and `judge=\"...\"` in Python) accepts. The judge column is the class the spec "
+            "builds and the name its scores carry, for the spec without a model.",
+            "",
+            "| spec | class | judge name |",
+            "|---|---|---|",
+            *spec_rows,
+            "",
+            _doc(spec_module.default_judge),
+            "",
+            "## Judges and embedders",
+            "",
+            "| class | what it is |",
+            "|---|---|",
+            *class_rows,
+            "",
+            "## Judge tasks",
+            "",
+            _doc(importlib.import_module("ragmeter.judges.tasks")),
+            "",
+            "| task | version | what the judge is asked |",
+            "|---|---|---|",
+            *task_rows,
+            "",
+        ]
+    )
 
 
 def cli_page() -> str:
@@ -301,17 +327,32 @@ def cli_page() -> str:
     os.environ["COLUMNS"] = "100"
     try:
         parser = build_parser()
-        parts = ["# Command line", "",
-                 "Generated from the argument parser (`ragmeter.cli.build_parser`, with the commands other "
-                 "layers register through the `ragmeter.cli` entry-point group) when the manual is built.", "",
-                 "```text", parser.format_help().rstrip(), "```", ""]
+        parts = [
+            "# Command line",
+            "",
+            "Generated from the argument parser (`ragmeter.cli.build_parser`, with the commands other "
+            "layers register through the `ragmeter.cli` entry-point group) when the manual is built.",
+            "",
+            "```text",
+            parser.format_help().rstrip(),
+            "```",
+            "",
+        ]
 
         def walk(p: Any, prefix: str) -> None:
             for action in p._actions:
                 if getattr(action, "choices", None) and hasattr(action, "_name_parser_map"):
                     for name, sub in action.choices.items():
-                        parts.extend([f"{'#' * min(4, prefix.count(' ') + 2)} {prefix} {name}", "", "```text",
-                                      sub.format_help().rstrip(), "```", ""])
+                        parts.extend(
+                            [
+                                f"{'#' * min(4, prefix.count(' ') + 2)} {prefix} {name}",
+                                "",
+                                "```text",
+                                sub.format_help().rstrip(),
+                                "```",
+                                "",
+                            ]
+                        )
                         walk(sub, f"{prefix} {name}")
 
         walk(parser, "ragmeter")
@@ -326,8 +367,16 @@ def cli_page() -> str:
 def api_page(module_name: str) -> str:
     """``api/<module_name>.md``: the module's docstring and every public name, via mkdocstrings."""
     module = importlib.import_module(module_name)
-    parts = [f"# {module_name}", "", f"::: {module_name}", "    options:", "      members: false",
-             "      show_root_heading: false", "      show_root_toc_entry: false", ""]
+    parts = [
+        f"# {module_name}",
+        "",
+        f"::: {module_name}",
+        "    options:",
+        "      members: false",
+        "      show_root_heading: false",
+        "      show_root_toc_entry: false",
+        "",
+    ]
     for name in getattr(module, "__all__", []):
         if name.startswith("_"):
             continue

@@ -42,7 +42,9 @@ KNOWLEDGE = {
 }
 
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset("a an the is was are of in for by to and or what who which how when it its that does do with from".split())
+_STOP = frozenset(
+    "a an the is was are of in for by to and or what who which how when it its that does do with from".split()
+)
 
 
 def _words(text: str) -> list[str]:
@@ -82,20 +84,29 @@ class ExtractiveChatModel(GenericFakeChatModel):
         for wrong, right in self.misremember.items():
             answer = answer.replace(wrong, right)
         prompt_tokens, completion_tokens = len((system + question).split()), len(answer.split())
-        message = AIMessage(content=answer, usage_metadata={"input_tokens": prompt_tokens, "output_tokens": completion_tokens,
-                                                            "total_tokens": prompt_tokens + completion_tokens})
+        message = AIMessage(
+            content=answer,
+            usage_metadata={
+                "input_tokens": prompt_tokens,
+                "output_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
 def build_chain():
     store = InMemoryVectorStore(KeywordEmbeddings())
-    store.add_documents([Document(id=k, page_content=v, metadata={"source": k.split("-")[0] + ".md"})
-                         for k, v in KNOWLEDGE.items()])
+    store.add_documents(
+        [Document(id=k, page_content=v, metadata={"source": k.split("-")[0] + ".md"}) for k, v in KNOWLEDGE.items()]
+    )
     retriever = store.as_retriever(search_kwargs={"k": 2})
-    prompt = ChatPromptTemplate.from_messages([
-        ("system", "Answer the question using only this context:\n{context}"),
-        ("human", "{question}"),
-    ])
+    prompt = ChatPromptTemplate.from_messages(
+        [
+            ("system", "Answer the question using only this context:\n{context}"),
+            ("human", "{question}"),
+        ]
+    )
     model = ExtractiveChatModel(misremember={"1965": "1956"})  # one wrong year, on purpose
     format_docs = RunnableLambda(lambda docs: "\n".join(d.page_content for d in docs))
     return {"context": retriever | format_docs, "question": RunnablePassthrough()} | prompt | model | StrOutputParser()
@@ -111,10 +122,14 @@ def main() -> None:
     callbacks = {"callbacks": [handler]}
 
     # Ground truth, when you have it, rides along in config["metadata"].
-    chain.invoke("When was the Eiffel Tower completed?",
-                 config={**callbacks, "metadata": {"reference": "In 1889.", "relevant_ids": ["eiffel-1"]}})
-    chain.invoke("Who wrote the novel Dune and when was it first published?",
-                 config={**callbacks, "metadata": {"relevant_ids": ["dune-1"]}})
+    chain.invoke(
+        "When was the Eiffel Tower completed?",
+        config={**callbacks, "metadata": {"reference": "In 1889.", "relevant_ids": ["eiffel-1"]}},
+    )
+    chain.invoke(
+        "Who wrote the novel Dune and when was it first published?",
+        config={**callbacks, "metadata": {"relevant_ids": ["dune-1"]}},
+    )
     for _ in chain.stream("How is green tea made?", config=callbacks):  # streaming works the same
         pass
     asyncio.run(chain.abatch(["Does Rust have a garbage collector?", "Which award did Dune win?"], config=callbacks))
@@ -139,8 +154,10 @@ def main() -> None:
     for p in result.problems(threshold=0.6):  # scores below 0.6, worst first
         print(f"problem: {p['metric']} = {p['value']:.2f} on {p['question']!r}: {p['explanation']}")
     stats = handler.stats
-    print(f"\ncaptured {stats['captured']} runs, scored {stats['scored']}, dropped {stats['dropped']}, "
-          f"errored {stats['errored']}, partial {stats['partial']}")
+    print(
+        f"\ncaptured {stats['captured']} runs, scored {stats['scored']}, dropped {stats['dropped']}, "
+        f"errored {stats['errored']}, partial {stats['partial']}"
+    )
 
 
 if __name__ == "__main__":

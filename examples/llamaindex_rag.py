@@ -43,7 +43,9 @@ KNOWLEDGE = {
 }
 
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset("a an the is was are of in for by to and or what who which how when it its that does do with from".split())
+_STOP = frozenset(
+    "a an the is was are of in for by to and or what who which how when it its that does do with from".split()
+)
 
 
 def _words(text: str) -> list[str]:
@@ -115,8 +117,9 @@ def build_index() -> VectorStoreIndex:
     # One node per entry, with our own ids: ragmeter reports each context under its node id, so
     # relevant_ids below can name them. (Documents split by LlamaIndex get random node ids; the
     # document id is kept in each context's metadata["ref_doc_id"].)
-    nodes = [TextNode(id_=key, text=text, metadata={"source": key.split("-")[0] + ".md"})
-             for key, text in KNOWLEDGE.items()]
+    nodes = [
+        TextNode(id_=key, text=text, metadata={"source": key.split("-")[0] + ".md"}) for key, text in KNOWLEDGE.items()
+    ]
     return VectorStoreIndex(nodes, embed_model=KeywordEmbedding())
 
 
@@ -136,8 +139,10 @@ def part1_inline_capture(index: VectorStoreIndex) -> None:
         query_engine.query("Who wrote the novel Dune and when was it first published?")
 
         async def concurrent():
-            return await asyncio.gather(query_engine.aquery("Does Rust have a garbage collector?"),
-                                        query_engine.aquery("Which award did Dune win?"))
+            return await asyncio.gather(
+                query_engine.aquery("Does Rust have a garbage collector?"),
+                query_engine.aquery("Which award did Dune win?"),
+            )
 
         asyncio.run(concurrent())
         streamed = streaming_engine.query("How is green tea made?")
@@ -161,8 +166,10 @@ def part1_inline_capture(index: VectorStoreIndex) -> None:
     for p in result.problems():
         print(f"problem: {p['metric']} = {p['value']:.2f} on {p['question']!r}: {p['explanation']}")
     stats = meter.stats
-    print(f"\ncaptured {stats['captured']} queries, scored {stats['scored']}, dropped {stats['dropped']}, "
-          f"errored {stats['errored']}, partial {stats['partial']}")
+    print(
+        f"\ncaptured {stats['captured']} queries, scored {stats['scored']}, dropped {stats['dropped']}, "
+        f"errored {stats['errored']}, partial {stats['partial']}"
+    )
 
 
 def part2_batch_eval_runner(index: VectorStoreIndex) -> None:
@@ -170,14 +177,20 @@ def part2_batch_eval_runner(index: VectorStoreIndex) -> None:
     # One evaluator per metric; evaluators built together share judge work (claims extracted once).
     evaluators = make_evaluators(["faithfulness", "answer_relevancy", "context_relevance"], judge="offline")
     runner = BatchEvalRunner(evaluators, workers=4)
-    questions = ["When was the Eiffel Tower completed?", "Who wrote the novel Dune and when was it first published?",
-                 "How is black tea different from green tea?"]
+    questions = [
+        "When was the Eiffel Tower completed?",
+        "Who wrote the novel Dune and when was it first published?",
+        "How is black tea different from green tea?",
+    ]
     results = runner.evaluate_queries(query_engine, queries=questions)
     print("\nBatchEvalRunner")
     for name, rows in results.items():
         for row in rows:
-            verdict = "invalid: " + str(row.invalid_reason) if row.invalid_result else (
-                f"{row.score:.2f} {'pass' if row.passing else row.label}")
+            verdict = (
+                "invalid: " + str(row.invalid_reason)
+                if row.invalid_result
+                else (f"{row.score:.2f} {'pass' if row.passing else row.label}")
+            )
             print(f"  {name:18} {row.query[:50]:50} {verdict}")
     worst = min(results["faithfulness"], key=lambda r: r.score if r.score is not None else 2.0)
     print(f"\nworst faithfulness: {worst.query!r}: {worst.feedback}")

@@ -33,11 +33,19 @@ def scored_request(n: int, rng: random.Random) -> SampleResult:
         faithfulness = rng.uniform(0.8, 1.0)
     scores = {"faithfulness": Score("faithfulness", round(faithfulness, 3))}
     if chunks:
-        scores["context_relevance"] = Score("context_relevance", round(sum(chunks) / 2, 3),
-                                            details={"chunks": [{"index": i, "score": s} for i, s in enumerate(chunks)]})
+        scores["context_relevance"] = Score(
+            "context_relevance",
+            round(sum(chunks) / 2, 3),
+            details={"chunks": [{"index": i, "score": s} for i, s in enumerate(chunks)]},
+        )
     latency = rng.uniform(0.8, 2.5)
-    sample = Sample(f"How long do refunds take? (request {n})", contexts, answer="Within 14 days.", id=f"req-{n}",
-                    metadata={"latency": {"total_s": round(latency, 3)}})
+    sample = Sample(
+        f"How long do refunds take? (request {n})",
+        contexts,
+        answer="Within 14 days.",
+        id=f"req-{n}",
+        metadata={"latency": {"total_s": round(latency, 3)}},
+    )
     return SampleResult(sample, scores, usage=Usage(calls=2, cost_usd=0.0004))
 
 
@@ -50,18 +58,28 @@ def main() -> None:
     def on_alert(alert: rm.monitor.Alert) -> None:
         print(f"request {request[0]:>3}  {alert.message}")
 
-    monitor = rm.Monitor(window=500, min_samples=20, recent=20, thresholds={"faithfulness": 0.7},
-                         no_retrieval_limit=0.2, max_drop=0.15, on_alert=on_alert, meter_provider=False,
-                         clock=lambda: now[0])
+    monitor = rm.Monitor(
+        window=500,
+        min_samples=20,
+        recent=20,
+        thresholds={"faithfulness": 0.7},
+        no_retrieval_limit=0.2,
+        max_drop=0.15,
+        on_alert=on_alert,
+        meter_provider=False,
+        clock=lambda: now[0],
+    )
     rng = random.Random(17)
     for n in range(1, 201):
         request[0] = n
         monitor.observe(scored_request(n, rng))  # in production: on_result=monitor.observe
         now[0] += 30.0
     snap = monitor.snapshot()
-    print(f"after {snap['counts']['observed']} requests: faithfulness mean (last 20) "
-          f"{snap['means']['faithfulness']['recent']:.3f}, no-retrieval rate {snap['no_retrieval']:.2f}, "
-          f"alerts fired {monitor.stats['alerts_fired']}, resolved {monitor.stats['alerts_resolved']}")
+    print(
+        f"after {snap['counts']['observed']} requests: faithfulness mean (last 20) "
+        f"{snap['means']['faithfulness']['recent']:.3f}, no-retrieval rate {snap['no_retrieval']:.2f}, "
+        f"alerts fired {monitor.stats['alerts_fired']}, resolved {monitor.stats['alerts_resolved']}"
+    )
 
 
 if __name__ == "__main__":

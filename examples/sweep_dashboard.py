@@ -33,18 +33,26 @@ QUESTIONS = [
 
 def build(top_k, mode):
     """A pipeline: rank chunks by shared words ("any": one point per word, "long": words of 5+ letters only)."""
+
     def words(text):
         return {w.strip(".,?'").lower() for w in text.split() if mode == "any" or len(w) >= 5}
 
     def pipeline(question):
         ranked = sorted(CHUNKS, key=lambda c: -len(words(question) & words(CHUNKS[c])))
         return "", [{"id": c, "text": CHUNKS[c]} for c in ranked[:top_k]]
+
     return pipeline
 
 
 out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="ragmeter-sweep-"))
-table = rm.sweep(build, {"top_k": [1, 2, 3], "mode": ["any", "long"]}, QUESTIONS, metrics=["recall@3", "mrr"],
-                 progress=False, store=out / "history.db")
+table = rm.sweep(
+    build,
+    {"top_k": [1, 2, 3], "mode": ["any", "long"]},
+    QUESTIONS,
+    metrics=["recall@3", "mrr"],
+    progress=False,
+    store=out / "history.db",
+)
 print(table.to_markdown())
 print("best recall@3:", {k: table.best("recall@3")[k] for k in ("top_k", "mode")})
 print("wrote", len(table.save_charts(out / "charts", format="png")), "PNG charts to", out / "charts")

@@ -65,8 +65,10 @@ class TraceLink:
 
 def trace_metadata(target: Any) -> dict[str, Any]:
     """``metadata["trace"]`` of a sample captured under ``target``: its trace and span ids in hex."""
-    return {"trace_id": _hex(getattr(target, "trace_id", None), 32),
-            "span_id": _hex(getattr(target, "span_id", None), 16)}
+    return {
+        "trace_id": _hex(getattr(target, "trace_id", None), 32),
+        "span_id": _hex(getattr(target, "span_id", None), 16),
+    }
 
 
 def _hex(value: Any, width: int) -> str | None:

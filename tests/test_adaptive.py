@@ -12,10 +12,11 @@ import json
 
 import numpy as np
 import pytest
-from helpers.scripted import ScriptedJudge
-from helpers.servers import Answer, FakeLLMServer, error, fake_embedding, oracle
 
 import ragmeter as rm
+from helpers.scripted import ScriptedJudge
+from helpers.servers import Answer, FakeLLMServer, error, fake_embedding, oracle
+from ragmeter.executors import DEFAULT_CONCURRENCY, default_concurrency
 from ragmeter.judges import OpenAIEmbedder, OpenAIJudge
 from ragmeter.judges.base import JudgeError
 from ragmeter.judges.openai import OpenAITransport
@@ -23,7 +24,6 @@ from ragmeter.judges.ratelimit import AdaptiveLimit, ConcurrencyLimit
 from ragmeter.judges.retry import Dispatcher, TransientError, is_overload
 from ragmeter.judges.tasks import get_task
 from ragmeter.judges.transport import ChatRequest, Turn
-from ragmeter.executors import DEFAULT_CONCURRENCY, default_concurrency
 
 
 @pytest.fixture()
@@ -118,14 +118,24 @@ def test_judge_backs_off_on_429_with_retry_after_and_grows_again(server):
 
     server.responder = responder
     sleep = FakeSleep()
-    judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=False, embedder=None,
-                        initial_concurrency=16, max_concurrency=32, sleep=sleep, max_retries=20)
+    judge = OpenAIJudge(
+        "gpt-4o-mini",
+        base_url=server.openai_url,
+        api_key="test",
+        cache=False,
+        embedder=None,
+        initial_concurrency=16,
+        max_concurrency=32,
+        sleep=sleep,
+        max_retries=20,
+    )
     slots = judge.dispatcher.slots
     assert isinstance(slots, AdaptiveLimit) and slots.limit == 16
 
     async def go():
-        return await asyncio.gather(*[judge.run("rate_answer", {"question": f"q{i}", "answer": "a"})
-                                      for i in range(48)])
+        return await asyncio.gather(
+            *[judge.run("rate_answer", {"question": f"q{i}", "answer": "a"}) for i in range(48)]
+        )
 
     results = asyncio.run(go())
     assert len(results) == 48 and all(r.output["score"] == 1.0 for r in results)
@@ -138,8 +148,15 @@ def test_judge_backs_off_on_429_with_retry_after_and_grows_again(server):
 
 
 def test_fixed_concurrency_when_adaptive_is_off(server):
-    judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=False, embedder=None,
-                        adaptive_concurrency=False, max_concurrency=3)
+    judge = OpenAIJudge(
+        "gpt-4o-mini",
+        base_url=server.openai_url,
+        api_key="test",
+        cache=False,
+        embedder=None,
+        adaptive_concurrency=False,
+        max_concurrency=3,
+    )
     assert type(judge.dispatcher.slots) is ConcurrencyLimit and judge.dispatcher.slots.limit == 3
     assert type(Dispatcher(max_concurrency=5).slots) is ConcurrencyLimit
 
@@ -169,8 +186,10 @@ def test_concurrent_embed_calls_share_one_request(server):
     out = asyncio.run(go())
     reqs = server.embedding_requests
     assert len(reqs) == 1
-    assert reqs[0].body["input"] == [f"text {i}" for i in range(1)] + ["shared text"] + [f"text {i}" for i in range(1, 10)]
-    for texts, (vectors, usage) in zip(calls, out):
+    assert reqs[0].body["input"] == [f"text {i}" for i in range(1)] + ["shared text"] + [
+        f"text {i}" for i in range(1, 10)
+    ]
+    for texts, (vectors, _usage) in zip(calls, out):
         assert np.allclose(vectors, [fake_embedding(t) for t in texts])
     usages = [u for _, u in out]
     assert sum(u.embedding_calls for u in usages) == 1 and usages[0].embedding_calls == 1
@@ -179,8 +198,9 @@ def test_concurrent_embed_calls_share_one_request(server):
 
 
 def test_embed_batches_split_at_batch_size_and_failures_reach_every_call(server):
-    emb = OpenAIEmbedder(base_url=server.openai_url, api_key="test", cache=False, max_concurrency=1, batch_size=4,
-                         max_retries=0)
+    emb = OpenAIEmbedder(
+        base_url=server.openai_url, api_key="test", cache=False, max_concurrency=1, batch_size=4, max_retries=0
+    )
 
     async def go(n):
         return await asyncio.gather(*[emb.embed([f"a{i}", f"b{i}"]) for i in range(n)], return_exceptions=True)
@@ -198,7 +218,9 @@ def test_embed_batches_split_at_batch_size_and_failures_reach_every_call(server)
 
 @pytest.mark.slow
 def test_evaluate_batches_embeddings_across_samples_with_the_same_scores(server):
-    data = [json.loads(line) for line in open(rm.__file__.replace("core/__init__.py", "examples/rag_samples.jsonl"))][:12]
+    data = [json.loads(line) for line in open(rm.__file__.replace("core/__init__.py", "examples/rag_samples.jsonl"))][
+        :12
+    ]
     metrics = ["answer_relevancy", "faithfulness"]
 
     def run(concurrency):
@@ -212,8 +234,9 @@ def test_evaluate_batches_embeddings_across_samples_with_the_same_scores(server)
     assert chats == chats1 == 3 * len(data)  # judge calls per sample unchanged
     assert embeds1 == len(data) and embeds < len(data)  # fewer embedding requests than samples
     assert sum(r.usage.embedding_calls for r in together) == embeds
-    assert [[(s.value, s.status) for s in r.scores.values()] for r in together] == \
-           [[(s.value, s.status) for s in r.scores.values()] for r in one_by_one]
+    assert [[(s.value, s.status) for s in r.scores.values()] for r in together] == [
+        [(s.value, s.status) for s in r.scores.values()] for r in one_by_one
+    ]
 
 
 # --------------------------------------------------------------------------- the request body
@@ -231,15 +254,22 @@ def test_request_body_parts_are_built_once_per_task_and_never_shared():
     rate2 = _request("rate_answer", {"question": "other", "answer": "b"}, max_tokens=100)
     chunks = _request("rate_chunks", {"question": "q", "reference": None, "chunks": [["s."]]})
     b1, b2, b3 = (json.loads(t.body(r)) for r in (rate, rate2, chunks))
-    assert b1["response_format"]["json_schema"] == {"name": "rate_answer", "schema": get_task("rate_answer").schema,
-                                                    "strict": True}
+    assert b1["response_format"]["json_schema"] == {
+        "name": "rate_answer",
+        "schema": get_task("rate_answer").schema,
+        "strict": True,
+    }
     assert b3["response_format"]["json_schema"]["name"] == "rate_chunks"
     assert b3["response_format"]["json_schema"]["schema"] == get_task("rate_chunks").schema
     assert b1["messages"] != b2["messages"] and b1["response_format"] == b2["response_format"]
     assert b1["max_tokens"] == 100 and b1["temperature"] == 0.0 and b1["model"] == "gpt-4o-mini"
     assert t.task_parts("rate_answer", rate.schema)[1] is t.task_parts("rate_answer", rate.schema)[1]  # built once
-    other = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"],
-             "additionalProperties": False}
+    other = {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+        "required": ["x"],
+        "additionalProperties": False,
+    }
     mine = json.loads(t.body(ChatRequest("rate_answer", "s", [Turn("user", "u")], other)))
     assert mine["response_format"]["json_schema"]["schema"] == other  # same name, another schema: its own body
     again = json.loads(t.body(rate))
@@ -250,15 +280,19 @@ def test_request_body_modes_and_extra_body():
     text = OpenAITransport("m", api_key="k", base_url="http://x/v1", structured="text", extra_body={"top_k": 5})
     body = json.loads(text.body(_request("rate_answer", {"question": "q", "answer": "a"})))
     assert "response_format" not in body and body["top_k"] == 5 and "JSON schema" in body["messages"][0]["content"]
-    obj = OpenAITransport("m", api_key="k", base_url="http://x/v1", structured="json_object",
-                          extra_body={"response_format": {"type": "json_object", "x": 1}})
+    obj = OpenAITransport(
+        "m",
+        api_key="k",
+        base_url="http://x/v1",
+        structured="json_object",
+        extra_body={"response_format": {"type": "json_object", "x": 1}},
+    )
     body = json.loads(obj.body(_request("rate_answer", {"question": "q", "answer": "a"})))
     assert body["response_format"] == {"type": "json_object", "x": 1}
 
 
 def test_body_on_the_wire_matches_and_verdicts_are_the_same(server):
-    judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=False, embedder=None,
-                        seed=3)
+    judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=False, embedder=None, seed=3)
     out = asyncio.run(judge.run("rate_chunks", {"question": "q", "reference": None, "chunks": [["A b.", "C d."]]}))
     sent = server.chat_requests[0].body
     assert sent["seed"] == 3 and sent["response_format"]["json_schema"]["name"] == "rate_chunks"
@@ -269,10 +303,15 @@ def test_scripted_judge_verdicts_do_not_depend_on_samples_in_flight():
     data = [json.loads(line) for line in open(rm.__file__.replace("core/__init__.py", "examples/rag_samples.jsonl"))]
 
     def script():
-        return {"extract_claims": lambda i: {"claims": [{"unit": u, "text": t} for u, t in enumerate(i["units"])]},
-                "verify_claims": lambda i: {"verdicts": [
-                    {"claim": k, "verdict": "supported" if len(c) % 2 else "not_found",
-                     "evidence": [], "reason": "r"} for k, c in enumerate(i["claims"])]}}
+        return {
+            "extract_claims": lambda i: {"claims": [{"unit": u, "text": t} for u, t in enumerate(i["units"])]},
+            "verify_claims": lambda i: {
+                "verdicts": [
+                    {"claim": k, "verdict": "supported" if len(c) % 2 else "not_found", "evidence": [], "reason": "r"}
+                    for k, c in enumerate(i["claims"])
+                ]
+            },
+        }
 
     results = []
     for concurrency in (1, None, 64):

@@ -53,7 +53,8 @@ def test_an_anchor_set_reads_its_labels_and_reports_what_it_leaves_out(tmp_path)
     assert len(anchors.samples) == 6 and anchors.metrics == ["faithfulness"] and len(anchors.hash) == 16
     assert anchors.errors == [
         f"{path}: sample 'no-labels': field 'labels': an anchor needs labels: an object of metric -> human value",
-        f"{path}: sample 'odd': field 'labels.faithfulness': expected 0 or 1 on the binary scale, got 3"]
+        f"{path}: sample 'odd': field 'labels.faithfulness': expected 0 or 1 on the binary scale, got 3",
+    ]
     assert {lb.cluster for lb in anchors.labels} == {"topic-0", "topic-1", "topic-2", "topic-3"}
     assert load_anchors(path).hash == anchors.hash  # the same content, the same set
 
@@ -73,8 +74,9 @@ def test_a_new_judge_shows_its_shift_on_the_anchors_with_an_interval(tmp_path):
         diffs = np.array([new[s] - old[s] for s in new])
         assert d["n"] == 12 and d["shift"] == pytest.approx(diffs.mean()) and d["shift"] < 0
         clusters = [f"topic-{i % 4}" for i in range(12)]
-        assert d["ci"] == pytest.approx(list(bootstrap_ci(lambda idx: float(diffs[idx].mean()), 12, n_boot=300,
-                                                          clusters=clusters)))
+        assert d["ci"] == pytest.approx(
+            list(bootstrap_ci(lambda idx: float(diffs[idx].mean()), 12, n_boot=300, clusters=clusters))
+        )
         assert second.drift["changes"][0].startswith("rules: ")
         text = second.to_text()
         assert f"shift against {first.fingerprint}" in text and "faithfulness: mean " in text and "95% CI [" in text
@@ -126,8 +128,26 @@ def test_the_cli_checks_a_judge_and_evaluate_names_the_new_judges_shift(tmp_path
     path = write_anchors(tmp_path / "anchors.jsonl")
     db = str(tmp_path / "h.db")
     monkeypatch.setenv("RAGMETER_JUDGE", "offline")
-    assert main(["trust", "check", "--anchors", str(path), "--judge", "offline", "--db", db, "--no-progress",
-                 "--bootstrap", "200", "--out", str(tmp_path / "check.json")]) == 0
+    assert (
+        main(
+            [
+                "trust",
+                "check",
+                "--anchors",
+                str(path),
+                "--judge",
+                "offline",
+                "--db",
+                db,
+                "--no-progress",
+                "--bootstrap",
+                "200",
+                "--out",
+                str(tmp_path / "check.json"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("anchor set anchors (") and "12 anchors, 12 labels; judge offline" in out
     assert "faithfulness: mean " in out and "nothing to compare with" in out
@@ -139,8 +159,24 @@ def test_the_cli_checks_a_judge_and_evaluate_names_the_new_judges_shift(tmp_path
     with FakeLLMServer() as server:  # another judge: an LLM behind an OpenAI-compatible server
         spec = f"openai:judge-model@{server.openai_url}"
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used-0000")
-        assert main(["trust", "check", "--anchors", str(path), "--judge", spec, "--db", db, "--no-progress",
-                     "--bootstrap", "200"]) == 0
+        assert (
+            main(
+                [
+                    "trust",
+                    "check",
+                    "--anchors",
+                    str(path),
+                    "--judge",
+                    spec,
+                    "--db",
+                    db,
+                    "--no-progress",
+                    "--bootstrap",
+                    "200",
+                ]
+            )
+            == 0
+        )
         out = capsys.readouterr().out
         assert "shift against " in out and "backend: offline -> openai" in out and "model: none -> judge-model" in out
         assert main(["evaluate", str(data), "-m", "faithfulness", "--db", db, "--no-progress", "--judge", spec]) == 0

@@ -10,18 +10,19 @@ import numpy as np
 import pytest
 
 import ragmeter as rm
-from ragmeter.baselines import (BM25Retriever, EmbeddingRetriever, RandomRetriever, compare_retrievers,
-                                pool_chunks)
+from ragmeter.baselines import BM25Retriever, EmbeddingRetriever, RandomRetriever, compare_retrievers, pool_chunks
 from ragmeter.judges.base import Embedder, Usage
 
 pytest.importorskip("bm25s")
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = [{"id": "a", "text": "cat sat mat"}, {"id": "b", "text": "dog sat"}, {"id": "c", "text": "bird flew"}]
-CAPITALS = [{"id": "fr", "text": "Paris is the capital of France."},
-            {"id": "de", "text": "Berlin is the capital of Germany."},
-            {"id": "rhine", "text": "The Rhine flows through Germany and the Netherlands."},
-            {"id": "seine", "text": "The Seine flows through Paris."}]
+CAPITALS = [
+    {"id": "fr", "text": "Paris is the capital of France."},
+    {"id": "de", "text": "Berlin is the capital of Germany."},
+    {"id": "rhine", "text": "The Rhine flows through Germany and the Netherlands."},
+    {"id": "seine", "text": "The Seine flows through Paris."},
+]
 
 
 def test_bm25_scores_are_lucene_bm25_worked_by_hand():
@@ -98,22 +99,29 @@ def test_offline_lexical_embedder_works_as_a_baseline():
 
 
 def test_compare_retrievers_says_who_beats_whom_and_by_how_much():
-    qs = [rm.Sample("What is the capital of France?", relevant_ids=["fr"]),
-          rm.Sample("Which river flows through Paris?", relevant_ids=["seine"])]
+    qs = [
+        rm.Sample("What is the capital of France?", relevant_ids=["fr"]),
+        rm.Sample("Which river flows through Paris?", relevant_ids=["seine"]),
+    ]
     worst = lambda q: [CAPITALS[1], CAPITALS[2]]  # noqa: E731  - never the relevant chunk
     cmp = compare_retrievers(qs, {"bm25": BM25Retriever(), "worst": worst}, k=2, chunks=CAPITALS)
     assert cmp.metrics == ["hit_rate@2", "recall@2", "precision@2", "mrr", "ndcg@2"]
-    assert cmp.means["bm25"] == pytest.approx({"hit_rate@2": 1.0, "recall@2": 1.0, "precision@2": 0.5, "mrr": 1.0,
-                                               "ndcg@2": 1.0})
+    assert cmp.means["bm25"] == pytest.approx(
+        {"hit_rate@2": 1.0, "recall@2": 1.0, "precision@2": 0.5, "mrr": 1.0, "ndcg@2": 1.0}
+    )
     assert cmp.means["worst"]["mrr"] == 0.0
     assert cmp.delta("bm25", "worst", "precision@2") == pytest.approx(0.5)
-    assert cmp.verdicts("bm25") == ["bm25 beats worst: hit_rate@2 1.000 vs 0.000 (+1.000, 95% CI +1.000..+1.000); "
-                                    "recall@2 1.000 vs 0.000 (+1.000, 95% CI +1.000..+1.000); precision@2 0.500 vs "
-                                    "0.000 (+0.500, 95% CI +0.500..+0.500); mrr 1.000 vs 0.000 (+1.000, 95% CI "
-                                    "+1.000..+1.000); ndcg@2 1.000 vs 0.000 (+1.000, 95% CI +1.000..+1.000)"]
+    assert cmp.verdicts("bm25") == [
+        "bm25 beats worst: hit_rate@2 1.000 vs 0.000 (+1.000, 95% CI +1.000..+1.000); "
+        "recall@2 1.000 vs 0.000 (+1.000, 95% CI +1.000..+1.000); precision@2 0.500 vs "
+        "0.000 (+0.500, 95% CI +0.500..+0.500); mrr 1.000 vs 0.000 (+1.000, 95% CI "
+        "+1.000..+1.000); ndcg@2 1.000 vs 0.000 (+1.000, 95% CI +1.000..+1.000)"
+    ]
     assert cmp.verdicts("worst")[0].startswith("worst loses to bm25: hit_rate@2 0.000 vs 1.000 (-1.000")
     same = compare_retrievers(qs, {"one": BM25Retriever(), "two": BM25Retriever()}, k=2, chunks=CAPITALS)
-    assert same.verdicts("one")[0].startswith("one no detectable difference from two: hit_rate@2 1.000 vs 1.000 (+0.000")
+    assert same.verdicts("one")[0].startswith(
+        "one no detectable difference from two: hit_rate@2 1.000 vs 1.000 (+0.000"
+    )
     assert cmp.to_markdown().splitlines()[2] == "| bm25 | 1.000 | 1.000 | 0.500 | 1.000 | 1.000 |"
 
 

@@ -123,8 +123,13 @@ def test_keep_bounds_samples_and_results():
 
 def test_inline_options_reach_the_scorer():
     seen = []
-    rec = CaptureRecorder([AnswerLength()], sample_rate=0.0, should_score=lambda s: s.id == "s2" or None,
-                          on_result=seen.append, name="capture-test")
+    rec = CaptureRecorder(
+        [AnswerLength()],
+        sample_rate=0.0,
+        should_score=lambda s: s.id == "s2" or None,
+        on_result=seen.append,
+        name="capture-test",
+    )
     for i in range(4):
         rec.record(sample(i))
     rec.flush(10)

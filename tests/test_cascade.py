@@ -76,24 +76,22 @@ def test_the_unsure_sample_goes_to_the_llm_and_each_score_names_who_decided(serv
     assert {s.fingerprint for s in by_id["sure"].scores.values()} == {cascade.first.fingerprint.id}
     assert {s.fingerprint for s in by_id["unsure"].scores.values()} == {cascade.then.fingerprint.id}
     fp = cascade.fingerprint
-    assert fp.backend == "cascade" and [m.id for m in fp.members] == [cascade.first.fingerprint.id,
-                                                                      cascade.then.fingerprint.id]
+    assert fp.backend == "cascade" and [m.id for m in fp.members] == [
+        cascade.first.fingerprint.id,
+        cascade.then.fingerprint.id,
+    ]
 
 
 def test_route_zero_sends_nothing_and_route_one_sends_every_sample(server):
     none = CascadeJudge(OfflineJudge(embeddings=False), llm(server), route=0.0)
     res = evaluate([SURE, UNSURE], metrics=["faithfulness"], judge=none, progress=False)
-    assert len(server.chat_requests) == 0 and all(
-        r.scores["faithfulness"].judge == "offline-lexical" for r in res
-    )
+    assert len(server.chat_requests) == 0 and all(r.scores["faithfulness"].judge == "offline-lexical" for r in res)
     every = CascadeJudge(OfflineJudge(embeddings=False), llm(server), route=1.0)
     res = evaluate([SURE, UNSURE], metrics=["faithfulness"], judge=every, progress=False)
     assert all(r.scores["faithfulness"].judge == "openai:gpt-4o-mini" for r in res)
     assert len(server.chat_requests) == 4  # extract_claims + verify_claims per sample
     # route=1 sends a sample the offline judge has no confidence for (no claims) too
-    refusal = Sample(
-        id="refusal", question="When?", contexts=["The museum opens at 9 am."], answer="I don't know."
-    )
+    refusal = Sample(id="refusal", question="When?", contexts=["The museum opens at 9 am."], answer="I don't know.")
     res = evaluate([refusal], metrics=["faithfulness"], judge=every, progress=False)
     assert res[0].scores["faithfulness"].judge == "openai:gpt-4o-mini"
     res = evaluate(
@@ -129,9 +127,7 @@ def test_the_spec_builds_the_cascade(server):
     c = judge_from_spec(f"cascade:offline>openai:gpt-4o-mini@{server.openai_url}?route=0.5", api_key="test")
     assert isinstance(c, CascadeJudge) and c.route == 0.5 and c.then.name == "openai:gpt-4o-mini"
     assert c.cut == c.first.routing_cut(0.5)
-    c = judge_from_spec(
-        f"cascade:offline>openai:gpt-4o-mini@{server.openai_url}?confidence=0.9", api_key="test"
-    )
+    c = judge_from_spec(f"cascade:offline>openai:gpt-4o-mini@{server.openai_url}?confidence=0.9", api_key="test")
     assert c.route is None and c.cut == 0.9
     for bad, match in [
         ("cascade:openai>offline", "starts with the offline judge"),

@@ -11,10 +11,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from helpers.scripted import ScriptedJudge  # noqa: E402
-
+from ragmeter.citations import Unit, parse_citations, strip_citations  # noqa: E402
 from ragmeter.data import Context, Sample  # noqa: E402
 from ragmeter.metrics import CitationAccuracy, CitationPrecision, CitationRecall, Faithfulness, ScoringContext  # noqa: E402
-from ragmeter.citations import Unit, parse_citations, strip_citations  # noqa: E402
 from ragmeter.metrics.citation import claim_evidence, score_citations  # noqa: E402
 
 CHUNKS = ["Chunk one.", "Chunk two.", "Chunk three."]
@@ -29,30 +28,33 @@ def cited(answer: str, contexts=CHUNKS, **kw) -> list[tuple[str, list]]:
 # --------------------------------------------------------------------------- parsing: formats
 
 
-@pytest.mark.parametrize("answer, chunks", [
-    ("Einstein was born in 1879 [2].", [1]),
-    ("Einstein was born in 1879[2].", [1]),
-    ("Einstein was born in 1879 [1][3].", [0, 2]),
-    ("Einstein was born in 1879 [1] [3].", [0, 2]),
-    ("Einstein was born in 1879 [1], [3].", [0, 2]),
-    ("Einstein was born in 1879 [1, 3].", [0, 2]),
-    ("Einstein was born in 1879 [1,3].", [0, 2]),
-    ("Einstein was born in 1879 [1; 3].", [0, 2]),
-    ("Einstein was born in 1879 [1-3].", [0, 1, 2]),
-    ("Einstein was born in 1879 [1–3].", [0, 1, 2]),
-    ("Einstein was born in 1879 [1]-[3].", [0, 1, 2]),
-    ("Einstein was born in 1879 [^2].", [1]),
-    ("Einstein was born in 1879 (Source 2).", [1]),
-    ("Einstein was born in 1879 (source: 2).", [1]),
-    ("Einstein was born in 1879 (Sources 1 and 3).", [0, 2]),
-    ("Einstein was born in 1879 [Source 2].", [1]),
-    ("Einstein was born in 1879 (Doc 3).", [2]),
-    ("Einstein was born in 1879【1】.", [0]),
-    ("Einstein was born in 1879【1, 3】.", [0, 2]),
-    ("Einstein was born in 1879【2†source】.", [1]),
-    ("Einstein was born in 1879. [2]", [1]),
-    ("Einstein was born in 1879.[2]", [1]),
-])
+@pytest.mark.parametrize(
+    "answer, chunks",
+    [
+        ("Einstein was born in 1879 [2].", [1]),
+        ("Einstein was born in 1879[2].", [1]),
+        ("Einstein was born in 1879 [1][3].", [0, 2]),
+        ("Einstein was born in 1879 [1] [3].", [0, 2]),
+        ("Einstein was born in 1879 [1], [3].", [0, 2]),
+        ("Einstein was born in 1879 [1, 3].", [0, 2]),
+        ("Einstein was born in 1879 [1,3].", [0, 2]),
+        ("Einstein was born in 1879 [1; 3].", [0, 2]),
+        ("Einstein was born in 1879 [1-3].", [0, 1, 2]),
+        ("Einstein was born in 1879 [1–3].", [0, 1, 2]),
+        ("Einstein was born in 1879 [1]-[3].", [0, 1, 2]),
+        ("Einstein was born in 1879 [^2].", [1]),
+        ("Einstein was born in 1879 (Source 2).", [1]),
+        ("Einstein was born in 1879 (source: 2).", [1]),
+        ("Einstein was born in 1879 (Sources 1 and 3).", [0, 2]),
+        ("Einstein was born in 1879 [Source 2].", [1]),
+        ("Einstein was born in 1879 (Doc 3).", [2]),
+        ("Einstein was born in 1879【1】.", [0]),
+        ("Einstein was born in 1879【1, 3】.", [0, 2]),
+        ("Einstein was born in 1879【2†source】.", [1]),
+        ("Einstein was born in 1879. [2]", [1]),
+        ("Einstein was born in 1879.[2]", [1]),
+    ],
+)
 def test_every_format_attaches_to_its_sentence(answer, chunks):
     units = cited(answer)
     assert len(units) == 1
@@ -75,7 +77,9 @@ def test_citation_by_chunk_id():
     # ids that are not id-shaped still match exactly, including ids with spaces
     contexts = [Context("a", id="intro"), Context("b", id="Annual report, p. 4")]
     assert cited("Sales rose [intro]. Costs fell [Annual report, p. 4].", contexts) == [
-        ("Sales rose.", [("intro", 0)]), ("Costs fell.", [("Annual report, p. 4", 1)])]
+        ("Sales rose.", [("intro", 0)]),
+        ("Costs fell.", [("Annual report, p. 4", 1)]),
+    ]
 
 
 def test_numbers_as_ids_mode():
@@ -88,18 +92,30 @@ def test_numbers_as_ids_mode():
 
 def test_markers_in_the_middle_split_clauses():
     assert cited("Einstein was born in 1879 [1] and died in 1955 [2].") == [
-        ("Einstein was born in 1879", [("1", 0)]), ("and died in 1955.", [("2", 1)])]
+        ("Einstein was born in 1879", [("1", 0)]),
+        ("and died in 1955.", [("2", 1)]),
+    ]
     # a marker applies to the text before it; the rest of the sentence is uncited
     assert cited("Einstein[1] was a physicist, born in Ulm [3], who liked sailing.") == [
-        ("Einstein", [("1", 0)]), ("was a physicist, born in Ulm", [("3", 2)]), ("who liked sailing.", [])]
+        ("Einstein", [("1", 0)]),
+        ("was a physicist, born in Ulm", [("3", 2)]),
+        ("who liked sailing.", []),
+    ]
     # end-of-sentence markers on a split sentence go to the last clause
-    assert cited("A is true [1], B is true [2][3].") == [("A is true", [("1", 0)]), ("B is true.", [("2", 1), ("3", 2)])]
+    assert cited("A is true [1], B is true [2][3].") == [
+        ("A is true", [("1", 0)]),
+        ("B is true.", [("2", 1), ("3", 2)]),
+    ]
 
 
 def test_multiple_sentences_and_uncited_sentences():
     p = parse_citations("Paris is the capital [1]. It is large. It has a tower [2][3]. See the map.", CHUNKS)
     assert [(u.text, u.chunks) for u in p.units] == [
-        ("Paris is the capital.", [0]), ("It is large.", []), ("It has a tower.", [1, 2]), ("See the map.", [])]
+        ("Paris is the capital.", [0]),
+        ("It is large.", []),
+        ("It has a tower.", [1, 2]),
+        ("See the map.", []),
+    ]
     assert p.text == "Paris is the capital. It is large. It has a tower. See the map."
     assert [c.unit for c in p.citations] == [0, 2, 2]
 
@@ -107,7 +123,13 @@ def test_multiple_sentences_and_uncited_sentences():
 def test_mixed_valid_and_invalid_citations():
     p = parse_citations("Fact A [1][7]. Fact B [0]. Fact C [2-4].", CHUNKS)
     assert [(c.target, c.chunk, c.unit) for c in p.citations] == [
-        ("1", 0, 0), ("7", None, 0), ("0", None, 1), ("2", 1, 2), ("3", 2, 2), ("4", None, 2)]
+        ("1", 0, 0),
+        ("7", None, 0),
+        ("0", None, 1),
+        ("2", 1, 2),
+        ("3", 2, 2),
+        ("4", None, 2),
+    ]
     assert "out of range" in p.invalid[0].error and "3 chunks" in p.invalid[0].error
     assert [u.chunks for u in p.units] == [[0], [], [1, 2]]
 
@@ -117,19 +139,22 @@ def test_repeated_citation_of_a_chunk_is_kept_once_per_unit():
     assert [(u.text, [c.target for c in u.citations]) for u in p.units] == [("Fact", ["1"]), ("and more.", ["1"])]
 
 
-@pytest.mark.parametrize("answer", [
-    "Einstein published four papers in [1905].",
-    "The quote reads 'teh' [sic] in the original.",
-    "Read the [documentation](https://example.com/1) first.",
-    "See [1](https://example.com) for details.",
-    "Index it with `items[1]` in Python.",
-    "```python\nx = data[2]\n```",
-    "Scores lie in [0, 1] for all inputs.",
-    "This needs a source [citation needed].",
-    "Tick the box [x] when done.",
-    "Revenue fell (see chart) in Q3.",
-    "It happened (Source: Wikipedia).",
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Einstein published four papers in [1905].",
+        "The quote reads 'teh' [sic] in the original.",
+        "Read the [documentation](https://example.com/1) first.",
+        "See [1](https://example.com) for details.",
+        "Index it with `items[1]` in Python.",
+        "```python\nx = data[2]\n```",
+        "Scores lie in [0, 1] for all inputs.",
+        "This needs a source [citation needed].",
+        "Tick the box [x] when done.",
+        "Revenue fell (see chart) in Q3.",
+        "It happened (Source: Wikipedia).",
+    ],
+)
 def test_things_that_are_not_citations(answer):
     p = parse_citations(answer, CHUNKS)
     assert p.citations == []
@@ -162,8 +187,12 @@ def test_marker_at_the_start_and_marker_only_answers():
 
 def test_list_items_and_lines():
     answer = "Key facts:\n- Born in 1879 [1]\n- Died in 1955 [2]\n1. Nobel Prize in 1921 [3]."
-    assert cited(answer) == [("Key facts:", []), ("Born in 1879", [("1", 0)]), ("Died in 1955", [("2", 1)]),
-                             ("Nobel Prize in 1921.", [("3", 2)])]
+    assert cited(answer) == [
+        ("Key facts:", []),
+        ("Born in 1879", [("1", 0)]),
+        ("Died in 1955", [("2", 1)]),
+        ("Nobel Prize in 1921.", [("3", 2)]),
+    ]
 
 
 def test_strip_citations():
@@ -188,16 +217,24 @@ def verdicts(*vs):
 def test_precision_recall_accuracy_hand_computed():
     # Answer: "Paris is the capital of France [1][3]. It has 2.1 million inhabitants [2] and hosts the
     # Louvre [5]. The Louvre is the most visited museum [doc-4]. It opened in 1793."
-    contexts = [Context("Paris is the capital of France.", id="doc-1"),
-                Context("Paris has 2.1 million inhabitants.", id="doc-2"),
-                Context("Paris, capital of France, has 2.1 million inhabitants.", id="doc-3"),
-                Context("The Louvre is the most visited museum.", id="doc-4")]
-    answer = ("Paris is the capital of France [1][3]. It has 2.1 million inhabitants [2] and hosts the Louvre [5]. "
-              "The Louvre is the most visited museum [doc-4]. It opened in 1793.")
+    contexts = [
+        Context("Paris is the capital of France.", id="doc-1"),
+        Context("Paris has 2.1 million inhabitants.", id="doc-2"),
+        Context("Paris, capital of France, has 2.1 million inhabitants.", id="doc-3"),
+        Context("The Louvre is the most visited museum.", id="doc-4"),
+    ]
+    answer = (
+        "Paris is the capital of France [1][3]. It has 2.1 million inhabitants [2] and hosts the Louvre [5]. "
+        "The Louvre is the most visited museum [doc-4]. It opened in 1793."
+    )
     p = parse_citations(answer, contexts)
     assert [(u.text, u.chunks) for u in p.units] == [
-        ("Paris is the capital of France.", [0, 2]), ("It has 2.1 million inhabitants", [1]),
-        ("and hosts the Louvre.", []), ("The Louvre is the most visited museum.", [3]), ("It opened in 1793.", [])]
+        ("Paris is the capital of France.", [0, 2]),
+        ("It has 2.1 million inhabitants", [1]),
+        ("and hosts the Louvre.", []),
+        ("The Louvre is the most visited museum.", [3]),
+        ("It opened in 1793.", []),
+    ]
     claims = [{"unit": u, "text": f"claim {u}"} for u in range(5)]
     vs = verdicts(supported(0, 2), supported(1, 2), NOT_FOUND, supported(3), NOT_FOUND)
     r = score_citations(p.units, claims, vs)
@@ -209,7 +246,10 @@ def test_precision_recall_accuracy_hand_computed():
     assert r.precision == pytest.approx(0.8)
     assert r.recall == pytest.approx(0.6)
     # uncited claims: claim 2 (only an invalid citation) and claim 4 (none)
-    assert [(c["claim"], c["statement"]) for c in r.uncited_claims] == [(2, "and hosts the Louvre."), (4, "It opened in 1793.")]
+    assert [(c["claim"], c["statement"]) for c in r.uncited_claims] == [
+        (2, "and hosts the Louvre."),
+        (4, "It opened in 1793."),
+    ]
     assert r.uncited_claims[0]["invalid_citations"] == ["5"]
     assert r.citations[3]["statement"] == "and hosts the Louvre." and "out of range" in r.citations[3]["reason"]
 
@@ -270,7 +310,9 @@ def test_no_citations_policy():
     r = score_citations([Unit.of("Hello!")], [], [])
     assert (r.accuracy, r.precision, r.recall) == (1.0, 1.0, 1.0)
     # configurable: None means not applicable
-    r = score_citations([Unit.of("A fact.")], [{"unit": 0, "text": "A fact."}], verdicts(supported(0)), uncited_value=None)
+    r = score_citations(
+        [Unit.of("A fact.")], [{"unit": 0, "text": "A fact."}], verdicts(supported(0)), uncited_value=None
+    )
     assert r.accuracy is None and r.recall is None
 
 
@@ -302,9 +344,16 @@ def test_each_cited_chunk_gets_its_own_quote():
     chunks = ["Paris is the capital of France.", "The capital of France is Paris, a large city.", "Rome is in Italy."]
     units = [Unit.of("Paris is the capital of France.", [0, 1, 2])]
     claims = [{"unit": 0, "text": "Paris is the capital of France."}]
-    vs = [{"claim": 0, "verdict": "supported",
-           "evidence": [{"chunk": 0, "quote": "Paris is the capital of France"},
-                        {"chunk": 1, "quote": "The capital of France is Paris"}]}]
+    vs = [
+        {
+            "claim": 0,
+            "verdict": "supported",
+            "evidence": [
+                {"chunk": 0, "quote": "Paris is the capital of France"},
+                {"chunk": 1, "quote": "The capital of France is Paris"},
+            ],
+        }
+    ]
     r = score_citations(units, claims, vs, chunks=chunks)
     assert [(c["chunk"], c["verdict"], c["quote"], c["quote_found"]) for c in r.citations] == [
         (0, "supports", "Paris is the capital of France", True),
@@ -317,16 +366,27 @@ def test_each_cited_chunk_gets_its_own_quote():
     assert r.citations[1]["quote"] == "Paris is France's capital" and r.citations[1]["quote_found"] is False
     # with two claims in the statement, a chunk's quote comes from the claim it supports
     claims2 = [{"unit": 0, "text": "Paris is the capital."}, {"unit": 0, "text": "Rome is in Italy."}]
-    vs2 = [{"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "Paris is the capital"}]},
-           {"claim": 1, "verdict": "supported", "evidence": [{"chunk": 2, "quote": "Rome is in Italy"}]}]
+    vs2 = [
+        {"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "Paris is the capital"}]},
+        {"claim": 1, "verdict": "supported", "evidence": [{"chunk": 2, "quote": "Rome is in Italy"}]},
+    ]
     r = score_citations(units, claims2, vs2, chunks=chunks)
     assert [(c["verdict"], c["quote"]) for c in r.citations] == [
-        ("partially", "Paris is the capital"), ("does_not_support", None), ("partially", "Rome is in Italy")]
+        ("partially", "Paris is the capital"),
+        ("does_not_support", None),
+        ("partially", "Rome is in Italy"),
+    ]
 
 
 def test_claim_evidence_reads_both_verdict_forms():
-    assert claim_evidence({"verdict": "supported", "evidence": [{"chunk": 1, "quote": " b "}, {"chunk": 0, "quote": "a"}],
-                           "chunks": [0, 1], "quote": "a"}) == [{"chunk": 1, "quote": "b"}, {"chunk": 0, "quote": "a"}]
+    assert claim_evidence(
+        {
+            "verdict": "supported",
+            "evidence": [{"chunk": 1, "quote": " b "}, {"chunk": 0, "quote": "a"}],
+            "chunks": [0, 1],
+            "quote": "a",
+        }
+    ) == [{"chunk": 1, "quote": "b"}, {"chunk": 0, "quote": "a"}]
     # version-1 form: the one quote goes to the first listed chunk that contains it
     v1 = {"verdict": "supported", "chunks": [0, 1], "quote": "large city"}
     texts = ["Paris is the capital.", "Paris is a large city."]
@@ -339,23 +399,48 @@ def test_claim_evidence_reads_both_verdict_forms():
 def test_citation_to_second_supporting_chunk_through_the_judge():
     # End to end through a scripted judge (answers validated): "[2]" cites the second of two chunks
     # that each support the claim; its record carries chunk 1's quote, and Faithfulness lists both.
-    sample = Sample(question="What is the capital of France?",
-                    contexts=[Context("Paris is the capital of France.", id="a"),
-                              Context("France's capital, Paris, is on the Seine.", id="b")],
-                    answer="Paris is the capital of France [2].")
-    judge = ScriptedJudge({
-        "extract_claims": lambda i: {"claims": [{"unit": 0, "text": "Paris is the capital of France."}]},
-        "verify_claims": {"verdicts": [{"claim": 0, "verdict": "supported", "reason": "both say so",
-                                        "evidence": [{"chunk": 1, "quote": "France's capital, Paris"},
-                                                     {"chunk": 0, "quote": "Paris is the capital of France"}]}]},
-    })
+    sample = Sample(
+        question="What is the capital of France?",
+        contexts=[
+            Context("Paris is the capital of France.", id="a"),
+            Context("France's capital, Paris, is on the Seine.", id="b"),
+        ],
+        answer="Paris is the capital of France [2].",
+    )
+    judge = ScriptedJudge(
+        {
+            "extract_claims": lambda i: {"claims": [{"unit": 0, "text": "Paris is the capital of France."}]},
+            "verify_claims": {
+                "verdicts": [
+                    {
+                        "claim": 0,
+                        "verdict": "supported",
+                        "reason": "both say so",
+                        "evidence": [
+                            {"chunk": 1, "quote": "France's capital, Paris"},
+                            {"chunk": 0, "quote": "Paris is the capital of France"},
+                        ],
+                    }
+                ]
+            },
+        }
+    )
     scores = score_all([Faithfulness(), CitationAccuracy()], sample, judge)
     rec = scores["citation_accuracy"].details["citations"][0]
-    assert (rec["chunk"], rec["verdict"], rec["quote"], rec["quote_found"]) == (1, "supports", "France's capital, Paris", True)
+    assert (rec["chunk"], rec["verdict"], rec["quote"], rec["quote_found"]) == (
+        1,
+        "supports",
+        "France's capital, Paris",
+        True,
+    )
     assert scores["citation_accuracy"].details["claims"][0]["evidence"] == [
-        {"chunk": 0, "quote": "Paris is the capital of France"}, {"chunk": 1, "quote": "France's capital, Paris"}]
+        {"chunk": 0, "quote": "Paris is the capital of France"},
+        {"chunk": 1, "quote": "France's capital, Paris"},
+    ]
     assert [(e["chunk_id"], e["quote"]) for e in scores["faithfulness"].details["claims"][0]["evidence"]] == [
-        ("a", "Paris is the capital of France"), ("b", "France's capital, Paris")]
+        ("a", "Paris is the capital of France"),
+        ("b", "France's capital, Paris"),
+    ]
     assert judge.calls == {"extract_claims": 1, "verify_claims": 1}
 
 
@@ -364,19 +449,25 @@ def test_citation_to_second_supporting_chunk_through_the_judge():
 
 PARIS = Sample(
     question="Tell me about Paris.",
-    contexts=[Context("Paris is the capital of France.", id="doc-1"),
-              Context("Paris has 2.1 million inhabitants.", id="doc-2"),
-              Context("Paris, capital of France, has 2.1 million inhabitants.", id="doc-3"),
-              Context("The Louvre is the most visited museum.", id="doc-4")],
-    answer=("Paris is the capital of France [1][2]. It has 2.1 million inhabitants [2] and hosts the Louvre [9]. "
-            "The Louvre is the most visited museum [doc-4]. It opened in 1793."),
+    contexts=[
+        Context("Paris is the capital of France.", id="doc-1"),
+        Context("Paris has 2.1 million inhabitants.", id="doc-2"),
+        Context("Paris, capital of France, has 2.1 million inhabitants.", id="doc-3"),
+        Context("The Louvre is the most visited museum.", id="doc-4"),
+    ],
+    answer=(
+        "Paris is the capital of France [1][2]. It has 2.1 million inhabitants [2] and hosts the Louvre [9]. "
+        "The Louvre is the most visited museum [doc-4]. It opened in 1793."
+    ),
 )
 
 
 def paris_judge():
-    table = {0: ("supported", [(0, "Paris is the capital of France"), (2, "Paris, capital of France")]),
-             1: ("supported", [(1, "Paris has 2.1 million inhabitants"), (2, "has 2.1 million inhabitants")]),
-             3: ("supported", [(3, "most visited museum")])}
+    table = {
+        0: ("supported", [(0, "Paris is the capital of France"), (2, "Paris, capital of France")]),
+        1: ("supported", [(1, "Paris has 2.1 million inhabitants"), (2, "has 2.1 million inhabitants")]),
+        3: ("supported", [(3, "most visited museum")]),
+    }
 
     def verify(inputs):
         out = []
@@ -385,10 +476,12 @@ def paris_judge():
             out.append({"claim": i, "verdict": v, "evidence": [{"chunk": c, "quote": q} for c, q in ev], "reason": ""})
         return {"verdicts": out}
 
-    return ScriptedJudge({
-        "extract_claims": lambda i: {"claims": [{"unit": k, "text": u} for k, u in enumerate(i["units"])]},
-        "verify_claims": verify,
-    })
+    return ScriptedJudge(
+        {
+            "extract_claims": lambda i: {"claims": [{"unit": k, "text": u} for k, u in enumerate(i["units"])]},
+            "verify_claims": verify,
+        }
+    )
 
 
 def score_all(metrics, sample, judge):
@@ -423,8 +516,12 @@ def test_citation_metrics_with_faithfulness_cost_zero_extra_calls():
         assert (s.details["accuracy"], s.details["precision"], s.details["recall"]) == pytest.approx((0.6, 0.6, 0.6))
     recs = acc.details["citations"]
     assert [(r["target"], r["chunk"], r["verdict"]) for r in recs] == [
-        ("1", 0, "supports"), ("2", 1, "does_not_support"), ("2", 1, "supports"), ("9", None, "invalid"),
-        ("doc-4", 3, "supports")]
+        ("1", 0, "supports"),
+        ("2", 1, "does_not_support"),
+        ("2", 1, "supports"),
+        ("9", None, "invalid"),
+        ("doc-4", 3, "supports"),
+    ]
     assert recs[0]["statement"] == "Paris is the capital of France."
     assert recs[0]["quote"] == "Paris is the capital of France"
     assert recs[1]["quote"] is None  # chunk 1 is in no evidence of claim 0
@@ -445,22 +542,37 @@ def test_citation_metric_on_an_answer_without_citations_or_claims():
     s = s["citation_recall"]
     assert s.value is None and s.status == "n/a"
     uncited = Sample(question="Q?", contexts=["C."], answer="Paris is big.")
-    judge = ScriptedJudge({"extract_claims": {"claims": [{"unit": 0, "text": "Paris is big."}]},
-                           "verify_claims": {"verdicts": [{"claim": 0, "verdict": "supported",
-                                                           "evidence": [{"chunk": 0, "quote": "Paris is big."}]}]}})
+    judge = ScriptedJudge(
+        {
+            "extract_claims": {"claims": [{"unit": 0, "text": "Paris is big."}]},
+            "verify_claims": {
+                "verdicts": [{"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "Paris is big."}]}]
+            },
+        }
+    )
     s = score_all([CitationAccuracy()], uncited, judge)["citation_accuracy"]
     assert s.value == 0.0 and s.label == "fail" and s.details["uncited_claims"][0]["text"] == "Paris is big."
 
 
 def test_citation_metric_numbers_as_ids():
     # chunk ids are numbers that disagree with positions: "[2]" is chunk 1 as a position, chunk 0 as an id
-    sample = Sample(question="Q?", contexts=[Context("Paris is the capital.", id="2"), Context("Rome is in Italy.", id="1")],
-                    answer="Paris is the capital [2].")
-    script = {"extract_claims": {"claims": [{"unit": 0, "text": "Paris is the capital."}]},
-              "verify_claims": {"verdicts": [{"claim": 0, "verdict": "supported",
-                                              "evidence": [{"chunk": 0, "quote": "Paris is the capital."}]}]}}
+    sample = Sample(
+        question="Q?",
+        contexts=[Context("Paris is the capital.", id="2"), Context("Rome is in Italy.", id="1")],
+        answer="Paris is the capital [2].",
+    )
+    script = {
+        "extract_claims": {"claims": [{"unit": 0, "text": "Paris is the capital."}]},
+        "verify_claims": {
+            "verdicts": [
+                {"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "Paris is the capital."}]}
+            ]
+        },
+    }
     assert score_all([CitationAccuracy()], sample, ScriptedJudge(script))["citation_accuracy"].value == 0.0
     assert score_all([CitationAccuracy(numbers="ids")], sample, ScriptedJudge(script))["citation_accuracy"].value == 1.0
     # a number that is no position but is a chunk id cites that chunk
-    sample = Sample(question="Q?", contexts=[Context("Paris is the capital.", id="42")], answer="Paris is the capital [42].")
+    sample = Sample(
+        question="Q?", contexts=[Context("Paris is the capital.", id="42")], answer="Paris is the capital [42]."
+    )
     assert score_all([CitationAccuracy()], sample, ScriptedJudge(script))["citation_accuracy"].value == 1.0

@@ -56,11 +56,14 @@ def test_bad_records_are_reported_not_fatal(tmp_path, capsys):
     assert "line 4: invalid JSON" in err and "line 5: field 'contexts'" in err
 
 
-@pytest.mark.parametrize("setup, message", [
-    (lambda p: None, "No such file"),
-    (lambda p: p.write_text("{bad\n"), "no valid records"),
-    (lambda p: p.write_text(json.dumps({"question": "q", "contexts": []}) + "\n"), "unknown metric"),
-])
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda p: None, "No such file"),
+        (lambda p: p.write_text("{bad\n"), "no valid records"),
+        (lambda p: p.write_text(json.dumps({"question": "q", "contexts": []}) + "\n"), "unknown metric"),
+    ],
+)
 def test_unusable_input_exits_2(tmp_path, capsys, setup, message):
     path = tmp_path / "data.jsonl"
     setup(path)
@@ -181,19 +184,26 @@ def test_report_reads_the_json_that_evaluate_writes(tmp_path, capsys):
     """evaluate --out r.json and --out r.jsonl; report prints the same summary from either."""
     data = tmp_path / "d.jsonl"
     data.write_text("\n".join(EXAMPLE.read_text().splitlines()[:5] + ["{broken"]) + "\n")
-    code, evaluated, _ = run(["evaluate", data, *RETRIEVAL, "--no-progress", "-o", tmp_path / "r.json",
-                              "-o", tmp_path / "r.jsonl"], capsys)
+    code, evaluated, _ = run(
+        ["evaluate", data, *RETRIEVAL, "--no-progress", "-o", tmp_path / "r.json", "-o", tmp_path / "r.jsonl"], capsys
+    )
     assert code == 0
     code, from_jsonl, err_jsonl = run(["report", tmp_path / "r.jsonl"], capsys)
     assert code == 0
     code, from_json, err_json = run(["report", tmp_path / "r.json", "-o", tmp_path / "again.jsonl"], capsys)
     assert code == 0
     assert from_json.replace(f"wrote {tmp_path / 'again.jsonl'}\n", "") == from_jsonl
-    assert err_json == err_jsonl == "invalid record: line 6: invalid JSON: Expecting property name enclosed in double quotes at column 2\n"
+    assert (
+        err_json
+        == err_jsonl
+        == "invalid record: line 6: invalid JSON: Expecting property name enclosed in double quotes at column 2\n"
+    )
     assert "5 samples scored, 1 invalid" in from_json
     table = evaluated.split("\n")[1:5]
     assert from_json.split("\n")[1:5] == table
-    assert (tmp_path / "again.jsonl").read_text().splitlines()[1:] == (tmp_path / "r.jsonl").read_text().splitlines()[1:]
+    assert (tmp_path / "again.jsonl").read_text().splitlines()[1:] == (tmp_path / "r.jsonl").read_text().splitlines()[
+        1:
+    ]
     (tmp_path / "bad.json").write_text(json.dumps({"judge": "x"}))
     code, _, err = run(["report", tmp_path / "bad.json"], capsys)
     assert code == 2 and "not a ragmeter results file (no 'samples' list" in err

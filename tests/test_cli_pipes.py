@@ -74,8 +74,18 @@ def test_evaluate_into_a_closed_pipe_writes_reports_and_exits_0(tmp_path, read_f
     outs = [tmp_path / "r.jsonl", tmp_path / "r.json", tmp_path / "r.html"]
     db = tmp_path / "h.db"
     code, err, first = run_with_closed_stdout(
-        ["evaluate", EXAMPLE, "-m", "mrr,recall@5", "--no-progress", *[x for o in outs for x in ("--out", o)],
-         "--db", db], read_first_line)
+        [
+            "evaluate",
+            EXAMPLE,
+            "-m",
+            "mrr,recall@5",
+            "--no-progress",
+            *[x for o in outs for x in ("--out", o)],
+            "--db",
+            db,
+        ],
+        read_first_line,
+    )
     assert (code, err) == (0, "")
     if read_first_line:
         assert first.startswith(b"ragmeter: 20 samples scored")
@@ -88,8 +98,19 @@ def test_evaluate_into_a_closed_pipe_writes_reports_and_exits_0(tmp_path, read_f
 @pytest.mark.slow
 def test_a_failing_gate_into_a_closed_pipe_still_exits_1(tmp_path):
     code, err, _ = run_with_closed_stdout(
-        ["evaluate", EXAMPLE, "-m", "recall@5", "--no-progress", "--out", tmp_path / "r.jsonl",
-         "--fail-under", "recall@5=0.99"], read_first_line=False)
+        [
+            "evaluate",
+            EXAMPLE,
+            "-m",
+            "recall@5",
+            "--no-progress",
+            "--out",
+            tmp_path / "r.jsonl",
+            "--fail-under",
+            "recall@5=0.99",
+        ],
+        read_first_line=False,
+    )
     assert code == 1
     assert err.startswith("FAIL recall@5: mean 0.8915 < 0.99") and "Traceback" not in err and "Exception" not in err
     _complete_jsonl(tmp_path / "r.jsonl", 20)
@@ -98,8 +119,9 @@ def test_a_failing_gate_into_a_closed_pipe_still_exits_1(tmp_path):
 @pytest.mark.slow
 def test_report_and_evaluate_traces_into_a_closed_pipe(tmp_path):
     results = tmp_path / "r.jsonl"
-    code, err, _ = run_with_closed_stdout(["evaluate-traces", TRACES, "-m", "mrr", "--no-progress", "--out", results],
-                                          read_first_line=False)
+    code, err, _ = run_with_closed_stdout(
+        ["evaluate-traces", TRACES, "-m", "mrr", "--no-progress", "--out", results], read_first_line=False
+    )
     assert (code, err) == (0, "")
     _complete_jsonl(results, 2)  # one scored, one read back from the evaluation span the workflow call carries
     code, err, _ = run_with_closed_stdout(["report", results, "--out", tmp_path / "r.md"], read_first_line=False)

@@ -29,12 +29,14 @@ def run(values, ids=None, metric="m", metadata=None):
     out = []
     for i, (sid, v) in enumerate(zip(ids, values)):
         meta = metadata[i] if metadata else {}
-        out.append(SampleResult(rm.Sample(f"question {sid}", ["ctx"], id=sid, metadata=meta), {metric: score(metric, v)}))
+        out.append(
+            SampleResult(rm.Sample(f"question {sid}", ["ctx"], id=sid, metadata=meta), {metric: score(metric, v)})
+        )
     return EvaluationResult(out, [metric])
 
 
 A5 = [0.9, 0.8, 0.7, 0.6, 0.5]
-B5 = [0.6, 0.6, 0.4, 0.5, 0.1]   # d = -0.3, -0.2, -0.3, -0.1, -0.4
+B5 = [0.6, 0.6, 0.4, 0.5, 0.1]  # d = -0.3, -0.2, -0.3, -0.1, -0.4
 
 
 def test_paired_statistics_by_hand():
@@ -43,8 +45,12 @@ def test_paired_statistics_by_hand():
     sd = math.sqrt(0.052 / 4)
     assert c.paired and c.n_a == c.n_b == 5
     assert c.mean_a == pytest.approx(0.7) and c.mean_b == pytest.approx(0.44) and c.diff == pytest.approx(-0.26)
-    assert c.effect == "cohen_dz" and c.effect_size == pytest.approx(-0.26 / sd) and c.effect_size == pytest.approx(-2.2804, abs=1e-4)
-    t = -0.26 / (sd / math.sqrt(5))                  # -5.099
+    assert (
+        c.effect == "cohen_dz"
+        and c.effect_size == pytest.approx(-0.26 / sd)
+        and c.effect_size == pytest.approx(-2.2804, abs=1e-4)
+    )
+    t = -0.26 / (sd / math.sqrt(5))  # -5.099
     assert t == pytest.approx(-5.0990, abs=1e-4)
     assert c.p_values["t"] == pytest.approx(2 * stats.t.sf(abs(t), df=4))
     assert c.p_values["t"] == pytest.approx(stats.ttest_rel(B5, A5).pvalue)
@@ -73,7 +79,9 @@ def test_unpaired_statistics_against_scipy_and_by_hand():
     assert not c.paired and (c.n_a, c.n_b) == (4, 3)
     assert c.diff == pytest.approx(0.7 - 0.5)
     assert c.p_values["welch"] == pytest.approx(stats.ttest_ind(b_vals, a_vals, equal_var=False).pvalue)
-    assert c.p_values["mann_whitney"] == pytest.approx(stats.mannwhitneyu(b_vals, a_vals, alternative="two-sided").pvalue)
+    assert c.p_values["mann_whitney"] == pytest.approx(
+        stats.mannwhitneyu(b_vals, a_vals, alternative="two-sided").pvalue
+    )
     # variances (n-1): a 0.0666..., b 0.04; pooled (3*0.0667 + 2*0.04)/5 = 0.056; d = 0.2/sqrt(0.056) = 0.8452
     # Hedges' g = d * (1 - 3/(4*7 - 9)) = 0.8452 * 0.84211 = 0.7117
     assert c.effect == "hedges_g" and c.effect_size == pytest.approx(0.2 / math.sqrt(0.056) * (1 - 3 / 19))
@@ -95,12 +103,12 @@ def test_required_sample_size_formula():
 
 def test_verdicts_follow_tolerance_and_interval():
     base = [0.8, 0.6, 0.9, 0.7, 0.5, 0.8]
-    small_drop = [v - 0.03 for v in base]           # CI excludes zero, but within tolerance
+    small_drop = [v - 0.03 for v in base]  # CI excludes zero, but within tolerance
     assert compare(run(base), run(small_drop)).metrics["m"].verdict == NO_CHANGE
     assert compare(run(base), run(small_drop), tolerance=0.02).metrics["m"].verdict == REGRESSED
     assert compare(run(base), run(small_drop), tolerance={"m": 0.02}).passed is False
     assert compare(run(base), run(small_drop), tolerance={"*": 0.1}).passed
-    noisy = [1.0, 0.1, 1.0, 0.2, 0.9, 0.5]          # mean falls 0.1 but the pairs disagree
+    noisy = [1.0, 0.1, 1.0, 0.2, 0.9, 0.5]  # mean falls 0.1 but the pairs disagree
     c = compare(run(base), run(noisy)).metrics["m"]
     assert c.diff == pytest.approx(-0.1) and c.ci[0] < 0 < c.ci[1] and c.verdict == NO_CHANGE
     assert compare(run(small_drop), run(base), tolerance=0.02).metrics["m"].verdict == IMPROVED
@@ -158,7 +166,9 @@ def test_compare_variants_splits_one_run_by_tag():
     # two independent groups: each holds its own samples, none is reported "only in" one of them (issue 38)
     for report in (c.to_text(), c.to_markdown()):
         assert "only in" not in report.lower(), report
-    assert c.to_text().startswith("unpaired comparison, variant=A -> variant=B: 4 samples in variant=A, 4 in variant=B\n")
+    assert c.to_text().startswith(
+        "unpaired comparison, variant=A -> variant=B: 4 samples in variant=A, 4 in variant=B\n"
+    )
     with pytest.raises(ValueError, match="variants"):
         compare_variants(run(values, metadata=[{"variant": v} for v in "AABBCCDD"]))
 
@@ -237,7 +247,12 @@ def test_cli_store_refs_and_unpaired(tmp_path, capsys, monkeypatch):
         store.record_run(run(A5), tags=["baseline"])
         rid = store.record_run(run(B5, ids=list("vwxyz")))
     code, out, err = cli(["compare", "baseline", rid, "--db", db], capsys)
-    assert code == 1 and out.startswith("unpaired comparison") and "p welch" in out and "FAIL m: mean fell by 0.2600" in err
+    assert (
+        code == 1
+        and out.startswith("unpaired comparison")
+        and "p welch" in out
+        and "FAIL m: mean fell by 0.2600" in err
+    )
     monkeypatch.setenv("RAGMETER_DB", str(db))
     code, out, _ = cli(["compare", "baseline", rid, "--paired"], capsys)
     assert code == 0 and "0 shared samples" in out
@@ -264,7 +279,9 @@ def test_answers_gone_blank_are_a_regression_through_the_share_without_a_value(t
     blank.write_text("".join(json.dumps(r) + "\n" for r in rows))
     base, cur = tmp_path / "base.jsonl", tmp_path / "cur.jsonl"
     for data, out in (("examples/rag_samples.jsonl", base), (blank, cur)):
-        assert main(["evaluate", str(data), "-j", "offline", "-m", "faithfulness", "--no-progress", "-o", str(out)]) == 0
+        assert (
+            main(["evaluate", str(data), "-j", "offline", "-m", "faithfulness", "--no-progress", "-o", str(out)]) == 0
+        )
     capsys.readouterr()
     code, out, err = cli(["compare", base, cur], capsys)
     assert code == 1  # exit 0 before: nothing regressed
@@ -272,7 +289,10 @@ def test_answers_gone_blank_are_a_regression_through_the_share_without_a_value(t
     assert c.verdict == REGRESSED and (c.na, c.errors, c.counted) == ((0, 4), (0, 0), (20, 20))
     assert c.n_a == 16 and abs(c.diff) < 0.05  # the pairs left: the mean alone sees nothing
     assert "0 -> 4 of 20" in out and "regressed" in out
-    assert "FAIL faithfulness: samples without a value rose 0 -> 4 of 20 (n/a 0 -> 4, errors 0 -> 0; share 0.0% -> 20.0%" in err
+    assert (
+        "FAIL faithfulness: samples without a value rose 0 -> 4 of 20 (n/a 0 -> 4, errors 0 -> 0; share 0.0% -> 20.0%"
+        in err
+    )
     assert "became n/a" in out
 
 
@@ -295,7 +315,9 @@ def test_tolerance_names_are_checked_and_lists_accepted(tmp_path, capsys):
     run([0.9 - i % 3 / 100 for i in range(30)], metric="faithfulness").save(a)
     run([0.5 + i % 5 / 100 for i in range(30)], metric="faithfulness").save(b)
     code, _, err = cli(["compare", a, b, "--tolerance", "faithfulnes=0.3"], capsys)
-    assert code == 2 and "tolerance for 'faithfulnes': no such metric in these runs; did you mean 'faithfulness'?" in err
+    assert (
+        code == 2 and "tolerance for 'faithfulnes': no such metric in these runs; did you mean 'faithfulness'?" in err
+    )
     with pytest.raises(ValueError, match="did you mean 'faithfulness'"):
         compare(a, b, tolerance={"faithfulnes": 0.5})
     code, _, err = cli(["compare", a, b, "--tolerance", "faithfulness=0.5,0.01"], capsys)  # comma list

@@ -24,21 +24,29 @@ import ragmeter as rm
 from ragmeter import conversations
 from ragmeter.conversations import conversation_results, judged_question, slope
 from ragmeter.data import MAX_HISTORY, RecordError, Sample, Score
-from ragmeter.readers import load_samples, save_samples
 from ragmeter.judges import OfflineJudge
 from ragmeter.judges.base import Judge
 from ragmeter.metrics.scoring import SampleResult
+from ragmeter.readers import load_samples, save_samples
 from ragmeter.result import EvaluationResult
 from ragmeter.store import Store
 
-HISTORY = [{"role": "user", "content": "What was France's GDP in 2019?"},
-           {"role": "assistant", "content": "About 2.7 trillion USD."}]
+HISTORY = [
+    {"role": "user", "content": "What was France's GDP in 2019?"},
+    {"role": "assistant", "content": "About 2.7 trillion USD."},
+]
 
 
 def turn_sample(**kw) -> Sample:
-    base = dict(question="and in 2020?", contexts=[{"text": "France's GDP in 2020 was 2.6 trillion USD.", "id": "d2"}],
-                answer="2.6 trillion USD.", conversation_id="c-1", turn=2, history=HISTORY,
-                standalone_question="What was France's GDP in 2020?")
+    base = dict(
+        question="and in 2020?",
+        contexts=[{"text": "France's GDP in 2020 was 2.6 trillion USD.", "id": "d2"}],
+        answer="2.6 trillion USD.",
+        conversation_id="c-1",
+        turn=2,
+        history=HISTORY,
+        standalone_question="What was France's GDP in 2020?",
+    )
     return Sample(**{**base, **kw})
 
 
@@ -50,14 +58,20 @@ def test_doctests():
 
 
 def test_sample_fields_validate_and_normalise_roles():
-    s = Sample("q", history=[{"type": "human", "content": "hi"}, {"type": "ai", "content": "hello"}],
-               conversation_id=7, turn=3)
+    s = Sample(
+        "q", history=[{"type": "human", "content": "hi"}, {"type": "ai", "content": "hello"}], conversation_id=7, turn=3
+    )
     assert s.history == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     assert s.conversation_id == "7" and s.turn == 3
-    for kw, field in [({"turn": 0}, "turn"), ({"turn": "2"}, "turn"), ({"history": "hi"}, "history"),
-                      ({"history": [{"role": "narrator", "content": "x"}]}, "history"),
-                      ({"history": [{"role": "user", "content": 3}]}, "history"),
-                      ({"conversation_id": 1.5}, "conversation_id"), ({"standalone_question": 3}, "standalone_question")]:
+    for kw, field in [
+        ({"turn": 0}, "turn"),
+        ({"turn": "2"}, "turn"),
+        ({"history": "hi"}, "history"),
+        ({"history": [{"role": "narrator", "content": "x"}]}, "history"),
+        ({"history": [{"role": "user", "content": 3}]}, "history"),
+        ({"conversation_id": 1.5}, "conversation_id"),
+        ({"standalone_question": 3}, "standalone_question"),
+    ]:
         with pytest.raises(RecordError) as err:
             Sample("q", **kw)
         assert err.value.field == field
@@ -74,6 +88,7 @@ def test_samples_outside_conversations_keep_their_ids_and_dicts():
 
 def test_stable_id_of_a_plain_sample_is_unchanged():
     import hashlib
+
     h = hashlib.sha1()
     for part in ["q", "a", "c"]:
         h.update(part.encode())
@@ -82,14 +97,19 @@ def test_stable_id_of_a_plain_sample_is_unchanged():
 
 
 def test_jsonl_and_csv_round_trip(tmp_path):
-    samples = [turn_sample(), turn_sample(turn=3, question="and 2021?", standalone_question=None, id="x3"),
-               Sample("plain question", ["ctx"])]
+    samples = [
+        turn_sample(),
+        turn_sample(turn=3, question="and 2021?", standalone_question=None, id="x3"),
+        Sample("plain question", ["ctx"]),
+    ]
     for name in ("s.jsonl", "s.csv"):
         path = save_samples(samples, tmp_path / name)
         back = load_samples(path, on_error="raise")
         assert list(back) == samples, name
     save_samples([Sample("plain question", ["ctx"])], tmp_path / "plain.csv")
-    assert (tmp_path / "plain.csv").read_text().splitlines()[0] == "id,question,contexts,answer,reference,relevant_ids,metadata"
+    assert (tmp_path / "plain.csv").read_text().splitlines()[
+        0
+    ] == "id,question,contexts,answer,reference,relevant_ids,metadata"
 
 
 def test_results_file_round_trip(tmp_path):
@@ -102,9 +122,13 @@ def test_results_file_round_trip(tmp_path):
 
 def test_store_keeps_the_turn_inside_the_metadata_column(tmp_path):
     s = turn_sample(metadata={"user": "u1"})
-    result = EvaluationResult([SampleResult(s, {"m": Score("m", 1.0, label="pass")}),
-                               SampleResult(Sample("plain", ["c"], metadata={"k": 1}), {"m": Score("m", 0.0, label="fail")})],
-                              ["m"])
+    result = EvaluationResult(
+        [
+            SampleResult(s, {"m": Score("m", 1.0, label="pass")}),
+            SampleResult(Sample("plain", ["c"], metadata={"k": 1}), {"m": Score("m", 0.0, label="fail")}),
+        ],
+        ["m"],
+    )
     store = Store(tmp_path / "runs.db")
     run_id = store.record_run(result)
     back = Store(tmp_path / "runs.db").run(run_id)
@@ -134,14 +158,21 @@ RAGAS_MULTI = {
 }
 
 DEEPEVAL_CONV = {
-    "scenario": "Refunds", "expected_outcome": "Explains the refund policy.",
+    "scenario": "Refunds",
+    "expected_outcome": "Explains the refund policy.",
     "turns": [
         {"role": "user", "content": "What if these shoes don't fit?"},
-        {"role": "assistant", "content": "We offer a 30-day full refund.",
-         "retrieval_context": ["All customers are eligible for a 30 day full refund at no extra cost."]},
+        {
+            "role": "assistant",
+            "content": "We offer a 30-day full refund.",
+            "retrieval_context": ["All customers are eligible for a 30 day full refund at no extra cost."],
+        },
         {"role": "user", "content": "And for sale items?"},
-        {"role": "assistant", "content": "Sale items get store credit.",
-         "retrieval_context": ["Sale items are refunded as store credit."]},
+        {
+            "role": "assistant",
+            "content": "Sale items get store credit.",
+            "retrieval_context": ["Sale items are refunded as store credit."],
+        },
     ],
 }
 
@@ -156,10 +187,12 @@ def test_ragas_multi_turn_sample_gives_one_sample_per_retrieval_turn(tmp_path):
     assert first.context_texts == ["The tower was built from 1887 to 1889."] and first.answer == "From 1887 to 1889."
     assert third.context_texts == ["The tower is 330 metres tall.", "Paris has many monuments."]
     assert third.answer == "330 metres." and third.id == f"{third.conversation_id}:3"
-    assert third.history == [{"role": "user", "content": "When was the Eiffel Tower built?"},
-                             {"role": "assistant", "content": "From 1887 to 1889."},
-                             {"role": "user", "content": "Thanks!"},
-                             {"role": "assistant", "content": "You're welcome."}]
+    assert third.history == [
+        {"role": "user", "content": "When was the Eiffel Tower built?"},
+        {"role": "assistant", "content": "From 1887 to 1889."},
+        {"role": "user", "content": "Thanks!"},
+        {"role": "assistant", "content": "You're welcome."},
+    ]
     assert third.metadata == {"reference": "Built 1887-1889; 330 m tall."}  # the conversation's, not the turn's
     assert third.reference is None
     assert ds[2].id == "conv-b:1"
@@ -176,8 +209,10 @@ def test_deepeval_conversational_test_case_loads(tmp_path, wrap):
     t2 = ds[1]
     assert t2.question == "And for sale items?" and t2.answer == "Sale items get store credit."
     assert t2.context_texts == ["Sale items are refunded as store credit."]
-    assert t2.history == [{"role": "user", "content": "What if these shoes don't fit?"},
-                          {"role": "assistant", "content": "We offer a 30-day full refund."}]
+    assert t2.history == [
+        {"role": "user", "content": "What if these shoes don't fit?"},
+        {"role": "assistant", "content": "We offer a 30-day full refund."},
+    ]
     assert t2.metadata == {"scenario": "Refunds", "expected_outcome": "Explains the refund policy."}
     result = rm.evaluate(ds, metrics=["faithfulness"], judge="offline", progress=False)
     assert len(result) == 4 and [c.conversation_id for c in result.conversations()] == [ds[0].conversation_id, "second"]
@@ -186,8 +221,10 @@ def test_deepeval_conversational_test_case_loads(tmp_path, wrap):
 def test_history_is_bounded(tmp_path):
     turns = []
     for n in range(1, 9):
-        turns += [{"role": "user", "content": f"question {n}"},
-                  {"role": "assistant", "content": f"answer {n}", "retrieval_context": [f"chunk {n}"]}]
+        turns += [
+            {"role": "user", "content": f"question {n}"},
+            {"role": "assistant", "content": f"answer {n}", "retrieval_context": [f"chunk {n}"]},
+        ]
     ds = load_samples_from([{"turns": turns, "conversation_id": "long"}], tmp_path)
     assert MAX_HISTORY == 10 and len(ds) == 8
     assert len(ds[7].history) == 10 and ds[7].history[0] == {"role": "user", "content": "question 3"}
@@ -203,13 +240,17 @@ def load_samples_from(records, tmp_path):
 def test_bad_conversations_name_the_record_and_field_and_the_rest_loads(tmp_path):
     good = {"turns": DEEPEVAL_CONV["turns"], "conversation_id": "ok"}
     bad_role = {"turns": [{"role": "narrator", "content": "x"}]}
-    bad_turn = {"turns": [{"role": "user", "content": "   "},
-                          {"role": "assistant", "content": "a", "retrieval_context": ["c"]}]}
+    bad_turn = {
+        "turns": [{"role": "user", "content": "   "}, {"role": "assistant", "content": "a", "retrieval_context": ["c"]}]
+    }
     not_objects = {"user_input": ["hello"]}
     ds = load_samples_from([bad_role, good, bad_turn, not_objects], tmp_path)
     assert [s.id for s in ds] == ["ok:1", "ok:2"]
-    assert [(e.location, e.field) for e in ds.errors] == [("line 1", "turns"), ("line 3, turn 1", "question"),
-                                                          ("line 4", "user_input")]
+    assert [(e.location, e.field) for e in ds.errors] == [
+        ("line 1", "turns"),
+        ("line 3, turn 1", "question"),
+        ("line 4", "user_input"),
+    ]
 
 
 # ---------------------------------------------------------------------------------- judge inputs
@@ -241,14 +282,24 @@ def questions_sent(sample: Sample) -> tuple[set, list]:
 
 
 def test_without_history_the_requests_are_byte_identical():
-    kw = dict(question="When was it built?", contexts=["The tower was built from 1887 to 1889."],
-              answer="From 1887 to 1889.", reference="1887 to 1889.")
+    kw = dict(
+        question="When was it built?",
+        contexts=["The tower was built from 1887 to 1889."],
+        answer="From 1887 to 1889.",
+        reference="1887 to 1889.",
+    )
     plain_q, plain = questions_sent(Sample(**kw))
     _, in_conv = questions_sent(Sample(**kw, conversation_id="c", turn=1))
     assert plain_q == {"When was it built?"}
     assert json.dumps(in_conv, sort_keys=True) == json.dumps(plain, sort_keys=True)
-    assert {t for t, _ in plain} == {"extract_claims", "verify_claims", "rate_chunks", "attribute_statements",
-                                     "generate_questions", "compare_claims"}
+    assert {t for t, _ in plain} == {
+        "extract_claims",
+        "verify_claims",
+        "rate_chunks",
+        "attribute_statements",
+        "generate_questions",
+        "compare_claims",
+    }
 
 
 def test_standalone_question_is_what_the_judge_reads():
@@ -258,13 +309,18 @@ def test_standalone_question_is_what_the_judge_reads():
 
 
 def test_without_standalone_question_the_judge_reads_the_recent_history():
-    sent, _ = questions_sent(turn_sample(standalone_question=None, history=HISTORY + [
-        {"role": "user", "content": "  and   with\nspaces  "}]))
-    assert sent == {("Conversation so far:\n"
-                     "user: What was France's GDP in 2019?\n"
-                     "assistant: About 2.7 trillion USD.\n"
-                     "user: and with spaces\n"
-                     "Current question: and in 2020?")}
+    sent, _ = questions_sent(
+        turn_sample(standalone_question=None, history=HISTORY + [{"role": "user", "content": "  and   with\nspaces  "}])
+    )
+    assert sent == {
+        (
+            "Conversation so far:\n"
+            "user: What was France's GDP in 2019?\n"
+            "assistant: About 2.7 trillion USD.\n"
+            "user: and with spaces\n"
+            "Current question: and in 2020?"
+        )
+    }
 
 
 def test_long_history_messages_are_cut_for_the_judge():
@@ -277,8 +333,11 @@ def test_long_history_messages_are_cut_for_the_judge():
 
 
 def result_of(conv: str, turn: int, value: float | None) -> SampleResult:
-    score = Score("faithfulness", value, label=None if value is None else "pass") if value is not None else \
-        Score("faithfulness", None, error="JudgeError: timeout")
+    score = (
+        Score("faithfulness", value, label=None if value is None else "pass")
+        if value is not None
+        else Score("faithfulness", None, error="JudgeError: timeout")
+    )
     return SampleResult(Sample(f"q{turn} of {conv}", conversation_id=conv, turn=turn), {"faithfulness": score})
 
 
@@ -292,8 +351,15 @@ def test_slope_worked_by_hand():
 
 
 def test_conversations_interleaved_never_mix():
-    rows = [result_of("A", 2, 0.8), result_of("B", 1, 0.6), result_of("A", 1, 0.9), result_of("B", 2, 0.7),
-            result_of("A", 3, 0.4), result_of("B", 3, None), SampleResult(Sample("alone"), {})]
+    rows = [
+        result_of("A", 2, 0.8),
+        result_of("B", 1, 0.6),
+        result_of("A", 1, 0.9),
+        result_of("B", 2, 0.7),
+        result_of("A", 3, 0.4),
+        result_of("B", 3, None),
+        SampleResult(Sample("alone"), {}),
+    ]
     result = EvaluationResult(rows, ["faithfulness"])
     a, b = result.conversations()
     assert a.conversation_id == "A" and [(t, v) for t, _, v in a.turns] == [(1, 0.9), (2, 0.8), (3, 0.4)]
@@ -334,14 +400,18 @@ def history_aware_chat(handler_store: dict):
 
     class Condenser(GenericFakeChatModel):
         """'<follow-up> (re: <first user message>)': a condensed question tied to its conversation."""
+
         messages: object = iter(())
 
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):
             humans = [m.content for m in messages if m.type == "human"]
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=f"{humans[-2]} (re: {humans[0]})"))])
+            return ChatResult(
+                generations=[ChatGeneration(message=AIMessage(content=f"{humans[-2]} (re: {humans[0]})"))]
+            )
 
     class Answerer(GenericFakeChatModel):
         """Quotes the context it was given."""
+
         messages: object = iter(())
 
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -357,17 +427,32 @@ def history_aware_chat(handler_store: dict):
             return self._get_relevant_documents(query, run_manager=run_manager)
 
     retriever = EchoRetriever()
-    condense = ChatPromptTemplate.from_messages([MessagesPlaceholder("chat_history"), ("human", "{input}"),
-                                                 ("human", "Rephrase the question above as a standalone question.")])
+    condense = ChatPromptTemplate.from_messages(
+        [
+            MessagesPlaceholder("chat_history"),
+            ("human", "{input}"),
+            ("human", "Rephrase the question above as a standalone question."),
+        ]
+    )
     history_aware = RunnableBranch(
         (lambda x: not x.get("chat_history", False), (lambda x: x["input"]) | retriever),
-        condense | Condenser() | StrOutputParser() | retriever).with_config(run_name="chat_retriever_chain")
-    qa = ChatPromptTemplate.from_messages([("system", "Context:\n{context}"), MessagesPlaceholder("chat_history"),
-                                           ("human", "{input}")])
-    rag = (RunnablePassthrough.assign(context=history_aware | (lambda docs: "\n".join(d.page_content for d in docs)))
-           | qa | Answerer() | StrOutputParser())
-    return RunnableWithMessageHistory(rag, lambda sid: handler_store.setdefault(sid, InMemoryChatMessageHistory()),
-                                      input_messages_key="input", history_messages_key="chat_history")
+        condense | Condenser() | StrOutputParser() | retriever,
+    ).with_config(run_name="chat_retriever_chain")
+    qa = ChatPromptTemplate.from_messages(
+        [("system", "Context:\n{context}"), MessagesPlaceholder("chat_history"), ("human", "{input}")]
+    )
+    rag = (
+        RunnablePassthrough.assign(context=history_aware | (lambda docs: "\n".join(d.page_content for d in docs)))
+        | qa
+        | Answerer()
+        | StrOutputParser()
+    )
+    return RunnableWithMessageHistory(
+        rag,
+        lambda sid: handler_store.setdefault(sid, InMemoryChatMessageHistory()),
+        input_messages_key="input",
+        history_messages_key="chat_history",
+    )
 
 
 langchain_deprecations = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -382,8 +467,10 @@ def test_langchain_history_aware_chat_turns_capture_history_and_condensed_questi
     handler = RagmeterCallbackHandler(metrics=["faithfulness"])
 
     def say(text):
-        return chat.invoke({"input": text}, config={"callbacks": [handler], "configurable": {"session_id": "s1"},
-                                                   "metadata": {"session_id": "s1"}})
+        return chat.invoke(
+            {"input": text},
+            config={"callbacks": [handler], "configurable": {"session_id": "s1"}, "metadata": {"session_id": "s1"}},
+        )
 
     say("Who wrote Dune?")
     say("and when?")
@@ -393,9 +480,13 @@ def test_langchain_history_aware_chat_turns_capture_history_and_condensed_questi
     assert [(s.conversation_id, s.turn) for s in (t1, t2, t3)] == [("s1", 1), ("s1", 2), ("s1", 3)]
     assert t1.history == [] and t1.standalone_question is None and t1.context_texts == ["Facts about Who wrote Dune?."]
     assert t2.question == "and when?" and t2.standalone_question == "and when? (re: Who wrote Dune?)"
-    assert t2.history == [{"role": "user", "content": "Who wrote Dune?"},
-                          {"role": "assistant", "content": "Per the context: Facts about Who wrote Dune?."}]
-    assert t2.context_texts == ["Facts about and when? (re: Who wrote Dune?)."]  # turn 2 retrieved with turn 1's subject
+    assert t2.history == [
+        {"role": "user", "content": "Who wrote Dune?"},
+        {"role": "assistant", "content": "Per the context: Facts about Who wrote Dune?."},
+    ]
+    assert t2.context_texts == [
+        "Facts about and when? (re: Who wrote Dune?)."
+    ]  # turn 2 retrieved with turn 1's subject
     assert len(t3.history) == 4 and t3.standalone_question == "was it a success? (re: Who wrote Dune?)"
     assert t3.metadata["run_metadata"] == {"session_id": "s1"}
     # the judge reads the condensed question
@@ -413,8 +504,14 @@ def test_langchain_concurrent_conversations_never_mix():
 
     async def conversation(sid, opener):
         for text in (opener, "and then?", "why?"):
-            await chat.ainvoke({"input": text}, config={"callbacks": [handler], "configurable": {"session_id": sid},
-                                                        "metadata": {"conversation_id": sid}})
+            await chat.ainvoke(
+                {"input": text},
+                config={
+                    "callbacks": [handler],
+                    "configurable": {"session_id": sid},
+                    "metadata": {"conversation_id": sid},
+                },
+            )
 
     async def main():
         await asyncio.gather(*(conversation(sid, q) for sid, q in sessions.items()))
@@ -460,7 +557,9 @@ def test_ragas_multi_turn_to_csv_export_loads(tmp_path):
         writer.writerow(["[{not a message list", ""])
     ds = load_samples(path)
     assert ds.errors == [] and len(ds) == 3
-    assert [(s.turn, s.context_texts[0]) for s in ds[:2]] == [(1, "The tower was built from 1887 to 1889."),
-                                                              (3, "The tower is 330 metres tall.")]
+    assert [(s.turn, s.context_texts[0]) for s in ds[:2]] == [
+        (1, "The tower was built from 1887 to 1889."),
+        (3, "The tower is 330 metres tall."),
+    ]
     assert ds[1].history[3] == {"role": "assistant", "content": "You're welcome."}
     assert ds[2].question == "[{not a message list" and ds[2].turn is None  # text that only looks like a list

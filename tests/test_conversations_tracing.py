@@ -12,12 +12,11 @@ import json
 import pytest
 from opentelemetry.trace import SpanKind
 
+from helpers.tracing import AnswerOverlap, ContextCount, memory_provider, rag_provider
 from ragmeter.conversations import no_retrieval_turn
 from ragmeter.result import EvaluationResult
 from ragmeter.tracing.offline import encode_otlp_json, evaluate_traces
 from ragmeter.tracing.samples import build_samples
-
-from helpers.tracing import AnswerOverlap, ContextCount, memory_provider, rag_provider
 
 FIRST = "How tall is the Eiffel Tower?"
 
@@ -26,8 +25,15 @@ def parts(role: str, text: str) -> dict:
     return {"role": role, "parts": [{"type": "text", "content": text}]}
 
 
-def genai_turn(tracer, conv: str, history: list[tuple[str, str]], question: str, answer: str,
-               query: str | None = None, retrieve: bool = True):
+def genai_turn(
+    tracer,
+    conv: str,
+    history: list[tuple[str, str]],
+    question: str,
+    answer: str,
+    query: str | None = None,
+    retrieve: bool = True,
+):
     """One chat request (``POST /chat``): a condensing chat call when there is history, a
     retrieval with the (condensed) query, an answering chat call with the history; every span
     carries ``gen_ai.conversation.id``."""
@@ -35,18 +41,25 @@ def genai_turn(tracer, conv: str, history: list[tuple[str, str]], question: str,
     msgs = [parts(r, t) for r, t in history] + [parts("user", question)]
     with tracer.start_as_current_span("POST /chat"):
         if history and retrieve:
-            with tracer.start_as_current_span("chat condense", kind=SpanKind.CLIENT, attributes={
-                    "gen_ai.operation.name": "chat", **conv_attr}) as c:
-                c.set_attribute("gen_ai.input.messages", json.dumps(msgs + [parts("user", "Rephrase as one question.")]))
+            with tracer.start_as_current_span(
+                "chat condense", kind=SpanKind.CLIENT, attributes={"gen_ai.operation.name": "chat", **conv_attr}
+            ) as c:
+                c.set_attribute(
+                    "gen_ai.input.messages", json.dumps(msgs + [parts("user", "Rephrase as one question.")])
+                )
                 c.set_attribute("gen_ai.output.messages", json.dumps([parts("assistant", query)]))
         if retrieve:
-            with tracer.start_as_current_span("retrieval kb", kind=SpanKind.CLIENT, attributes={
-                    "gen_ai.operation.name": "retrieval", **conv_attr}) as r:
+            with tracer.start_as_current_span(
+                "retrieval kb", kind=SpanKind.CLIENT, attributes={"gen_ai.operation.name": "retrieval", **conv_attr}
+            ) as r:
                 r.set_attribute("gen_ai.retrieval.query.text", query or question)
-                r.set_attribute("gen_ai.retrieval.documents", json.dumps(
-                    [{"id": f"kb-{len(history)}", "content": f"Fact for: {query or question}"}]))
-        with tracer.start_as_current_span("chat answer", kind=SpanKind.CLIENT, attributes={
-                "gen_ai.operation.name": "chat", **conv_attr}) as c:
+                r.set_attribute(
+                    "gen_ai.retrieval.documents",
+                    json.dumps([{"id": f"kb-{len(history)}", "content": f"Fact for: {query or question}"}]),
+                )
+        with tracer.start_as_current_span(
+            "chat answer", kind=SpanKind.CLIENT, attributes={"gen_ai.operation.name": "chat", **conv_attr}
+        ) as c:
             c.set_attribute("gen_ai.input.messages", json.dumps([parts("system", "Use the sources.")] + msgs))
             c.set_attribute("gen_ai.output.messages", json.dumps([parts("assistant", answer)]))
 
@@ -54,11 +67,14 @@ def genai_turn(tracer, conv: str, history: list[tuple[str, str]], question: str,
 def two_interleaved_sessions(tracer):
     """Sessions A and B, three turns each, interleaved A1 B1 A2 B2 A3(no retrieval) B3."""
     hist: dict[str, list] = {"A": [], "B": []}
-    plan = [("A", FIRST, "330 metres.", None, True), ("B", "Who built it?", "Gustave Eiffel's company.", None, True),
-            ("A", "and when was it built?", "1887-1889.", "When was the Eiffel Tower built?", True),
-            ("B", "how long did it take?", "Two years.", "How long did building the tower take?", True),
-            ("A", "thanks!", "You're welcome.", None, False),
-            ("B", "and who designed it?", "Koechlin and Nouguier.", "Who designed the Eiffel Tower?", True)]
+    plan = [
+        ("A", FIRST, "330 metres.", None, True),
+        ("B", "Who built it?", "Gustave Eiffel's company.", None, True),
+        ("A", "and when was it built?", "1887-1889.", "When was the Eiffel Tower built?", True),
+        ("B", "how long did it take?", "Two years.", "How long did building the tower take?", True),
+        ("A", "thanks!", "You're welcome.", None, False),
+        ("B", "and who designed it?", "Koechlin and Nouguier.", "Who designed the Eiffel Tower?", True),
+    ]
     for conv, q, a, query, retrieve in plan:
         genai_turn(tracer, conv, hist[conv], q, a, query, retrieve)
         hist[conv] += [("user", q), ("assistant", a)]
@@ -132,9 +148,9 @@ def test_langgraph_under_openinference_one_sample_per_turn():
     from langchain_core.messages import HumanMessage
     from langchain_core.vectorstores import InMemoryVectorStore
     from openinference.instrumentation.langchain import LangChainInstrumentor
+    from test_langgraph import DOCS, build_graph
 
     from helpers.tracing import instrumented
-    from test_langgraph import DOCS, build_graph
 
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=64))
     store.add_documents(DOCS)
@@ -145,8 +161,13 @@ def test_langgraph_under_openinference_one_sample_per_turn():
             app.invoke({"messages": [HumanMessage(q)]}, {"configurable": {"thread_id": "thread-9"}})
     t1, t2, t3 = [b.sample for b in build_samples(exporter.get_finished_spans())]
     assert [(s.conversation_id, s.turn, s.question) for s in (t1, t2, t3)] == [
-        ("thread-9", 1, "Who wrote Dune?"), ("thread-9", 2, "and when was he born?"), ("thread-9", 3, "thanks!")]
-    assert t1.answer.startswith("Per the context: ") and t3.answer == "You're welcome!"  # the AI message, not the question
+        ("thread-9", 1, "Who wrote Dune?"),
+        ("thread-9", 2, "and when was he born?"),
+        ("thread-9", 3, "thanks!"),
+    ]
+    assert (
+        t1.answer.startswith("Per the context: ") and t3.answer == "You're welcome!"
+    )  # the AI message, not the question
     assert t2.standalone_question == "and when was he born? (re: Who wrote Dune?)"
     assert t2.history == [{"role": "user", "content": "Who wrote Dune?"}, {"role": "assistant", "content": t1.answer}]
     assert no_retrieval_turn(t3) and not no_retrieval_turn(t2)

@@ -17,21 +17,40 @@ from ragmeter.judges.tasks import get_task
 from ragmeter.metrics import Criteria, FunctionMetric, Metric
 from ragmeter.metrics.scoring import score_sample
 
-SAMPLE = rm.Sample("When was the Eiffel Tower built?", ["The Eiffel Tower was built from 1887 to 1889."],
-                   answer="It was built from 1887 to 1889 [1].", reference="From 1887 to 1889.", id="eiffel")
+SAMPLE = rm.Sample(
+    "When was the Eiffel Tower built?",
+    ["The Eiffel Tower was built from 1887 to 1889."],
+    answer="It was built from 1887 to 1889 [1].",
+    reference="From 1887 to 1889.",
+    id="eiffel",
+)
 
 POLITE = Criteria("polite", criteria="The answer is polite.", rubric={1: "rude", 5: "courteous"})
-SOURCED = Criteria("sourced", criteria="Every figure in the answer comes from the contexts.",
-                   rubric={1: "no figure sourced", 3: "some", 5: "all"}, inputs=["answer", "contexts"])
+SOURCED = Criteria(
+    "sourced",
+    criteria="Every figure in the answer comes from the contexts.",
+    rubric={1: "no figure sourced", 3: "some", 5: "all"},
+    inputs=["answer", "contexts"],
+)
 MATCHES = Criteria("matches", criteria="The answer agrees with the reference.", inputs=["answer", "reference"])
 
 
 def scores_by_name(scores: dict[str, int | None], reason: str = "because"):
     """A scripted judge_criteria answer: the given rubric score per criterion name (None: n/a)."""
+
     def respond(inputs: dict) -> dict:
-        return {"results": [{"criterion": i, "applicable": scores[c["name"]] is not None,
-                             "score": scores[c["name"]] or 1, "reason": f"{reason} {c['name']}"}
-                            for i, c in enumerate(inputs["criteria"])]}
+        return {
+            "results": [
+                {
+                    "criterion": i,
+                    "applicable": scores[c["name"]] is not None,
+                    "score": scores[c["name"]] or 1,
+                    "reason": f"{reason} {c['name']}",
+                }
+                for i, c in enumerate(inputs["criteria"])
+            ]
+        }
+
     return respond
 
 
@@ -60,11 +79,18 @@ def test_any_number_of_criteria_share_one_call_with_the_union_of_their_inputs():
     assert judge.calls == {"judge_criteria": 1}
     sent = judge.inputs["judge_criteria"][0]
     assert [c["name"] for c in sent["criteria"]] == ["polite", "sourced", "matches"]
-    assert sent["criteria"][1] == {"name": "sourced", "criteria": "Every figure in the answer comes from the contexts.",
-                                   "rubric": [[1, "no figure sourced"], [3, "some"], [5, "all"]],
-                                   "inputs": ["answer", "contexts"]}
-    assert sent["sample"] == {"question": SAMPLE.question, "answer": SAMPLE.answer,
-                              "contexts": SAMPLE.context_texts, "reference": SAMPLE.reference}
+    assert sent["criteria"][1] == {
+        "name": "sourced",
+        "criteria": "Every figure in the answer comes from the contexts.",
+        "rubric": [[1, "no figure sourced"], [3, "some"], [5, "all"]],
+        "inputs": ["answer", "contexts"],
+    }
+    assert sent["sample"] == {
+        "question": SAMPLE.question,
+        "answer": SAMPLE.answer,
+        "contexts": SAMPLE.context_texts,
+        "reference": SAMPLE.reference,
+    }
     # one criterion reads only question and answer: nothing else is sent
     judge = ScriptedJudge({"judge_criteria": scores_by_name({"polite": 3})})
     run([POLITE], judge)
@@ -99,17 +125,51 @@ def test_judge_says_not_applicable():
 # --------------------------------------------------------------------------- validation per criterion
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"results": [{"criterion": 0, "applicable": True, "score": 4, "reason": "ok"}]}, "missing criterion indices [1]"),
-    ({"results": [{"criterion": 0, "applicable": True, "score": 6, "reason": "ok"},
-                  {"criterion": 1, "applicable": True, "score": 4, "reason": "ok"}]}, "score = 6 is out of range"),
-    ({"results": [{"criterion": 0, "applicable": True, "score": 4, "reason": "ok"},
-                  {"criterion": 1, "applicable": True, "score": 4, "reason": " "}]}, "criterion 1 (sourced): reason"),
-    ({"results": [{"criterion": 0, "applicable": True, "score": 3.5, "reason": "ok"},
-                  {"criterion": 1, "applicable": True, "score": 4, "reason": "ok"}]}, "must be an integer"),
-    ({"results": [{"criterion": 0, "applicable": "yes", "score": 3, "reason": "ok"},
-                  {"criterion": 1, "applicable": True, "score": 4, "reason": "ok"}]}, "applicable must be true or false"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (
+            {"results": [{"criterion": 0, "applicable": True, "score": 4, "reason": "ok"}]},
+            "missing criterion indices [1]",
+        ),
+        (
+            {
+                "results": [
+                    {"criterion": 0, "applicable": True, "score": 6, "reason": "ok"},
+                    {"criterion": 1, "applicable": True, "score": 4, "reason": "ok"},
+                ]
+            },
+            "score = 6 is out of range",
+        ),
+        (
+            {
+                "results": [
+                    {"criterion": 0, "applicable": True, "score": 4, "reason": "ok"},
+                    {"criterion": 1, "applicable": True, "score": 4, "reason": " "},
+                ]
+            },
+            "criterion 1 (sourced): reason",
+        ),
+        (
+            {
+                "results": [
+                    {"criterion": 0, "applicable": True, "score": 3.5, "reason": "ok"},
+                    {"criterion": 1, "applicable": True, "score": 4, "reason": "ok"},
+                ]
+            },
+            "must be an integer",
+        ),
+        (
+            {
+                "results": [
+                    {"criterion": 0, "applicable": "yes", "score": 3, "reason": "ok"},
+                    {"criterion": 1, "applicable": True, "score": 4, "reason": "ok"},
+                ]
+            },
+            "applicable must be true or false",
+        ),
+    ],
+)
 def test_invalid_answers_are_errors_never_numbers(bad, message):
     scores = run([POLITE, SOURCED], ScriptedJudge({"judge_criteria": bad}))
     for s in scores.values():
@@ -119,25 +179,43 @@ def test_invalid_answers_are_errors_never_numbers(bad, message):
 def test_over_the_wire_invalid_answer_is_asked_again_then_cached(tmp_path):
     """The real OpenAI SDK against the local server: an out-of-range score is shown back to the
     model, the second answer is used; the validated answer is cached (a second run sends nothing)."""
+
     def responder(req):
         if req.task != "judge_criteria":
             return oracle(req)
-        return answer({"results": [{"criterion": c["index"], "applicable": True, "score": 4, "reason": "fine"}
-                                   for c in req.inputs["criteria"]]})
+        return answer(
+            {
+                "results": [
+                    {"criterion": c["index"], "applicable": True, "score": 4, "reason": "fine"}
+                    for c in req.inputs["criteria"]
+                ]
+            }
+        )
 
     async def go(server):
-        judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=tmp_path / "c",
-                            backoff_base=0.0)
-        server.push(answer({"results": [{"criterion": 0, "applicable": True, "score": 9, "reason": "x"},
-                                        {"criterion": 1, "applicable": True, "score": 4, "reason": "y"}]}))
+        judge = OpenAIJudge(
+            "gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=tmp_path / "c", backoff_base=0.0
+        )
+        server.push(
+            answer(
+                {
+                    "results": [
+                        {"criterion": 0, "applicable": True, "score": 9, "reason": "x"},
+                        {"criterion": 1, "applicable": True, "score": 4, "reason": "y"},
+                    ]
+                }
+            )
+        )
         first = await rm.aevaluate([SAMPLE], metrics=[POLITE, SOURCED], judge=judge, progress=False)
         assert [r.task for r in server.chat_requests] == ["judge_criteria", "judge_criteria"]
         retry = server.chat_requests[1].last_user_text
         assert "score = 9 is out of range (valid: 1..5)" in retry
         body = server.chat_requests[0].body
         assert body["response_format"]["json_schema"]["name"] == "judge_criteria"
-        assert server.chat_requests[0].inputs["criteria"][0]["rubric"] == [{"score": 1, "description": "rude"},
-                                                                            {"score": 5, "description": "courteous"}]
+        assert server.chat_requests[0].inputs["criteria"][0]["rubric"] == [
+            {"score": 1, "description": "rude"},
+            {"score": 5, "description": "courteous"},
+        ]
         server.reset()
         second = await rm.aevaluate([SAMPLE], metrics=[POLITE, SOURCED], judge=judge, progress=False)
         assert server.chat_requests == []
@@ -171,16 +249,19 @@ def test_offline_judge_answers_not_applicable_with_its_reason():
 # --------------------------------------------------------------------------- definition errors
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"name": "", "criteria": "x"}, "non-empty name"),
-    ({"name": "faithfulness", "criteria": "x"}, "built-in metric"),
-    ({"name": "c", "criteria": " "}, "criteria must be"),
-    ({"name": "c", "criteria": "x", "rubric": {0: "bad"}}, "rubric keys"),
-    ({"name": "c", "criteria": "x", "rubric": {6: "bad"}}, "rubric keys"),
-    ({"name": "c", "criteria": "x", "rubric": {1: ""}}, "need a non-empty description"),
-    ({"name": "c", "criteria": "x", "inputs": ["answer", "chunks"]}, "inputs must be some of"),
-    ({"name": "c", "criteria": "x", "threshold": 0.2, "warn": 0.5}, "need 0 <= warn"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"name": "", "criteria": "x"}, "non-empty name"),
+        ({"name": "faithfulness", "criteria": "x"}, "built-in metric"),
+        ({"name": "c", "criteria": " "}, "criteria must be"),
+        ({"name": "c", "criteria": "x", "rubric": {0: "bad"}}, "rubric keys"),
+        ({"name": "c", "criteria": "x", "rubric": {6: "bad"}}, "rubric keys"),
+        ({"name": "c", "criteria": "x", "rubric": {1: ""}}, "need a non-empty description"),
+        ({"name": "c", "criteria": "x", "inputs": ["answer", "chunks"]}, "inputs must be some of"),
+        ({"name": "c", "criteria": "x", "threshold": 0.2, "warn": 0.5}, "need 0 <= warn"),
+    ],
+)
 def test_bad_definitions_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Criteria(**kwargs)
@@ -227,10 +308,16 @@ def test_function_metric_failures_are_errors():
     def boom(sample):
         raise RuntimeError("no luck")
 
-    scores = run([FunctionMetric("boom", boom), FunctionMetric("text", lambda s: "high"),
-                  FunctionMetric("big", lambda s: 2.0),
-                  FunctionMetric("needs_ref", lambda s: 1.0, requires=["reference"])], None,
-                 rm.Sample("q?", ["c"], answer="a"))
+    scores = run(
+        [
+            FunctionMetric("boom", boom),
+            FunctionMetric("text", lambda s: "high"),
+            FunctionMetric("big", lambda s: 2.0),
+            FunctionMetric("needs_ref", lambda s: 1.0, requires=["reference"]),
+        ],
+        None,
+        rm.Sample("q?", ["c"], answer="a"),
+    )
     assert scores["boom"].error == "RuntimeError: no luck"
     assert "must return a float in [0, 1] or a Score" in scores["text"].error
     assert "must be in [0, 1]" in scores["big"].error

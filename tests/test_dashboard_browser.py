@@ -39,18 +39,29 @@ def page(tmp_path_factory):
     labels = []
     for i, r in enumerate(after):
         rating = 1 + round(4 * r["faithfulness"].value)
-        labels += [Label(r.sample.id, "ann", "faithfulness", rating),
-                   Label(r.sample.id, "bob", "faithfulness", max(1, rating - (i % 3 == 0)))]
+        labels += [
+            Label(r.sample.id, "ann", "faithfulness", rating),
+            Label(r.sample.id, "bob", "faithfulness", max(1, rating - (i % 3 == 0))),
+        ]
     agreement = agreement_report(labels, after, n_boot=100)
     path.write_text(render(runs, entries, title="ragmeter dashboard test", agreement=agreement), encoding="utf-8")
-    return {"path": path, "after": after, "runs": runs, "views": sample_views(entries, Verdicts()), "agreement": agreement}
+    return {
+        "path": path,
+        "after": after,
+        "runs": runs,
+        "views": sample_views(entries, Verdicts()),
+        "agreement": agreement,
+    }
 
 
 def _visible_ids(browser) -> list[str]:
     from selenium.webdriver.common.by import By
 
-    return [el.get_attribute("id") for el in browser.find_elements(By.CSS_SELECTOR, "#rows details.sample")
-            if el.is_displayed()]
+    return [
+        el.get_attribute("id")
+        for el in browser.find_elements(By.CSS_SELECTOR, "#rows details.sample")
+        if el.is_displayed()
+    ]
 
 
 def _reset(browser, total: int) -> None:
@@ -92,7 +103,9 @@ def test_dashboard_in_chromium(browser, page, tmp_path):
     row = labels.find_element(By.CSS_SELECTOR, 'tr[data-criterion="faithfulness"]')
     expected = page["agreement"]["faithfulness"]
     cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
-    assert cells[:3] == ["faithfulness", str(len(after)), "2"] and cells[3].startswith(f'{expected["alpha"]["alpha"]:.3f}')
+    assert cells[:3] == ["faithfulness", str(len(after)), "2"] and cells[3].startswith(
+        f'{expected["alpha"]["alpha"]:.3f}'
+    )
     assert f'Spearman {expected["judge"]["spearman"]:.3f}' in cells[5] and labels.is_displayed()
     browser.execute_script("arguments[0].scrollIntoView()", labels)
     assert screenshot(browser, "dashboard-labels.png", tmp_path).stat().st_size > 0
@@ -101,8 +114,15 @@ def test_dashboard_in_chromium(browser, page, tmp_path):
     every = browser.find_elements(By.CSS_SELECTOR, "#trends svg.trend")
     charts = [c for c in every if not c.get_attribute("data-metric").startswith("response_time_p")]
     assert len(charts) == len(summary)
-    assert [c.get_attribute("data-metric") for c in every[len(charts):]] == ["response_time_p50_s", "response_time_p95_s"]
-    assert {len(c.find_elements(By.CSS_SELECTOR, "circle")) for c in charts if c.get_attribute("data-metric") != "response_time"} == {2}
+    assert [c.get_attribute("data-metric") for c in every[len(charts) :]] == [
+        "response_time_p50_s",
+        "response_time_p95_s",
+    ]
+    assert {
+        len(c.find_elements(By.CSS_SELECTOR, "circle"))
+        for c in charts
+        if c.get_attribute("data-metric") != "response_time"
+    } == {2}
 
     # worst composite first, and every sample listed
     views = sorted(page["views"], key=lambda v: (v.composite is None, v.composite or 0.0, v.index))
@@ -145,7 +165,11 @@ def test_dashboard_in_chromium(browser, page, tmp_path):
     _reset(browser, len(after))
 
     # sorting: by sample id, then the other way; by latency
-    ids = lambda: [browser.find_element(By.ID, i).find_element(By.CSS_SELECTOR, ".sid").text for i in _visible_ids(browser)]  # noqa: E731
+    def ids():
+        return [
+            browser.find_element(By.ID, i).find_element(By.CSS_SELECTOR, ".sid").text for i in _visible_ids(browser)
+        ]
+
     button = browser.find_element(By.CSS_SELECTOR, 'button[data-sort="id"]')
     button.click()
     assert ids() == sorted(v.id for v in views) and button.get_attribute("aria-sort") == "ascending"
@@ -169,7 +193,10 @@ def test_dashboard_without_javascript(browser, page):
         table = browser.find_element(By.ID, "summary-table")
         assert table.is_displayed()
         mean = page["runs"][-1].summary["faithfulness"]["mean"]
-        assert table.find_element(By.CSS_SELECTOR, 'tr[data-metric="faithfulness"] td[data-stat="mean"]').text == f"{mean:.4f}"
+        assert (
+            table.find_element(By.CSS_SELECTOR, 'tr[data-metric="faithfulness"] td[data-stat="mean"]').text
+            == f"{mean:.4f}"
+        )
         assert all(svg.is_displayed() for svg in browser.find_elements(By.CSS_SELECTOR, "#trends svg.trend"))
         assert not browser.find_element(By.ID, "filters").is_displayed()
         sample = browser.find_element(By.CSS_SELECTOR, "#rows details.sample")

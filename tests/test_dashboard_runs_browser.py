@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.browser import browser, console_errors, full_page, screenshot  # noqa: F401 (browser: a fixture)
-
 import ragmeter as rm
+from helpers.browser import browser, console_errors, full_page, screenshot  # noqa: F401 (browser: a fixture)
 from ragmeter.data import Score
 from ragmeter.metrics.scoring import SampleResult
 from ragmeter.result import EvaluationResult
@@ -25,12 +24,28 @@ def _run(values: list[tuple[float, float]], latencies: list[float]) -> Evaluatio
     """Samples scored on faithfulness and context_recall, with a captured response time each."""
     rows = []
     for i, ((f, c), t) in enumerate(zip(values, latencies)):
-        sample = rm.Sample(f"question {i}?", ["chunk"], answer="answer", id=f"s{i}", metadata={"latency": {"total_s": t}})
-        rows.append(SampleResult(sample, {
-            "faithfulness": Score("faithfulness", f, label="pass" if f >= 0.85 else "warn" if f >= 0.7 else "fail"),
-            "context_recall": Score("context_recall", c, label="pass" if c >= 0.8 else "warn" if c >= 0.6 else "fail")}))
-    return EvaluationResult(rows, ["faithfulness", "context_recall"], judge="offline",
-                            thresholds={"faithfulness": (0.85, 0.7), "context_recall": (0.8, 0.6)})
+        sample = rm.Sample(
+            f"question {i}?", ["chunk"], answer="answer", id=f"s{i}", metadata={"latency": {"total_s": t}}
+        )
+        rows.append(
+            SampleResult(
+                sample,
+                {
+                    "faithfulness": Score(
+                        "faithfulness", f, label="pass" if f >= 0.85 else "warn" if f >= 0.7 else "fail"
+                    ),
+                    "context_recall": Score(
+                        "context_recall", c, label="pass" if c >= 0.8 else "warn" if c >= 0.6 else "fail"
+                    ),
+                },
+            )
+        )
+    return EvaluationResult(
+        rows,
+        ["faithfulness", "context_recall"],
+        judge="offline",
+        thresholds={"faithfulness": (0.85, 0.7), "context_recall": (0.8, 0.6)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +105,8 @@ def test_runs_trends_filters_latency_and_weakest_in_chromium(browser, page, tmp_
     Select(browser.find_element(By.ID, "r-kind")).select_by_value("inline")
     assert rows() == ["4"]
     assert [g.get_attribute("data-series") for g in _shown(browser, "#trends .trend-group")] == [
-        "inline runs without a dataset"]
+        "inline runs without a dataset"
+    ]
     browser.find_element(By.CSS_SELECTOR, "#run-filters button[type=reset]").click()  # applied in a timeout: wait
     WebDriverWait(browser, 10).until(lambda b: b.find_element(By.ID, "runs-shown").text == "5")
     assert len(rows()) == 5 and len(_shown(browser, "#trends .trend-group")) == 3

@@ -49,7 +49,9 @@ def test_record_errors_name_the_field(record, field):
 
 def test_ragas_and_deepeval_names():
     ragas = Sample.from_dict({"user_input": "q", "retrieved_contexts": ["c"], "response": "a", "reference": "r"})
-    deepeval = Sample.from_dict({"input": "q", "retrieval_context": ["c"], "actual_output": "a", "expected_output": "r"})
+    deepeval = Sample.from_dict(
+        {"input": "q", "retrieval_context": ["c"], "actual_output": "a", "expected_output": "r"}
+    )
     old_ragas = Sample.from_dict({"question": "q", "contexts": ["c"], "answer": "a", "ground_truth": "r"})
     for s in (ragas, deepeval, old_ragas):
         assert (s.question, s.context_texts, s.answer, s.reference) == ("q", ["c"], "a", "r")
@@ -58,14 +60,16 @@ def test_ragas_and_deepeval_names():
 def test_jsonl_bad_lines_are_reported_and_good_ones_kept(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text(
-        "\n".join([
-            json.dumps({"question": "q1", "contexts": ["a"]}),
-            "{not json",
-            json.dumps({"question": "q3", "contexts": "oops"}),
-            "",
-            json.dumps({"contexts": ["a"]}),
-            json.dumps({"question": "q6", "contexts": ["b"], "answer": "x"}),
-        ])
+        "\n".join(
+            [
+                json.dumps({"question": "q1", "contexts": ["a"]}),
+                "{not json",
+                json.dumps({"question": "q3", "contexts": "oops"}),
+                "",
+                json.dumps({"contexts": ["a"]}),
+                json.dumps({"question": "q6", "contexts": ["b"], "answer": "x"}),
+            ]
+        )
     )
     ds = load_samples(path)
     assert [s.question for s in ds] == ["q1", "q6"]
@@ -77,7 +81,9 @@ def test_jsonl_bad_lines_are_reported_and_good_ones_kept(tmp_path):
 
 
 def test_duplicate_ids_are_errors():
-    ds = samples_from_records([{"id": "a", "question": "q", "contexts": []}, {"id": "a", "question": "r", "contexts": []}])
+    ds = samples_from_records(
+        [{"id": "a", "question": "q", "contexts": []}, {"id": "a", "question": "r", "contexts": []}]
+    )
     assert len(ds) == 1 and ds.errors[0].field == "id" and ds.errors[0].location == "record 2"
 
 
@@ -106,7 +112,9 @@ def test_csv_bad_cell_names_row_and_field(tmp_path):
 @pytest.mark.slow  # importing pandas takes ~0.7 s
 def test_pandas_round_trip():
     pd = pytest.importorskip("pandas")
-    df = pd.DataFrame({"user_input": ["q1", "q2", None], "retrieved_contexts": [["a"], ["b"], ["c"]], "response": ["x", None, "z"]})
+    df = pd.DataFrame(
+        {"user_input": ["q1", "q2", None], "retrieved_contexts": [["a"], ["b"], ["c"]], "response": ["x", None, "z"]}
+    )
     ds = load_samples(df)
     assert [s.question for s in ds] == ["q1", "q2"]
     assert ds[1].answer is None  # a missing cell is missing, not NaN

@@ -84,7 +84,7 @@ def parse_blocks(text: str, page: str) -> list[Block]:
         end = i + 1
         while end < len(lines) and not _closes(lines[end], fence):
             end += 1
-        body = "\n".join(line[indent:] if line[:indent].strip() == "" else line for line in lines[i + 1:end])
+        body = "\n".join(line[indent:] if line[:indent].strip() == "" else line for line in lines[i + 1 : end])
         markers: dict[str, str] = {}  # the marker comments right above the block (blank lines between)
         before = i - 1
         while before >= 0:
@@ -107,7 +107,7 @@ def parse_blocks(text: str, page: str) -> list[Block]:
         block = Block(page, line, lang, code, not_run=markers.get("not-run"), llm_server="llm-server" in markers)
         if lang in ("python", "bash") and n + 1 < len(raw):
             nxt_line, nxt_lang, nxt_code, _, _ = raw[n + 1]
-            between = lines[end + 1:nxt_line - 1]
+            between = lines[end + 1 : nxt_line - 1]
             if nxt_lang == "text" and not any(x.strip() for x in between):
                 block.expected, skip_next = nxt_code, True
         blocks.append(block)
@@ -119,26 +119,64 @@ def _pages() -> list[Path]:
     return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
-ALL_BLOCKS = [b for page in _pages() for b in parse_blocks(page.read_text(encoding="utf-8"),
-                                                            page.relative_to(ROOT).as_posix())]
+ALL_BLOCKS = [
+    b for page in _pages() for b in parse_blocks(page.read_text(encoding="utf-8"), page.relative_to(ROOT).as_posix())
+]
 RUN_BLOCKS = [b for b in ALL_BLOCKS if b.lang in RUNNABLE and b.not_run is None]
 
 
 def test_the_parser_reads_the_conventions():
     """The conventions as a writer uses them: outputs folded, markers read, other blocks kept."""
-    page = "\n".join([
-        "# Page", "", "```python", "print(1 + 1)", "```", "", "```text", "2", "```", "",
-        "<!-- not-run: needs an OpenAI key -->", "```bash", "ragmeter evaluate x --judge openai", "```", "",
-        "```console", "$ echo hi", "hi", "```", "", "```bash", "true", "```", "Some text.", "```text", "x", "```",
-        "", "```yaml", "a: 1", "```",
-    ])
+    page = "\n".join(
+        [
+            "# Page",
+            "",
+            "```python",
+            "print(1 + 1)",
+            "```",
+            "",
+            "```text",
+            "2",
+            "```",
+            "",
+            "<!-- not-run: needs an OpenAI key -->",
+            "```bash",
+            "ragmeter evaluate x --judge openai",
+            "```",
+            "",
+            "```console",
+            "$ echo hi",
+            "hi",
+            "```",
+            "",
+            "```bash",
+            "true",
+            "```",
+            "Some text.",
+            "```text",
+            "x",
+            "```",
+            "",
+            "```yaml",
+            "a: 1",
+            "```",
+        ]
+    )
     blocks = parse_blocks(page, "page.md")
     assert [(b.lang, b.line, b.expected, b.not_run) for b in blocks] == [
-        ("python", 3, "2\n", None), ("bash", 12, None, "needs an OpenAI key"), ("console", 16, None, None),
-        ("bash", 21, None, None), ("text", 25, None, None), ("yaml", 29, None, None)]
+        ("python", 3, "2\n", None),
+        ("bash", 12, None, "needs an OpenAI key"),
+        ("console", 16, None, None),
+        ("bash", 21, None, None),
+        ("text", 25, None, None),
+        ("yaml", 29, None, None),
+    ]
     assert blocks[2].code == "$ echo hi\nhi\n"
-    marked = parse_blocks("<!-- llm-server -->\n\n<!-- not-run: installs packages -->\n```bash\nx\n```\n"
-                          "<!-- llm-server -->\n```python\nprint(1)\n```\n", "p.md")
+    marked = parse_blocks(
+        "<!-- llm-server -->\n\n<!-- not-run: installs packages -->\n```bash\nx\n```\n"
+        "<!-- llm-server -->\n```python\nprint(1)\n```\n",
+        "p.md",
+    )
     assert [(b.not_run, b.llm_server) for b in marked] == [("installs packages", True), (None, True)]
     assert {b.page for b in ALL_BLOCKS} >= {"README.md", "docs/install.md"}
 
@@ -181,11 +219,23 @@ def llm_server():
 
 def _env(folder: Path, server=None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "RAGMETER_", "PYTEST_"))}
-    env.update({"RAGMETER_CACHE_DIR": str(folder / ".cache"), "COLUMNS": "120", "NO_COLOR": "1",
-                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"})
+    env.update(
+        {
+            "RAGMETER_CACHE_DIR": str(folder / ".cache"),
+            "COLUMNS": "120",
+            "NO_COLOR": "1",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        }
+    )
     if server is not None:
-        env.update({"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-local-docs",
-                    "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-ant-local-docs"})
+        env.update(
+            {
+                "OPENAI_BASE_URL": server.openai_url,
+                "OPENAI_API_KEY": "sk-local-docs",
+                "ANTHROPIC_BASE_URL": server.url,
+                "ANTHROPIC_API_KEY": "sk-ant-local-docs",
+            }
+        )
     return env
 
 
@@ -224,7 +274,7 @@ def _write_output(block: Block, new: str) -> None:
         out_end = out_start + 1
         while not _closes(lines[out_end], "```"):
             out_end += 1
-        lines[out_start + 1:out_end] = new.removesuffix("\n").split("\n") if new else []
+        lines[out_start + 1 : out_end] = new.removesuffix("\n").split("\n") if new else []
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
@@ -277,8 +327,14 @@ def site(tmp_path_factory) -> Path:
     """The manual built with ``mkdocs build --strict`` (a warning fails the build)."""
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
-                          "-d", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     return out
 
@@ -365,14 +421,32 @@ def test_home_and_metrics_pages_in_chromium(browser, served, tmp_path):
     assert browser.title == "ragmeter"
     heading = browser.execute_script("return document.querySelector('article h1').firstChild.textContent.trim()")
     assert heading == "ragmeter"
-    picture = browser.execute_script("const i = document.querySelector('article img'); "
-                                     "return i && i.complete ? [i.naturalWidth, i.src] : null")
+    picture = browser.execute_script(
+        "const i = document.querySelector('article img'); return i && i.complete ? [i.naturalWidth, i.src] : null"
+    )
     assert picture and picture[0] == PICTURE_WINDOW[0] and picture[1].endswith("assets/report.png")
-    nav = browser.execute_script("return [...document.querySelectorAll('.md-nav__link')]"
-                                 ".map(a => a.textContent.trim())")
-    assert {"Install", "Concepts", "Metrics", "Judges", "The offline judge", "Command line", "LangChain", "LlamaIndex",
-            "OpenTelemetry", "Evaluation service", "Compare and gate", "Trust", "Measured", "Extending",
-            "Architecture", "ragmeter.metrics", "Contributing"} <= set(nav)
+    nav = browser.execute_script(
+        "return [...document.querySelectorAll('.md-nav__link')].map(a => a.textContent.trim())"
+    )
+    assert {
+        "Install",
+        "Concepts",
+        "Metrics",
+        "Judges",
+        "The offline judge",
+        "Command line",
+        "LangChain",
+        "LlamaIndex",
+        "OpenTelemetry",
+        "Evaluation service",
+        "Compare and gate",
+        "Trust",
+        "Measured",
+        "Extending",
+        "Architecture",
+        "ragmeter.metrics",
+        "Contributing",
+    } <= set(nav)
     full_page(browser, max_height=4000)
     screenshot(browser, "docs-home.png", tmp_path)
     assert console_errors(browser) == []
@@ -380,18 +454,23 @@ def test_home_and_metrics_pages_in_chromium(browser, served, tmp_path):
     browser.set_window_size(1400, 1000)
     browser.get(served + "/reference/metrics/")
     _wait(browser, "return document.readyState === 'complete'")
-    first_cells = browser.execute_script("return [...document.querySelector('article table').rows].slice(1)"
-                                         ".map(r => r.cells[0].textContent.trim())")
+    first_cells = browser.execute_script(
+        "return [...document.querySelector('article table').rows].slice(1).map(r => r.cells[0].textContent.trim())"
+    )
     assert set(first_cells) == set(METRIC_NAMES)
-    link = browser.execute_script("const a = document.querySelector('article h2#faithfulness + p a');"
-                                  "return a ? a.getAttribute('href') : null")
+    link = browser.execute_script(
+        "const a = document.querySelector('article h2#faithfulness + p a');return a ? a.getAttribute('href') : null"
+    )
     assert link and link.startswith("../../api/ragmeter.metrics/#ragmeter.metrics.faithfulness.Faithfulness")
     # the search (a web worker over the built index) finds a metric
     browser.find_element("css selector", "label.md-search__icon, .md-search__input").click()
     box = browser.find_element("css selector", "input.md-search__input")
     box.send_keys("faithfulness")
-    results = _wait(browser, "const r = [...document.querySelectorAll('.md-search-result__item')];"
-                             "return r.length ? r.map(x => x.textContent) : null")
+    results = _wait(
+        browser,
+        "const r = [...document.querySelectorAll('.md-search-result__item')];"
+        "return r.length ? r.map(x => x.textContent) : null",
+    )
     assert any("faithfulness" in r.lower() for r in results)
     browser.find_element("css selector", "input.md-search__input").clear()
     browser.get(served + "/reference/metrics/")
@@ -425,9 +504,25 @@ def test_readme_picture_is_the_report_today(browser, tmp_path):
     report = tmp_path / "report.html"
     env = {**_env(tmp_path), "RAGMETER_CACHE_DIR": str(tmp_path / "cache")}
     samples = str(ROOT / "examples" / "rag_samples.jsonl")
-    run = subprocess.run([sys.executable, "-m", "ragmeter.cli", "evaluate", samples,
-                          "--judge", "offline", "--no-progress", "--out", str(report)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragmeter.cli",
+            "evaluate",
+            samples,
+            "--judge",
+            "offline",
+            "--no-progress",
+            "--out",
+            str(report),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     browser.set_window_size(*PICTURE_WINDOW)
     browser.get(report.as_uri())
@@ -443,8 +538,10 @@ def test_readme_picture_is_the_report_today(browser, tmp_path):
     browser.get("about:blank")
     result = browser.execute_async_script(_DIFF, "data:image/png;base64," + old, "data:image/png;base64," + new)
     assert result[:2] == [width, height] == result[2:4], f"picture {result[:2]}, screenshot {result[2:4]}"
-    assert result[4] < 0.02, (f"{result[4]:.1%} of the pixels of docs/assets/report.png differ from today's report "
-                              f"({tmp_path / 'report.png'}); RAGMETER_UPDATE_SCREENSHOTS=1 rewrites it")
+    assert result[4] < 0.02, (
+        f"{result[4]:.1%} of the pixels of docs/assets/report.png differ from today's report "
+        f"({tmp_path / 'report.png'}); RAGMETER_UPDATE_SCREENSHOTS=1 rewrites it"
+    )
 
 
 def test_install_page_has_one_line_per_extra():
@@ -453,5 +550,7 @@ def test_install_page_has_one_line_per_extra():
 
     extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
     page = (DOCS / "install.md").read_text(encoding="utf-8")
-    rows = dict(re.findall(r'^\| `([\w-]+)` \| `pip install (?:"torch==[\d.]+" )?"ragmeter\[([\w-]+)\]"` \|', page, re.M))
+    rows = dict(
+        re.findall(r'^\| `([\w-]+)` \| `pip install (?:"torch==[\d.]+" )?"ragmeter\[([\w-]+)\]"` \|', page, re.M)
+    )
     assert set(rows) == extras and all(name == extra for name, extra in rows.items())

@@ -53,26 +53,38 @@ def test_openai_all_metrics_cost_five_calls_per_sample_and_shared_embedding_requ
     from collections import Counter
 
     assert Counter(req.task for req in server.chat_requests) == {
-        t: len(data) for t in ("extract_claims", "verify_claims", "review_context",
-                               "generate_questions", "compare_claims")}
+        t: len(data)
+        for t in ("extract_claims", "verify_claims", "review_context", "generate_questions", "compare_claims")
+    }
     assert result.usage.cost_usd > 0  # gpt-4o-mini has a known price
 
     # the same dataset again costs nothing: every task and embedding comes from the cache
     server.reset()
-    again = rm.evaluate(data, metrics=ALL, judge=OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test",
-                                                                  cache=tmp_path / "c.sqlite"), progress=False)
+    again = rm.evaluate(
+        data,
+        metrics=ALL,
+        judge=OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=tmp_path / "c.sqlite"),
+        progress=False,
+    )
     assert server.chat_requests == [] and server.embedding_requests == []
     assert again.usage.calls == 0 and again.usage.cached == (5 + 1) * len(data)  # 5 tasks + 1 embedding batch
     assert [r.scores["faithfulness"].value for r in again] == [r.scores["faithfulness"].value for r in result]
 
 
 def test_anthropic_judge_with_openai_embeddings(server):
-    judge = AnthropicJudge("claude-haiku-4-5", base_url=server.url, api_key="test", cache=False,
-                           embedder=OpenAIEmbedder(base_url=server.openai_url, api_key="test", cache=False))
+    judge = AnthropicJudge(
+        "claude-haiku-4-5",
+        base_url=server.url,
+        api_key="test",
+        cache=False,
+        embedder=OpenAIEmbedder(base_url=server.openai_url, api_key="test", cache=False),
+    )
     data = samples(5, n=2)
     result = rm.evaluate(data, metrics=ALL, judge=judge, progress=False)
     messages = [r for r in server.requests if r.protocol == "anthropic"]
-    assert len(messages) == 5 * len(data) and 1 <= len(server.embedding_requests) <= len(data)  # 6 before review_context
+    assert len(messages) == 5 * len(data) and 1 <= len(server.embedding_requests) <= len(
+        data
+    )  # 6 before review_context
     assert all(s.status != "error" for r in result for s in r.scores.values())
     assert all(r.scores["faithfulness"].judge == "anthropic:claude-haiku-4-5" for r in result)
 
@@ -80,7 +92,9 @@ def test_anthropic_judge_with_openai_embeddings(server):
 def test_unparsable_judge_answer_is_an_error_never_a_number(tmp_path):
     with FakeLLMServer(responder=lambda req: {"nonsense": True}) as srv:
         judge = OpenAIJudge("gpt-4o-mini", base_url=srv.openai_url, api_key="test", cache=False, max_attempts=2)
-        result = rm.evaluate(samples(3, n=1), metrics=["faithfulness", "context_precision"], judge=judge, progress=False)
+        result = rm.evaluate(
+            samples(3, n=1), metrics=["faithfulness", "context_precision"], judge=judge, progress=False
+        )
         for s in result[0].scores.values():
             assert s.value is None and s.status == "error" and s.label is None
             assert "missing the key" in s.error
@@ -97,9 +111,26 @@ def test_cli_with_openai_compatible_endpoint(server, tmp_path):
     import os
 
     env = {**os.environ, **env}
-    proc = subprocess.run([sys.executable, "-m", "ragmeter.cli", "evaluate", str(EXAMPLE), "--no-progress",
-                           "--judge", f"openai:gpt-4o-mini@{server.openai_url}", "-m", "faithfulness,context_recall",
-                           "--out", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragmeter.cli",
+            "evaluate",
+            str(EXAMPLE),
+            "--no-progress",
+            "--judge",
+            f"openai:gpt-4o-mini@{server.openai_url}",
+            "-m",
+            "faithfulness,context_recall",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "judge: openai:gpt-4o-mini" in proc.stdout
     report = json.loads(out.read_text())

@@ -30,9 +30,17 @@ JUDGED = ["-m", "faithfulness", "-j", "openai:gpt-4o-mini", "--concurrency", "2"
 def write_records(path, n: int = N) -> None:
     with open(path, "w") as fh:
         for i in range(n):
-            fh.write(json.dumps({"id": f"s{i}", "question": f"What does clause {i} say?",
-                                 "contexts": [f"Clause {i} says the fee is {i} euros."],
-                                 "answer": f"The fee is {i} euros."}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"s{i}",
+                        "question": f"What does clause {i} say?",
+                        "contexts": [f"Clause {i} says the fee is {i} euros."],
+                        "answer": f"The fee is {i} euros.",
+                    }
+                )
+                + "\n"
+            )
 
 
 def stored_rows(db) -> int:
@@ -71,8 +79,12 @@ def calls_per_sample(server, tmp_path) -> int:
     src = tmp_path / "one.jsonl"
     write_records(src, 1)
     server.reset()
-    rm.evaluate(str(src), ["faithfulness"], OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test",
-                                                        cache=False), progress=False)
+    rm.evaluate(
+        str(src),
+        ["faithfulness"],
+        OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=False),
+        progress=False,
+    )
     n = len(server.chat_requests)
     server.reset()
     assert n >= 1
@@ -82,8 +94,12 @@ def calls_per_sample(server, tmp_path) -> int:
 def kill_midway(args: list, db, at_least: int) -> None:
     """Run ``ragmeter <args>`` in a subprocess and SIGKILL it once the store holds ``at_least``
     samples (the run is far from done by then: 30 samples at 2 in flight, 0.25 s per call)."""
-    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.cli", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragmeter.cli", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
     try:
         assert wait_for(lambda: stored_rows(db) >= at_least or proc.poll() is not None, timeout=120)
         assert proc.poll() is None, proc.communicate()[1].decode()[-3000:]

@@ -35,7 +35,8 @@ def test_every_example_is_checked():
 def test_an_example_leaves_the_checkout_clean(script, tmp_path):
     before = _tree()
     env = {**os.environ, "RAGMETER_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(tmp_path)}
-    out = subprocess.run([sys.executable, f"examples/{script}"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run(
+        [sys.executable, f"examples/{script}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert sorted(_tree() - before) == []  # nothing new in the checkout

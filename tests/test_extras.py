@@ -29,7 +29,9 @@ def run_without(package: str, code: str, cwd: Path = ROOT) -> subprocess.Complet
 
 def error_of(package: str, statement: str) -> tuple[str, str, str | None]:
     """(exception type, message, ``.name``) raised by ``statement`` without ``package``."""
-    out = run_without(package, f"""
+    out = run_without(
+        package,
+        f"""
         import json
         try:
             {statement}
@@ -37,27 +39,51 @@ def error_of(package: str, statement: str) -> tuple[str, str, str | None]:
             print(json.dumps([type(err).__name__, str(err), err.name]))
         else:
             print(json.dumps(None))
-    """)
+    """,
+    )
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)
     assert found is not None, f"{statement!r} did not fail without {package}"
     return tuple(found)
 
 
-@pytest.mark.parametrize("package, statement, what, extra, missing", [
-    ("langchain_core", "from ragmeter.integrations.langchain import RagmeterCallbackHandler",
-     "ragmeter.integrations.langchain", "langchain", "langchain_core"),
-    ("langchain_core", "import ragmeter.integrations.langchain.handler",
-     "ragmeter.integrations.langchain", "langchain", "langchain_core"),
-    ("llama_index", "from ragmeter.integrations.llamaindex import make_evaluators",
-     "ragmeter.integrations.llamaindex", "llamaindex", "llama_index"),
-    ("opentelemetry", "from ragmeter.tracing import RagmeterSpanProcessor", "ragmeter.tracing", "otel",
-     "opentelemetry"),
-    ("opentelemetry", "from ragmeter.tracing import evaluate_traces", "ragmeter.tracing", "otel", "opentelemetry"),
-    ("opentelemetry", "from ragmeter.tracing import EvaluationWriter", "ragmeter.tracing", "otel", "opentelemetry"),
-    ("opentelemetry", "import ragmeter.tracing.serve", "ragmeter.tracing", "otel", "opentelemetry"),
-    ("opentelemetry", "import ragmeter.tracing.otlp_json", "ragmeter.tracing", "otel", "opentelemetry"),
-])
+@pytest.mark.parametrize(
+    "package, statement, what, extra, missing",
+    [
+        (
+            "langchain_core",
+            "from ragmeter.integrations.langchain import RagmeterCallbackHandler",
+            "ragmeter.integrations.langchain",
+            "langchain",
+            "langchain_core",
+        ),
+        (
+            "langchain_core",
+            "import ragmeter.integrations.langchain.handler",
+            "ragmeter.integrations.langchain",
+            "langchain",
+            "langchain_core",
+        ),
+        (
+            "llama_index",
+            "from ragmeter.integrations.llamaindex import make_evaluators",
+            "ragmeter.integrations.llamaindex",
+            "llamaindex",
+            "llama_index",
+        ),
+        (
+            "opentelemetry",
+            "from ragmeter.tracing import RagmeterSpanProcessor",
+            "ragmeter.tracing",
+            "otel",
+            "opentelemetry",
+        ),
+        ("opentelemetry", "from ragmeter.tracing import evaluate_traces", "ragmeter.tracing", "otel", "opentelemetry"),
+        ("opentelemetry", "from ragmeter.tracing import EvaluationWriter", "ragmeter.tracing", "otel", "opentelemetry"),
+        ("opentelemetry", "import ragmeter.tracing.serve", "ragmeter.tracing", "otel", "opentelemetry"),
+        ("opentelemetry", "import ragmeter.tracing.otlp_json", "ragmeter.tracing", "otel", "opentelemetry"),
+    ],
+)
 def test_importing_a_layer_without_its_extra_names_the_extra(package, statement, what, extra, missing):
     kind, message, name = error_of(package, statement)
     assert kind == "ModuleNotFoundError" and name.split(".")[0] == missing
@@ -83,17 +109,23 @@ def test_other_import_errors_pass_unchanged():
 def test_the_cli_names_the_extra_for_a_tracing_command(tmp_path):
     trace = tmp_path / "traces.jsonl"
     trace.write_text("{}\n")
-    out = run_without("opentelemetry", f"""
+    out = run_without(
+        "opentelemetry",
+        f"""
         from ragmeter.cli import main
         sys.exit(main(["evaluate-traces", {str(trace)!r}, "--no-progress"]))
-    """)
+    """,
+    )
     assert out.returncode == 2, out.stderr
-    assert out.stderr.strip() == ('ragmeter: error: ragmeter.tracing needs opentelemetry, which is not installed: '
-                                  'pip install "ragmeter[otel]"')
+    assert out.stderr.strip() == (
+        'ragmeter: error: ragmeter.tracing needs opentelemetry, which is not installed: pip install "ragmeter[otel]"'
+    )
 
 
 def test_pandas_without_the_extra():
-    out = run_without("pandas", f"""
+    out = run_without(
+        "pandas",
+        f"""
         import ragmeter as rm
         from ragmeter.data import samples_to_pandas
         result = rm.evaluate({str(EXAMPLES)!r}, metrics=["mrr"], progress=False)
@@ -102,16 +134,19 @@ def test_pandas_without_the_extra():
                 call()
             except ModuleNotFoundError as err:
                 print(err)
-    """)
+    """,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         'to_pandas() needs pandas, which is not installed: pip install "ragmeter[pandas]"',
-        'samples_to_pandas() needs pandas, which is not installed: pip install "ragmeter[pandas]"']
+        'samples_to_pandas() needs pandas, which is not installed: pip install "ragmeter[pandas]"',
+    ]
 
 
 def test_judge_vs_humans_without_scipy_names_the_extra():
-    kind, message, _ = error_of("scipy", "from ragmeter.labels import judge_vs_humans; "
-                                         "judge_vs_humans([0.9, 0.2], [5, 1], threshold=0.5)")
+    kind, message, _ = error_of(
+        "scipy", "from ragmeter.labels import judge_vs_humans; judge_vs_humans([0.9, 0.2], [5, 1], threshold=0.5)"
+    )
     assert kind == "ModuleNotFoundError"
     assert message == 'judge_vs_humans() needs scipy, which is not installed: pip install "ragmeter[stats]"'
 

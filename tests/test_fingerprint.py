@@ -28,10 +28,22 @@ from ragmeter.store.engine import create_engine, database_url
 
 pytest_plugins = ["helpers.postgres", "pytester"]
 
-SAMPLES = [rm.Sample("Who wrote Dune?", [{"id": "a", "text": "Dune is a novel by Frank Herbert, published in 1965."}],
-                     answer="Frank Herbert wrote Dune.", relevant_ids=["a"], id="dune"),
-           rm.Sample("When was Dune published?", [{"id": "b", "text": "Dune was published in 1965."}],
-                     answer="It was published in 1965.", relevant_ids=["b"], id="year")]
+SAMPLES = [
+    rm.Sample(
+        "Who wrote Dune?",
+        [{"id": "a", "text": "Dune is a novel by Frank Herbert, published in 1965."}],
+        answer="Frank Herbert wrote Dune.",
+        relevant_ids=["a"],
+        id="dune",
+    ),
+    rm.Sample(
+        "When was Dune published?",
+        [{"id": "b", "text": "Dune was published in 1965."}],
+        answer="It was published in 1965.",
+        relevant_ids=["b"],
+        id="year",
+    ),
+]
 
 
 def test_doctests():
@@ -40,13 +52,25 @@ def test_doctests():
 
 def test_an_llm_judge_is_named_by_backend_model_endpoint_prompts_and_settings_never_credentials():
     secret = "sk-test-0123456789abcdef"
-    judge = OpenAIJudge("gpt-4o-mini", api_key=secret, base_url="https://user:hunter2pass@llm.example:8443/v1?token=qq",
-                        temperature=0.2, seed=7, cache=False, embedder=None)
+    judge = OpenAIJudge(
+        "gpt-4o-mini",
+        api_key=secret,
+        base_url="https://user:hunter2pass@llm.example:8443/v1?token=qq",
+        temperature=0.2,
+        seed=7,
+        cache=False,
+        embedder=None,
+    )
     fp = judge.fingerprint
     assert judge.fingerprint is fp  # made once
     d = fp.to_dict()
     assert (d["backend"], d["model"], d["endpoint"], d["temperature"], d["seed"]) == (
-        "openai", "gpt-4o-mini", "compatible https://llm.example:8443", 0.2, 7)
+        "openai",
+        "gpt-4o-mini",
+        "compatible https://llm.example:8443",
+        0.2,
+        7,
+    )
     assert d["tasks"] == task_versions() and d["tasks"]["verify_claims"].startswith("2.")  # TaskSpec.version 2
     assert set(d["tasks"]) >= {"extract_claims", "verify_claims", "rate_chunks", "review_context"}
     text = json.dumps(d)
@@ -54,13 +78,22 @@ def test_an_llm_judge_is_named_by_backend_model_endpoint_prompts_and_settings_ne
         assert leaked not in text
     assert OpenAIJudge("gpt-4o-mini", api_key=secret, cache=False).fingerprint.endpoint == "api.openai.com"
     # another setting, another judge, and the difference names the field
-    warmer = OpenAIJudge("gpt-4o-mini", api_key=secret, base_url="https://llm.example:8443/v1", temperature=0.7,
-                         seed=7, cache=False, embedder=None).fingerprint
+    warmer = OpenAIJudge(
+        "gpt-4o-mini",
+        api_key=secret,
+        base_url="https://llm.example:8443/v1",
+        temperature=0.7,
+        seed=7,
+        cache=False,
+        embedder=None,
+    ).fingerprint
     assert warmer.id != fp.id and warmer.diff(fp) == ["temperature: 0.2 -> 0.7"]
 
 
 def test_a_changed_prompt_is_named_by_its_task():
-    before = JudgeFingerprint(backend="openai", model="m", tasks={"verify_claims": "2.aaaa", "extract_claims": "1.bbbb"})
+    before = JudgeFingerprint(
+        backend="openai", model="m", tasks={"verify_claims": "2.aaaa", "extract_claims": "1.bbbb"}
+    )
     after = JudgeFingerprint(backend="openai", model="m", tasks={"verify_claims": "3.cccc", "extract_claims": "1.bbbb"})
     assert after.diff(before) == ["task verify_claims: 2.aaaa -> 3.cccc"]
     # a ragmeter upgrade alone keeps the judge's id: the runs stay comparable, and it is said
@@ -91,17 +124,24 @@ def test_every_score_carries_its_judge_into_results_files_and_a_fresh_process(tm
     assert header["judges"][judge.fingerprint.id]["embedder"] == "lexical"
     assert "fingerprint" in json.loads(path.read_text().splitlines()[1])["scores"]["faithfulness"]
     # another process knows nothing of the judge until it reads the file's header
-    code = ("import sys; from ragmeter.result import EvaluationResult; from ragmeter.judges.fingerprint import lookup;"
-            "r = EvaluationResult.load(sys.argv[1]); s = r[0]['faithfulness'];"
-            "print(lookup(s.fingerprint).embedder, lookup(s.fingerprint).rules)")
+    code = (
+        "import sys; from ragmeter.result import EvaluationResult; from ragmeter.judges.fingerprint import lookup;"
+        "r = EvaluationResult.load(sys.argv[1]); s = r[0]['faithfulness'];"
+        "print(lookup(s.fingerprint).embedder, lookup(s.fingerprint).rules)"
+    )
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["lexical", judge.fingerprint.rules]
     md = result.to_markdown()
-    assert f"fingerprint {judge.fingerprint.id}: offline, endpoint local" in md and f"rules {judge.fingerprint.rules}" in md
+    assert (
+        f"fingerprint {judge.fingerprint.id}: offline, endpoint local" in md
+        and f"rules {judge.fingerprint.rules}" in md
+    )
     assert f"fingerprint {judge.fingerprint.id}" in result.to_html()
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"ragmeter": "results", "metrics": [], "judges": {"x": {"backend": "openai",
-                                                                                        "seed": "seven"}}}) + "\n")
+    bad.write_text(
+        json.dumps({"ragmeter": "results", "metrics": [], "judges": {"x": {"backend": "openai", "seed": "seven"}}})
+        + "\n"
+    )
     with pytest.raises(ValueError, match=r"judges.x: judge fingerprint field 'seed' must be an integer"):
         rm.EvaluationResult.load(bad)
 
@@ -115,9 +155,11 @@ def test_the_store_keeps_each_judge_once_and_resolves_it_in_another_process(db_u
         store.record_samples(result.results, source="langchain")
         rows = store.engine.connect().execute(sa.select(schema.judges.c.id)).all()
         assert sorted(i for (i,) in rows) == sorted({judge.fingerprint.id, CODE_FINGERPRINT.id})
-    code = ("import sys; from ragmeter.store import Store; from ragmeter.judges.fingerprint import lookup;"
-            "s = Store(sys.argv[1]); r = s.run(int(sys.argv[2]));"
-            "print(r[0]['faithfulness'].fingerprint, lookup(r[0]['faithfulness'].fingerprint).embedder)")
+    code = (
+        "import sys; from ragmeter.store import Store; from ragmeter.judges.fingerprint import lookup;"
+        "s = Store(sys.argv[1]); r = s.run(int(sys.argv[2]));"
+        "print(r[0]['faithfulness'].fingerprint, lookup(r[0]['faithfulness'].fingerprint).embedder)"
+    )
     out = subprocess.run([sys.executable, "-c", code, db_url, str(first)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == [judge.fingerprint.id, "lexical"]
 
@@ -134,18 +176,36 @@ def test_a_version_3_database_keeps_its_labels_and_scores(db_url, make_db):
             step(conn)
             conn.execute(schema.schema_version.insert().values(version=version, applied_at=datetime(2026, 3, 1)))
         v3 = schema._labels_table(sa.MetaData(), "labels", v3=True)
-        conn.execute(v3.insert(), [
-            {"sample_id": "s1", "annotator": "ann", "criterion": "faithfulness", "value": 4, "source": "a.json",
-             "created_at": datetime(2026, 3, 2)},
-            {"sample_id": "s2", "annotator": "ann", "criterion": "overall", "value": None, "source": "a.json",
-             "created_at": datetime(2026, 3, 2)}])
+        conn.execute(
+            v3.insert(),
+            [
+                {
+                    "sample_id": "s1",
+                    "annotator": "ann",
+                    "criterion": "faithfulness",
+                    "value": 4,
+                    "source": "a.json",
+                    "created_at": datetime(2026, 3, 2),
+                },
+                {
+                    "sample_id": "s2",
+                    "annotator": "ann",
+                    "criterion": "overall",
+                    "value": None,
+                    "source": "a.json",
+                    "created_at": datetime(2026, 3, 2),
+                },
+            ],
+        )
     engine.dispose()
     with Store(db_url) as store:
         assert store.labels() == [Label("s1", "ann", "faithfulness", 4), Label("s2", "ann", "overall", None)]
         store.record_labels([Label("s3", "bob", "faithfulness", 0.75, answer_hash="abc")])
         assert store.labels(sample_id="s3") == [Label("s3", "bob", "faithfulness", 0.75, answer_hash="abc")]
         assert [(r.sample.id, r["faithfulness"].value, r["faithfulness"].fingerprint) for r in store.run(1)] == [
-            ("s1", 0.75, None), ("s2", None, None)]
+            ("s1", 0.75, None),
+            ("s2", None, None),
+        ]
     fresh = make_db()
     Store(fresh).close()
     assert schema_of(db_url) == schema_of(fresh)
@@ -215,8 +275,10 @@ def test_a_run_written_before_fingerprints_is_not_called_a_change(tmp_path):
             s.fingerprint = None
     cmp = rm.compare(a, b)
     assert cmp.judge_changes == {} and cmp.passed
-    assert cmp.judge_notes == ["judge not recorded for faithfulness, mrr in one run (written before judge "
-                               "fingerprints): cannot tell whether the judge changed"]
+    assert cmp.judge_notes == [
+        "judge not recorded for faithfulness, mrr in one run (written before judge "
+        "fingerprints): cannot tell whether the judge changed"
+    ]
 
 
 @pytest.mark.slow
@@ -236,12 +298,22 @@ def test_grounded():
     assert "judge changed" not in first.stdout.str()
     again = pytester.runpytest("-p", "ragmeter.pytest_plugin", "--ragmeter-db", str(db))
     assert "judge changed" not in again.stdout.str()  # same judge, nothing to say
-    pytester.makepyfile(test_rag=test.replace("JUDGE", "OfflineJudge(embeddings=False, settings=__import__("
-                                              "'ragmeter.judges.offline.settings', fromlist=['x']).OfflineSettings("
-                                              "support_threshold=0.99))"))
+    pytester.makepyfile(
+        test_rag=test.replace(
+            "JUDGE",
+            "OfflineJudge(embeddings=False, settings=__import__("
+            "'ragmeter.judges.offline.settings', fromlist=['x']).OfflineSettings("
+            "support_threshold=0.99))",
+        )
+    )
     changed = pytester.runpytest("-p", "ragmeter.pytest_plugin", "--ragmeter-db", str(db))
-    changed.stdout.re_match_lines([r"recorded run 3 in .*", r"judge changed since run 2: faithfulness: rules: \S+ -> \S+ "
-                                   r"\(scores are not comparable with that run's\)"])
+    changed.stdout.re_match_lines(
+        [
+            r"recorded run 3 in .*",
+            r"judge changed since run 2: faithfulness: rules: \S+ -> \S+ "
+            r"\(scores are not comparable with that run's\)",
+        ]
+    )
 
 
 def test_lookup_of_an_unknown_id_is_none():

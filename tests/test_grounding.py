@@ -27,7 +27,10 @@ from ragmeter import Sample, evaluate  # noqa: E402
 from ragmeter.judges.local import LocalEmbedder  # noqa: E402
 from ragmeter.judges.offline import OfflineJudge  # noqa: E402
 from ragmeter.judges.offline.grounding import (  # noqa: E402
-    GroundingModel, choose_device, default_weighting, label_indices,
+    GroundingModel,
+    choose_device,
+    default_weighting,
+    label_indices,
 )
 
 VOCAB = [
@@ -148,9 +151,7 @@ def test_the_backend_is_onnx_when_the_folder_has_an_onnx_file(nli, tmp_path):
 
 
 def test_labels_are_read_from_the_config_in_any_order_and_named_when_they_say_nothing(tmp_path):
-    flipped = build(
-        tmp_path / "flipped", {0: "contradiction", 1: "neutral", 2: "entailment"}, bias=[3.0, 0.0, -1.0]
-    )
+    flipped = build(tmp_path / "flipped", {0: "contradiction", 1: "neutral", 2: "entailment"}, bias=[3.0, 0.0, -1.0])
     p = GroundingModel(flipped, device="cpu").predict(PAIRS[:2])
     probs = np.exp([3.0, 0.0, -1.0]) / np.exp([3.0, 0.0, -1.0]).sum()
     assert np.allclose(p, [[probs[2], probs[0]]] * 2, atol=1e-6)
@@ -185,8 +186,7 @@ def test_device_choice():
         choose_device("gpu", cuda_available=True)
 
 
-@pytest.mark.skipif(torch is not None and torch.cuda.is_available(),
-                    reason="checks the CPU-only machine's answer")
+@pytest.mark.skipif(torch is not None and torch.cuda.is_available(), reason="checks the CPU-only machine's answer")
 def test_cuda_asked_on_a_machine_without_it_fails_when_the_model_loads(nli):
     model = GroundingModel(nli, backend="transformers", device="cuda")
     with pytest.raises(ValueError, match="device='cuda' but no CUDA device"):
@@ -211,11 +211,7 @@ def test_nothing_is_fetched_a_hub_name_resolves_from_the_local_cache_only(nli, t
     assert np.allclose(got[:, 0], reference(nli, PAIRS)[:, 0], atol=1e-5)
     with pytest.raises(Exception) as err:  # not in the cache and offline: an error, not a download
         GroundingModel("acme/not-there", device="cpu").predict(PAIRS[:1])
-    assert (
-        "offline" in str(err.value).lower()
-        or "local" in str(err.value).lower()
-        or "find" in str(err.value).lower()
-    )
+    assert "offline" in str(err.value).lower() or "local" in str(err.value).lower() or "find" in str(err.value).lower()
 
 
 def test_a_missing_tokenizer_file_is_named(nli, tmp_path):
@@ -242,7 +238,7 @@ def test_the_offline_judge_reads_the_models_probabilities_as_signals(nli):
     probs = judge.grounding.predict([(v["passage"], c) for v, c in zip(raw["verdicts"], inputs["claims"])])
     out = asyncio.run(judge.run("verify_claims", inputs)).output["verdicts"]
     base = judge.combinations.claim_support
-    for v, r, (ent, con) in zip(out, raw["verdicts"], probs):
+    for v, r, (ent, _con) in zip(out, raw["verdicts"], probs):
         assert r["features"]["entailment"] == pytest.approx(ent, abs=1e-4)
         assert v["support"] == default_weighting(
             base.score(r["features"]), r["features"]["entailment"], r["features"]["contradiction"]
@@ -252,12 +248,8 @@ def test_the_offline_judge_reads_the_models_probabilities_as_signals(nli):
 def test_a_confident_contradiction_lowers_support_and_turns_the_verdict(tmp_path):
     sure = build(tmp_path / "contradicts", NLI, bias=[-4.0, -4.0, 4.0])  # every pair: contradiction
     judge = OfflineJudge(embeddings=False, grounding=sure, device="cpu")
-    sample = Sample(
-        question="When?", contexts=["The museum opens at 9 am."], answer="The museum opens at 9 am."
-    )
-    without = evaluate(
-        [sample], metrics=["faithfulness"], judge=OfflineJudge(embeddings=False), progress=False
-    )
+    sample = Sample(question="When?", contexts=["The museum opens at 9 am."], answer="The museum opens at 9 am.")
+    without = evaluate([sample], metrics=["faithfulness"], judge=OfflineJudge(embeddings=False), progress=False)
     with_model = evaluate([sample], metrics=["faithfulness"], judge=judge, progress=False)
     assert without[0].scores["faithfulness"].value == 1.0
     score = with_model[0].scores["faithfulness"]

@@ -66,8 +66,10 @@ def import_edges(mods: dict[str, Path]) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets = [resolve(a.name) for a in node.names if a.name.startswith("ragmeter")]
             elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ragmeter"):
-                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods else resolve(node.module)
-                           for a in node.names]
+                targets = [
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods else resolve(node.module)
+                    for a in node.names
+                ]
             edges[module].update(t for t in targets if t and t != module)
     return edges
 
@@ -146,9 +148,17 @@ def test_no_import_circle_but_the_documented_one():
 #: The most ragmeter modules a fresh ``import <face>`` may load: the face itself, the lazy-name
 #: helper (ragmeter._lazy) and its parent package; the judges' face also its interface
 #: (ragmeter.judges.base). Everything else is imported on first use of a name.
-FACE_MODULES = {"ragmeter": 2, "ragmeter.metrics": 3, "ragmeter.judges": 4, "ragmeter.store": 3,
-                "ragmeter.dashboard": 3, "ragmeter.labels": 3, "ragmeter.monitor": 3, "ragmeter.trust": 3,
-                "ragmeter.tracing": 3}
+FACE_MODULES = {
+    "ragmeter": 2,
+    "ragmeter.metrics": 3,
+    "ragmeter.judges": 4,
+    "ragmeter.store": 3,
+    "ragmeter.dashboard": 3,
+    "ragmeter.labels": 3,
+    "ragmeter.monitor": 3,
+    "ragmeter.trust": 3,
+    "ragmeter.tracing": 3,
+}
 
 
 def fresh(code: str) -> str:
@@ -164,14 +174,16 @@ def test_import_ragmeter_loads_two_ragmeter_modules():
 
 
 def test_each_face_loads_a_bounded_number_of_ragmeter_modules():
-    code = ("import importlib, json, subprocess, sys\n"
-            f"faces = {sorted(FACE_MODULES)!r}\n"
-            "out = {}\n"
-            "for face in faces:\n"
-            "    probe = f'import sys, {face}; print(len([m for m in sys.modules if m.split(\".\")[0] == \"ragmeter\"]))'\n"
-            "    out[face] = int(subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True,"
-            " check=True).stdout)\n"
-            "print(json.dumps(out))\n")
+    code = (
+        "import importlib, json, subprocess, sys\n"
+        f"faces = {sorted(FACE_MODULES)!r}\n"
+        "out = {}\n"
+        "for face in faces:\n"
+        "    probe = f'import sys, {face}; print(len([m for m in sys.modules if m.split(\".\")[0] == \"ragmeter\"]))'\n"
+        "    out[face] = int(subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True,"
+        " check=True).stdout)\n"
+        "print(json.dumps(out))\n"
+    )
     counts = json.loads(fresh(code))
     assert {face: n for face, n in counts.items() if n > FACE_MODULES[face]} == {}
 
@@ -180,15 +192,17 @@ def test_each_face_loads_a_bounded_number_of_ragmeter_modules():
 def test_every_lazy_name_resolves_also_after_its_module_is_imported():
     """Each public name of the lazy faces resolves in a fresh interpreter, and a name that is also a
     submodule's (``rm.sweep``) stays the function once the submodule is imported."""
-    code = ("import importlib, sys\n"
-            "import ragmeter.sweep, ragmeter as rm\n"
-            "assert callable(rm.sweep) and rm.sweep.__module__ == 'ragmeter.sweep', rm.sweep\n"
-            "from ragmeter import sweep\n"
-            "assert callable(sweep)\n"
-            f"for face in {sorted(FACE_MODULES)!r}:\n"
-            "    module = importlib.import_module(face)\n"
-            "    for name in module.__all__:\n"
-            "        assert getattr(module, name) is not None, (face, name)\n"
-            "    assert set(module.__all__) <= set(dir(module)), face\n"
-            "print('ok')\n")
+    code = (
+        "import importlib, sys\n"
+        "import ragmeter.sweep, ragmeter as rm\n"
+        "assert callable(rm.sweep) and rm.sweep.__module__ == 'ragmeter.sweep', rm.sweep\n"
+        "from ragmeter import sweep\n"
+        "assert callable(sweep)\n"
+        f"for face in {sorted(FACE_MODULES)!r}:\n"
+        "    module = importlib.import_module(face)\n"
+        "    for name in module.__all__:\n"
+        "        assert getattr(module, name) is not None, (face, name)\n"
+        "    assert set(module.__all__) <= set(dir(module)), face\n"
+        "print('ok')\n"
+    )
     assert fresh(code) == "ok"

@@ -85,8 +85,15 @@ def test_default_metrics_add_retrieval_metrics_for_samples_with_relevant_ids():
     from ragmeter.judges.offline import OfflineJudge
 
     scorer = BackgroundScorer(None, OfflineJudge(embeddings=False))
-    scorer.submit(Sample("Who wrote Dune?", [{"id": "d1", "text": "Dune is by Frank Herbert."}], answer="Frank Herbert.",
-                         relevant_ids=["d1"], id="with"))
+    scorer.submit(
+        Sample(
+            "Who wrote Dune?",
+            [{"id": "d1", "text": "Dune is by Frank Herbert."}],
+            answer="Frank Herbert.",
+            relevant_ids=["d1"],
+            id="with",
+        )
+    )
     scorer.submit(Sample("Who wrote Dune?", ["Dune is by Frank Herbert."], answer="Frank Herbert.", id="without"))
     assert scorer.flush(30)
     scorer.shutdown()
@@ -125,7 +132,9 @@ def test_callbacks_and_failures_never_propagate():
 
 def test_submit_from_many_threads():
     scorer = BackgroundScorer([SlowLength()], max_queue=10_000)
-    threads = [threading.Thread(target=lambda j=j: [scorer.submit(sample(j * 100 + i)) for i in range(50)]) for j in range(8)]
+    threads = [
+        threading.Thread(target=lambda j=j: [scorer.submit(sample(j * 100 + i)) for i in range(50)]) for j in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -173,7 +182,12 @@ def test_scoring_runs_with_opentelemetry_instrumentation_suppressed():
         uses_judge = False
 
         async def compute(self, s, ctx):
-            seen.append((context.get_value(context._SUPPRESS_INSTRUMENTATION_KEY), context.get_value("suppress_instrumentation")))
+            seen.append(
+                (
+                    context.get_value(context._SUPPRESS_INSTRUMENTATION_KEY),
+                    context.get_value("suppress_instrumentation"),
+                )
+            )
             return Score(self.name, 1.0, explanation="ok")
 
     scorer = BackgroundScorer([Probe()])

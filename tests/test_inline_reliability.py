@@ -30,7 +30,8 @@ class Hanging(Judge):
 """
 
 SHUTDOWN_SCRIPTS = {
-    "scorer": HANGING_JUDGE + """
+    "scorer": HANGING_JUDGE
+    + """
 from ragmeter.inline import BackgroundScorer
 owner = BackgroundScorer(["faithfulness"], Hanging(), concurrency=2)
 for i in range(5):
@@ -39,7 +40,8 @@ t0 = time.monotonic()
 done = owner.shutdown(timeout=1.0)
 stats = owner.stats
 """,
-    "langchain": HANGING_JUDGE + """
+    "langchain": HANGING_JUDGE
+    + """
 sys.path.insert(0, TESTS)
 from helpers.tracing import langchain_chain
 from ragmeter.integrations.langchain import RagmeterCallbackHandler
@@ -80,10 +82,18 @@ stats = proc.stats
 @pytest.mark.parametrize("path", sorted(SHUTDOWN_SCRIPTS))
 def test_a_timed_out_shutdown_drops_what_is_pending_and_exit_does_not_wait(path):
     with FakeLLMServer(lambda req: hang(60)) as server:
-        code = f"TESTS = {TESTS!r}\nURL = {server.openai_url!r}\n" + textwrap.dedent(SHUTDOWN_SCRIPTS[path]) + (
-            "\nprint(json.dumps({'done': done, 'stats': stats}), flush=True)\n")
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": TESTS})
+        code = (
+            f"TESTS = {TESTS!r}\nURL = {server.openai_url!r}\n"
+            + textwrap.dedent(SHUTDOWN_SCRIPTS[path])
+            + ("\nprint(json.dumps({'done': done, 'stats': stats}), flush=True)\n")
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": TESTS},
+        )
     assert proc.returncode == 0, proc.stderr
     import json
 
@@ -121,9 +131,13 @@ def _creators():
     from ragmeter.integrations.llamaindex import RagmeterInstrumentation
     from ragmeter.tracing import RagmeterSpanProcessor
 
-    return {"scorer": BackgroundScorer, "langchain handler": RagmeterCallbackHandler,
-            "instrument()": rml.instrument, "llamaindex": RagmeterInstrumentation,
-            "span processor": RagmeterSpanProcessor}
+    return {
+        "scorer": BackgroundScorer,
+        "langchain handler": RagmeterCallbackHandler,
+        "instrument()": rml.instrument,
+        "llamaindex": RagmeterInstrumentation,
+        "span processor": RagmeterSpanProcessor,
+    }
 
 
 @pytest.mark.parametrize("where", ["scorer", "langchain handler", "instrument()", "llamaindex", "span processor"])
@@ -162,8 +176,10 @@ def test_a_failure_repeated_on_every_sample_is_logged_once_with_a_count(caplog):
 
     chain = langchain_chain()
     key = "sk-test-abcdefghijklmnopqrstuvwx"
-    with FakeLLMServer(lambda req: error(401, message=f"invalid api key {key}")) as server, \
-            caplog.at_level(logging.INFO, logger="ragmeter"):
+    with (
+        FakeLLMServer(lambda req: error(401, message=f"invalid api key {key}")) as server,
+        caplog.at_level(logging.INFO, logger="ragmeter"),
+    ):
         judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key=key, cache=False, max_retries=0)
         handler = RagmeterCallbackHandler(["faithfulness", "answer_relevancy"], judge)
         for i in range(200):

@@ -104,15 +104,30 @@ def test_the_switch_reads_the_environment(monkeypatch, caplog):
 
 
 def test_without_content_keeps_ids_scores_and_lengths_only():
-    s = Sample(QUESTION, [{"text": KB["d1"], "id": "d1", "score": 0.9, "metadata": {"source": "kb"}}],
-               answer=ANSWER, reference="Paris", relevant_ids=["d1"], id="s1",
-               metadata={"status": "partial", "partial_answer": "Paris is", "retrievers": [{"query": QUESTION}],
-                         "latency": {"total_s": 0.1}})
+    s = Sample(
+        QUESTION,
+        [{"text": KB["d1"], "id": "d1", "score": 0.9, "metadata": {"source": "kb"}}],
+        answer=ANSWER,
+        reference="Paris",
+        relevant_ids=["d1"],
+        id="s1",
+        metadata={
+            "status": "partial",
+            "partial_answer": "Paris is",
+            "retrievers": [{"query": QUESTION}],
+            "latency": {"total_s": 0.1},
+        },
+    )
     bare = without_content(s)
     assert bare.question == f"[not captured: {len(QUESTION)} chars]"
     assert bare.answer == f"[not captured: {len(ANSWER)} chars]" and bare.reference == "[not captured: 5 chars]"
     c = bare.contexts[0]
-    assert (c.text, c.id, c.score, c.metadata) == (f"[not captured: {len(KB['d1'])} chars]", "d1", 0.9, {"source": "kb"})
+    assert (c.text, c.id, c.score, c.metadata) == (
+        f"[not captured: {len(KB['d1'])} chars]",
+        "d1",
+        0.9,
+        {"source": "kb"},
+    )
     assert bare.relevant_ids == s.relevant_ids and bare.id == "s1"
     assert bare.metadata["content_captured"] is False and bare.metadata["latency"] == {"total_s": 0.1}
     assert not leaks(texts(bare.to_dict()))
@@ -136,8 +151,9 @@ def test_langchain_content_off_keeps_no_content_in_any_output(mode, tmp_path):
     outs = {}
     for capture in (True, False):
         provider, exporter = provider_and_exporter()
-        handler = RagmeterCallbackHandler(METRICS, "offline", mode=mode, tracer_provider=provider,
-                                          capture_content=capture)
+        handler = RagmeterCallbackHandler(
+            METRICS, "offline", mode=mode, tracer_provider=provider, capture_content=capture
+        )
         run_chain(handler, provider)
         if mode == "offline":
             handler.evaluate()
@@ -157,8 +173,10 @@ def test_langchain_content_off_keeps_no_content_in_any_output(mode, tmp_path):
     spans = carriers(exporter)
     assert len(spans) == 3 and not leaks(span_texts(spans))
     verdicts = [e for s in spans for e in s.events if e.name == "ragmeter.citation.verdicts"]
-    assert verdicts and all("ragmeter.citation.statement" not in e.attributes and
-                            e.attributes["ragmeter.citation.verdict"] for e in verdicts)
+    assert verdicts and all(
+        "ragmeter.citation.statement" not in e.attributes and e.attributes["ragmeter.citation.verdict"]
+        for e in verdicts
+    )
     assert all(s.attributes["ragmeter.echo.score"] == 1.0 for s in spans)
     # capture on: the same outputs hold the content (what the switch removes)
     assert leaks(on[2].read_text().splitlines()) and leaks(span_texts(carriers(on[1])))
@@ -172,8 +190,14 @@ def test_langchain_run_metadata_and_errors_leave_without_credentials(tmp_path):
 
     provider, _ = provider_and_exporter()
     handler = RagmeterCallbackHandler(["mrr"], mode="offline", tracer_provider=provider)
-    meta = {"reference": "Paris", "relevant_ids": ["d1"], "user": "u7", "api_key": "abc123def",
-            "note": f"called with token={SECRET}", "nested": {"password": "hunter2", "tags": ["x"]}}
+    meta = {
+        "reference": "Paris",
+        "relevant_ids": ["d1"],
+        "user": "u7",
+        "api_key": "abc123def",
+        "note": f"called with token={SECRET}",
+        "nested": {"password": "hunter2", "tags": ["x"]},
+    }
     run_chain(handler, provider, n=1, metadata=meta)
     sample = handler.samples[0]
     assert sample.reference == "Paris" and sample.relevant_ids == ["d1"] and sample.id == "s0"
@@ -205,8 +229,9 @@ def test_llamaindex_content_off_keeps_no_content_in_any_output(tmp_path):
     provider, exporter = provider_and_exporter()
     qe = engine(build_index(), top_k=2)
     needles = ("secret code", code_of("falcon"), code_of("otter"))  # node ids and metadata are kept
-    with RagmeterInstrumentation([Echo(), "faithfulness"], "offline", tracer_provider=provider,
-                                 capture_content=False) as meter:
+    with RagmeterInstrumentation(
+        [Echo(), "faithfulness"], "offline", tracer_provider=provider, capture_content=False
+    ) as meter:
         with provider.get_tracer("app").start_as_current_span("request"):
             qe.query(question("falcon"))
             qe.query(question("otter"))
@@ -244,9 +269,13 @@ def test_span_processor_content_switch_covers_carriers_phoenix_and_results(captu
     phoenix = RecordingPhoenix()
     exporter = InMemorySpanExporter()
     provider = TracerProvider(shutdown_on_exit=False)
-    proc = RagmeterSpanProcessor([Echo(), Leaky(), "context_relevance", "faithfulness"], "offline",
-                                 tracer_provider=provider, sinks=[PhoenixAnnotationSink(phoenix)],
-                                 capture_content=capture)
+    proc = RagmeterSpanProcessor(
+        [Echo(), Leaky(), "context_relevance", "faithfulness"],
+        "offline",
+        tracer_provider=provider,
+        sinks=[PhoenixAnnotationSink(phoenix)],
+        capture_content=capture,
+    )
     provider.add_span_processor(proc)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     oi_rag(provider, n_docs=3, answer=ANSWER, question=QUESTION)

@@ -10,19 +10,24 @@ from pathlib import Path
 
 import pytest
 
+from helpers.tracing import ContextCount, memory_provider, oi_rag
 from ragmeter.cli import main
 from ragmeter.readers import load_samples
 from ragmeter.tracing import evaluate_traces
 from ragmeter.tracing.offline import encode_otlp_json
-from helpers.tracing import ContextCount, memory_provider, oi_rag
 
 BIG = "1" * 5000  # over Python's 4300-digit int <-> str limit
 DEEP = "[" * 100_000 + "]" * 100_000  # RecursionError in json.loads
 
 
 def _good(n: int, **extra) -> dict:
-    return {"question": f"q{n}", "contexts": [{"id": f"d{n}", "text": f"chunk {n}"}], "answer": f"a{n}",
-            "relevant_ids": [f"d{n}"], **extra}
+    return {
+        "question": f"q{n}",
+        "contexts": [{"id": f"d{n}", "text": f"chunk {n}"}],
+        "answer": f"a{n}",
+        "relevant_ids": [f"d{n}"],
+        **extra,
+    }
 
 
 def _line(n: int, **extra) -> bytes:
@@ -38,8 +43,11 @@ def _swap(n: int, old: str, new: str) -> bytes:
     """A good record's JSON with ``old`` replaced by raw ``new`` (to plant what json.dumps won't write)."""
     text = json.dumps(_good(n))
     assert old in text
-    return text.replace(old, new, 1).encode("utf-8", "surrogatepass") if isinstance(new, str) else \
-        text.encode().replace(old.encode(), new, 1)
+    return (
+        text.replace(old, new, 1).encode("utf-8", "surrogatepass")
+        if isinstance(new, str)
+        else text.encode().replace(old.encode(), new, 1)
+    )
 
 
 def _json_array(*middle: bytes, wrap: str | None = None) -> bytes:
@@ -49,9 +57,18 @@ def _json_array(*middle: bytes, wrap: str | None = None) -> bytes:
 
 def _csv(*rows: bytes, bom: bool = False) -> bytes:
     head = b"\xef\xbb\xbf" if bom else b""
-    return head + b"question,contexts,answer,relevant_ids\n" + b"\n".join(
-        [b'q1,"[{""id"": ""d1"", ""text"": ""c""}]",a1,"[""d1""]"', *rows,
-         b'q99,"[{""id"": ""d99"", ""text"": ""c""}]",a99,"[""d99""]"']) + b"\n"
+    return (
+        head
+        + b"question,contexts,answer,relevant_ids\n"
+        + b"\n".join(
+            [
+                b'q1,"[{""id"": ""d1"", ""text"": ""c""}]",a1,"[""d1""]"',
+                *rows,
+                b'q99,"[{""id"": ""d99"", ""text"": ""c""}]",a99,"[""d99""]"',
+            ]
+        )
+        + b"\n"
+    )
 
 
 def _ctx_cell(json_text: str) -> bytes:
@@ -64,29 +81,87 @@ SAMPLE_CASES = [
     ("jsonl-non-utf8-in-string", ".jsonl", _jsonl(_swap(2, "q2", b"caf\xe9")), 2, {("line 2", "question")}),
     ("jsonl-non-utf8-outside-string", ".jsonl", _jsonl(b"\xff" + _line(2)), 2, {("line 2", None)}),
     ("jsonl-cp1252-answer", ".jsonl", _jsonl(_swap(2, "a2", "na\u00efve".encode("cp1252"))), 2, {("line 2", "answer")}),
-    ("jsonl-5000-digit-score", ".jsonl", _jsonl(_swap(2, '"chunk 2"', f'"chunk 2", "score": {BIG}')), 2,
-     {("line 2", "contexts[0]")}),
-    ("jsonl-5000-digit-metadata", ".jsonl", _jsonl(_line(2, extra=None).replace(b"null", BIG.encode())), 2,
-     {("line 2", "metadata.extra")}),
+    (
+        "jsonl-5000-digit-score",
+        ".jsonl",
+        _jsonl(_swap(2, '"chunk 2"', f'"chunk 2", "score": {BIG}')),
+        2,
+        {("line 2", "contexts[0]")},
+    ),
+    (
+        "jsonl-5000-digit-metadata",
+        ".jsonl",
+        _jsonl(_line(2, extra=None).replace(b"null", BIG.encode())),
+        2,
+        {("line 2", "metadata.extra")},
+    ),
     ("jsonl-5000-digit-id", ".jsonl", _jsonl(_line(2, id=None).replace(b"null", BIG.encode())), 2, {("line 2", "id")}),
     ("jsonl-lone-surrogate-answer", ".jsonl", _jsonl(_swap(2, "a2", "\\ud800")), 2, {("line 2", "answer")}),
-    ("jsonl-lone-surrogate-context", ".jsonl", _jsonl(_swap(2, "chunk 2", "\\udfff x")), 2, {("line 2", "contexts[0]")}),
+    (
+        "jsonl-lone-surrogate-context",
+        ".jsonl",
+        _jsonl(_swap(2, "chunk 2", "\\udfff x")),
+        2,
+        {("line 2", "contexts[0]")},
+    ),
     ("jsonl-lone-surrogate-question", ".jsonl", _jsonl(_swap(2, "q2", "q\\udc80")), 2, {("line 2", "question")}),
-    ("jsonl-lone-surrogate-metadata-key", ".jsonl", _jsonl(_line(2, metadata={"k": 1}).replace(b'"k"', b'"\\ud801"')), 2,
-     {("line 2", "metadata")}),
+    (
+        "jsonl-lone-surrogate-metadata-key",
+        ".jsonl",
+        _jsonl(_line(2, metadata={"k": 1}).replace(b'"k"', b'"\\ud801"')),
+        2,
+        {("line 2", "metadata")},
+    ),
     ("jsonl-raw-surrogate-bytes", ".jsonl", _jsonl(_swap(2, "q2", b"\xed\xa0\x80")), 2, {("line 2", "question")}),
-    ("jsonl-deep-nesting", ".jsonl", _jsonl(_line(2, metadata=None).replace(b"null", DEEP.encode())), 2,
-     {("line 2", None)}),
-    ("jsonl-nested-past-limit", ".jsonl", _jsonl(_line(2, metadata=None).replace(b"null", b'{"a":' + b"[" * 500 + b"]" * 500 + b"}")),
-     2, {("line 2", "metadata.a")}),
-    ("jsonl-nan-score", ".jsonl", _jsonl(_swap(2, '"chunk 2"', '"chunk 2", "score": NaN')), 2, {("line 2", "contexts[0]")}),
-    ("jsonl-infinity-score", ".jsonl", _jsonl(_swap(2, '"chunk 2"', '"chunk 2", "score": Infinity')), 2,
-     {("line 2", "contexts[0]")}),
-    ("jsonl-1e999-score", ".jsonl", _jsonl(_swap(2, '"chunk 2"', '"chunk 2", "score": 1e999')), 2, {("line 2", "contexts[0]")}),
-    ("jsonl-nan-grade", ".jsonl", _jsonl(_line(2, relevant_ids={"d2": 1}).replace(b"1}", b"NaN}")), 2,
-     {("line 2", "relevant_ids")}),
-    ("jsonl-minus-infinity-grade", ".jsonl", _jsonl(_line(2, relevant_ids={"d2": 1}).replace(b"1}", b"-Infinity}")), 2,
-     {("line 2", "relevant_ids")}),
+    (
+        "jsonl-deep-nesting",
+        ".jsonl",
+        _jsonl(_line(2, metadata=None).replace(b"null", DEEP.encode())),
+        2,
+        {("line 2", None)},
+    ),
+    (
+        "jsonl-nested-past-limit",
+        ".jsonl",
+        _jsonl(_line(2, metadata=None).replace(b"null", b'{"a":' + b"[" * 500 + b"]" * 500 + b"}")),
+        2,
+        {("line 2", "metadata.a")},
+    ),
+    (
+        "jsonl-nan-score",
+        ".jsonl",
+        _jsonl(_swap(2, '"chunk 2"', '"chunk 2", "score": NaN')),
+        2,
+        {("line 2", "contexts[0]")},
+    ),
+    (
+        "jsonl-infinity-score",
+        ".jsonl",
+        _jsonl(_swap(2, '"chunk 2"', '"chunk 2", "score": Infinity')),
+        2,
+        {("line 2", "contexts[0]")},
+    ),
+    (
+        "jsonl-1e999-score",
+        ".jsonl",
+        _jsonl(_swap(2, '"chunk 2"', '"chunk 2", "score": 1e999')),
+        2,
+        {("line 2", "contexts[0]")},
+    ),
+    (
+        "jsonl-nan-grade",
+        ".jsonl",
+        _jsonl(_line(2, relevant_ids={"d2": 1}).replace(b"1}", b"NaN}")),
+        2,
+        {("line 2", "relevant_ids")},
+    ),
+    (
+        "jsonl-minus-infinity-grade",
+        ".jsonl",
+        _jsonl(_line(2, relevant_ids={"d2": 1}).replace(b"1}", b"-Infinity}")),
+        2,
+        {("line 2", "relevant_ids")},
+    ),
     ("jsonl-bom", ".jsonl", b"\xef\xbb\xbf" + _jsonl(_line(2)), 3, set()),
     ("jsonl-truncated-last-line", ".jsonl", _jsonl(_line(2)) + _line(3)[:-9], 3, {("line 4", None)}),
     ("jsonl-array-line", ".jsonl", _jsonl(b"[1]"), 2, {("line 2", None)}),
@@ -98,14 +173,35 @@ SAMPLE_CASES = [
     ("json-bom", ".json", b"\xef\xbb\xbf" + _json_array(_line(2)), 3, set()),
     ("json-lone-surrogate", ".json", _json_array(_swap(2, "a2", "\\ud800")), 2, {("record 1", "answer")}),
     ("json-non-utf8", ".json", _json_array(_swap(2, "q2", b"\xff")), 2, {("record 1", "question")}),
-    ("json-5000-digit", ".json", _json_array(_swap(2, '"chunk 2"', f'"chunk 2", "score": {BIG}')), 2,
-     {("record 1", "contexts[0]")}),
-    ("json-deep-nesting", ".json", _json_array(_line(2, metadata=None).replace(b"null", DEEP.encode())), 2,
-     {("record 1", None)}),
+    (
+        "json-5000-digit",
+        ".json",
+        _json_array(_swap(2, '"chunk 2"', f'"chunk 2", "score": {BIG}')),
+        2,
+        {("record 1", "contexts[0]")},
+    ),
+    (
+        "json-deep-nesting",
+        ".json",
+        _json_array(_line(2, metadata=None).replace(b"null", DEEP.encode())),
+        2,
+        {("record 1", None)},
+    ),
     ("json-deep-nesting-in-samples", ".json", _json_array(DEEP.encode(), wrap="samples"), 2, {("record 1", None)}),
-    ("json-syntax-error-in-one-record", ".json", _json_array(b'{"question": "q2", "contexts": [}'), 2, {("record 1", None)}),
-    ("json-nan-score", ".json", _json_array(_swap(2, '"chunk 2"', '"chunk 2", "score": NaN')), 2,
-     {("record 1", "contexts[0]")}),
+    (
+        "json-syntax-error-in-one-record",
+        ".json",
+        _json_array(b'{"question": "q2", "contexts": [}'),
+        2,
+        {("record 1", None)},
+    ),
+    (
+        "json-nan-score",
+        ".json",
+        _json_array(_swap(2, '"chunk 2"', '"chunk 2", "score": NaN')),
+        2,
+        {("record 1", "contexts[0]")},
+    ),
     # --- CSV
     ("csv-bom", ".csv", _csv(b'q2,"[""c""]",a2,', bom=True), 3, set()),
     ("csv-cp1252", ".csv", _csv("caf\u00e9,\"[\"\"c\"\"]\",a2,".encode("cp1252")), 2, {("row 3", "question")}),
@@ -122,6 +218,7 @@ SAMPLE_CASES = [
 def _strict_json(text: str):
     def refuse(name):
         raise ValueError(f"bare {name} in JSON")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -208,8 +305,12 @@ OTLP_CASES = [
     ("otlp-5000-digit-int-value", _otlp_file(_broken_attr("input.value", {"intValue": BIG})), 2, {"line 2"}),
     ("otlp-bad-double", _otlp_file(_broken_attr("input.value", {"doubleValue": "many"})), 2, {"line 2"}),
     ("otlp-bom", b"\xef\xbb\xbf" + _otlp_file(), 2, set()),
-    ("otlp-nan-document-score", _otlp_file(_broken_attr("retrieval.documents.0.document.score", {"doubleValue": "NaN"})),
-     3, set()),
+    (
+        "otlp-nan-document-score",
+        _otlp_file(_broken_attr("retrieval.documents.0.document.score", {"doubleValue": "NaN"})),
+        3,
+        set(),
+    ),
     ("otlp-lone-surrogate-question", _otlp_file(_otlp_line("\ud800?")), 2, {"line 2"}),
 ]
 
@@ -254,16 +355,29 @@ def _results_file(tmp_path: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("content", [
-    "[1]", "1", "null", '"x"', "{}", DEEP, '{"ragmeter": "results", "thresholds": 5}',
-    '{"ragmeter": "results", "thresholds": {"mrr": [NaN, 0.5]}}', '{"ragmeter": "results", "metrics": 3}',
-    '{"ragmeter": "results"}\n[1]', '{"ragmeter": "results"}\n{"sample": 1, "scores": {}}',
-    '{"ragmeter": "results"}\n{"sample": {"question": "q"}, "scores": [1]}',
-    '{"ragmeter": "results"}\n{"sample": {"question": "q"}, "scores": {"m": 1}}',
-    '{"ragmeter": "results"}\n{"sample": {"question": "q"}, "scores": {"m": {"metric": "m", "value": NaN}}}',
-    '{"ragmeter": "results"}\n' + DEEP, '{"ragmeter": "results"}\n{"sample": {"question": "q"}, "scores": {}, "usage": 3}',
-    '{"ragmeter": "results", "invalid_records": [1]}',
-], ids=lambda c: c[:40])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[1]",
+        "1",
+        "null",
+        '"x"',
+        "{}",
+        DEEP,
+        '{"ragmeter": "results", "thresholds": 5}',
+        '{"ragmeter": "results", "thresholds": {"mrr": [NaN, 0.5]}}',
+        '{"ragmeter": "results", "metrics": 3}',
+        '{"ragmeter": "results"}\n[1]',
+        '{"ragmeter": "results"}\n{"sample": 1, "scores": {}}',
+        '{"ragmeter": "results"}\n{"sample": {"question": "q"}, "scores": [1]}',
+        '{"ragmeter": "results"}\n{"sample": {"question": "q"}, "scores": {"m": 1}}',
+        '{"ragmeter": "results"}\n{"sample": {"question": "q"}, "scores": {"m": {"metric": "m", "value": NaN}}}',
+        '{"ragmeter": "results"}\n' + DEEP,
+        '{"ragmeter": "results"}\n{"sample": {"question": "q"}, "scores": {}, "usage": 3}',
+        '{"ragmeter": "results", "invalid_records": [1]}',
+    ],
+    ids=lambda c: c[:40],
+)
 def test_report_on_a_malformed_results_file_is_a_clear_error(tmp_path, capsys, content):
     path = tmp_path / "bad.jsonl"
     path.write_text(content, encoding="utf-8")

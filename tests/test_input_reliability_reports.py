@@ -13,14 +13,14 @@ import textwrap
 import pytest
 
 import ragmeter as rm
+from helpers.tracing import memory_provider
 from ragmeter.cli import main
 from ragmeter.data import Sample, Score
-from ragmeter.readers import load_samples, save_samples
 from ragmeter.metrics.base import Metric
 from ragmeter.metrics.scoring import SampleResult
+from ragmeter.readers import load_samples, save_samples
 from ragmeter.result import EvaluationResult
 from ragmeter.tracing import OTLPJsonFileExporter, read_otlp_json
-from helpers.tracing import memory_provider
 
 KEY = "sk-proj-AbCdEfGhIjKlMnOpQrSt1234"
 BEARER = "Bearer eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.sig"
@@ -30,6 +30,7 @@ REPORTS = ("md", "html", "json", "jsonl", "csv")
 def _strict(text: str):
     def refuse(name):
         raise ValueError(f"bare {name} in JSON")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -41,8 +42,12 @@ class OddValues(Metric):
     requires = ("contexts",)
 
     async def compute(self, sample, ctx):
-        return Score(self.name, 0.5, explanation="ok",
-                     details={"nan": math.nan, "inf": math.inf, "neg": [-math.inf], "pair": (1, math.nan)})
+        return Score(
+            self.name,
+            0.5,
+            explanation="ok",
+            details={"nan": math.nan, "inf": math.inf, "neg": [-math.inf], "pair": (1, math.nan)},
+        )
 
 
 class Leaky(Metric):
@@ -55,13 +60,16 @@ class Leaky(Metric):
     async def compute(self, sample, ctx):
         if sample.question == "explain":
             return Score(self.name, None, explanation=f"judge said: key {KEY} rejected")
-        raise RuntimeError(f'401 from gateway: {{"Authorization": "{BEARER}", "key": "{KEY}"}} '
-                           f"via https://svc:hunter22@proxy.local/v1")
+        raise RuntimeError(
+            f'401 from gateway: {{"Authorization": "{BEARER}", "key": "{KEY}"}} via https://svc:hunter22@proxy.local/v1'
+        )
 
 
 def _samples():
-    return [Sample("q1", ["c1"], answer="a", metadata={"nan": math.nan, "inf": -math.inf}),
-            Sample("q2", [{"text": "c2", "score": 0.7}], answer="b")]
+    return [
+        Sample("q1", ["c1"], answer="a", metadata={"nan": math.nan, "inf": -math.inf}),
+        Sample("q2", [{"text": "c2", "score": 0.7}], answer="b"),
+    ]
 
 
 def test_every_report_of_a_run_with_odd_values_is_strict_json(tmp_path):
@@ -70,7 +78,9 @@ def test_every_report_of_a_run_with_odd_values_is_strict_json(tmp_path):
         result.save(tmp_path / f"r.{ext}")
     data = _strict((tmp_path / "r.json").read_text(encoding="utf-8"))
     details = data["samples"][0]["scores"]["odd"]["details"]
-    assert details["nan"] is None and details["inf"] is None and details["neg"] == [None] and details["pair"] == [1, None]
+    assert (
+        details["nan"] is None and details["inf"] is None and details["neg"] == [None] and details["pair"] == [1, None]
+    )
     assert data["samples"][0]["sample"]["metadata"] == {"nan": None, "inf": None}
     for line in (tmp_path / "r.jsonl").read_text(encoding="utf-8").split("\n")[:-1]:
         _strict(line)
@@ -100,16 +110,30 @@ def test_saved_samples_and_trace_exports_are_strict_json(tmp_path):
 @pytest.mark.parametrize("where", ["context score", "grade", "threshold", "fail-under"])
 def test_nan_where_a_number_is_read_is_an_error_naming_the_field(tmp_path, capsys, where):
     if where == "context score":
-        ds = rm.data.samples_from_records([{"question": "q", "contexts": [{"text": "c", "score": math.nan}]},
-                                           {"question": "r", "contexts": [{"text": "c", "score": math.inf}]},
-                                           {"question": "s", "contexts": [{"text": "c", "score": 10 ** 400}]}])
-        assert [(e.location, e.field) for e in ds.errors] == [("record 1", "contexts[0]"), ("record 2", "contexts[0]"),
-                                                              ("record 3", "contexts[0]")]
+        ds = rm.data.samples_from_records(
+            [
+                {"question": "q", "contexts": [{"text": "c", "score": math.nan}]},
+                {"question": "r", "contexts": [{"text": "c", "score": math.inf}]},
+                {"question": "s", "contexts": [{"text": "c", "score": 10**400}]},
+            ]
+        )
+        assert [(e.location, e.field) for e in ds.errors] == [
+            ("record 1", "contexts[0]"),
+            ("record 2", "contexts[0]"),
+            ("record 3", "contexts[0]"),
+        ]
         assert "finite number" in str(ds.errors[0])
     elif where == "grade":
-        ds = rm.data.samples_from_records([{"question": "q", "contexts": [], "relevant_ids": {"d": math.inf}},
-                                           {"question": "r", "contexts": [], "relevant_ids": {"d": 10 ** 400}}])
-        assert [(e.location, e.field) for e in ds.errors] == [("record 1", "relevant_ids"), ("record 2", "relevant_ids")]
+        ds = rm.data.samples_from_records(
+            [
+                {"question": "q", "contexts": [], "relevant_ids": {"d": math.inf}},
+                {"question": "r", "contexts": [], "relevant_ids": {"d": 10**400}},
+            ]
+        )
+        assert [(e.location, e.field) for e in ds.errors] == [
+            ("record 1", "relevant_ids"),
+            ("record 2", "relevant_ids"),
+        ]
     elif where == "threshold":
         with pytest.raises(ValueError, match="threshold"):
             OddValues().with_levels(threshold=math.nan)
@@ -131,8 +155,10 @@ def test_a_score_cannot_carry_a_lone_surrogate_into_an_unwritable_report(tmp_pat
         path = result.save(tmp_path / f"r.{ext}")
         assert path.stat().st_size > 0
         path.read_text(encoding="utf-8")
-    assert _strict((tmp_path / "r.json").read_text(encoding="utf-8"))["samples"][0]["scores"]["m"]["explanation"] == \
-        "saw \udcff in the reply"  # the escape reads back as the same text
+    assert (
+        _strict((tmp_path / "r.json").read_text(encoding="utf-8"))["samples"][0]["scores"]["m"]["explanation"]
+        == "saw \udcff in the reply"
+    )  # the escape reads back as the same text
 
 
 @pytest.mark.slow  # a subprocess with a file-size limit (a full disk, without mounting one)
@@ -167,8 +193,9 @@ def test_a_report_that_cannot_be_written_does_not_lose_the_others(tmp_path, caps
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"question": "q", "contexts": [{"id": "x", "text": "c"}], "relevant_ids": ["x"]}) + "\n")
     good = tmp_path / "r.json"
-    code = main(["evaluate", str(data), "-m", "mrr", "--no-progress", "-o", str(tmp_path / "missing" / "r.md"),
-                 "-o", str(good)])
+    code = main(
+        ["evaluate", str(data), "-m", "mrr", "--no-progress", "-o", str(tmp_path / "missing" / "r.md"), "-o", str(good)]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "could not write" in err and "Traceback" not in err
     assert _strict(good.read_text())["summary"]["mrr"]["count"] == 1
@@ -178,8 +205,9 @@ def test_a_report_that_cannot_be_written_does_not_lose_the_others(tmp_path, caps
 
 
 def _leaky_result():
-    return rm.evaluate([Sample("q1", ["c"], answer="a"), Sample("explain", ["c"], answer="b")], [Leaky()],
-                       progress=False)
+    return rm.evaluate(
+        [Sample("q1", ["c"], answer="a"), Sample("explain", ["c"], answer="b")], [Leaky()], progress=False
+    )
 
 
 def test_a_key_in_an_error_reaches_no_report(tmp_path, capsys):
@@ -199,8 +227,12 @@ def test_a_key_in_an_error_reaches_no_report(tmp_path, capsys):
 def test_a_key_in_an_old_results_file_is_redacted_when_read(tmp_path):
     path = tmp_path / "old.jsonl"
     score = {"metric": "m", "value": None, "error": f"401: api_key={KEY}", "explanation": ""}
-    path.write_text(json.dumps({"ragmeter": "results", "metrics": ["m"]}) + "\n"
-                    + json.dumps({"sample": {"question": "q"}, "scores": {"m": score}}) + "\n")
+    path.write_text(
+        json.dumps({"ragmeter": "results", "metrics": ["m"]})
+        + "\n"
+        + json.dumps({"sample": {"question": "q"}, "scores": {"m": score}})
+        + "\n"
+    )
     result = EvaluationResult.from_jsonl(path)
     assert KEY not in result.to_json() and result.scores("m")[0].error == "401: api_key=[REDACTED]"
 

@@ -29,17 +29,27 @@ def run(coro):
 
 def scored(score=0.5, prompt=30, completion=10):
     """A transport that answers rate_answer and counts requests."""
-    return CallableTransport(lambda req: Reply(text=json.dumps({"score": score, "reason": "r"}),
-                                               prompt_tokens=prompt, completion_tokens=completion),
-                             backend="fake", model="m1")
+    return CallableTransport(
+        lambda req: Reply(
+            text=json.dumps({"score": score, "reason": "r"}), prompt_tokens=prompt, completion_tokens=completion
+        ),
+        backend="fake",
+        model="m1",
+    )
 
 
 def test_put_get_roundtrip_and_persistence(tmp_path):
     path = tmp_path / "c.sqlite"
     cache = JudgeCache(path)
     assert cache.get("k") is None
-    cache.put("k", judge="fake:m", task="rate_answer", output={"score": 1.0, "reason": "é"},
-              usage=Usage(calls=2, prompt_tokens=5).to_dict(), note="a note")
+    cache.put(
+        "k",
+        judge="fake:m",
+        task="rate_answer",
+        output={"score": 1.0, "reason": "é"},
+        usage=Usage(calls=2, prompt_tokens=5).to_dict(),
+        note="a note",
+    )
     hit = cache.get("k")
     assert hit["output"] == {"score": 1.0, "reason": "é"} and hit["note"] == "a note"
     assert Usage.from_dict(hit["usage"]).calls == 2

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import ragmeter as rm
-from helpers.servers import FakeLLMServer, Raw, answer, echo_key, error, html, trickle
+from helpers.servers import FakeLLMServer, Raw, answer, echo_key, html, trickle
 from ragmeter.judges import JudgeError, Usage
 from ragmeter.judges.cache import JudgeCache
 from ragmeter.judges.llm import LLMJudge
@@ -57,16 +57,18 @@ def run(coro):
 
 def rater(score: float = 0.5) -> CallableTransport:
     """A transport that answers rate_answer with ``score`` and records its requests."""
-    return CallableTransport(lambda req: Reply(text=json.dumps({"score": score, "reason": "r"})),
-                             backend="fake", model="m1")
+    return CallableTransport(
+        lambda req: Reply(text=json.dumps({"score": score, "reason": "r"})), backend="fake", model="m1"
+    )
 
 
 def make_judge(backend: str, server: FakeLLMServer, **kw) -> LLMJudge:
     kw.setdefault("cache", False)
     kw.setdefault("sleep", no_wait)
     if backend == "openai":
-        return OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key=kw.pop("api_key", "test"),
-                           embedder=None, **kw)
+        return OpenAIJudge(
+            "gpt-4o-mini", base_url=server.openai_url, api_key=kw.pop("api_key", "test"), embedder=None, **kw
+        )
     return AnthropicJudge("claude-haiku-4-5", base_url=server.url, api_key=kw.pop("api_key", "test"), **kw)
 
 
@@ -93,7 +95,7 @@ def test_cache_that_cannot_be_created_warns_once_and_judges(tmp_path, monkeypatc
 def test_cache_write_failures_warn_once_and_continue(tmp_path, caplog):
     cache = JudgeCache(tmp_path / "full.sqlite")
     db = cache._db()
-    db.execute("PRAGMA max_page_count = %d" % db.execute("PRAGMA page_count").fetchone()[0])
+    db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
     with pytest.raises(sqlite3.OperationalError, match="full"):  # fill what is left: a full disk
         for i in range(10_000):
             db.execute("INSERT INTO answers VALUES (?, 'j', 't', '{}', '{}', '', 0)", (f"filler{i}",))
@@ -123,14 +125,39 @@ def test_read_only_cache_serves_hits_and_warns_once_on_write(tmp_path, caplog):
 @pytest.mark.slow
 def test_cli_with_unwritable_home_sends_requests_and_scores(server, tmp_path):
     data = tmp_path / "one.jsonl"
-    data.write_text(json.dumps({"question": "Where is Paris?", "answer": "Paris is in France.",
-                                "contexts": ["Paris is the capital of France."]}) + "\n")
+    data.write_text(
+        json.dumps(
+            {
+                "question": "Where is Paris?",
+                "answer": "Paris is in France.",
+                "contexts": ["Paris is the capital of France."],
+            }
+        )
+        + "\n"
+    )
     out = tmp_path / "r.json"
     env = {k: v for k, v in os.environ.items() if k != "RAGMETER_CACHE_DIR"}
     env.update(HOME="/proc/nonexistent", OPENAI_API_KEY="sk-x")
-    proc = subprocess.run([sys.executable, "-m", "ragmeter.cli", "evaluate", str(data), "--no-progress",
-                           "-m", "faithfulness,context_recall", "--judge", f"openai:gpt-4o-mini@{server.openai_url}",
-                           "--out", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragmeter.cli",
+            "evaluate",
+            str(data),
+            "--no-progress",
+            "-m",
+            "faithfulness,context_recall",
+            "--judge",
+            f"openai:gpt-4o-mini@{server.openai_url}",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     assert report["summary"]["faithfulness"]["mean"] == 1.0
@@ -220,8 +247,11 @@ def test_deadline_error_names_the_timeout(server):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("page", [html(), Raw("<html>Bad Gateway</html>", content_type="application/json")],
-                         ids=["text/html", "application/json"])
+@pytest.mark.parametrize(
+    "page",
+    [html(), Raw("<html>Bad Gateway</html>", content_type="application/json")],
+    ids=["text/html", "application/json"],
+)
 def test_html_page_with_status_200_is_retried(backend, page, server):
     server.push(page)
     res = run(make_judge(backend, server).run("rate_answer", RATE_IN))

@@ -34,13 +34,17 @@ from ragmeter.judges.openai import OpenAIEmbedder, OpenAIJudge  # noqa: E402
 BACKENDS = ["openai", "anthropic"]
 
 CLAIMS_IN = {"question": "Where is Paris?", "units": ["Paris is in France.", "It has 2 million people."]}
-VERIFY_IN = {"claims": ["Paris is in France.", "Paris has 2 million people.", "Paris is old."],
-             "chunks": ["Paris is the capital of France.", "About 2.1 million people live in Paris."]}
-VERIFY_OK = {"verdicts": [
-    {"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "capital of France"}], "reason": "r"},
-    {"claim": 1, "verdict": "supported", "evidence": [{"chunk": 1, "quote": "2.1 million"}], "reason": "r"},
-    {"claim": 2, "verdict": "not_found", "evidence": [], "reason": "r"},
-]}
+VERIFY_IN = {
+    "claims": ["Paris is in France.", "Paris has 2 million people.", "Paris is old."],
+    "chunks": ["Paris is the capital of France.", "About 2.1 million people live in Paris."],
+}
+VERIFY_OK = {
+    "verdicts": [
+        {"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "capital of France"}], "reason": "r"},
+        {"claim": 1, "verdict": "supported", "evidence": [{"chunk": 1, "quote": "2.1 million"}], "reason": "r"},
+        {"claim": 2, "verdict": "not_found", "evidence": [], "reason": "r"},
+    ]
+}
 
 
 @pytest.fixture(autouse=True)
@@ -147,8 +151,13 @@ def test_anthropic_request_shape(server):
     run(judge.run("extract_claims", CLAIMS_IN))
     body = server.chat_requests[0].body
     assert server.chat_requests[0].path == "/v1/messages"
-    assert body["tools"] == [{"name": "extract_claims", "description": "Record the extract_claims answer.",
-                              "input_schema": get_task("extract_claims").schema}]
+    assert body["tools"] == [
+        {
+            "name": "extract_claims",
+            "description": "Record the extract_claims answer.",
+            "input_schema": get_task("extract_claims").schema,
+        }
+    ]
     assert body["tool_choice"] == {"type": "tool", "name": "extract_claims"}
     assert body["system"].startswith("You split an answer") and body["max_tokens"] == 4096
     assert "test-key" in json.dumps(server.chat_requests[0].headers)
@@ -374,7 +383,10 @@ def test_concurrency_cap_across_threads(server):
 
     def worker(k):
         async def go():
-            await asyncio.gather(*[judge.run("rate_answer", {"question": f"t{k}-{i}", "answer": "a"}) for i in range(3)])
+            await asyncio.gather(
+                *[judge.run("rate_answer", {"question": f"t{k}-{i}", "answer": "a"}) for i in range(3)]
+            )
+
         try:
             asyncio.run(go())
         except Exception as exc:  # pragma: no cover - reported below
@@ -410,7 +422,8 @@ def test_tokens_per_minute_limit(clock):
     # 240k tokens/min = 4000/s, burst 1500. A request reserves prompt/4 + max_tokens (~1260) and
     # settles at its real count (1500): the second request waits for its reservation to refill.
     transport = CallableTransport(
-        lambda req: Reply(text='{"score": 1, "reason": "ok"}', prompt_tokens=1000, completion_tokens=500))
+        lambda req: Reply(text='{"score": 1, "reason": "ok"}', prompt_tokens=1000, completion_tokens=500)
+    )
     limiter = RateLimiter(tpm=240_000, tpm_burst=1500, clock=clock, sleep=clock.sleep)
     judge = LLMJudge(transport, cache=False, max_tokens=1000, rate_limiter=limiter, sleep=clock.sleep)
 
@@ -546,8 +559,15 @@ def test_openai_embeddings_batch_in_one_request(server, tmp_path):
 def test_openai_embeddings_batches_and_retries(server):
     server.push_embedding(error(503))
     clock = FakeClock()
-    emb = OpenAIEmbedder(base_url=server.openai_url, api_key="k", cache=False, batch_size=2, backoff_base=0.01,
-                         clock=clock, sleep=clock.sleep)
+    emb = OpenAIEmbedder(
+        base_url=server.openai_url,
+        api_key="k",
+        cache=False,
+        batch_size=2,
+        backoff_base=0.01,
+        clock=clock,
+        sleep=clock.sleep,
+    )
     vectors, usage = run(emb.embed([f"text {i}" for i in range(5)]))
     assert vectors.shape == (5, 64)
     assert len(server.embedding_requests) == 4  # 1 failed + 3 batches
@@ -595,7 +615,7 @@ def test_parse_json_answer():
 
 
 def test_classify_error():
-    assert classify_error(asyncio.TimeoutError()) == (True, None)
+    assert classify_error(TimeoutError()) == (True, None)
     assert classify_error(ValueError("x")) == (False, None)
 
     class Resp:
@@ -687,12 +707,14 @@ def test_offline_specs(monkeypatch):
 
 
 def test_import_loads_no_sdk():
-    code = ("import sys, ragmeter, ragmeter.judges, ragmeter.judges.llm, ragmeter.judges.spec, ragmeter.judges.cache,"
-            " ragmeter.judges.transport, ragmeter.judges.retry, ragmeter.judges.embedding, ragmeter.judges.identity;"
-            "from ragmeter.judges import LLMJudge, JudgeCache, judge_from_spec;"
-            "bad = sorted({m.split('.')[0] for m in sys.modules} & {'openai', 'anthropic', 'langchain', "
-            "'langchain_core', 'langchain_openai', 'llama_index'});"
-            "print(','.join(bad))")
+    code = (
+        "import sys, ragmeter, ragmeter.judges, ragmeter.judges.llm, ragmeter.judges.spec, ragmeter.judges.cache,"
+        " ragmeter.judges.transport, ragmeter.judges.retry, ragmeter.judges.embedding, ragmeter.judges.identity;"
+        "from ragmeter.judges import LLMJudge, JudgeCache, judge_from_spec;"
+        "bad = sorted({m.split('.')[0] for m in sys.modules} & {'openai', 'anthropic', 'langchain', "
+        "'langchain_core', 'langchain_openai', 'llama_index'});"
+        "print(','.join(bad))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
@@ -722,8 +744,9 @@ class TestLangChain:
         assert body["response_format"]["type"] == "json_schema"
         assert body["response_format"]["json_schema"]["name"] == "verify_claims"
 
-    @pytest.mark.parametrize("kwargs", [{"method": "function_calling"}, {"method": "json_mode"},
-                                        {"method": "json_schema", "strict": True}])
+    @pytest.mark.parametrize(
+        "kwargs", [{"method": "function_calling"}, {"method": "json_mode"}, {"method": "json_schema", "strict": True}]
+    )
     def test_structured_output_methods(self, server, kwargs):
         from ragmeter.judges.langchain import LangChainJudge
 
@@ -768,7 +791,9 @@ class TestLangChain:
         run(judge.run("rate_answer", {"question": "q1", "answer": "a"}))
         run(judge.run("rate_answer", {"question": "q2", "answer": "a"}))
         out = []
-        t = threading.Thread(target=lambda: out.append(asyncio.run(judge.run("rate_answer", {"question": "q3", "answer": "a"}))))
+        t = threading.Thread(
+            target=lambda: out.append(asyncio.run(judge.run("rate_answer", {"question": "q3", "answer": "a"})))
+        )
         t.start()
         t.join(20)
         assert len(out) == 1 and len(server.chat_requests) == 3
@@ -808,8 +833,13 @@ class TestLangChain:
         assert vectors.shape == (3, 16) and np.allclose(vectors[0], vectors[2])
         assert usage.embedding_calls == 1
         lc_openai = pytest.importorskip("langchain_openai")
-        oe = lc_openai.OpenAIEmbeddings(model="text-embedding-3-small", base_url=server.openai_url, api_key="k",
-                                       check_embedding_ctx_length=False, max_retries=0)
+        oe = lc_openai.OpenAIEmbeddings(
+            model="text-embedding-3-small",
+            base_url=server.openai_url,
+            api_key="k",
+            check_embedding_ctx_length=False,
+            max_retries=0,
+        )
         judge = LangChainJudge(self.chat_openai(server), oe, cache=False)
         vectors, usage = run(judge.embedder.embed(["x y", "z"]))
         assert vectors.shape == (2, 64) and len(server.embedding_requests) == 1
@@ -831,8 +861,9 @@ class TestLlamaIndex:
         def respond(messages, **kw):
             seen.append([(m.role.value, m.content) for m in messages])
             tool = kw["tools"][0].metadata.name
-            return ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c", tool_name=tool,
-                                                                       tool_kwargs=answers.pop(0))])
+            return ChatMessage(
+                role="assistant", blocks=[ToolCallBlock(tool_call_id="c", tool_name=tool, tool_kwargs=answers.pop(0))]
+            )
 
         return MockFunctionCallingLLM(response_generator=respond, is_chat_model=True)
 
@@ -855,9 +886,15 @@ class TestLlamaIndex:
 
         from ragmeter.judges.llamaindex import LlamaIndexJudge
 
-        replies = [ChatMessage(role="assistant", content="no tools for you"),
-                   ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="c", tool_name="RateAnswer",
-                                                                       tool_kwargs={"score": 0.5, "reason": "ok"})])]
+        replies = [
+            ChatMessage(role="assistant", content="no tools for you"),
+            ChatMessage(
+                role="assistant",
+                blocks=[
+                    ToolCallBlock(tool_call_id="c", tool_name="RateAnswer", tool_kwargs={"score": 0.5, "reason": "ok"})
+                ],
+            ),
+        ]
         llm = MockFunctionCallingLLM(response_generator=lambda messages, **kw: replies.pop(0), is_chat_model=True)
         res = run(LlamaIndexJudge(llm).run("rate_answer", {"question": "q", "answer": "a"}))
         assert res.output == {"score": 0.5, "reason": "ok"} and res.usage.calls == 2
@@ -878,7 +915,9 @@ class TestLlamaIndex:
 
             def complete(self, prompt: str, formatted: bool = False, **kw) -> CompletionResponse:
                 client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
-                resp = client.chat.completions.create(model="fake-text-model", messages=[{"role": "user", "content": prompt}])
+                resp = client.chat.completions.create(
+                    model="fake-text-model", messages=[{"role": "user", "content": prompt}]
+                )
                 return CompletionResponse(text=resp.choices[0].message.content)
 
             def stream_complete(self, prompt: str, formatted: bool = False, **kw):  # pragma: no cover
@@ -901,12 +940,14 @@ class TestLlamaIndex:
         Verify = model_from_schema("verify_claims", get_task("verify_claims").schema)
         with pytest.raises(ValueError):
             Verify.model_validate({"verdicts": [{"claim": 0, "verdict": "maybe", "evidence": [], "reason": ""}]})
-        ok = Verify.model_validate({"verdicts": [{"claim": 0, "verdict": "supported",
-                                                  "evidence": [{"chunk": 0, "quote": "q"}], "reason": ""}]})
+        ok = Verify.model_validate(
+            {"verdicts": [{"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "q"}], "reason": ""}]}
+        )
         assert ok.model_dump()["verdicts"][0]["evidence"] == [{"chunk": 0, "quote": "q"}]
         with pytest.raises(ValueError):  # the version-1 answer form is no longer accepted
-            Verify.model_validate({"verdicts": [{"claim": 0, "verdict": "supported", "chunks": [0], "quote": "q",
-                                                 "reason": ""}]})
+            Verify.model_validate(
+                {"verdicts": [{"claim": 0, "verdict": "supported", "chunks": [0], "quote": "q", "reason": ""}]}
+            )
 
     def test_llamaindex_embedder(self):
         from llama_index.core.embeddings import MockEmbedding

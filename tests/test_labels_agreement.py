@@ -5,8 +5,17 @@ from __future__ import annotations
 import math
 
 import pytest
-from ragmeter.labels import (alpha_with_ci, balanced_accuracy, cohen_kappa, confusion, judge_vs_humans, kappa_with_ci,
-                             krippendorff_alpha, suggest_threshold)
+
+from ragmeter.labels import (
+    alpha_with_ci,
+    balanced_accuracy,
+    cohen_kappa,
+    confusion,
+    judge_vs_humans,
+    kappa_with_ci,
+    krippendorff_alpha,
+    suggest_threshold,
+)
 
 N = None
 
@@ -57,7 +66,9 @@ KRIPPENDORFF = [
 ]
 
 
-@pytest.mark.parametrize("level,published", [("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849), ("ratio", 0.797)])
+@pytest.mark.parametrize(
+    "level,published", [("nominal", 0.743), ("ordinal", 0.815), ("interval", 0.849), ("ratio", 0.797)]
+)
 def test_krippendorff_alpha_matches_the_published_example(level, published):
     assert round(krippendorff_alpha(KRIPPENDORFF, level), 3) == published
 

@@ -10,11 +10,12 @@ import csv
 import json
 
 import pytest
+from test_labels_tasks import _result
+
 from ragmeter.data import Score
 from ragmeter.labels import Label
 from ragmeter.labels.cli import register
 from ragmeter.store import Store
-from test_labels_tasks import _result
 
 pytest_plugins = ["helpers.postgres"]
 
@@ -38,19 +39,36 @@ def _fill(path, values: dict[str, dict[str, str]], annotator: str, out) -> None:
 
 def test_labels_in_the_store_replace_per_sample_annotator_and_criterion(db_url):
     with Store(db_url) as store:
-        assert store.record_labels([Label("s1", "ann", "overall", 2), Label("s1", "bob", "overall", 5),
-                                    Label("s2", "ann", "overall", None)], source="a.csv") == 3
+        assert (
+            store.record_labels(
+                [
+                    Label("s1", "ann", "overall", 2),
+                    Label("s1", "bob", "overall", 5),
+                    Label("s2", "ann", "overall", None),
+                ],
+                source="a.csv",
+            )
+            == 3
+        )
         assert store.record_labels([Label("s1", "ann", "overall", 4), Label("s1", "ann", "relevance", 3)]) == 2
         assert sorted(store.labels(), key=lambda lb: (lb.sample_id, lb.annotator, lb.criterion)) == [
-            Label("s1", "ann", "overall", 4), Label("s1", "ann", "relevance", 3), Label("s1", "bob", "overall", 5),
-            Label("s2", "ann", "overall", None)]
-        assert store.labels(sample_id="s1", criterion="overall") == [Label("s1", "bob", "overall", 5), Label("s1", "ann", "overall", 4)]
+            Label("s1", "ann", "overall", 4),
+            Label("s1", "ann", "relevance", 3),
+            Label("s1", "bob", "overall", 5),
+            Label("s2", "ann", "overall", None),
+        ]
+        assert store.labels(sample_id="s1", criterion="overall") == [
+            Label("s1", "bob", "overall", 5),
+            Label("s1", "ann", "overall", 4),
+        ]
 
 
 def test_export_label_import_and_agreement(tmp_path, capsys):
     results = tmp_path / "results.jsonl"
     _result().to_jsonl(results)
-    assert run("labels", "export", str(results), "--out", str(tmp_path / "tasks.csv"), "--criteria", "faithfulness") == 0
+    assert (
+        run("labels", "export", str(results), "--out", str(tmp_path / "tasks.csv"), "--criteria", "faithfulness") == 0
+    )
     assert "wrote 7 labeling tasks" in capsys.readouterr().out
     ann = {"s1": "5", "s2": "4", "s3": "4", "s4": "", "s5": "2", "s6": "3", "s7": "1"}
     bob = {"s1": "5", "s2": "3", "s3": "5", "s4": "2", "s5": "2", "s6": "2", "s7": "1"}
@@ -66,7 +84,9 @@ def test_export_label_import_and_agreement(tmp_path, capsys):
     lenient.judge = "ensemble-v2"
     for r in lenient:
         s = r["faithfulness"]
-        r.scores["faithfulness"] = Score("faithfulness", None if s.value is None else min(1.0, s.value + 0.1), error=s.error)
+        r.scores["faithfulness"] = Score(
+            "faithfulness", None if s.value is None else min(1.0, s.value + 0.1), error=s.error
+        )
     with Store(db) as store:
         store.record_run(_result())
         store.record_run(lenient)
@@ -111,10 +131,19 @@ def test_the_offline_judge_against_labels(tmp_path, capsys):
     tasks = [json.loads(line) for line in (tmp_path / "tasks.jsonl").read_text().splitlines()]
     assert len(tasks) == 8 and all(t["reason"] for t in tasks) and "judge_verdicts" not in tasks[0]
     faith = {r.sample.id: r["faithfulness"].value for r in result}
-    labels = [{"sample_id": t["sample_id"], "annotator": who, "criterion": "faithfulness",
-               "value": max(1, min(5, round(1 + 4 * faith[t["sample_id"]]) + shift))}
-              for t in tasks for who, shift in (("a", 0), ("b", -1 if t["queue_rank"] % 3 == 0 else 0))]
+    labels = [
+        {
+            "sample_id": t["sample_id"],
+            "annotator": who,
+            "criterion": "faithfulness",
+            "value": max(1, min(5, round(1 + 4 * faith[t["sample_id"]]) + shift)),
+        }
+        for t in tasks
+        for who, shift in (("a", 0), ("b", -1 if t["queue_rank"] % 3 == 0 else 0))
+    ]
     (tmp_path / "labels.json").write_text(json.dumps(labels))
-    assert run("labels", "agreement", str(tmp_path / "labels.json"), "--results", str(results), "--bootstrap", "100") == 0
+    assert (
+        run("labels", "agreement", str(tmp_path / "labels.json"), "--results", str(results), "--bootstrap", "100") == 0
+    )
     text = capsys.readouterr().out
     assert "faithfulness: 8 items, 2 annotators (a, b)" in text and "judge faithfulness vs humans (8 items)" in text

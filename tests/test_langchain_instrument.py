@@ -32,8 +32,9 @@ DOCS = [
     Document(id="doc-dune", page_content="Dune was written by Frank Herbert in 1965."),
     Document(id="doc-tea", page_content="Green tea is made from unoxidised leaves."),
 ]
-PROMPT = ChatPromptTemplate.from_messages([("system", "Answer from the context only.\nContext:\n{context}"),
-                                           ("human", "{question}")])
+PROMPT = ChatPromptTemplate.from_messages(
+    [("system", "Answer from the context only.\nContext:\n{context}"), ("human", "{question}")]
+)
 QS = ["Who wrote Dune?", "What is the capital of France?", "How is green tea made?"]
 
 
@@ -59,7 +60,9 @@ def retriever():
 @pytest.fixture(scope="module")
 def chain(retriever):
     docs = RunnableLambda(lambda ds: "\n".join(f"[{d.id}] {d.page_content}" for d in ds))
-    return {"context": retriever | docs, "question": RunnablePassthrough()} | PROMPT | EchoChatModel() | StrOutputParser()
+    return (
+        {"context": retriever | docs, "question": RunnablePassthrough()} | PROMPT | EchoChatModel() | StrOutputParser()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +82,12 @@ def test_a_chain_called_without_callbacks_is_captured_and_scored(retriever, chai
     retrieved = [d.id for d in retriever.invoke(QS[0])]
     handler = instrument(metrics=RETRIEVAL)
     assert isinstance(handler, RagmeterCallbackHandler) and INSTALLED.get() is handler
-    answers = [chain.invoke(QS[0], config={"metadata": {"relevant_ids": ["doc-dune"], "sample_id": "dune"}}),
-               asyncio.run(chain.ainvoke(QS[1])), *chain.batch(QS), "".join(chain.stream(QS[2]))]
+    answers = [
+        chain.invoke(QS[0], config={"metadata": {"relevant_ids": ["doc-dune"], "sample_id": "dune"}}),
+        asyncio.run(chain.ainvoke(QS[1])),
+        *chain.batch(QS),
+        "".join(chain.stream(QS[2])),
+    ]
     assert answers == [plain[QS[0]], plain[QS[1]], *plain.values(), plain[QS[2]]]  # answers unchanged
     assert handler.flush(10)
     assert (handler.stats["captured"], handler.stats["scored"]) == (6, 6)
@@ -120,12 +127,14 @@ def test_explicit_callbacks_and_instrument_capture_and_score_once(chain, plain):
     handler = instrument(metrics=RETRIEVAL)
     own = RagmeterCallbackHandler(metrics=RETRIEVAL)  # another handler passed by hand still sees its runs
     config = {"callbacks": [handler]}
-    answers = [chain.invoke(QS[0], config=config),
-               chain.with_config(callbacks=[handler]).invoke(QS[1]),
-               asyncio.run(chain.ainvoke(QS[2], config=config)),
-               *chain.batch(QS, config=config),
-               "".join(chain.stream(QS[0], config=config)),
-               chain.invoke(QS[1], config={"callbacks": [handler, own]})]
+    answers = [
+        chain.invoke(QS[0], config=config),
+        chain.with_config(callbacks=[handler]).invoke(QS[1]),
+        asyncio.run(chain.ainvoke(QS[2], config=config)),
+        *chain.batch(QS, config=config),
+        "".join(chain.stream(QS[0], config=config)),
+        chain.invoke(QS[1], config={"callbacks": [handler, own]}),
+    ]
     assert answers == [plain[q] for q in QS] + list(plain.values()) + [plain[QS[0]], plain[QS[1]]]
     assert handler.flush(10) and own.flush(10)
     assert (handler.stats["captured"], handler.stats["scored"], len(handler.results)) == (8, 8, 8)

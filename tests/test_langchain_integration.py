@@ -43,11 +43,19 @@ from ragmeter.metrics.base import Metric
 RETRIEVAL = ["precision@2", "recall@2", "mrr"]
 
 DOCS = [
-    Document(id="doc-paris", page_content="Paris is the capital of France.", metadata={"source": "geo.txt", "score": 0.91}),
+    Document(
+        id="doc-paris", page_content="Paris is the capital of France.", metadata={"source": "geo.txt", "score": 0.91}
+    ),
     Document(id="doc-berlin", page_content="Berlin is the capital of Germany.", metadata={"source": "geo.txt"}),
-    Document(id="doc-dune", page_content="Dune was written by Frank Herbert in 1965.", metadata={"source": "books.txt"}),
+    Document(
+        id="doc-dune", page_content="Dune was written by Frank Herbert in 1965.", metadata={"source": "books.txt"}
+    ),
     Document(id="doc-tea", page_content="Green tea is made from unoxidised leaves.", metadata={"source": "food.txt"}),
-    Document(id="doc-rust", page_content="Rust guarantees memory safety without a garbage collector.", metadata={"source": "code.txt"}),
+    Document(
+        id="doc-rust",
+        page_content="Rust guarantees memory safety without a garbage collector.",
+        metadata={"source": "code.txt"},
+    ),
 ]
 
 
@@ -69,10 +77,14 @@ class QuotingChatModel(GenericFakeChatModel):
         answer = f"According to {ident}], {text}" if text else "I do not know."
         p, c = len(prompt.split()), len(answer.split())
         if self.usage_in == "message":
-            msg = AIMessage(content=answer, usage_metadata={"input_tokens": p, "output_tokens": c, "total_tokens": p + c})
+            msg = AIMessage(
+                content=answer, usage_metadata={"input_tokens": p, "output_tokens": c, "total_tokens": p + c}
+            )
             return ChatResult(generations=[ChatGeneration(message=msg)])
         usage = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=answer))], llm_output={"token_usage": usage})
+        return ChatResult(
+            generations=[ChatGeneration(message=AIMessage(content=answer))], llm_output={"token_usage": usage}
+        )
 
 
 class KeyedRetriever(BaseRetriever):
@@ -98,14 +110,19 @@ def format_docs(docs: list[Document]) -> str:
     return "\n".join(f"[{d.id}] {d.page_content}" for d in docs)
 
 
-PROMPT = ChatPromptTemplate.from_messages([("system", "Answer from the context only.\nContext:\n{context}"),
-                                           ("human", "{question}")])
+PROMPT = ChatPromptTemplate.from_messages(
+    [("system", "Answer from the context only.\nContext:\n{context}"), ("human", "{question}")]
+)
 
 
 def rag_chain(retriever, model=None):
     model = model if model is not None else QuotingChatModel()
-    return ({"context": retriever | RunnableLambda(format_docs), "question": RunnablePassthrough()}
-            | PROMPT | model | StrOutputParser())
+    return (
+        {"context": retriever | RunnableLambda(format_docs), "question": RunnablePassthrough()}
+        | PROMPT
+        | model
+        | StrOutputParser()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +190,13 @@ def test_invoke_captures_question_contexts_answer_and_ground_truth(retriever, ch
     handler = RagmeterCallbackHandler(metrics=RETRIEVAL)
     q = "What is the capital of France?"
     plain = chain.invoke(q)
-    out = chain.invoke(q, config={"callbacks": [handler], "metadata": {
-        "reference": "Paris.", "relevant_ids": ["doc-paris"], "sample_id": "geo-1", "user": "u7"}})
+    out = chain.invoke(
+        q,
+        config={
+            "callbacks": [handler],
+            "metadata": {"reference": "Paris.", "relevant_ids": ["doc-paris"], "sample_id": "geo-1", "user": "u7"},
+        },
+    )
     assert out == plain  # result unchanged
     assert handler.flush(10)
     [sample] = handler.samples
@@ -194,8 +216,9 @@ def test_invoke_captures_question_contexts_answer_and_ground_truth(retriever, ch
     assert meta["status"] == "ok" and meta["source"] == "langchain"
     assert meta["run_metadata"] == {"user": "u7"}
     assert len(meta["run_id"]) == 36
-    assert meta["retrievers"] == [{"name": "VectorStoreRetriever", "query": q, "documents": 2,
-                                   "latency_s": meta["retrievers"][0]["latency_s"]}]
+    assert meta["retrievers"] == [
+        {"name": "VectorStoreRetriever", "query": q, "documents": 2, "latency_s": meta["retrievers"][0]["latency_s"]}
+    ]
     [result] = handler.results
     assert result.sample is sample
     assert set(result.scores) == set(RETRIEVAL)
@@ -222,8 +245,9 @@ def test_latency_and_token_usage_are_recorded(retriever):
 def test_fake_list_chat_model_and_ainvoke(retriever):
     chain = rag_chain(retriever, FakeListChatModel(responses=["Frank Herbert wrote Dune."]))
     handler = RagmeterCallbackHandler(metrics=RETRIEVAL)
-    out = asyncio.run(chain.ainvoke("Who wrote Dune?", config={"callbacks": [handler],
-                                                               "metadata": {"relevant_ids": ["doc-dune"]}}))
+    out = asyncio.run(
+        chain.ainvoke("Who wrote Dune?", config={"callbacks": [handler], "metadata": {"relevant_ids": ["doc-dune"]}})
+    )
     assert out == "Frank Herbert wrote Dune."
     handler.flush(10)
     [s] = handler.samples
@@ -235,7 +259,9 @@ def test_fake_list_chat_model_and_ainvoke(retriever):
 def test_batch_and_abatch_keep_runs_apart(retriever, chain):
     qs = ["What is the capital of France?", "Who wrote Dune?", "How is green tea made?"]
     handler = RagmeterCallbackHandler(metrics=RETRIEVAL)
-    configs = [{"callbacks": [handler], "metadata": {"sample_id": f"b{i}", "relevant_ids": [DOCS[i].id]}} for i in range(3)]
+    configs = [
+        {"callbacks": [handler], "metadata": {"sample_id": f"b{i}", "relevant_ids": [DOCS[i].id]}} for i in range(3)
+    ]
     outs = chain.batch(qs, config=configs)
     aouts = asyncio.run(chain.abatch(qs, config={"callbacks": [handler]}))
     assert outs == aouts
@@ -278,11 +304,11 @@ def test_abandoned_streams_are_marked_partial_and_not_scored(retriever, chain):
     handler = RagmeterCallbackHandler(metrics=RETRIEVAL)
     q = "What is the capital of Germany?"
     full = chain.invoke(q)
-    for chunk in chain.stream(q, config={"callbacks": [handler]}):
+    for _chunk in chain.stream(q, config={"callbacks": [handler]}):
         break  # the caller walks away after the first chunk
 
     async def abandon():
-        async for chunk in chain.astream(q, config={"callbacks": [handler]}):
+        async for _chunk in chain.astream(q, config={"callbacks": [handler]}):
             break
         await asyncio.sleep(0)  # LangChain's generator is closed by the loop's asyncgen hook
 
@@ -326,9 +352,19 @@ def test_cancelled_ainvoke_is_partial():
 
 
 def test_nested_chain_and_two_retrievers(retriever):
-    keyword = KeyedRetriever(docs={"Who wrote Dune?": [DOCS[2], Document(id="doc-extra", page_content="Herbert lived in Tacoma.")]})
-    inner = ({"context": RunnableParallel(a=retriever, b=keyword) | RunnableLambda(lambda d: format_docs(d["a"] + d["b"])),
-              "question": RunnablePassthrough()} | PROMPT | QuotingChatModel() | StrOutputParser())
+    keyword = KeyedRetriever(
+        docs={"Who wrote Dune?": [DOCS[2], Document(id="doc-extra", page_content="Herbert lived in Tacoma.")]}
+    )
+    inner = (
+        {
+            "context": RunnableParallel(a=retriever, b=keyword)
+            | RunnableLambda(lambda d: format_docs(d["a"] + d["b"])),
+            "question": RunnablePassthrough(),
+        }
+        | PROMPT
+        | QuotingChatModel()
+        | StrOutputParser()
+    )
     outer = RunnableLambda(lambda x: x["q"].strip()) | inner | RunnableLambda(lambda a: {"answer": a, "n": len(a)})
     handler = RagmeterCallbackHandler(metrics=RETRIEVAL)
     out = outer.invoke({"q": "  Who wrote Dune?  "}, config={"callbacks": [handler]})
@@ -355,30 +391,35 @@ def test_nested_chain_and_two_retrievers(retriever):
 def test_parallel_branches_keep_their_declared_order_whatever_thread_starts_first(retriever):
     # branch "a" waits before retrieving, so its retriever starts after "b"'s on every run; the
     # sample still lists a's documents first, as the prompt below sees them
-    keyword = KeyedRetriever(docs={"Who wrote Dune?": [Document(id="doc-extra", page_content="Herbert lived in Tacoma.")]})
+    keyword = KeyedRetriever(
+        docs={"Who wrote Dune?": [Document(id="doc-extra", page_content="Herbert lived in Tacoma.")]}
+    )
     late = RunnableLambda(lambda q: (time.sleep(0.2), q)[1]) | retriever
-    chain = (RunnableParallel(a=late, b=keyword, question=RunnablePassthrough())
-             | RunnableLambda(lambda d: {"answer": format_docs(d["a"] + d["b"])}))
+    chain = RunnableParallel(a=late, b=keyword, question=RunnablePassthrough()) | RunnableLambda(
+        lambda d: {"answer": format_docs(d["a"] + d["b"])}
+    )
     handler = RagmeterCallbackHandler(mode="offline")
     for _ in range(3):
         chain.invoke("Who wrote Dune?", config={"callbacks": [handler]})
     want = expected_ids(retriever, "Who wrote Dune?") + ["doc-extra"]
     assert [s.retrieved_ids for s in handler.samples] == [want] * 3
     assert [[r["name"] for r in s.metadata["retrievers"]] for s in handler.samples] == [
-        ["VectorStoreRetriever", "KeyedRetriever"]] * 3
+        ["VectorStoreRetriever", "KeyedRetriever"]
+    ] * 3
 
 
 def test_question_and_answer_keys(retriever):
-    chain = (RunnableParallel(docs=lambda x: retriever.invoke(x["query_text"]), query_text=lambda x: x["query_text"],
-                              lang=lambda x: x["lang"])
-             | RunnableLambda(lambda x: {"reply": f"{x['docs'][0].page_content} ({x['lang']})", "sources": x["docs"]}))
+    chain = RunnableParallel(
+        docs=lambda x: retriever.invoke(x["query_text"]), query_text=lambda x: x["query_text"], lang=lambda x: x["lang"]
+    ) | RunnableLambda(lambda x: {"reply": f"{x['docs'][0].page_content} ({x['lang']})", "sources": x["docs"]})
     handler = RagmeterCallbackHandler(mode="offline", question_key="query_text", answer_key="reply")
     out = chain.invoke({"query_text": "capital of France", "lang": "en"}, config={"callbacks": [handler]})
     [s] = handler.samples
     assert s.question == "capital of France" and s.answer == out["reply"]
     # defaults: "question" in, "answer" out
     chain2 = {"docs": (lambda x: x["question"]) | retriever, "question": lambda x: x["question"]} | RunnableLambda(
-        lambda x: {"answer": x["docs"][0].page_content, "docs": x["docs"]})
+        lambda x: {"answer": x["docs"][0].page_content, "docs": x["docs"]}
+    )
     h2 = RagmeterCallbackHandler(mode="offline")
     out2 = chain2.invoke({"question": "Who wrote Dune?", "user": "x"}, config={"callbacks": [h2]})
     [s2] = h2.samples
@@ -423,12 +464,19 @@ def test_empty_retrieval_recorded_not_scored_and_non_rag_roots_skipped(retriever
 @pytest.mark.slow  # waits real time
 def test_100_concurrent_abatch_runs_never_mix():
     n = 100
-    docs = {f"q{i}": [Document(id=f"doc-{i}", page_content=f"Fact number {i} is {i * 7}."),
-                      Document(id=f"doc-{i}-b", page_content=f"Side note {i}.")] for i in range(n)}
+    docs = {
+        f"q{i}": [
+            Document(id=f"doc-{i}", page_content=f"Fact number {i} is {i * 7}."),
+            Document(id=f"doc-{i}-b", page_content=f"Side note {i}."),
+        ]
+        for i in range(n)
+    }
     chain = rag_chain(KeyedRetriever(docs=docs, jitter=0.01))
     handler = RagmeterCallbackHandler(metrics=RETRIEVAL)
     qs = [f"q{i}" for i in range(n)]
-    configs = [{"callbacks": [handler], "metadata": {"relevant_ids": [f"doc-{i}"], "sample_id": f"s{i}"}} for i in range(n)]
+    configs = [
+        {"callbacks": [handler], "metadata": {"relevant_ids": [f"doc-{i}"], "sample_id": f"s{i}"}} for i in range(n)
+    ]
     outs = asyncio.run(chain.abatch(qs, config=configs, max_concurrency=n))
     assert len(set(outs)) == n  # distinct answers
     assert handler.flush(20)
@@ -508,8 +556,11 @@ def test_a_capture_failure_is_swallowed_logged_once_and_leaves_the_answer_unchan
     before = failures().get(RUN_CAPTURE, 0)
     config = {"callbacks": [handler]}
     with caplog.at_level(logging.DEBUG, logger="ragmeter"):
-        answers = [chain.invoke(q, config=config), asyncio.run(chain.ainvoke(q, config=config)),
-                   *chain.batch([q, q], config=config)]  # batch: callbacks on LangChain's worker threads
+        answers = [
+            chain.invoke(q, config=config),
+            asyncio.run(chain.ainvoke(q, config=config)),
+            *chain.batch([q, q], config=config),
+        ]  # batch: callbacks on LangChain's worker threads
         handler.flush(10)  # the run trees are read on the capture thread
     assert answers == [chain.invoke(q)] * 4
     assert failures()[RUN_CAPTURE] == before + 4
@@ -528,8 +579,12 @@ def test_handler_never_raises_into_the_chain(retriever, chain):
     def bad_predicate(sample):
         raise ValueError("predicate bug")
 
-    handler = RagmeterCallbackHandler(metrics=[ExplodingMetric(), "faithfulness"], judge=ExplodingJudge(),
-                                      on_result=bad_callback, should_score=bad_predicate)
+    handler = RagmeterCallbackHandler(
+        metrics=[ExplodingMetric(), "faithfulness"],
+        judge=ExplodingJudge(),
+        on_result=bad_callback,
+        should_score=bad_predicate,
+    )
     q = "Who wrote Dune?"
     assert chain.invoke(q, config={"callbacks": [handler]}) == chain.invoke(q)
     assert asyncio.run(chain.ainvoke(q, config={"callbacks": [handler]})) == chain.invoke(q)
@@ -554,8 +609,10 @@ def test_handler_never_raises_into_the_chain(retriever, chain):
 def test_sample_rate_and_should_score(chain):
     urgent = lambda s: True if "medication" in s.question else None  # noqa: E731
     handler = RagmeterCallbackHandler(metrics=RETRIEVAL, sample_rate=0.0, should_score=urgent)
-    chain.batch(["What medication dose is safe?", "What is the capital of France?", "Who wrote Dune?"],
-                config={"callbacks": [handler]})
+    chain.batch(
+        ["What medication dose is safe?", "What is the capital of France?", "Who wrote Dune?"],
+        config={"callbacks": [handler]},
+    )
     handler.flush(10)
     stats = handler.stats
     assert (stats["captured"], stats["scored"], stats["sampled_out"]) == (3, 1, 2)
@@ -564,7 +621,9 @@ def test_sample_rate_and_should_score(chain):
     never = RagmeterCallbackHandler(metrics=RETRIEVAL, sample_rate=0.0, should_score=lambda s: False)
     half = RagmeterCallbackHandler(metrics=RETRIEVAL, sample_rate=0.5)
     # a plain boolean predicate forces its picks and leaves the rest to the sample rate
-    picked = RagmeterCallbackHandler(metrics=RETRIEVAL, sample_rate=0.5, should_score=lambda s: s.question.startswith("Question 1"))
+    picked = RagmeterCallbackHandler(
+        metrics=RETRIEVAL, sample_rate=0.5, should_score=lambda s: s.question.startswith("Question 1")
+    )
     chain.batch([f"Question {i}?" for i in range(40)], config={"callbacks": [never, half, picked]})
     for h in (never, half, picked):
         h.flush(10)
@@ -580,8 +639,9 @@ def test_on_result_and_judge_metrics(chain):
     from ragmeter.judges.offline import OfflineJudge
 
     seen = []
-    handler = RagmeterCallbackHandler(metrics=["faithfulness", "context_relevance"], judge=OfflineJudge(embeddings=False),
-                                      on_result=seen.append)
+    handler = RagmeterCallbackHandler(
+        metrics=["faithfulness", "context_relevance"], judge=OfflineJudge(embeddings=False), on_result=seen.append
+    )
     chain.invoke("What is the capital of France?", config={"callbacks": [handler]})
     handler.flush(10)
     [r] = seen
@@ -598,8 +658,13 @@ def test_on_result_and_judge_metrics(chain):
 def test_offline_mode_captures_exports_and_evaluates(tmp_path, retriever, chain):
     handler = RagmeterCallbackHandler(metrics=RETRIEVAL, mode="offline")
     qs = ["What is the capital of France?", "Who wrote Dune?"]
-    chain.batch(qs, config=[{"callbacks": [handler], "metadata": {"relevant_ids": [d], "reference": r}}
-                            for d, r in [("doc-paris", "Paris"), ("doc-dune", "Frank Herbert")]])
+    chain.batch(
+        qs,
+        config=[
+            {"callbacks": [handler], "metadata": {"relevant_ids": [d], "reference": r}}
+            for d, r in [("doc-paris", "Paris"), ("doc-dune", "Frank Herbert")]
+        ],
+    )
     with pytest.raises(ConnectionError):
         rag_chain(KeyedRetriever(docs={}, fail=True)).invoke("Broken?", config={"callbacks": [handler]})
     assert handler.flush() is True and handler.stats["scored"] == 0 and len(handler.results) == 0
@@ -608,7 +673,9 @@ def test_offline_mode_captures_exports_and_evaluates(tmp_path, retriever, chain)
     assert handler.export_jsonl(tmp_path / "all.jsonl", statuses=("ok", "error", "partial")) == 3
     loaded = rm.load_samples(path)
     assert not loaded.errors and len(loaded) == 2
-    for got, want in zip(sorted(loaded, key=lambda s: s.question), sorted(handler.samples[:2], key=lambda s: s.question)):
+    for got, want in zip(
+        sorted(loaded, key=lambda s: s.question), sorted(handler.samples[:2], key=lambda s: s.question)
+    ):
         assert got.to_dict() == want.to_dict()
         assert got.metadata["latency"]["total_s"] > 0
     direct = rm.evaluate(path, metrics=RETRIEVAL, progress=False)
@@ -625,7 +692,9 @@ def test_offline_mode_captures_exports_and_evaluates(tmp_path, retriever, chain)
 def test_chat_model_as_judge():
     from ragmeter.judges import LangChainJudge as Core
 
-    handler = RagmeterCallbackHandler(metrics=["faithfulness"], judge=FakeListChatModel(responses=["{}"]), mode="offline")
+    handler = RagmeterCallbackHandler(
+        metrics=["faithfulness"], judge=FakeListChatModel(responses=["{}"]), mode="offline"
+    )
     assert isinstance(handler._judge_spec, Core)
     with pytest.raises(ValueError):
         RagmeterCallbackHandler(mode="sometimes")
@@ -652,14 +721,19 @@ def test_results_attach_to_the_active_trace(chain):
 
     async def in_async():
         with tracer.start_as_current_span("POST /ask-async") as aspan:
-            await chain.ainvoke("Who wrote Dune?", config={"callbacks": [handler], "metadata": {"relevant_ids": ["doc-dune"]}})
+            await chain.ainvoke(
+                "Who wrote Dune?", config={"callbacks": [handler], "metadata": {"relevant_ids": ["doc-dune"]}}
+            )
             return aspan.get_span_context()
 
     actx = asyncio.run(in_async())
     chain.invoke("No trace here?", config={"callbacks": [handler]})
     handler.flush(10)
     samples = handler.samples
-    assert samples[0].metadata["trace"] == {"trace_id": format(ctx.trace_id, "032x"), "span_id": format(ctx.span_id, "016x")}
+    assert samples[0].metadata["trace"] == {
+        "trace_id": format(ctx.trace_id, "032x"),
+        "span_id": format(ctx.span_id, "016x"),
+    }
     assert samples[1].metadata["trace"]["trace_id"] == format(actx.trace_id, "032x")
     assert "trace" not in samples[2].metadata
     assert handler.stats["trace_writes"] == 2 and handler.stats["trace_errors"] == 0

@@ -32,10 +32,19 @@ from ragmeter.conversations import NO_RETRIEVAL_KEY, judged_question, no_retriev
 from ragmeter.data import MAX_HISTORY
 from ragmeter.integrations.langchain import RagmeterCallbackHandler
 
-DOCS = [Document(id=f"doc-{i}", page_content=text) for i, text in enumerate([
-    "Dune is a 1965 novel by Frank Herbert.", "Frank Herbert was born in Tacoma in 1920.",
-    "Dune won the Hugo Award in 1966.", "The Eiffel Tower was completed in 1889.",
-    "Rust guarantees memory safety without a garbage collector.", "Paris is the capital of France."])]
+DOCS = [
+    Document(id=f"doc-{i}", page_content=text)
+    for i, text in enumerate(
+        [
+            "Dune is a 1965 novel by Frank Herbert.",
+            "Frank Herbert was born in Tacoma in 1920.",
+            "Dune won the Hugo Award in 1966.",
+            "The Eiffel Tower was completed in 1889.",
+            "Rust guarantees memory safety without a garbage collector.",
+            "Paris is the capital of France.",
+        ]
+    )
+]
 SMALL_TALK = ("thanks", "thank you", "bye")
 
 
@@ -130,8 +139,10 @@ def test_three_turns_with_a_checkpointer_one_sample_per_turn(retriever):
     app = build_graph(retriever)
     handler = RagmeterCallbackHandler(metrics=["faithfulness"], judge="offline")
     config = {"configurable": {"thread_id": "thread-7"}, "callbacks": [handler]}
-    answers = [app.invoke({"messages": [HumanMessage(q)]}, config)["messages"][-1].content
-               for q in ("Who wrote Dune?", "and when was he born?", "did it win awards?")]
+    answers = [
+        app.invoke({"messages": [HumanMessage(q)]}, config)["messages"][-1].content
+        for q in ("Who wrote Dune?", "and when was he born?", "did it win awards?")
+    ]
     assert handler.flush(10)
     t1, t2, t3 = sorted(handler.samples, key=lambda s: s.turn)
     assert [(s.conversation_id, s.turn) for s in (t1, t2, t3)] == [("thread-7", 1), ("thread-7", 2), ("thread-7", 3)]
@@ -163,11 +174,16 @@ def test_a_turn_without_retrieval_is_recorded_as_such(retriever):
     assert (t2.turn, t2.question, t2.answer, len(t2.history)) == (2, "thanks!", "You're welcome!", 2)
     assert handler.stats["skipped_no_retriever"] == 0
     # judged metrics on it: not applicable, with the reason; the monitor counts it as no retrieval
-    result = rm.evaluate(handler.samples, metrics=["faithfulness", "context_relevance"], judge="offline",
-                         progress=False)
+    result = rm.evaluate(
+        handler.samples, metrics=["faithfulness", "context_relevance"], judge="offline", progress=False
+    )
     for name in ("faithfulness", "context_relevance"):
         score = result[1].scores[name]
-        assert score.value is None and score.status == "n/a" and score.explanation == "not applicable: the sample has no contexts"
+        assert (
+            score.value is None
+            and score.status == "n/a"
+            and score.explanation == "not applicable: the sample has no contexts"
+        )
     monitor = rm.Monitor(meter_provider=False, min_samples=1, recent=2)
     for r in result:
         monitor.observe(r)
@@ -183,8 +199,10 @@ def test_a_chain_with_history_but_no_retriever_is_a_no_retrieval_turn_and_plain_
     prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("chat_history"), ("human", "{input}")])
     chat = prompt | Quoter()
     handler = RagmeterCallbackHandler(mode="offline")
-    chat.invoke({"input": "thanks", "chat_history": [("human", "Who wrote Dune?"), ("ai", "Frank Herbert.")]},
-                config={"callbacks": [handler], "metadata": {"conversation_id": "c9"}})
+    chat.invoke(
+        {"input": "thanks", "chat_history": [("human", "Who wrote Dune?"), ("ai", "Frank Herbert.")]},
+        config={"callbacks": [handler], "metadata": {"conversation_id": "c9"}},
+    )
     Quoter().invoke("hello", config={"callbacks": [handler]})  # a model on its own: not a turn
     (prompt | Quoter()).invoke({"input": "hi", "chat_history": []}, config={"callbacks": [handler]})
     assert handler.stats["skipped_no_retriever"] == 1
@@ -220,8 +238,9 @@ def test_concurrent_threads_never_mix(retriever):
 
     async def conversation(tid, opener):
         for text in (opener, "and when?", "thanks"):
-            await app.ainvoke({"messages": [HumanMessage(text)]},
-                              {"configurable": {"thread_id": tid}, "callbacks": [handler]})
+            await app.ainvoke(
+                {"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": tid}, "callbacks": [handler]}
+            )
 
     async def main():
         await asyncio.gather(*(conversation(t, q) for t, q in openers.items()))
@@ -262,10 +281,14 @@ def test_streamed_turns_are_captured_like_invoked_ones(retriever, mode):
     asyncio.run(small_talk())
     t1, t2, t3 = handler.samples
     assert [(s.turn, s.question, s.metadata["status"]) for s in (t1, t2, t3)] == [
-        (1, "Who wrote Dune?", "ok"), (2, "and when was he born?", "ok"), (3, "thanks", "ok")]
+        (1, "Who wrote Dune?", "ok"),
+        (2, "and when was he born?", "ok"),
+        (3, "thanks", "ok"),
+    ]
     assert [t1.answer, t2.answer] == answers and t3.answer == "You're welcome!"
     assert t2.standalone_question == "and when was he born? (re: Who wrote Dune?)" and len(t3.history) == 4
     assert no_retrieval_turn(t3) and t2.context_texts == expected_contexts(retriever, t2.standalone_question)
+
 
 def test_inline_no_retrieval_turns_reach_the_monitor(retriever):
     app = build_graph(retriever)

@@ -29,8 +29,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def _sentences() -> list[str]:
     rng = random.Random(0)
     words = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9))) for _ in range(5000)]
-    return [f"{rng.choice(words).capitalize()} {' '.join(rng.choices(words, k=rng.randint(6, 16)))} "
-            f"in {rng.randint(1900, 2024)}." for _ in range(3000)]
+    return [
+        f"{rng.choice(words).capitalize()} {' '.join(rng.choices(words, k=rng.randint(6, 16)))} "
+        f"in {rng.randint(1900, 2024)}."
+        for _ in range(3000)
+    ]
 
 
 def varied_text(n_chars: int, seed: int = 0) -> str:
@@ -94,8 +97,10 @@ def test_a_10mb_answer_is_refused_before_any_judge_work_and_the_others_are_score
     for name in DEFAULT_METRICS:
         s = by_id["big"].scores[name]
         assert s.value is None and s.label is None and s.status == "error"
-        assert s.error == ("LimitError: sample 'big': field 'answer': 10,000,000 characters; "
-                           "the limit is 100,000 (Limits.max_answer_chars)")
+        assert s.error == (
+            "LimitError: sample 'big': field 'answer': 10,000,000 characters; "
+            "the limit is 100,000 (Limits.max_answer_chars)"
+        )
         assert s.details["limit"] == {"name": "max_answer_chars", "limit": 100_000, "actual": 10_000_000}
     for r in (by_id[examples[1]["id"]], by_id[examples[2]["id"]]):
         assert all(s.error is None for s in r.scores.values())
@@ -103,42 +108,74 @@ def test_a_10mb_answer_is_refused_before_any_judge_work_and_the_others_are_score
     assert values(alone) == [values(result)[0], values(result)[2]]  # the big record changes nothing else
 
 
-@pytest.mark.parametrize("change, field, message", [
-    (lambda r: r | {"question": "Why? " * 5_000}, "question",
-     "25,000 characters; the limit is 20,000 (Limits.max_question_chars)"),
-    (lambda r: r | {"reference": varied_text(150_000)}, "reference",
-     "150,000 characters; the limit is 100,000 (Limits.max_reference_chars)"),
-    (lambda r: r | {"contexts": r["contexts"][:2] + [{"id": "huge", "text": varied_text(2_000_000)}]}, "contexts[2]",
-     "2,000,000 characters; the limit is 100,000 (Limits.max_chunk_chars)"),
-    (lambda r: r | {"contexts": [varied_text(300, seed=i) for i in range(250)]}, "contexts",
-     "250 chunks; the limit is 200 (Limits.max_chunks)"),
-    (lambda r: r | {"contexts": [varied_text(90_000, seed=i) for i in range(5)]}, "contexts",
-     "450,000 characters in 5 chunks; the limit is 400,000 (Limits.max_context_chars)"),
-])
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        (
+            lambda r: r | {"question": "Why? " * 5_000},
+            "question",
+            "25,000 characters; the limit is 20,000 (Limits.max_question_chars)",
+        ),
+        (
+            lambda r: r | {"reference": varied_text(150_000)},
+            "reference",
+            "150,000 characters; the limit is 100,000 (Limits.max_reference_chars)",
+        ),
+        (
+            lambda r: r | {"contexts": r["contexts"][:2] + [{"id": "huge", "text": varied_text(2_000_000)}]},
+            "contexts[2]",
+            "2,000,000 characters; the limit is 100,000 (Limits.max_chunk_chars)",
+        ),
+        (
+            lambda r: r | {"contexts": [varied_text(300, seed=i) for i in range(250)]},
+            "contexts",
+            "250 chunks; the limit is 200 (Limits.max_chunks)",
+        ),
+        (
+            lambda r: r | {"contexts": [varied_text(90_000, seed=i) for i in range(5)]},
+            "contexts",
+            "450,000 characters in 5 chunks; the limit is 400,000 (Limits.max_context_chars)",
+        ),
+    ],
+)
 def test_every_field_has_a_limit_named_in_the_error(lexical, examples, change, field, message):
     record = change(dict(examples[0], id="over"))
-    result = rm.evaluate([record], metrics=["faithfulness", "context_recall", "hallucinated_specifics"],
-                         judge=lexical, progress=False)
+    result = rm.evaluate(
+        [record], metrics=["faithfulness", "context_recall", "hallucinated_specifics"], judge=lexical, progress=False
+    )
     for s in result[0].scores.values():
         assert s.value is None and s.error == f"LimitError: sample 'over': field '{field}': {message}"
 
 
 def test_retrieval_metrics_read_only_ids_and_are_not_limited(examples):
     record = dict(examples[0], id="big", answer=varied_text(200_000), relevant_ids=[examples[0]["contexts"][0]["id"]])
-    result = rm.evaluate([record], metrics=["mrr", "faithfulness"], judge=OfflineJudge(embeddings=False),
-                         progress=False)
+    result = rm.evaluate(
+        [record], metrics=["mrr", "faithfulness"], judge=OfflineJudge(embeddings=False), progress=False
+    )
     assert result[0].scores["mrr"].value == 1.0
     assert "Limits.max_answer_chars" in result[0].scores["faithfulness"].error
 
 
 def test_claims_past_the_limit_are_an_error_for_the_metrics_that_use_claims(examples):
-    sample = rm.Sample("Who?", ["Ann met Bob. Bob met Cy. Cy met Di."], answer="Ann met Bob. Bob met Cy. Cy met Di.",
-                       reference="Ann met Bob.", id="s")
-    judge = ScriptedJudge({
-        "extract_claims": lambda inp: {"claims": [{"unit": i, "text": u} for i, u in enumerate(inp["units"])]},
-    })
-    result = rm.evaluate([sample], metrics=["faithfulness", "citation_accuracy", "hallucinated_specifics"],
-                         judge=judge, limits=Limits(max_claims=2), progress=False)
+    sample = rm.Sample(
+        "Who?",
+        ["Ann met Bob. Bob met Cy. Cy met Di."],
+        answer="Ann met Bob. Bob met Cy. Cy met Di.",
+        reference="Ann met Bob.",
+        id="s",
+    )
+    judge = ScriptedJudge(
+        {
+            "extract_claims": lambda inp: {"claims": [{"unit": i, "text": u} for i, u in enumerate(inp["units"])]},
+        }
+    )
+    result = rm.evaluate(
+        [sample],
+        metrics=["faithfulness", "citation_accuracy", "hallucinated_specifics"],
+        judge=judge,
+        limits=Limits(max_claims=2),
+        progress=False,
+    )
     scores = result[0].scores
     msg = "LimitError: sample 's': field 'answer': 3 distinct claims; the limit is 2 (Limits.max_claims)"
     assert scores["faithfulness"].error == msg and scores["citation_accuracy"].error == msg
@@ -150,11 +187,17 @@ def test_limits_are_configurable_per_run(lexical, examples):
     record = dict(examples[0], id="long", answer=varied_text(150_000))
     refused = rm.evaluate([record], metrics=["hallucinated_specifics"], judge=lexical, progress=False)
     assert "Limits.max_answer_chars" in refused[0].scores["hallucinated_specifics"].error
-    allowed = rm.evaluate([record], metrics=["hallucinated_specifics"], judge=lexical, progress=False,
-                          limits=Limits(max_answer_chars=200_000))
+    allowed = rm.evaluate(
+        [record],
+        metrics=["hallucinated_specifics"],
+        judge=lexical,
+        progress=False,
+        limits=Limits(max_answer_chars=200_000),
+    )
     assert allowed[0].scores["hallucinated_specifics"].error is None
-    tight = rm.evaluate([examples[0]], metrics=["faithfulness"], judge=lexical, progress=False,
-                        limits=Limits(max_chunk_chars=50))
+    tight = rm.evaluate(
+        [examples[0]], metrics=["faithfulness"], judge=lexical, progress=False, limits=Limits(max_chunk_chars=50)
+    )
     assert "(Limits.max_chunk_chars)" in tight[0].scores["faithfulness"].error
 
 
@@ -182,8 +225,11 @@ def test_limit_error_names_the_record_and_the_field():
     err = LimitError("sample 'a'", "answer", "max_answer_chars", 10, 12)
     assert isinstance(err, rm.data.RecordError)
     assert str(err) == "sample 'a': field 'answer': 12 characters; the limit is 10 (Limits.max_answer_chars)"
-    assert err.to_dict() == {"location": "sample 'a'", "field": "answer",
-                             "message": "12 characters; the limit is 10 (Limits.max_answer_chars)"}
+    assert err.to_dict() == {
+        "location": "sample 'a'",
+        "field": "answer",
+        "message": "12 characters; the limit is 10 (Limits.max_answer_chars)",
+    }
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])
@@ -195,8 +241,13 @@ def test_limits_must_be_positive_integers_or_none(bad):
 
 def test_reference_statements_count_against_max_claims(lexical, examples):
     record = dict(examples[0], id="r", reference=" ".join(f"Fact number {i} holds." for i in range(8)))
-    result = rm.evaluate([record], metrics=["context_recall", "entity_recall", "answer_correctness", "faithfulness"],
-                         judge=lexical, limits=Limits(max_claims=7), progress=False)
+    result = rm.evaluate(
+        [record],
+        metrics=["context_recall", "entity_recall", "answer_correctness", "faithfulness"],
+        judge=lexical,
+        limits=Limits(max_claims=7),
+        progress=False,
+    )
     scores = result[0].scores
     msg = "LimitError: sample 'r': field 'reference': 8 statements; the limit is 7 (Limits.max_claims)"
     assert scores["context_recall"].error == scores["entity_recall"].error == msg
@@ -207,12 +258,17 @@ def test_reference_statements_count_against_max_claims(lexical, examples):
 def test_long_texts_find_the_same_specifics_through_the_index():
     # find_specific looks a figure up in a long text through an index of its digits instead of
     # checking every sentence; it must answer exactly as the sentence-by-sentence check
-    import ragmeter.specifics as sp
     from offline_speed import make_samples
 
+    import ragmeter.specifics as sp
+
     text = " ".join(c for s in make_samples(15, seed=2) for c in s["contexts"])
-    specifics = [x for s in make_samples(30, seed=3) for x in sp.extract_specifics(s["answer"] + " " + s["contexts"][0])
-                 if x.kind in ("number", "money", "percent", "date")]
+    specifics = [
+        x
+        for s in make_samples(30, seed=3)
+        for x in sp.extract_specifics(s["answer"] + " " + s["contexts"][0])
+        if x.kind in ("number", "money", "percent", "date")
+    ]
     assert len(sp._segments(text)) > 16 and len(specifics) > 200
     found = [sp.find_specific(x, text) for x in specifics]
     expected = [any(sp._numeric_in(x, seg) for seg in sp._segments(text) if sp._may_state(x, seg)) for x in specifics]

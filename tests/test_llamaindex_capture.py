@@ -20,7 +20,15 @@ from llama_index.core.query_engine import CustomQueryEngine  # noqa: E402
 
 import ragmeter as rm  # noqa: E402
 from helpers.llamaindex_app import (  # noqa: E402,F401 (index, judge, no_handler_leak: fixtures)
-    ANIMALS, EchoLLM, build_index, code_of, engine, index, judge, no_handler_leak, question,
+    ANIMALS,
+    EchoLLM,
+    build_index,
+    code_of,
+    engine,
+    index,
+    judge,
+    no_handler_leak,
+    question,
 )
 from ragmeter.integrations.llamaindex import RagmeterInstrumentation  # noqa: E402
 
@@ -227,9 +235,13 @@ def test_detach_stops_capture(index, judge):
 
 def test_sampling_and_filter_are_counted(index, judge):
     seen = []
-    with RagmeterInstrumentation(["faithfulness"], judge=judge, sample_rate=0.0,
-                                 should_score=lambda s: True if "beaver" in s.question else None,
-                                 on_result=lambda r: seen.append(r.sample.question)) as meter:
+    with RagmeterInstrumentation(
+        ["faithfulness"],
+        judge=judge,
+        sample_rate=0.0,
+        should_score=lambda s: True if "beaver" in s.question else None,
+        on_result=lambda r: seen.append(r.sample.question),
+    ) as meter:
         qe = engine(index)
         qe.query(question("beaver"))
         qe.query(question("cougar"))
@@ -257,8 +269,9 @@ def test_ground_truth_and_tags_from_instrument_tags(index, judge):
 
     with RagmeterInstrumentation(["faithfulness", "mrr"], judge=judge) as meter:
         qe = engine(index)
-        with instrument_tags({"reference": "K1037", "relevant_ids": ["doc-otter"], "sample_id": "case-7",
-                              "user": "u1"}):
+        with instrument_tags(
+            {"reference": "K1037", "relevant_ids": ["doc-otter"], "sample_id": "case-7", "user": "u1"}
+        ):
             qe.query(question("otter"))
         with instrument_tags({"relevant_ids": {"doc-heron": "very"}}):  # bad grade: kept, field dropped
             qe.query(question("heron"))
@@ -303,8 +316,10 @@ def test_results_attach_to_the_trace_active_at_query_start(index, judge):
         "".join(streamed.response_gen)  # consumed after the request span ended: same trace
         qe.query(question("heron"))  # no active span
     samples = meter.samples
-    assert samples[0].metadata["trace"] == {"trace_id": format(ctx.trace_id, "032x"),
-                                            "span_id": format(ctx.span_id, "016x")}
+    assert samples[0].metadata["trace"] == {
+        "trace_id": format(ctx.trace_id, "032x"),
+        "span_id": format(ctx.span_id, "016x"),
+    }
     assert samples[1].metadata["trace"]["trace_id"] == format(actx.trace_id, "032x")
     assert samples[2].metadata["trace"]["span_id"] == format(sctx.span_id, "016x")
     assert "trace" not in samples[3].metadata
@@ -313,5 +328,3 @@ def test_results_attach_to_the_trace_active_at_query_start(index, judge):
     carriers = [s for s in exporter.get_finished_spans() if s.name not in apps]
     assert {s.context.trace_id for s in carriers} == {ctx.trace_id, actx.trace_id, sctx.trace_id}
     assert writer.SpanTarget  # the API this integration is written against
-
-

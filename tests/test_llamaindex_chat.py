@@ -15,17 +15,17 @@ from llama_index.core.memory import Memory
 from packaging.version import Version
 
 import ragmeter as rm
-from ragmeter.conversations import judged_question, no_retrieval_turn
-from ragmeter.data import MAX_HISTORY
-from ragmeter.integrations.llamaindex import RagmeterInstrumentation
 from helpers.llamaindex_app import code_of, index, judge, no_handler_leak, question  # noqa: F401 (fixtures)
 from helpers.llamaindex_chat import (
     agent,
-    react_agent,
     condense_plus_context_engine,
     condense_question_engine,
     context_engine,
+    react_agent,
 )
+from ragmeter.conversations import judged_question, no_retrieval_turn
+from ragmeter.data import MAX_HISTORY
+from ragmeter.integrations.llamaindex import RagmeterInstrumentation
 
 
 def fact(animal: str) -> str:
@@ -52,7 +52,10 @@ def test_condense_question_engine_records_the_condensed_question_and_the_judge_r
     # turn 2 only makes sense with turn 1: the engine condensed it, and that is what was retrieved with
     assert t2.question == "And the heron?"
     assert t2.standalone_question == "What is the secret code of the heron?"
-    assert t2.history == [{"role": "user", "content": question("otter")}, {"role": "assistant", "content": fact("otter")}]
+    assert t2.history == [
+        {"role": "user", "content": question("otter")},
+        {"role": "assistant", "content": fact("otter")},
+    ]
     assert [c.id for c in t2.contexts] == ["doc-heron"] and t2.answer == fact("heron")
     assert t3.standalone_question == "What is the secret code of the lynx?" and len(t3.history) == 4
     assert {s.metadata["engine"] for s in (t1, t2, t3)} == {"CondenseQuestionChatEngine"}
@@ -61,7 +64,10 @@ def test_condense_question_engine_records_the_condensed_question_and_the_judge_r
     assert meter.stats["captured"] == 3 and meter.stats["scored"] == 3
     # the judge read the condensed question of turns 2 and 3
     assert [i["question"] for i in judge.inputs["extract_claims"]] == [
-        question("otter"), "What is the secret code of the heron?", "What is the secret code of the lynx?"]
+        question("otter"),
+        "What is the secret code of the heron?",
+        "What is the secret code of the lynx?",
+    ]
     assert judged_question(t2) == "What is the secret code of the heron?"
     [conversation] = meter.results.conversations("faithfulness")
     assert conversation.conversation_id == conv
@@ -78,7 +84,10 @@ def test_context_engines_three_turns(index, judge, make):
     t1, t2, t3 = by_turn(meter.samples)
     assert len({s.conversation_id for s in (t1, t2, t3)}) == 1 and [s.turn for s in (t1, t2, t3)] == [1, 2, 3]
     assert [[c.id for c in s.contexts] for s in (t1, t2, t3)] == [["doc-otter"], ["doc-heron"], ["doc-lynx"]]
-    assert t3.history[-2:] == [{"role": "user", "content": "And the heron?"}, {"role": "assistant", "content": fact("heron")}]
+    assert t3.history[-2:] == [
+        {"role": "user", "content": "And the heron?"},
+        {"role": "assistant", "content": fact("heron")},
+    ]
     if make is context_engine:  # retrieves with the message as it is: the judge reads the history
         assert t1.conversation_id.startswith("chat-")  # a ChatMemoryBuffer has no session id: one is made
         assert t2.standalone_question is None
@@ -96,15 +105,24 @@ def test_reset_starts_a_new_conversation_and_a_given_chat_history_replaces_ours(
         engine.reset()
         engine.chat(question("yak"))
         from llama_index.core.llms import ChatMessage
-        given = [ChatMessage(role="user", content="Hi"), ChatMessage(role="assistant", content="Hello."),
-                 ChatMessage(role="user", content=question("bison")), ChatMessage(role="assistant", content=fact("bison"))]
+
+        given = [
+            ChatMessage(role="user", content="Hi"),
+            ChatMessage(role="assistant", content="Hello."),
+            ChatMessage(role="user", content=question("bison")),
+            ChatMessage(role="assistant", content=fact("bison")),
+        ]
         engine.chat("And the ibis?", chat_history=given)
     a1, a2, b1, b2 = meter.samples
     assert a1.conversation_id == a2.conversation_id != b1.conversation_id == b2.conversation_id
     assert [s.turn for s in (a1, a2, b1, b2)] == [1, 2, 1, 3]
     assert b1.history == []
-    assert b2.history == [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."},
-                          {"role": "user", "content": question("bison")}, {"role": "assistant", "content": fact("bison")}]
+    assert b2.history == [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": question("bison")},
+        {"role": "assistant", "content": fact("bison")},
+    ]
 
 
 def test_history_is_bounded_and_turns_keep_counting(index, judge):
@@ -163,8 +181,16 @@ def test_concurrent_conversations_on_threads_never_mix(index, judge):
 # ``stream_chat``: the caller gets one chunk, and an LLM stream that fails makes ``stream_chat`` raise
 LAZY_SYNC_STREAMS = Version(llama_index.core.__version__) >= Version("0.14.25")
 
-ANIMAL_PAIRS = [("bison", "ibis"), ("koala", "lemur"), ("tapir", "vole"), ("yak", "zebra"), ("puffin", "raven"),
-                ("ocelot", "salmon"), ("alpaca", "beaver"), ("cougar", "dingo")]
+ANIMAL_PAIRS = [
+    ("bison", "ibis"),
+    ("koala", "lemur"),
+    ("tapir", "vole"),
+    ("yak", "zebra"),
+    ("puffin", "raven"),
+    ("ocelot", "salmon"),
+    ("alpaca", "beaver"),
+    ("cougar", "dingo"),
+]
 
 
 def check_conversations(meter, expected: dict) -> None:
@@ -179,8 +205,12 @@ def check_conversations(meter, expected: dict) -> None:
         assert [s.question for s in (t1, t2, t3)] == [question(a), f"And the {b}?", f"And the {c}?"]
         assert [s.answer for s in (t1, t2, t3)] == [fact(a), fact(b), fact(c)]
         assert [[x.id for x in s.contexts] for s in (t1, t2, t3)] == [[f"doc-{a}"], [f"doc-{b}"], [f"doc-{c}"]]
-        assert t3.history == [{"role": "user", "content": question(a)}, {"role": "assistant", "content": fact(a)},
-                              {"role": "user", "content": f"And the {b}?"}, {"role": "assistant", "content": fact(b)}]
+        assert t3.history == [
+            {"role": "user", "content": question(a)},
+            {"role": "assistant", "content": fact(a)},
+            {"role": "user", "content": f"And the {b}?"},
+            {"role": "assistant", "content": fact(b)},
+        ]
     assert meter.stats["scored"] == 3 * len(expected) and meter.stats["capture_errors"] == 0
 
 
@@ -254,7 +284,10 @@ def test_a_failing_turn_is_recorded_as_error_and_stays_out_of_the_history(index,
         engine.chat("And the lynx?")
     _, t2, t3 = by_turn(meter.samples)
     assert t2.metadata["status"] == "error" and "LLM backend unavailable" in t2.metadata["error"]
-    assert t3.history == [{"role": "user", "content": question("otter")}, {"role": "assistant", "content": fact("otter")}]
+    assert t3.history == [
+        {"role": "user", "content": question("otter")},
+        {"role": "assistant", "content": fact("otter")},
+    ]
     assert meter.stats["scored"] == 2 and meter.stats["errored"] == 1
 
 
@@ -264,12 +297,12 @@ def test_a_failing_turn_is_recorded_as_error_and_stays_out_of_the_history(index,
 agent_warnings = pytest.mark.filterwarnings("ignore::DeprecationWarning:inspect")
 
 
-
 @agent_warnings
 @pytest.mark.parametrize("tool", ["query_engine", "retriever"])
 def test_agent_turns_with_and_without_a_tool_call_feed_the_monitor(index, judge, tool):
-    monitor = rm.Monitor(window=10, min_samples=2, recent=2, meter_provider=False, retrieval_score_floor=0.0,
-                         no_retrieval_limit=0.4)
+    monitor = rm.Monitor(
+        window=10, min_samples=2, recent=2, meter_provider=False, retrieval_score_floor=0.0, no_retrieval_limit=0.4
+    )
     bot = agent(index, tool)
     memory = Memory.from_defaults(session_id="agent-s1")
 
@@ -286,8 +319,10 @@ def test_agent_turns_with_and_without_a_tool_call_feed_the_monitor(index, judge,
     assert without.contexts == [] and without.metadata["no_retrieval"] is True and without.answer == answers[1]
     assert no_retrieval_turn(without) and not no_retrieval_turn(with_tool)
     assert (without.conversation_id, without.turn) == ("agent-s1", 2)
-    assert without.history == [{"role": "user", "content": question("otter")},
-                               {"role": "assistant", "content": answers[0]}]
+    assert without.history == [
+        {"role": "user", "content": question("otter")},
+        {"role": "assistant", "content": answers[0]},
+    ]
     assert meter.stats["scored"] == 2 and meter.stats["skipped_no_contexts"] == 0
     assert [r.sample.id for r in meter.results] == [with_tool.id, without.id]
     assert meter.results[1].scores["faithfulness"].status == "n/a"  # no contexts to be faithful to
@@ -301,7 +336,10 @@ def test_agent_run_with_a_given_chat_history_and_a_tagged_conversation(index, ju
     from llama_index.core.llms import ChatMessage
 
     bot = agent(index)
-    history = [ChatMessage(role="user", content=question("otter")), ChatMessage(role="assistant", content=fact("otter"))]
+    history = [
+        ChatMessage(role="user", content=question("otter")),
+        ChatMessage(role="assistant", content=fact("otter")),
+    ]
 
     async def main():
         with instrument_tags({"thread_id": "t-9"}):
@@ -312,7 +350,10 @@ def test_agent_run_with_a_given_chat_history_and_a_tagged_conversation(index, ju
         asyncio.run(main())
     t2, alone = meter.samples
     assert (t2.conversation_id, t2.turn) == ("t-9", 2)
-    assert t2.history == [{"role": "user", "content": question("otter")}, {"role": "assistant", "content": fact("otter")}]
+    assert t2.history == [
+        {"role": "user", "content": question("otter")},
+        {"role": "assistant", "content": fact("otter")},
+    ]
     assert [c.id for c in t2.contexts] == ["doc-heron"] and t2.answer == fact("heron")
     assert t2.standalone_question is None  # the tool ran with the question itself
     assert (alone.conversation_id, alone.turn, alone.history) == (None, 1, [])

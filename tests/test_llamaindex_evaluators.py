@@ -24,12 +24,23 @@ import ragmeter as rm  # noqa: E402
 import ragmeter.integrations.llamaindex as li  # noqa: E402
 import ragmeter.integrations.llamaindex.evaluators as li_evaluators  # noqa: E402
 from helpers.llamaindex_app import (  # noqa: E402,F401 (index, judge, no_handler_leak: fixtures)
-    ANIMALS, EchoLLM, code_of, engine, index, judge, no_handler_leak, question, scripted_judge,
+    ANIMALS,
+    EchoLLM,
+    code_of,
+    engine,
+    index,
+    judge,
+    no_handler_leak,
+    question,
+    scripted_judge,
 )
 from helpers.scripted import ScriptedJudge  # noqa: E402
 from ragmeter import sharing  # noqa: E402
 from ragmeter.integrations.llamaindex import (  # noqa: E402
-    RagmeterEvaluationResult, RagmeterEvaluator, RagmeterFaithfulnessEvaluator, RagmeterInstrumentation,
+    RagmeterEvaluationResult,
+    RagmeterEvaluator,
+    RagmeterFaithfulnessEvaluator,
+    RagmeterInstrumentation,
     make_evaluators,
 )
 from ragmeter.metrics import REGISTRY, metric_class  # noqa: E402
@@ -56,10 +67,14 @@ def test_aevaluate_strings_and_invalid_inputs_never_raise(judge):
     ev = RagmeterFaithfulnessEvaluator(judge)
 
     async def main():
-        ok = await ev.aevaluate(query="Who wrote Dune?", response="Frank Herbert wrote Dune.",
-                                contexts=["Dune is a novel. Frank Herbert wrote Dune in 1965."])
-        unsupported = await ev.aevaluate(query="Who wrote Dune?", response="Isaac Asimov wrote Dune.",
-                                         contexts=["Frank Herbert wrote Dune."])
+        ok = await ev.aevaluate(
+            query="Who wrote Dune?",
+            response="Frank Herbert wrote Dune.",
+            contexts=["Dune is a novel. Frank Herbert wrote Dune in 1965."],
+        )
+        unsupported = await ev.aevaluate(
+            query="Who wrote Dune?", response="Isaac Asimov wrote Dune.", contexts=["Frank Herbert wrote Dune."]
+        )
         no_contexts = await ev.aevaluate(query="Who wrote Dune?", response="Frank Herbert.", contexts=[])
         needs_query = RagmeterEvaluator("context_relevance", judge)
         no_query = await needs_query.aevaluate(query=None, response="x", contexts=["y"])
@@ -81,15 +96,17 @@ def test_faithfulness_needs_no_query(index, judge):
     supported = ev.evaluate(response="Frank Herbert wrote Dune.", contexts=["Frank Herbert wrote Dune in 1965."])
     assert supported.score == 1.0 and supported.passing is True and supported.invalid_result is False
     assert supported.query is None and supported.response == "Frank Herbert wrote Dune."
-    unsupported = asyncio.run(ev.aevaluate(query="  ", response="Isaac Asimov wrote Dune.",
-                                           contexts=["Frank Herbert wrote Dune."]))
+    unsupported = asyncio.run(
+        ev.aevaluate(query="  ", response="Isaac Asimov wrote Dune.", contexts=["Frank Herbert wrote Dune."])
+    )
     assert unsupported.score == 0.0 and unsupported.label == "fail" and unsupported.query is None
     assert [i["question"] for i in judge.inputs["extract_claims"]] == ["", ""]  # the judge sees no stand-in
     response = engine(index).query(question("otter"))  # a query engine's Response, scored without its query
     from_response = ev.evaluate_response(response=response)
     assert from_response.score == 1.0 and from_response.details["claims"][0]["chunk_id"] == "doc-otter"
     specifics = RagmeterEvaluator("hallucinated_specifics", judge).evaluate(
-        response="Dune appeared in 1965.", contexts=["Frank Herbert wrote Dune in 1965."])
+        response="Dune appeared in 1965.", contexts=["Frank Herbert wrote Dune in 1965."]
+    )
     assert specifics.score == 1.0 and specifics.invalid_result is False
     for name in ("answer_relevancy", "context_relevance"):  # these read the question: still required
         res = RagmeterEvaluator(name, judge).evaluate(response="Frank Herbert.", contexts=["Frank Herbert wrote Dune."])
@@ -148,11 +165,15 @@ def test_judge_specs_resolve_once_and_offline_judge_works(monkeypatch):
     assert evs["precision@2"].judge is None
     assert RagmeterFaithfulnessEvaluator("offline").judge is evs["faithfulness"].judge
     assert resolved == ["offline"]
-    res = evs["faithfulness"].evaluate(query="Who wrote Dune?", response="Dune was written by Frank Herbert.",
-                                       contexts=["Dune was written by Frank Herbert."])
+    res = evs["faithfulness"].evaluate(
+        query="Who wrote Dune?",
+        response="Dune was written by Frank Herbert.",
+        contexts=["Dune was written by Frank Herbert."],
+    )
     assert res.judge == "offline-lexical" and res.score == 1.0 and not res.invalid_result
-    res = evs["answer_relevancy"].evaluate(query="Who wrote Dune?", response="Frank Herbert wrote Dune.",
-                                           contexts=["Dune was written by Frank Herbert."])
+    res = evs["answer_relevancy"].evaluate(
+        query="Who wrote Dune?", response="Frank Herbert wrote Dune.", contexts=["Dune was written by Frank Herbert."]
+    )
     assert res.score is not None and res.details.get("judge_usage") is not None
 
 
@@ -182,8 +203,11 @@ def test_ensemble_members_share_work():
     one, two = scripted_judge(), scripted_judge(name="two")
     evs = make_evaluators(["faithfulness", "citation_accuracy"], EnsembleJudge([one, two]))
     runner = BatchEvalRunner(evs, workers=2)
-    out = runner.evaluate_response_strs(queries=["Who wrote Dune?"], response_strs=["Frank Herbert wrote Dune."],
-                                        contexts_list=[["Frank Herbert wrote Dune in 1965."]])
+    out = runner.evaluate_response_strs(
+        queries=["Who wrote Dune?"],
+        response_strs=["Frank Herbert wrote Dune."],
+        contexts_list=[["Frank Herbert wrote Dune in 1965."]],
+    )
     assert out["faithfulness"][0].score == 1.0 and out["faithfulness"][0].judge == "ensemble"
     assert out["faithfulness"][0].details["members"]["two"]["value"] == 1.0
     assert one.calls["extract_claims"] == two.calls["extract_claims"] == 1
@@ -191,10 +215,13 @@ def test_ensemble_members_share_work():
 
 # --------------------------------------------------------------------------- generated classes
 
-EIFFEL = rm.Sample("When was the Eiffel Tower built?",
-                   ["The Eiffel Tower was built from 1887 to 1889.", "It is in Paris.", "Paris is in France."],
-                   answer="It was built from 1887 to 1889 [1]. It stands in Paris [2].",
-                   reference="The Eiffel Tower was built between 1887 and 1889 in Paris.", id="eiffel")
+EIFFEL = rm.Sample(
+    "When was the Eiffel Tower built?",
+    ["The Eiffel Tower was built from 1887 to 1889.", "It is in Paris.", "Paris is in France."],
+    answer="It was built from 1887 to 1889 [1]. It stands in Paris [2].",
+    reference="The Eiffel Tower was built between 1887 and 1889 in Paris.",
+    id="eiffel",
+)
 
 
 def test_every_registered_metric_has_its_generated_evaluator():
@@ -202,8 +229,13 @@ def test_every_registered_metric_has_its_generated_evaluator():
 
     judge = OfflineJudge(embeddings=False)  # offline without loading the local embedding model
     names = [f"Ragmeter{cls}Evaluator" for _, cls in REGISTRY.values()]
-    assert li.__all__ == ["RagmeterInstrumentation", "RagmeterEvaluator", "RagmeterEvaluationResult",
-                          "make_evaluators", *names]
+    assert li.__all__ == [
+        "RagmeterInstrumentation",
+        "RagmeterEvaluator",
+        "RagmeterEvaluationResult",
+        "make_evaluators",
+        *names,
+    ]
     for (metric, (_, class_name)), name in zip(REGISTRY.items(), names):
         cls = getattr(li, name)
         assert getattr(li_evaluators, name) is cls and issubclass(cls, RagmeterEvaluator)
@@ -212,8 +244,9 @@ def test_every_registered_metric_has_its_generated_evaluator():
         assert cls.__doc__.startswith(summary)
         ev = cls(judge)
         assert ev.metric.name == metric and type(ev.metric).__name__ == class_name
-        res = ev.evaluate(query=EIFFEL.question, response=EIFFEL.answer, contexts=EIFFEL.context_texts,
-                          reference=EIFFEL.reference)
+        res = ev.evaluate(
+            query=EIFFEL.question, response=EIFFEL.answer, contexts=EIFFEL.context_texts, reference=EIFFEL.reference
+        )
         assert isinstance(res, RagmeterEvaluationResult) and res.metric == metric
         assert res.invalid_result is False and res.score is not None, (metric, res.invalid_reason)
         # the same verdict as the core gives this sample

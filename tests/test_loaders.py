@@ -25,19 +25,26 @@ from ragmeter import fileio
 from ragmeter.readers import load_samples, save_samples
 
 RAGAS = [
-    {"user_input": "When was the Eiffel Tower built?",
-     "retrieved_contexts": ["Paris is in France.", "The tower was built from 1887 to 1889."],
-     "retrieved_context_ids": ["c2", "c1"],
-     "reference_contexts": ["The tower was built from 1887 to 1889."],
-     "reference_context_ids": ["c1"],
-     "response": "From 1887 to 1889.", "reference": "It was built between 1887 and 1889.",
-     "multi_responses": None, "rubrics": None},
-    {"user_input": "Where is it?",
-     "retrieved_contexts": ["It's in Paris, \"the capital\".", "Lyon is a city.", "Paris is in France."],
-     "retrieved_context_ids": [7, 8, 9],
-     "reference_contexts": ["It's in Paris."],
-     "reference_context_ids": [7, 9],
-     "response": "In Paris.", "reference": "Paris."},
+    {
+        "user_input": "When was the Eiffel Tower built?",
+        "retrieved_contexts": ["Paris is in France.", "The tower was built from 1887 to 1889."],
+        "retrieved_context_ids": ["c2", "c1"],
+        "reference_contexts": ["The tower was built from 1887 to 1889."],
+        "reference_context_ids": ["c1"],
+        "response": "From 1887 to 1889.",
+        "reference": "It was built between 1887 and 1889.",
+        "multi_responses": None,
+        "rubrics": None,
+    },
+    {
+        "user_input": "Where is it?",
+        "retrieved_contexts": ["It's in Paris, \"the capital\".", "Lyon is a city.", "Paris is in France."],
+        "retrieved_context_ids": [7, 8, 9],
+        "reference_contexts": ["It's in Paris."],
+        "reference_context_ids": [7, 9],
+        "response": "In Paris.",
+        "reference": "Paris.",
+    },
 ]
 # precision@2 and mrr by hand: sample 1 has its relevant chunk at rank 2 of 2 -> 1/2 and 1/2;
 # sample 2 at ranks 1 and 3 -> precision@2 = 1/2, mrr = 1
@@ -109,9 +116,11 @@ def test_python_repr_cells_are_read_as_literals_only(tmp_path):
         writer.writerow(["q4", "'just a string'"])
     ds = load_samples(path)
     assert [s.context_texts for s in ds] == [["a", "b"]]
-    assert [(e.location, e.field) for e in ds.errors] == [("row 3", "retrieved_contexts"),
-                                                           ("row 4", "retrieved_contexts"),
-                                                           ("row 5", "retrieved_contexts")]
+    assert [(e.location, e.field) for e in ds.errors] == [
+        ("row 3", "retrieved_contexts"),
+        ("row 4", "retrieved_contexts"),
+        ("row 5", "retrieved_contexts"),
+    ]
     assert not (tmp_path / "pwned").exists()
     assert fileio.python_literal("[" * 100_000) is None  # too deep: no crash
     assert doctest.testmod(fileio).failed == 0
@@ -123,8 +132,10 @@ def test_ragas_context_ids_errors_name_the_record_and_field(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     ds = load_samples(path)
     assert len(ds) == 1
-    assert [(e.location, e.field) for e in ds.errors] == [("line 1", "retrieved_context_ids"),
-                                                           ("line 2", "retrieved_context_ids")]
+    assert [(e.location, e.field) for e in ds.errors] == [
+        ("line 1", "retrieved_context_ids"),
+        ("line 2", "retrieved_context_ids"),
+    ]
     assert "1 ids for 2 retrieved contexts" in str(ds.errors[0])
 
 
@@ -135,16 +146,23 @@ def test_ragas_ids_without_texts_still_score_the_ids():
 
 
 GOLDENS = [  # EvaluationDataset.save_as("json", ...)
-    {"input": "When was the Eiffel Tower built?", "actual_output": None,
-     "expected_output": "Between 1887 and 1889.", "context": ["The tower was built from 1887 to 1889."],
-     "source_file": "eiffel.txt"},
-    {"input": "Where is it?", "actual_output": None, "expected_output": "Paris.", "context": None,
-     "source_file": None},
+    {
+        "input": "When was the Eiffel Tower built?",
+        "actual_output": None,
+        "expected_output": "Between 1887 and 1889.",
+        "context": ["The tower was built from 1887 to 1889."],
+        "source_file": "eiffel.txt",
+    },
+    {"input": "Where is it?", "actual_output": None, "expected_output": "Paris.", "context": None, "source_file": None},
 ]
 TEST_CASES = [  # the JSON add_test_cases_from_json_file reads
-    {"input": "When was the Eiffel Tower built?", "actual_output": "From 1887 to 1889.",
-     "expected_output": "Between 1887 and 1889.", "context": ["The tower was built from 1887 to 1889."],
-     "retrieval_context": ["Paris is in France.", "The tower was built from 1887 to 1889."]},
+    {
+        "input": "When was the Eiffel Tower built?",
+        "actual_output": "From 1887 to 1889.",
+        "expected_output": "Between 1887 and 1889.",
+        "context": ["The tower was built from 1887 to 1889."],
+        "retrieval_context": ["Paris is in France.", "The tower was built from 1887 to 1889."],
+    },
 ]
 
 
@@ -179,8 +197,20 @@ def test_deepeval_test_cases_load_score_and_round_trip(tmp_path, wrap):
 
 # DeepEval's EvaluationDataset.save_as(file_type="csv") header (single-turn goldens): list cells
 # joined with "|", tools and metadata as JSON, empty cells for None
-DEEPEVAL_CSV_HEADER = ["input", "actual_output", "expected_output", "retrieval_context", "context", "name", "comments",
-                       "source_file", "tools_called", "expected_tools", "additional_metadata", "custom_column_key_values"]
+DEEPEVAL_CSV_HEADER = [
+    "input",
+    "actual_output",
+    "expected_output",
+    "retrieval_context",
+    "context",
+    "name",
+    "comments",
+    "source_file",
+    "tools_called",
+    "expected_tools",
+    "additional_metadata",
+    "custom_column_key_values",
+]
 
 
 def test_deepeval_csv_loads_scores_and_round_trips(tmp_path):
@@ -188,23 +218,42 @@ def test_deepeval_csv_loads_scores_and_round_trips(tmp_path):
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(DEEPEVAL_CSV_HEADER)
-        writer.writerow(["When was the Eiffel Tower built?", "From 1887 to 1889.", "Between 1887 and 1889.",
-                         "Paris is in France.|The tower was built from 1887 to 1889.",
-                         "The tower was built from 1887 to 1889.", "eiffel", "", "eiffel.txt",
-                         '[{"name": "search", "input_parameters": {"q": "eiffel"}}]', "",
-                         '{"topic": "landmarks", "difficulty": 2}', ""])
+        writer.writerow(
+            [
+                "When was the Eiffel Tower built?",
+                "From 1887 to 1889.",
+                "Between 1887 and 1889.",
+                "Paris is in France.|The tower was built from 1887 to 1889.",
+                "The tower was built from 1887 to 1889.",
+                "eiffel",
+                "",
+                "eiffel.txt",
+                '[{"name": "search", "input_parameters": {"q": "eiffel"}}]',
+                "",
+                '{"topic": "landmarks", "difficulty": 2}',
+                "",
+            ]
+        )
         writer.writerow(["Where is it?", "", "Paris.", "", "", "", "", "", "", "", "", ""])  # a golden: no output yet
     ds = load_samples(path)
     assert not ds.errors and len(ds) == 2
     case, golden = ds
     assert case.context_texts == ["Paris is in France.", "The tower was built from 1887 to 1889."]
     assert (case.answer, case.reference) == ("From 1887 to 1889.", "Between 1887 and 1889.")
-    assert case.metadata == {"context": ["The tower was built from 1887 to 1889."], "name": "eiffel",
-                             "source_file": "eiffel.txt",
-                             "tools_called": [{"name": "search", "input_parameters": {"q": "eiffel"}}],
-                             "additional_metadata": {"topic": "landmarks", "difficulty": 2}}
+    assert case.metadata == {
+        "context": ["The tower was built from 1887 to 1889."],
+        "name": "eiffel",
+        "source_file": "eiffel.txt",
+        "tools_called": [{"name": "search", "input_parameters": {"q": "eiffel"}}],
+        "additional_metadata": {"topic": "landmarks", "difficulty": 2},
+    }
     assert (golden.question, golden.answer, golden.contexts, golden.reference, golden.metadata) == (
-        "Where is it?", None, [], "Paris.", {})
+        "Where is it?",
+        None,
+        [],
+        "Paris.",
+        {},
+    )
     token_f1 = rm.evaluate([case], metrics=["token_f1"], progress=False)[0].scores["token_f1"].value
     assert token_f1 == pytest.approx(0.5)  # "1887", "1889" of 4 tokens each: P = R = 2 / 4
     for suffix in (".jsonl", ".csv"):

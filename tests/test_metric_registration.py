@@ -38,8 +38,11 @@ class Groundedness(Metric):
     diagnosis_rank = 5
     degradation_rule = "faithfulness_degradation"
     evidence = frozenset({"claims"})
-    criterion = LabelingCriterion("grounded", "Is every sentence of the answer found in the chunks?",
-                                  {"1": "none is", "3": "about half are", "5": "every one is"})
+    criterion = LabelingCriterion(
+        "grounded",
+        "Is every sentence of the answer found in the chunks?",
+        {"1": "none is", "3": "about half are", "5": "every one is"},
+    )
     profile_levels = {"legal": (0.95, 0.9)}
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
@@ -48,14 +51,23 @@ class Groundedness(Metric):
         for sentence in (s.strip() for s in re.split(r"(?<=[.!?])\s+", sample.answer or "") if s.strip()):
             words = _WORD.findall(sentence.lower())
             hits = [i for i, chunk in enumerate(chunks) if sum(w in chunk for w in words) * 2 >= len(words)]
-            claims.append({"text": sentence, "verdict": "supported" if hits else "not_found",
-                           "evidence": [{"chunk": i, "quote": sample.context_texts[i]} for i in hits[:1]]})
+            claims.append(
+                {
+                    "text": sentence,
+                    "verdict": "supported" if hits else "not_found",
+                    "evidence": [{"chunk": i, "quote": sample.context_texts[i]} for i in hits[:1]],
+                }
+            )
         value = sum(c["verdict"] == "supported" for c in claims) / len(claims)
         return Score(self.name, value, explanation=f"{value:.2f} of the sentences found", details={"claims": claims})
 
 
-SAMPLE = Sample("Where is the tower?", ["The tower stands in Paris."],
-                answer="The tower is in Paris. It was painted blue.", id="tower")
+SAMPLE = Sample(
+    "Where is the tower?",
+    ["The tower stands in Paris."],
+    answer="The tower is in Paris. It was painted blue.",
+    id="tower",
+)
 
 
 @pytest.fixture
@@ -96,12 +108,19 @@ def test_the_diagnosis_reads_its_side_and_rank(registered):
 
 
 def test_the_monitor_watches_its_floor_and_its_drop(registered):
-    from ragmeter.monitor import DEFAULT_THRESHOLDS, Monitor
     from ragmeter.metrics.scoring import SampleResult
+    from ragmeter.monitor import DEFAULT_THRESHOLDS, Monitor
 
     assert DEFAULT_THRESHOLDS["groundedness"] == 0.6  # its warn level
-    monitor = Monitor(window=40, min_samples=20, recent=10, meter_provider=False, no_retrieval_limit=None,
-                      error_rate_limit=None, psi_limit=None)
+    monitor = Monitor(
+        window=40,
+        min_samples=20,
+        recent=10,
+        meter_provider=False,
+        no_retrieval_limit=None,
+        error_rate_limit=None,
+        psi_limit=None,
+    )
     assert monitor.thresholds["groundedness"] == 0.6
     for i, v in enumerate([0.9] * 30 + [0.5] * 10):
         sample = Sample(f"q{i}", ["c"], answer="a", id=f"s{i}")
@@ -120,7 +139,9 @@ def test_labels_rate_its_criterion(registered, tmp_path):
     tasks = export_tasks(result, tmp_path / "tasks.jsonl")
     assert "grounded" in json.loads(tasks.read_text().splitlines()[0])["criteria"]
     labels = tmp_path / "labels.jsonl"
-    labels.write_text(json.dumps({"sample_id": "tower", "annotator": "ann", "criterion": "grounded", "value": 4}) + "\n")
+    labels.write_text(
+        json.dumps({"sample_id": "tower", "annotator": "ann", "criterion": "grounded", "value": 4}) + "\n"
+    )
     read = import_labels(labels)
     assert read[0].value == 4  # a criterion of the labeling page: rated 1-5
     matched = match_labels(result, read)

@@ -17,23 +17,37 @@ import pytest
 import ragmeter as rm
 from ragmeter.data import Context, Sample, Score
 from ragmeter.judges.base import Embedder, Usage
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.monitor import Alert, Monitor, percentile, psi
 from ragmeter.monitor.rules import PSI_EPSILON, Trigger
-from ragmeter.metrics.scoring import SampleResult
 
 
-def result(i: int = 0, *, question: str | None = None, contexts=("Paris is the capital of France.",), cost=None,
-           latency=None, relevance_chunks=None, **values) -> SampleResult:
+def result(
+    i: int = 0,
+    *,
+    question: str | None = None,
+    contexts=("Paris is the capital of France.",),
+    cost=None,
+    latency=None,
+    relevance_chunks=None,
+    **values,
+) -> SampleResult:
     """A scored sample: ``values`` metric -> value (None: an errored score)."""
     scores = {m: Score(m, v) if v is not None else Score(m, None, error="judge timed out") for m, v in values.items()}
     if relevance_chunks is not None:
         value = sum(relevance_chunks) / len(relevance_chunks)
-        scores["context_relevance"] = Score("context_relevance", value,
-                                            details={"chunks": [{"index": k, "score": s} for k, s in enumerate(relevance_chunks)]})
+        scores["context_relevance"] = Score(
+            "context_relevance",
+            value,
+            details={"chunks": [{"index": k, "score": s} for k, s in enumerate(relevance_chunks)]},
+        )
     ctx = [c if isinstance(c, Context) else Context(c) for c in contexts]
     meta = {} if latency is None else {"latency": {"total_s": latency}}
-    return SampleResult(Sample(question or f"question {i}", ctx, answer="an answer", id=f"s{i}", metadata=meta),
-                        scores, usage=Usage(calls=1, cost_usd=cost))
+    return SampleResult(
+        Sample(question or f"question {i}", ctx, answer="an answer", id=f"s{i}", metadata=meta),
+        scores,
+        usage=Usage(calls=1, cost_usd=cost),
+    )
 
 
 def quiet(**kw) -> Monitor:
@@ -69,7 +83,8 @@ def test_psi_by_hand_on_a_small_case():
     assert psi([0.1, 0.9], [0.1, 0.9], edges=[0.0, 0.5, 1.0]) == 0.0
     # an empty bin counts PSI_EPSILON: recent all high -> (1e-4 - 0.5) ln(1e-4 / 0.5) + 0.5 ln 2 = 4.604318
     assert psi([0.1, 0.9], [0.9, 0.9], edges=[0, 0.5, 1]) == pytest.approx(
-        (PSI_EPSILON - 0.5) * math.log(PSI_EPSILON / 0.5) + 0.5 * math.log(2))
+        (PSI_EPSILON - 0.5) * math.log(PSI_EPSILON / 0.5) + 0.5 * math.log(2)
+    )
 
 
 def test_rules_doctests():
@@ -101,8 +116,10 @@ def test_floor_hysteresis_one_alert_and_one_resolution():
         mon.observe(result(i, faithfulness=v))
         if len(alerts) > before:
             fired_at[alerts[-1].state] = i
-    assert [(a.rule, a.metric, a.state) for a in alerts] == [("score_floor", "faithfulness", "firing"),
-                                                               ("score_floor", "faithfulness", "resolved")]
+    assert [(a.rule, a.metric, a.state) for a in alerts] == [
+        ("score_floor", "faithfulness", "firing"),
+        ("score_floor", "faithfulness", "resolved"),
+    ]
     assert fired_at == {"firing": 36, "resolved": 66}
     assert alerts[0].value == pytest.approx(0.66) and alerts[1].value == pytest.approx(0.74)
     assert alerts[0].limit == 0.7 and "below the limit 0.7" in alerts[0].message
@@ -159,12 +176,19 @@ def test_retrieval_degradation_on_context_recall():
 
 def test_no_retrieval_rate_by_hand():
     alerts = []
-    mon = quiet(window=50, recent=4, min_samples=4, no_retrieval_limit=0.5, relevance_floor=0.0,
-                retrieval_score_floor=0.35, on_alert=alerts.append)
-    mon.observe(result(1, contexts=()))                                     # no chunks: counts, True
+    mon = quiet(
+        window=50,
+        recent=4,
+        min_samples=4,
+        no_retrieval_limit=0.5,
+        relevance_floor=0.0,
+        retrieval_score_floor=0.35,
+        on_alert=alerts.append,
+    )
+    mon.observe(result(1, contexts=()))  # no chunks: counts, True
     mon.observe(result(2, relevance_chunks=[0.0, 0.0], contexts=("a", "b")))  # nothing relevant: True
     mon.observe(result(3, relevance_chunks=[0.0, 0.5], contexts=("a", "b")))  # one relevant chunk: False
-    mon.observe(result(4, contexts=("a",)))                                 # no signal at all: not counted
+    mon.observe(result(4, contexts=("a",)))  # no signal at all: not counted
     assert mon.snapshot()["no_retrieval"] == pytest.approx(2 / 3) and alerts == []  # 3 counted < min 4
     mon.observe(result(5, contexts=(Context("a", score=0.2), Context("b", score=0.3))))  # best 0.3 <= 0.35: True
     # 4 counted samples, 3 without retrieval: 3 / 4 = 0.75 > 0.5
@@ -204,8 +228,9 @@ def test_judge_error_rate():
 def test_judge_cost_per_hour_with_an_injected_clock():
     now = [1_000_000.0]
     alerts = []
-    mon = quiet(window=50, recent=5, min_samples=5, cost_per_hour_limit=0.05, on_alert=alerts.append,
-                clock=lambda: now[0])
+    mon = quiet(
+        window=50, recent=5, min_samples=5, cost_per_hour_limit=0.05, on_alert=alerts.append, clock=lambda: now[0]
+    )
     for i in range(6):
         mon.observe(result(i, cost=0.01))
         now[0] += 60.0
@@ -220,8 +245,15 @@ def test_judge_cost_per_hour_with_an_injected_clock():
 
 def test_psi_drift_rule_and_reference_from_an_offline_run():
     alerts = []
-    mon = quiet(window=50, recent=4, min_samples=4, psi_limit=0.25, psi_bins=2, drift_on="context_recall",
-                on_alert=alerts.append)
+    mon = quiet(
+        window=50,
+        recent=4,
+        min_samples=4,
+        psi_limit=0.25,
+        psi_bins=2,
+        drift_on="context_recall",
+        on_alert=alerts.append,
+    )
     mon.set_reference([result(i, context_recall=v) for i, v in enumerate([0.1, 0.2, 0.8, 0.9])])
     for i, v in enumerate([0.3, 0.6, 0.7, 0.95]):
         mon.observe(result(10 + i, context_recall=v))
@@ -255,8 +287,9 @@ class TopicEmbedder(Embedder):
 def test_centroid_drift_with_an_embedder():
     alerts = []
     emb = TopicEmbedder()
-    mon = quiet(window=50, recent=4, min_samples=4, reference_size=4, embedder=emb, centroid_limit=0.15,
-                on_alert=alerts.append)
+    mon = quiet(
+        window=50, recent=4, min_samples=4, reference_size=4, embedder=emb, centroid_limit=0.15, on_alert=alerts.append
+    )
     for i in range(4):
         mon.observe(result(i, question=f"how do I get a refund {i}"))
     for i in range(2):
@@ -298,12 +331,28 @@ def test_observe_never_raises_and_counts_drops():
 
 def test_state_is_bounded_after_ten_windows_of_traffic():
     now = [0.0]
-    mon = quiet(window=100, recent=20, min_samples=20, reference_size=30, drift_on="context_recall",
-                clock=lambda: now[0], embedder=TopicEmbedder())
+    mon = quiet(
+        window=100,
+        recent=20,
+        min_samples=20,
+        reference_size=30,
+        drift_on="context_recall",
+        clock=lambda: now[0],
+        embedder=TopicEmbedder(),
+    )
     for i in range(1000):  # 10x the window, many minutes, every kind of signal
         now[0] += 7.0
-        mon.observe(result(i, faithfulness=(i % 10) / 10, context_recall=0.5, latency=1.0, cost=0.001,
-                           relevance_chunks=[0.2, 0.0], question=f"refund {i}" if i % 2 else f"parcel {i}"))
+        mon.observe(
+            result(
+                i,
+                faithfulness=(i % 10) / 10,
+                context_recall=0.5,
+                latency=1.0,
+                cost=0.001,
+                relevance_chunks=[0.2, 0.0],
+                question=f"refund {i}" if i % 2 else f"parcel {i}",
+            )
+        )
     mon.flush(10)
     sizes = mon.buffer_sizes()
     assert sizes["series.faithfulness.full"] == 100 and sizes["series.faithfulness.recent"] == 20
@@ -357,15 +406,27 @@ def test_otel_metrics_exact_values_with_the_in_memory_reader():
 
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
-    mon = Monitor(window=10, recent=4, min_samples=4, thresholds={"faithfulness": 0.7}, meter_provider=provider,
-                  max_drop=None, psi_limit=None, error_rate_limit=None, no_retrieval_limit=0.5,
-                  latency_p95_limit=2.0, sample_rate=0.5, attributes={"service": "rag-api"})
+    mon = Monitor(
+        window=10,
+        recent=4,
+        min_samples=4,
+        thresholds={"faithfulness": 0.7},
+        meter_provider=provider,
+        max_drop=None,
+        psi_limit=None,
+        error_rate_limit=None,
+        no_retrieval_limit=0.5,
+        latency_p95_limit=2.0,
+        sample_rate=0.5,
+        attributes={"service": "rag-api"},
+    )
     faith = [1.0, 0.8, 0.6, 0.4, 0.2, 1.0]
     kept, i = 0, 0
     while kept < 6:  # six kept samples; the sampled-out ones are counted too
         i += 1
-        kept += mon.observe(result(i, contexts=() if kept == 5 else ("c",), latency=float(kept + 1),
-                                   faithfulness=faith[kept]))
+        kept += mon.observe(
+            result(i, contexts=() if kept == 5 else ("c",), latency=float(kept + 1), faithfulness=faith[kept])
+        )
     sampled_out = mon.stats["sampled_out"]
     assert sampled_out == i - 6 and sampled_out > 0
     p = _points(reader)
@@ -440,12 +501,19 @@ def test_fed_by_the_langchain_handler():
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
     store.add_documents(docs)
     retriever = store.as_retriever(search_kwargs={"k": 1})
-    chain = ({"context": retriever | RunnableLambda(lambda ds: "\n".join(d.page_content for d in ds)),
-              "question": RunnablePassthrough()} | prompt
-             | FakeListChatModel(responses=["Paris is the capital of France."]) | StrOutputParser())
+    chain = (
+        {
+            "context": retriever | RunnableLambda(lambda ds: "\n".join(d.page_content for d in ds)),
+            "question": RunnablePassthrough(),
+        }
+        | prompt
+        | FakeListChatModel(responses=["Paris is the capital of France."])
+        | StrOutputParser()
+    )
     mon = quiet(window=20, recent=2, min_samples=2)
-    handler = RagmeterCallbackHandler(metrics=["faithfulness"], judge=OfflineJudge(embeddings=False),
-                                      on_result=mon.observe)
+    handler = RagmeterCallbackHandler(
+        metrics=["faithfulness"], judge=OfflineJudge(embeddings=False), on_result=mon.observe
+    )
     for _ in range(3):
         chain.invoke("What is the capital of France?", config={"callbacks": [handler]})
     assert handler.flush(10)

@@ -6,11 +6,11 @@ RAGMETER_REQUIRE_PROMETHEUS=1 (see tests/helpers/prometheus.py)."""
 from __future__ import annotations
 
 import pytest
+from test_monitor import result
 
 import ragmeter as rm
 from helpers import wait_for
 from helpers.prometheus import PrometheusServer, PrometheusUnavailable, require
-from test_monitor import result
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +51,14 @@ def test_prometheus_scrapes_the_rolling_mean_and_the_alert_counter(exporter):
     except (PrometheusUnavailable, RuntimeError) as exc:
         require(exc)
     try:
-        mon = rm.Monitor(window=100, recent=10, min_samples=10, thresholds={"faithfulness": 0.7},
-                         meter_provider=provider, max_drop=None)
+        mon = rm.Monitor(
+            window=100,
+            recent=10,
+            min_samples=10,
+            thresholds={"faithfulness": 0.7},
+            meter_provider=provider,
+            max_drop=None,
+        )
         # 20 good (0.9), 20 bad (0.5): recent mean 0.5, whole window (18 + 10) / 40 = 0.7; one alert
         for i in range(40):
             mon.observe(result(i, faithfulness=0.9 if i < 20 else 0.5, latency=float(i % 10 + 1)))

@@ -45,8 +45,10 @@ def test_confidence_is_the_claim_support_combinations_platt_map(lexical):
 
 
 def test_verdicts_carry_the_confidence_through_validation(lexical):
-    inputs = {"claims": ["The museum opened in Lyon.", "Tickets are sold online."],
-              "chunks": ["The museum opened in 1990 in Lyon."]}
+    inputs = {
+        "claims": ["The museum opened in Lyon.", "Tickets are sold online."],
+        "chunks": ["The museum opened in 1990 in Lyon."],
+    }
     out = asyncio.run(lexical.run("verify_claims", inputs)).output
     get_task("verify_claims").validate(inputs, out)
     full, none = out["verdicts"]
@@ -56,8 +58,11 @@ def test_verdicts_carry_the_confidence_through_validation(lexical):
 
 
 def test_faithfulness_details_say_the_confidence(lexical):
-    sample = Sample(question="Where is the museum?", contexts=["The museum opened in 1990 in Lyon."],
-                    answer="The museum opened in Lyon. Tickets are sold online.")
+    sample = Sample(
+        question="Where is the museum?",
+        contexts=["The museum opened in 1990 in Lyon."],
+        answer="The museum opened in Lyon. Tickets are sold online.",
+    )
     score = Faithfulness().score(sample, judge=lexical)
     claims = score.details["claims"]
     assert score.value == pytest.approx((claims[0]["support"] + claims[1]["support"]) / 2)
@@ -68,12 +73,18 @@ def test_faithfulness_details_say_the_confidence(lexical):
 
 def test_a_judge_without_calibration_gives_no_confidence():
     """An LLM judge's verdicts carry no graded support: faithfulness says no confidence."""
-    verdicts = {"verdicts": [{"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "The museum"}],
-                              "reason": "stated"}]}
-    judge = ScriptedJudge({"extract_claims": {"claims": [{"unit": 0, "text": "The museum opened in Lyon."}]},
-                           "verify_claims": verdicts})
-    score = Faithfulness().score(Sample(question="Where?", contexts=["The museum opened in 1990 in Lyon."],
-                                        answer="The museum opened in Lyon."), judge=judge)
+    verdicts = {
+        "verdicts": [
+            {"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "The museum"}], "reason": "stated"}
+        ]
+    }
+    judge = ScriptedJudge(
+        {"extract_claims": {"claims": [{"unit": 0, "text": "The museum opened in Lyon."}]}, "verify_claims": verdicts}
+    )
+    score = Faithfulness().score(
+        Sample(question="Where?", contexts=["The museum opened in 1990 in Lyon."], answer="The museum opened in Lyon."),
+        judge=judge,
+    )
     assert score.value == 1.0 and "confidence" not in score.details
     assert "confidence" not in score.details["claims"][0]
 
@@ -84,8 +95,11 @@ def test_calibration_statistics_by_hand(judge_dev):
     # Brier = (0.1^2 + 0.9^2 + 0.1^2 + 0.1^2) / 4 = 0.21
     cal = judge_dev.calibration(np.array([0.1, 0.1, 0.9, 0.9]), np.array([0, 1, 1, 1]))
     assert cal["ece"] == pytest.approx(0.25) and cal["brier"] == pytest.approx(0.21)
-    assert cal["table"] == [(pytest.approx(0.1), pytest.approx(0.2), 2, pytest.approx(0.1), 0.5),
-                            (pytest.approx(0.9), 1.0, 2, pytest.approx(0.9), 1.0)]
+    assert cal["table"] == [
+        (pytest.approx(0.1), pytest.approx(0.2), 2, pytest.approx(0.1), 0.5),
+        (pytest.approx(0.9), 1.0, 2, pytest.approx(0.9), 1.0),
+    ]
+
 
 def test_answer_confidence(judge_dev, lexical):
     verdicts = [{"support": 1.0}, {"support": 0.0}]
@@ -113,8 +127,11 @@ def test_interval_resamples_clusters_not_items(judge_dev):
     # every item ten times over, the copies in one cluster: the same draws of clusters give the
     # same AUROCs (replication multiplies every pair count alike), so the same interval; an
     # item-level bootstrap would have made it about sqrt(10) times narrower
-    rep = judge_dev.interval(judge_dev._auc_pair(np.repeat(judge, 10), np.repeat(base, 10), np.repeat(y, 10)),
-                             np.repeat(np.arange(40), 10), n_boot=200)
+    rep = judge_dev.interval(
+        judge_dev._auc_pair(np.repeat(judge, 10), np.repeat(base, 10), np.repeat(y, 10)),
+        np.repeat(np.arange(40), 10),
+        n_boot=200,
+    )
     assert rep == one and one["clusters"] == 40
     lo, hi = one["judge"]
     assert lo < judge_dev.auc(judge, y) < hi and hi - lo > 0.1

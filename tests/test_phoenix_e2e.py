@@ -48,14 +48,27 @@ class PhoenixServer:
         self.port = free_port()
         self.grpc_port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PHOENIX_HOST="127.0.0.1", PHOENIX_PORT=str(self.port),
-                   PHOENIX_GRPC_PORT=str(self.grpc_port), PHOENIX_WORKING_DIR=str(self.dir),
-                   PHOENIX_TELEMETRY_ENABLED="false", PHOENIX_ALLOW_EXTERNAL_RESOURCES="false")
+        env = dict(
+            os.environ,
+            PHOENIX_HOST="127.0.0.1",
+            PHOENIX_PORT=str(self.port),
+            PHOENIX_GRPC_PORT=str(self.grpc_port),
+            PHOENIX_WORKING_DIR=str(self.dir),
+            PHOENIX_TELEMETRY_ENABLED="false",
+            PHOENIX_ALLOW_EXTERNAL_RESOURCES="false",
+        )
         for key in ("PHOENIX_COLLECTOR_ENDPOINT", "PHOENIX_SQL_DATABASE_URL", "PHOENIX_API_KEY", "PHOENIX_ENABLE_AUTH"):
             env.pop(key, None)
         self.log = open(self.dir / "phoenix.log", "wb")
-        self.proc = subprocess.Popen([binary, "serve"], cwd=self.dir, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [binary, "serve"],
+            cwd=self.dir,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.started = time.monotonic()
 
     def log_tail(self, n: int = 4000) -> str:
@@ -125,8 +138,9 @@ def _get(url: str) -> dict:
 
 
 def _post(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.loads(r.read() or b"{}")
 
@@ -178,16 +192,22 @@ def test_carrier_and_annotations_reach_a_real_phoenix_server(phoenix):
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from helpers.tracing import ContextCount, instrumented, langchain_chain
     from ragmeter.judges import OfflineJudge
     from ragmeter.tracing import PhoenixAnnotationSink, RagmeterSpanProcessor
-    from helpers.tracing import ContextCount, instrumented, langchain_chain
 
     project = f"ragmeter-e2e-{uuid.uuid4().hex[:8]}"
-    provider = TracerProvider(resource=Resource({"service.name": "ragmeter-e2e", "openinference.project.name": project}),
-                              shutdown_on_exit=False)
+    provider = TracerProvider(
+        resource=Resource({"service.name": "ragmeter-e2e", "openinference.project.name": project}),
+        shutdown_on_exit=False,
+    )
     sink = PhoenixAnnotationSink(_client(phoenix.url))
-    proc = RagmeterSpanProcessor([ContextCount(), "faithfulness", "context_precision", "citation_accuracy"],
-                                 OfflineJudge(embeddings=False), tracer_provider=provider, sinks=[sink])
+    proc = RagmeterSpanProcessor(
+        [ContextCount(), "faithfulness", "context_precision", "citation_accuracy"],
+        OfflineJudge(embeddings=False),
+        tracer_provider=provider,
+        sinks=[sink],
+    )
     provider.add_span_processor(proc)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=phoenix.url + "/v1/traces")))
     with instrumented(LangChainInstrumentor, provider):
@@ -207,7 +227,11 @@ def test_carrier_and_annotations_reach_a_real_phoenix_server(phoenix):
     got = _poll(spans, what="the trace and its evaluation span in Phoenix")
     by_id = {s["context"]["span_id"]: s for s in got}
     carrier = next(s for s in got if s["name"] == "ragmeter.evaluation")
-    root = next(s for s in got if s["name"] == "RunnableSequence" and by_id.get(s.get("parent_id"), {}).get("name") == "POST /ask")
+    root = next(
+        s
+        for s in got
+        if s["name"] == "RunnableSequence" and by_id.get(s.get("parent_id"), {}).get("name") == "POST /ask"
+    )
     retriever = next(s for s in got if s["span_kind"] == "RETRIEVER")
     assert carrier["context"]["trace_id"] == trace_id
     assert carrier["parent_id"] == root["context"]["span_id"]
@@ -255,14 +279,15 @@ def test_evaluate_traces_says_when_phoenix_has_none_of_the_judged_spans(phoenix,
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+    from helpers.tracing import oi_rag
     from ragmeter.cli import main
     from ragmeter.tracing.offline import encode_otlp_json
-    from helpers.tracing import oi_rag
 
     project = f"ragmeter-check-{uuid.uuid4().hex[:8]}"
     exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource({"service.name": "rag-api", "openinference.project.name": project}),
-                              shutdown_on_exit=False)
+    provider = TracerProvider(
+        resource=Resource({"service.name": "rag-api", "openinference.project.name": project}), shutdown_on_exit=False
+    )
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     chain, _ = oi_rag(provider)
     spans = exporter.get_finished_spans()
@@ -273,16 +298,21 @@ def test_evaluate_traces_says_when_phoenix_has_none_of_the_judged_spans(phoenix,
     assert main(args) == 2
     out, err = capsys.readouterr()
     assert f"sent 1 span and 0 document annotations to Phoenix at {phoenix.url}; it has 0 of the 1 judged spans" in out
-    assert (f"ragmeter: error: Phoenix at {phoenix.url} has none of the 1 judged spans, so it shows none of the "
-            "annotations") in err
+    assert (
+        f"ragmeter: error: Phoenix at {phoenix.url} has none of the 1 judged spans, so it shows none of the annotations"
+    ) in err
 
     assert OTLPSpanExporter(endpoint=phoenix.url + "/v1/traces").export(spans).name == "SUCCESS"
     span_id = format(chain.get_span_context().span_id, "016x")
-    _poll(lambda: _get(f"{phoenix.url}/v1/projects/{project}/spans?span_id={span_id}")["data"],
-          what="the trace in Phoenix")
+    _poll(
+        lambda: _get(f"{phoenix.url}/v1/projects/{project}/spans?span_id={span_id}")["data"],
+        what="the trace in Phoenix",
+    )
     assert main(args) == 0
     out, err = capsys.readouterr()
     assert "it has 1 of the 1 judged spans" in out and "error" not in err
-    anns = _poll(lambda: _get(f"{phoenix.url}/v1/projects/{project}/span_annotations?span_ids={span_id}")["data"],
-                 what="the span annotation")
+    anns = _poll(
+        lambda: _get(f"{phoenix.url}/v1/projects/{project}/span_annotations?span_ids={span_id}")["data"],
+        what="the span annotation",
+    )
     assert [a["name"] for a in anns] == ["mrr"]

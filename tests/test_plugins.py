@@ -66,23 +66,35 @@ def register_broken(subparsers):
     raise RuntimeError("this command cannot register")
 '''
 
-GOOD = {"ragmeter.metrics": {"short_answer": "ragmeter_demo_plugin:ShortAnswer"},
-        "ragmeter.judges": {"demojudge": "ragmeter_demo_plugin:build"}}
-BROKEN = {"ragmeter.metrics": {"missing_module": "ragmeter_no_such_module:Metric",  # cannot be imported
-                               "not_a_metric": "ragmeter_demo_plugin:build",  # a function, not a Metric
-                               "faithfulness": "ragmeter_demo_plugin:ShortAnswer",  # a name ragmeter has
-                               "explodes": "ragmeter_demo_plugin_explodes:Boom"},  # raises on import
-          "ragmeter.judges": {"offline": "ragmeter_demo_plugin:build",  # a spec ragmeter has
-                              "notcallable": "ragmeter_demo_plugin:NOT_CALLABLE"},
-          "ragmeter.cli": {"broken-cmd": "ragmeter_demo_plugin:register_broken"}}
+GOOD = {
+    "ragmeter.metrics": {"short_answer": "ragmeter_demo_plugin:ShortAnswer"},
+    "ragmeter.judges": {"demojudge": "ragmeter_demo_plugin:build"},
+}
+BROKEN = {
+    "ragmeter.metrics": {
+        "missing_module": "ragmeter_no_such_module:Metric",  # cannot be imported
+        "not_a_metric": "ragmeter_demo_plugin:build",  # a function, not a Metric
+        "faithfulness": "ragmeter_demo_plugin:ShortAnswer",  # a name ragmeter has
+        "explodes": "ragmeter_demo_plugin_explodes:Boom",
+    },  # raises on import
+    "ragmeter.judges": {
+        "offline": "ragmeter_demo_plugin:build",  # a spec ragmeter has
+        "notcallable": "ragmeter_demo_plugin:NOT_CALLABLE",
+    },
+    "ragmeter.cli": {"broken-cmd": "ragmeter_demo_plugin:register_broken"},
+}
 
 
 def write_distribution(root: Path, name: str, groups: dict[str, dict[str, str]]) -> None:
     info = root / f"{name}-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()) + "\n" for group, entries in groups.items()))
+    (info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()) + "\n"
+            for group, entries in groups.items()
+        )
+    )
 
 
 @pytest.fixture
@@ -96,8 +108,9 @@ def plugins(tmp_path) -> Path:
 
 def run(code: str, path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                          cwd=path, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, cwd=path, timeout=300
+    )
 
 
 EVALUATE = """
@@ -130,13 +143,24 @@ def test_a_plugin_adds_a_metric_and_a_judge_backend(plugins):
 
 def test_the_cli_lists_and_runs_the_plugin(plugins):
     data = plugins / "data.jsonl"
-    data.write_text(json.dumps({"question": "Who wrote Dune?", "contexts": ["Dune is a novel by Frank Herbert."],
-                                "answer": "Dune is a novel by Frank Herbert."}) + "\n")
+    data.write_text(
+        json.dumps(
+            {
+                "question": "Who wrote Dune?",
+                "contexts": ["Dune is a novel by Frank Herbert."],
+                "answer": "Dune is a novel by Frank Herbert.",
+            }
+        )
+        + "\n"
+    )
     helped = run("from ragmeter.cli import main; main(['evaluate', '--help'])", plugins)
     flat = " ".join(helped.stdout.split())
     assert "short_answer" in flat and "demojudge[:MODEL][@BASE_URL]" in flat, helped.stdout
-    out = run(f"from ragmeter.cli import main; raise SystemExit(main(['evaluate', {str(data)!r}, '--metrics', "
-              "'short_answer,faithfulness', '--judge', 'demojudge:tiny']))", plugins)
+    out = run(
+        f"from ragmeter.cli import main; raise SystemExit(main(['evaluate', {str(data)!r}, '--metrics', "
+        "'short_answer,faithfulness', '--judge', 'demojudge:tiny']))",
+        plugins,
+    )
     assert out.returncode == 0, out.stderr
     assert any(line.split()[:2] == ["short_answer", "0.7143"] for line in out.stdout.splitlines()), out.stdout
     assert "demojudge:tiny" in out.stdout
@@ -148,15 +172,22 @@ def test_a_broken_plugin_is_reported_by_name_and_ragmeter_goes_on(plugins):
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert got["short"] == [pytest.approx(5 / 7), "warn"] and got["judge"][0] == "demojudge:tiny"  # the good one works
-    assert got["problems"] == ["ragmeter.judges:notcallable", "ragmeter.judges:offline",
-                               "ragmeter.metrics:explodes", "ragmeter.metrics:faithfulness",
-                               "ragmeter.metrics:missing_module", "ragmeter.metrics:not_a_metric"]
-    for name, why in [("missing_module", "cannot be imported: ModuleNotFoundError"),
-                      ("not_a_metric", "expected a subclass of ragmeter.metrics.Metric"),
-                      ("faithfulness", "its class's name is 'short_answer'"),
-                      ("explodes", "failed to load: RuntimeError: a bug at import"),
-                      ("offline", "ragmeter already has a judge spec 'offline'"),
-                      ("notcallable", "expected a builder")]:
+    assert got["problems"] == [
+        "ragmeter.judges:notcallable",
+        "ragmeter.judges:offline",
+        "ragmeter.metrics:explodes",
+        "ragmeter.metrics:faithfulness",
+        "ragmeter.metrics:missing_module",
+        "ragmeter.metrics:not_a_metric",
+    ]
+    for name, why in [
+        ("missing_module", "cannot be imported: ModuleNotFoundError"),
+        ("not_a_metric", "expected a subclass of ragmeter.metrics.Metric"),
+        ("faithfulness", "its class's name is 'short_answer'"),
+        ("explodes", "failed to load: RuntimeError: a bug at import"),
+        ("offline", "ragmeter already has a judge spec 'offline'"),
+        ("notcallable", "expected a builder"),
+    ]:
         line = next((ln for ln in out.stderr.splitlines() if f"plugin {name!r}" in ln), "")
         assert why in line and "ragmeter_broken_plugin 0.1" in line, (name, out.stderr)
     # the built-in metric keeps its class, and the command runs with a plugin command that cannot register
@@ -167,7 +198,14 @@ def test_a_broken_plugin_is_reported_by_name_and_ragmeter_goes_on(plugins):
 
 
 def test_without_plugins_nothing_is_read_at_import():
-    out = subprocess.run([sys.executable, "-c", "import sys, ragmeter, ragmeter.metrics, ragmeter.judges.spec; "
-                                                "print('importlib.metadata' in sys.modules)"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, ragmeter, ragmeter.metrics, ragmeter.judges.spec; print('importlib.metadata' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.stdout.strip() == "False", out.stderr

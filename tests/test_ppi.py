@@ -37,7 +37,7 @@ def test_the_docstring_example_worked_by_hand():
 def test_the_t_quantile_against_scipy():
     from scipy import stats
 
-    for df in (9, 10, 14, 30, 49, 100, 999, 10 ** 6):
+    for df in (9, 10, 14, 30, 49, 100, 999, 10**6):
         assert t_quantile(df) == pytest.approx(stats.t.ppf(0.975, df), abs=3e-4)
 
 
@@ -122,8 +122,12 @@ def _runs(n=120, labeled=60, drop=0.0, judge_shift=0.0, seed=5):
             qi = max(0.0, q[i] - d)
             answer = f"answer {i}" + ("" if d == 0 else " (changed)")
             v = float(np.clip(qi + 0.15 + shift + rng.normal(0, 0.05), 0, 1))
-            results.append(SampleResult(Sample(f"q{i}", ["c"], answer=answer, id=f"s{i}"),
-                                        {"faithfulness": Score("faithfulness", v, label="pass" if v >= 0.7 else "fail")}))
+            results.append(
+                SampleResult(
+                    Sample(f"q{i}", ["c"], answer=answer, id=f"s{i}"),
+                    {"faithfulness": Score("faithfulness", v, label="pass" if v >= 0.7 else "fail")},
+                )
+            )
             if i < labeled:
                 labels.append(Label(f"s{i}", "ann", "faithfulness", round(qi, 3), answer_hash(answer), scale="0-1"))
         runs.append(EvaluationResult(results, ["faithfulness"], judge=name, thresholds={"faithfulness": (0.7, 0.5)}))

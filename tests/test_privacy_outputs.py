@@ -42,17 +42,29 @@ class Texts:
         for i in range(n):
             bridge, river, town, engineer = (word() for _ in range(4))
             self.words += [bridge, river, town, engineer]
-            chunks = [f"The {bridge} bridge over the {river} river opened in 1874 near {town}.",
-                      f"{engineer} designed the {bridge} bridge with three stone arches.",
-                      f"The town of {town} holds a market every Tuesday."]
-            self.samples.append({
-                "id": f"s{i}", "question": f"When did the {bridge} bridge over the {river} open?",
-                "contexts": [{"id": f"s{i}-c{j}", "text": t, "metadata": {"source": "kb", "token": "tok-5e4d3c2b1a9f8e7d"}}
-                             for j, t in enumerate(chunks)],
-                "answer": f"The {bridge} bridge opened in 1874 [1]. {engineer} designed it with five arches [2].",
-                "reference": f"It opened in 1874; {engineer} designed it.",
-                "metadata": {"api_key": "k9F3x7Q2w8E5r1T6", "db": "postgresql://app:Pw7c1e2d9fZ@db:5432/prod",
-                             "note": "auth with token=tok-5e4d3c2b1a9f8e7d", "team": "search"}})
+            chunks = [
+                f"The {bridge} bridge over the {river} river opened in 1874 near {town}.",
+                f"{engineer} designed the {bridge} bridge with three stone arches.",
+                f"The town of {town} holds a market every Tuesday.",
+            ]
+            self.samples.append(
+                {
+                    "id": f"s{i}",
+                    "question": f"When did the {bridge} bridge over the {river} open?",
+                    "contexts": [
+                        {"id": f"s{i}-c{j}", "text": t, "metadata": {"source": "kb", "token": "tok-5e4d3c2b1a9f8e7d"}}
+                        for j, t in enumerate(chunks)
+                    ],
+                    "answer": f"The {bridge} bridge opened in 1874 [1]. {engineer} designed it with five arches [2].",
+                    "reference": f"It opened in 1874; {engineer} designed it.",
+                    "metadata": {
+                        "api_key": "k9F3x7Q2w8E5r1T6",
+                        "db": "postgresql://app:Pw7c1e2d9fZ@db:5432/prod",
+                        "note": "auth with token=tok-5e4d3c2b1a9f8e7d",
+                        "team": "search",
+                    },
+                }
+            )
 
     @property
     def needles(self) -> list[str]:
@@ -108,17 +120,40 @@ def test_batch_evaluate_without_content_writes_no_content_to_any_report_store_or
         logs.clear()
         flag = [] if capture else ["--no-content"]
         reports = [x for ext in ("jsonl", "json", "csv", "md", "html") for x in ("-o", str(out / f"results.{ext}"))]
-        code = run_cli("evaluate", str(data), "-j", "offline", "-m", JUDGED, "--db", str(out / "runs.db"),
-                       "--no-progress", *reports, *flag)
+        code = run_cli(
+            "evaluate",
+            str(data),
+            "-j",
+            "offline",
+            "-m",
+            JUDGED,
+            "--db",
+            str(out / "runs.db"),
+            "--no-progress",
+            *reports,
+            *flag,
+        )
         assert code == 0
-        assert run_cli("report", str(out / "results.jsonl"), "-o", str(out / "again.html"), "-o", str(out / "again.md")) == 0
+        assert (
+            run_cli("report", str(out / "results.jsonl"), "-o", str(out / "again.html"), "-o", str(out / "again.md"))
+            == 0
+        )
         assert run_cli("dashboard", "--db", str(out / "runs.db"), "-o", str(out / "dashboard.html")) == 0
         printed = capsys.readouterr()
         outputs[capture] = files_of(out), printed.out + printed.err, log_text(logs)
     on_files, _, _ = outputs[True]
     off_files, off_printed, off_logs = outputs[False]
-    assert set(off_files) >= {"results.jsonl", "results.json", "results.csv", "results.md", "results.html", "runs.db",
-                              "again.html", "again.md", "dashboard.html"}
+    assert set(off_files) >= {
+        "results.jsonl",
+        "results.json",
+        "results.csv",
+        "results.md",
+        "results.html",
+        "runs.db",
+        "again.html",
+        "again.md",
+        "dashboard.html",
+    }
     # the search sees content where it is written: every file with capture on (the .md and the
     # summary print show only problems / tables, so not necessarily all of them)
     for name in ("results.jsonl", "results.json", "results.csv", "results.html", "runs.db", "dashboard.html"):
@@ -131,8 +166,9 @@ def test_batch_evaluate_without_content_writes_no_content_to_any_report_store_or
     # scored on the content all the same: the values match the run with content
     on = [json.loads(line) for line in on_files["results.jsonl"].decode().splitlines()[1:]]
     off = [json.loads(line) for line in off_files["results.jsonl"].decode().splitlines()[1:]]
-    assert [{m: s["value"] for m, s in r["scores"].items()} for r in on] == \
-           [{m: s["value"] for m, s in r["scores"].items()} for r in off]
+    assert [{m: s["value"] for m, s in r["scores"].items()} for r in on] == [
+        {m: s["value"] for m, s in r["scores"].items()} for r in off
+    ]
     claims = off[0]["scores"]["faithfulness"]["details"]["claims"]
     assert claims and all(c["verdict"] in ("supported", "contradicted", "unsupported", "not_found") for c in claims)
     assert off[0]["sample"]["question"].startswith("[not captured: ")
@@ -155,8 +191,21 @@ def test_batch_evaluate_writes_no_secret_from_sample_metadata(tmp_path, capsys, 
     out = tmp_path / "out"
     out.mkdir()
     reports = [x for ext in ("jsonl", "json", "csv", "md", "html") for x in ("-o", str(out / f"results.{ext}"))]
-    assert run_cli("evaluate", str(data), "-j", "offline", "-m", "faithfulness", "--db", str(out / "runs.db"),
-                   "--no-progress", *reports) == 0
+    assert (
+        run_cli(
+            "evaluate",
+            str(data),
+            "-j",
+            "offline",
+            "-m",
+            "faithfulness",
+            "--db",
+            str(out / "runs.db"),
+            "--no-progress",
+            *reports,
+        )
+        == 0
+    )
     assert run_cli("dashboard", "--db", str(out / "runs.db"), "-o", str(out / "dashboard.html")) == 0
     printed = capsys.readouterr()
     found = {name: hits(blob, SECRET_VALUES) for name, blob in files_of(out).items()}
@@ -172,8 +221,10 @@ def test_the_environment_switch_turns_content_off_for_evaluate(tmp_path, monkeyp
     monkeypatch.setenv("RAGMETER_CAPTURE_CONTENT", "false")
     result = rm.evaluate(texts.samples, ["faithfulness"], "offline", progress=False)
     assert hits(result.to_jsonl(), texts.needles) == []
-    assert hits(rm.evaluate(texts.samples, ["faithfulness"], "offline", progress=False, capture_content=True).to_jsonl(),
-                texts.words)
+    assert hits(
+        rm.evaluate(texts.samples, ["faithfulness"], "offline", progress=False, capture_content=True).to_jsonl(),
+        texts.words,
+    )
 
 
 class QuotingError(Metric):
@@ -191,10 +242,10 @@ def test_an_llm_judge_whose_answers_quote_the_content_leaves_it_in_no_error_or_l
     """The judge answers verify_claims with the claims' texts instead of verdict objects: the
     validation error quotes them; after the retries it is the score's error. Content off: the error
     keeps its wording, not the quote; the log lines of the retries neither."""
+    import ragmeter as rm
     from ragmeter.judges import OpenAIJudge
     from ragmeter.result import EvaluationResult
     from ragmeter.store import Store
-    import ragmeter as rm
 
     texts = Texts(2)
 
@@ -204,13 +255,19 @@ def test_an_llm_judge_whose_answers_quote_the_content_leaves_it_in_no_error_or_l
         return oracle(req)
 
     with FakeLLMServer(responder) as server:
-        judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="sk-test-0123456789abcdef", cache=False,
-                            max_attempts=2)
+        judge = OpenAIJudge(
+            "gpt-4o-mini", base_url=server.openai_url, api_key="sk-test-0123456789abcdef", cache=False, max_attempts=2
+        )
         found = {}
         for capture in (True, False):
             logs.clear()
-            result = rm.evaluate(texts.samples, ["faithfulness", "context_relevance", QuotingError()], judge,
-                                 progress=False, capture_content=capture)
+            result = rm.evaluate(
+                texts.samples,
+                ["faithfulness", "context_relevance", QuotingError()],
+                judge,
+                progress=False,
+                capture_content=capture,
+            )
             err = result[0].scores["faithfulness"].error
             assert err and "each claim entry must be an object" in err
             assert result[0].scores["quoting_error"].error.startswith("ValueError: cannot read")
@@ -241,13 +298,19 @@ def langchain_app(texts: Texts, i: int):
 
     class Fixed(BaseRetriever):
         def _get_relevant_documents(self, query, *, run_manager=None):
-            return [Document(page_content=c["text"], metadata={"id": c["id"], "api_key": "k9F3x7Q2w8E5r1T6"})
-                    for c in s["contexts"]]
+            return [
+                Document(page_content=c["text"], metadata={"id": c["id"], "api_key": "k9F3x7Q2w8E5r1T6"})
+                for c in s["contexts"]
+            ]
 
     prompt = ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}")
     fmt = lambda docs: "\n".join(d.page_content for d in docs)  # noqa: E731
-    return ({"context": Fixed() | fmt, "question": RunnablePassthrough()} | prompt
-            | FakeListChatModel(responses=[s["answer"]]) | StrOutputParser())
+    return (
+        {"context": Fixed() | fmt, "question": RunnablePassthrough()}
+        | prompt
+        | FakeListChatModel(responses=[s["answer"]])
+        | StrOutputParser()
+    )
 
 
 class EchoMetric(Metric):
@@ -258,8 +321,12 @@ class EchoMetric(Metric):
     requires = ("answer",)
 
     async def compute(self, sample, ctx):  # noqa: D102
-        return Score(self.name, 1.0, explanation=f"the answer says: {sample.answer}",
-                     details={"quote": sample.contexts[0].text, "verdict": "supported", "chunk_id": sample.contexts[0].id})
+        return Score(
+            self.name,
+            1.0,
+            explanation=f"the answer says: {sample.answer}",
+            details={"quote": sample.contexts[0].text, "verdict": "supported", "chunk_id": sample.contexts[0].id},
+        )
 
 
 @pytest.mark.parametrize("mode", ["inline", "offline"])
@@ -283,16 +350,25 @@ def test_langchain_capture_and_monitor_without_content_store_and_trace_no_conten
         provider = TracerProvider(shutdown_on_exit=False)
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         monitor = Monitor(min_samples=1, store=folder / "monitor.db", meter_provider=False)
-        handler = RagmeterCallbackHandler([EchoMetric(), QuotingError(), "faithfulness", "citation_accuracy",
-                                           "context_relevance"], "offline", tracer_provider=provider,
-                                          capture_content=capture, store=folder / "inline.db", mode=mode,
-                                          on_result=monitor.observe)
+        handler = RagmeterCallbackHandler(
+            [EchoMetric(), QuotingError(), "faithfulness", "citation_accuracy", "context_relevance"],
+            "offline",
+            tracer_provider=provider,
+            capture_content=capture,
+            store=folder / "inline.db",
+            mode=mode,
+            on_result=monitor.observe,
+        )
         tracer = provider.get_tracer("app")
         for i, s in enumerate(texts.samples):
             with tracer.start_as_current_span("request"):
-                langchain_app(texts, i).invoke(s["question"], config={
-                    "callbacks": [handler], "metadata": {"sample_id": s["id"], "reference": s["reference"],
-                                                         "api_key": "k9F3x7Q2w8E5r1T6"}})
+                langchain_app(texts, i).invoke(
+                    s["question"],
+                    config={
+                        "callbacks": [handler],
+                        "metadata": {"sample_id": s["id"], "reference": s["reference"], "api_key": "k9F3x7Q2w8E5r1T6"},
+                    },
+                )
         if mode == "offline":
             for r in handler.evaluate():
                 monitor.observe(r)
@@ -303,11 +379,17 @@ def test_langchain_capture_and_monitor_without_content_store_and_trace_no_conten
         monitor.close()
         spans = carriers(exporter)
         assert len(spans) == 2
-        span_blob = json.dumps([[dict(s.attributes), [(e.name, dict(e.attributes)) for e in s.events]] for s in spans],
-                               default=str)
+        span_blob = json.dumps(
+            [[dict(s.attributes), [(e.name, dict(e.attributes)) for e in s.events]] for s in spans], default=str
+        )
         memory = json.dumps([r.to_dict() for r in handler.results])
-        found[capture] = ({n: hits(b, texts.needles) for n, b in files_of(folder).items()},
-                          hits(span_blob, texts.needles), hits(log_text(logs), texts.needles), memory, span_blob)
+        found[capture] = (
+            {n: hits(b, texts.needles) for n, b in files_of(folder).items()},
+            hits(span_blob, texts.needles),
+            hits(log_text(logs), texts.needles),
+            memory,
+            span_blob,
+        )
         provider.shutdown()
         assert [r.scores["echo"].value for r in handler.results] == [1.0, 1.0]
     on, off = found[True], found[False]
@@ -316,8 +398,13 @@ def test_langchain_capture_and_monitor_without_content_store_and_trace_no_conten
     assert off[1] == [] and off[2] == []
     # the evidence stays, without its text: verdict, chunk id, numbers
     off_echo = json.loads(off[3])[0]["scores"]["echo"]
-    assert off_echo["details"] == {"quote": off_echo["details"]["quote"], "verdict": "supported", "chunk_id": "s0-c0",
-                                   "threshold": 0.7, "warn": 0.5}
+    assert off_echo["details"] == {
+        "quote": off_echo["details"]["quote"],
+        "verdict": "supported",
+        "chunk_id": "s0-c0",
+        "threshold": 0.7,
+        "warn": 0.5,
+    }
     assert off_echo["details"]["quote"].startswith("[not captured: ")
     for _, _, _, memory, span_blob in found.values():
         assert hits(memory + span_blob, SECRET_VALUES) == []
@@ -333,8 +420,9 @@ def oi_spans(provider, s: dict) -> None:
     tracer = provider.get_tracer("openinference.instrumentation.manual")
     chain = tracer.start_span("rag", attributes={"openinference.span.kind": "CHAIN", "input.value": s["question"]})
     ctx = t.set_span_in_context(chain)
-    ret = tracer.start_span("retrieve", context=ctx, attributes={"openinference.span.kind": "RETRIEVER",
-                                                                  "input.value": s["question"]})
+    ret = tracer.start_span(
+        "retrieve", context=ctx, attributes={"openinference.span.kind": "RETRIEVER", "input.value": s["question"]}
+    )
     for i, c in enumerate(s["contexts"]):
         ret.set_attribute(f"retrieval.documents.{i}.document.id", c["id"])
         ret.set_attribute(f"retrieval.documents.{i}.document.content", c["text"])
@@ -378,9 +466,14 @@ def test_span_processor_without_content_writes_no_content_to_spans_phoenix_store
         phoenix = RecordingPhoenix()
         exporter = InMemorySpanExporter()
         provider = TracerProvider(shutdown_on_exit=False)
-        proc = RagmeterSpanProcessor([EchoMetric(), QuotingError(), "faithfulness", "citation_accuracy",
-                                      "context_relevance"], "offline", tracer_provider=provider, store=db,
-                                     sinks=[PhoenixAnnotationSink(phoenix)], capture_content=capture)
+        proc = RagmeterSpanProcessor(
+            [EchoMetric(), QuotingError(), "faithfulness", "citation_accuracy", "context_relevance"],
+            "offline",
+            tracer_provider=provider,
+            store=db,
+            sinks=[PhoenixAnnotationSink(phoenix)],
+            capture_content=capture,
+        )
         provider.add_span_processor(proc)
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         for s in texts.samples:
@@ -389,20 +482,33 @@ def test_span_processor_without_content_writes_no_content_to_spans_phoenix_store
         proc.shutdown()
         spans = carriers(exporter)  # ragmeter's evaluation spans (the app's own spans are the app's)
         assert len(spans) == 2
-        blob = json.dumps([[dict(s.attributes), [(e.name, dict(e.attributes)) for e in s.events]] for s in spans]
-                          + [phoenix.sent], default=str)
-        found[capture] = hits(blob, texts.needles), hits(db.read_bytes(), texts.needles), hits(log_text(logs), texts.needles)
+        blob = json.dumps(
+            [[dict(s.attributes), [(e.name, dict(e.attributes)) for e in s.events]] for s in spans] + [phoenix.sent],
+            default=str,
+        )
+        found[capture] = (
+            hits(blob, texts.needles),
+            hits(db.read_bytes(), texts.needles),
+            hits(log_text(logs), texts.needles),
+        )
         provider.shutdown()
     assert found[True][0] and found[True][1]
     assert found[False] == ([], [], [])
 
 
-@pytest.mark.parametrize("text, want", [
-    ("Token: abc123def", "Token: [REDACTED]"), ('"access_token": "zzzzzz"', '"access_token": "[REDACTED]"'),
-    ("x-api-key: abcd1234", "x-api-key: [REDACTED]"), ("postgresql://a:b@c/d", "postgresql://a:[REDACTED]@c/d"),
-    ("Authorization: Bearer xyz.abc", "Authorization: Bearer [REDACTED]"), ("ghp_" + "a" * 30, "[REDACTED]"),
-    ("prompt_tokens: 12", "prompt_tokens: 12"), ("the token is here", "the token is here"),
-])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("Token: abc123def", "Token: [REDACTED]"),
+        ('"access_token": "zzzzzz"', '"access_token": "[REDACTED]"'),
+        ("x-api-key: abcd1234", "x-api-key: [REDACTED]"),
+        ("postgresql://a:b@c/d", "postgresql://a:[REDACTED]@c/d"),
+        ("Authorization: Bearer xyz.abc", "Authorization: Bearer [REDACTED]"),
+        ("ghp_" + "a" * 30, "[REDACTED]"),
+        ("prompt_tokens: 12", "prompt_tokens: 12"),
+        ("the token is here", "the token is here"),
+    ],
+)
 def test_redaction_finds_each_shape_and_leaves_ordinary_text(text, want):
     """The cheap pre-check (needles, one JSON text per tree) lets every credential shape through
     to the patterns, and ordinary text (``prompt_tokens``) out; a clean tree is not copied."""
@@ -412,7 +518,9 @@ def test_redaction_finds_each_shape_and_leaves_ordinary_text(text, want):
     tree = {"details": [{"quote": text, "judge_usage": {"prompt_tokens": 3}}]}
     assert (redact_value(tree) is tree) is (want == text)
     assert redact_value(tree)["details"][0]["quote"] == want
-    assert redact_value({"nested": {"Password": 1234, "tokens": 5}}) == {"nested": {"Password": "[REDACTED]", "tokens": 5}}
+    assert redact_value({"nested": {"Password": 1234, "tokens": 5}}) == {
+        "nested": {"Password": "[REDACTED]", "tokens": 5}
+    }
 
 
 def test_a_guarded_failure_logs_its_traceback_without_the_secret(logs):

@@ -11,8 +11,10 @@ import ragmeter as rm
 from ragmeter.metrics.domain import LegalCitations, MedicalAdvice
 from ragmeter.profiles import PROFILES, get_profile, parse_citations
 
-BROWN = ("In Brown v. Board of Education, 347 U.S. 483, 495 (1954), the Court held school segregation "
-         "unconstitutional. Id. at 494. See 347 U.S. at 493. Such suits are brought under 42 U.S.C. § 1983. Id.")
+BROWN = (
+    "In Brown v. Board of Education, 347 U.S. 483, 495 (1954), the Court held school segregation "
+    "unconstitutional. Id. at 494. See 347 U.S. at 493. Such suits are brought under 42 U.S.C. § 1983. Id."
+)
 
 
 def kinds(text: str) -> list[tuple]:
@@ -21,36 +23,54 @@ def kinds(text: str) -> list[tuple]:
 
 def test_cases_statutes_pinpoints_short_forms_and_id():
     assert kinds(BROWN) == [
-        ("case", "Brown v. Board of Education, 347 U.S. 483, 495 (1954)", "347 U.S. 483",
-         "Brown v. Board of Education", "495", "1954"),
+        (
+            "case",
+            "Brown v. Board of Education, 347 U.S. 483, 495 (1954)",
+            "347 U.S. 483",
+            "Brown v. Board of Education",
+            "495",
+            "1954",
+        ),
         ("id", "Id. at 494", "347 U.S. 483", "Brown v. Board of Education", "494", None),
         ("short", "347 U.S. at 493", "347 U.S. 483", "Brown v. Board of Education", "493", None),
         ("statute", "42 U.S.C. § 1983", "42 U.S.C. § 1983", None, None, None),
         ("id", "Id.", "42 U.S.C. § 1983", None, None, None),  # Id. refers to the citation just before it
     ]
     first = parse_citations(BROWN)[0]
-    assert BROWN[first.start:first.end] == first.text and first.fields["page"] == "483"
+    assert BROWN[first.start : first.end] == first.text and first.fields["page"] == "483"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Smith v. Jones, 123 F.3d 456, 460-62 (9th Cir. 1997)", ("case", "123 F.3d 456", "460-62", "1997", "9th Cir.")),
-    ("See also Miranda v. Arizona, 384 U.S. 436 (1966).", ("case", "384 U.S. 436", None, "1966", None)),
-    ("In re Gault, 387 U.S. 1 (1967)", ("case", "387 U.S. 1", None, "1967", None)),
-    ("Roe v. Wade, 410 U. S. 113", ("case", "410 U.S. 113", None, None, None)),  # spacing normalised in the key
-    ("Doe v. Roe, 55 F. Supp. 2d 100 (S.D.N.Y. 1999)", ("case", "55 F.Supp.2d 100", None, "1999", "S.D.N.Y.")),
-    ("29 C.F.R. § 1910.1200(b) applies.", ("statute", "29 C.F.R. § 1910.1200(b)", None, None, None)),
-    ("under Cal. Civ. Code § 1714(a).", ("statute", "Cal. Civ. Code § 1714(a)", None, None, None)),
-    ("42 U. S. C. § 2000e", ("statute", "42 U.S.C. § 2000e", None, None, None)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "Smith v. Jones, 123 F.3d 456, 460-62 (9th Cir. 1997)",
+            ("case", "123 F.3d 456", "460-62", "1997", "9th Cir."),
+        ),
+        ("See also Miranda v. Arizona, 384 U.S. 436 (1966).", ("case", "384 U.S. 436", None, "1966", None)),
+        ("In re Gault, 387 U.S. 1 (1967)", ("case", "387 U.S. 1", None, "1967", None)),
+        ("Roe v. Wade, 410 U. S. 113", ("case", "410 U.S. 113", None, None, None)),  # spacing normalised in the key
+        ("Doe v. Roe, 55 F. Supp. 2d 100 (S.D.N.Y. 1999)", ("case", "55 F.Supp.2d 100", None, "1999", "S.D.N.Y.")),
+        ("29 C.F.R. § 1910.1200(b) applies.", ("statute", "29 C.F.R. § 1910.1200(b)", None, None, None)),
+        ("under Cal. Civ. Code § 1714(a).", ("statute", "Cal. Civ. Code § 1714(a)", None, None, None)),
+        ("42 U. S. C. § 2000e", ("statute", "42 U.S.C. § 2000e", None, None, None)),
+    ],
+)
 def test_forms(text, expected):
     c = parse_citations(text)[0]
     assert (c.kind, c.key, c.pin, c.year, c.fields.get("court")) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "The Eiffel Tower was built from 1887 to 1889.", "Take 500 mg twice daily.", "See section 3 of the manual.",
-    "He got 3 A. 4 B. grades.", "Python 3.12 (2023) added it.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The Eiffel Tower was built from 1887 to 1889.",
+        "Take 500 mg twice daily.",
+        "See section 3 of the manual.",
+        "He got 3 A. 4 B. grades.",
+        "Python 3.12 (2023) added it.",
+    ],
+)
 def test_prose_has_no_legal_citations(text):
     assert parse_citations(text) == []
 
@@ -62,13 +82,17 @@ def test_other_profiles_have_no_domain_citations_and_unknown_profiles_raise():
 
 
 def test_an_id_or_short_form_with_nothing_before_it_refers_to_nothing():
-    assert [(c.kind, c.key) for c in parse_citations("Id. at 5. And 347 U.S. at 493.")] == [("id", None),
-                                                                                              ("short", None)]
+    assert [(c.kind, c.key) for c in parse_citations("Id. at 5. And 347 U.S. at 493.")] == [
+        ("id", None),
+        ("short", None),
+    ]
 
 
 def test_legal_citations_checked_against_the_chunks():
-    chunks = ["Brown v. Board of Education, 347 U.S. 483 (1954), overruled Plessy.",
-              "Section 1983 of title 42 lets people sue state officials."]  # no "42 U.S.C. § 1983" citation
+    chunks = [
+        "Brown v. Board of Education, 347 U.S. 483 (1954), overruled Plessy.",
+        "Section 1983 of title 42 lets people sue state officials.",
+    ]  # no "42 U.S.C. § 1983" citation
     score = LegalCitations().score(rm.Sample("What did Brown hold?", chunks, answer=BROWN))
     # 5 citations: the case, its Id. and its short form are in chunk 0 (3 found); the statute and its Id. are not
     assert score.value == pytest.approx(3 / 5) and score.label == "fail" and score.judge == "code"
@@ -81,21 +105,35 @@ def test_legal_citations_checked_against_the_chunks():
 IBUPROFEN = ["Adults: ibuprofen 400 mg every 6 hours as needed; do not exceed 1,200 mg a day."]
 
 
-@pytest.mark.parametrize("answer, value, flagged", [
-    ("Take ibuprofen 400 mg every 6 hours. Consult your doctor if the pain persists.", 1.0, []),
-    ("Take ibuprofen 400 mg every 6 hours.", 0.0, ["no safety caveat"]),
-    ("Take ibuprofen 800 mg every 4 hours. Ask your pharmacist first.", 0.0, ["no source chunk"]),
-    # two advice sentences, one sourced, with a caveat: 1 / 2
-    ("Take ibuprofen 400 mg every 6 hours. Double the dose at night. This is not medical advice.", 0.5,
-     ["no source chunk"]),
-    # a caveat in the dose's own sentence is still a caveat, and its words need no source (issue 38)
-    ("Take ibuprofen 400 mg every 6 hours, up to 1,200 mg a day; check with your doctor if you have stomach or "
-     "kidney problems.", 1.0, []),
-    ("Take ibuprofen 400 mg every 6 hours, up to 1,200 mg a day. Check with your doctor if you have stomach or "
-     "kidney problems.", 1.0, []),
-    ("Check with your doctor before you take ibuprofen 400 mg every 6 hours.", 1.0, []),
-    ("Take ibuprofen 800 mg every 6 hours; check with your doctor first.", 0.0, ["no source chunk"]),
-])
+@pytest.mark.parametrize(
+    "answer, value, flagged",
+    [
+        ("Take ibuprofen 400 mg every 6 hours. Consult your doctor if the pain persists.", 1.0, []),
+        ("Take ibuprofen 400 mg every 6 hours.", 0.0, ["no safety caveat"]),
+        ("Take ibuprofen 800 mg every 4 hours. Ask your pharmacist first.", 0.0, ["no source chunk"]),
+        # two advice sentences, one sourced, with a caveat: 1 / 2
+        (
+            "Take ibuprofen 400 mg every 6 hours. Double the dose at night. This is not medical advice.",
+            0.5,
+            ["no source chunk"],
+        ),
+        # a caveat in the dose's own sentence is still a caveat, and its words need no source (issue 38)
+        (
+            "Take ibuprofen 400 mg every 6 hours, up to 1,200 mg a day; check with your doctor if you have stomach or "
+            "kidney problems.",
+            1.0,
+            [],
+        ),
+        (
+            "Take ibuprofen 400 mg every 6 hours, up to 1,200 mg a day. Check with your doctor if you have stomach or "
+            "kidney problems.",
+            1.0,
+            [],
+        ),
+        ("Check with your doctor before you take ibuprofen 400 mg every 6 hours.", 1.0, []),
+        ("Take ibuprofen 800 mg every 6 hours; check with your doctor first.", 0.0, ["no source chunk"]),
+    ],
+)
 def test_medical_advice_needs_a_source_and_a_caveat(answer, value, flagged):
     score = MedicalAdvice().score(rm.Sample("How much ibuprofen can I take?", IBUPROFEN, answer=answer))
     assert score.value == value
@@ -115,16 +153,21 @@ def test_profiles_set_levels_and_checks_in_one_word():
     legal = [m.name for m in get_profile("legal").metrics(["faithfulness", "citation_accuracy", "legal_citations"])]
     assert legal == ["faithfulness", "citation_accuracy", "legal_citations"]  # the check is not added twice
     assert {m.name: m.threshold for m in get_profile("legal").metrics(["faithfulness"])} == {
-        "faithfulness": 0.9, "legal_citations": 0.9}
+        "faithfulness": 0.9,
+        "legal_citations": 0.9,
+    }
     default = get_profile("default").metrics(["faithfulness"])
-    assert [(m.name, m.threshold) for m in default] == [("faithfulness", rm.metrics.get_metric("faithfulness").threshold)]
+    assert [(m.name, m.threshold) for m in default] == [
+        ("faithfulness", rm.metrics.get_metric("faithfulness").threshold)
+    ]
     assert set(PROFILES) == {"default", "legal", "medical"}
 
 
 def test_a_profile_runs_in_evaluate_with_the_offline_judge():
     sample = rm.Sample("How much ibuprofen?", IBUPROFEN, answer="Take ibuprofen 400 mg every 6 hours.")
-    result = rm.evaluate([sample], metrics=get_profile("medical").metrics(["faithfulness"]), judge="offline",
-                         progress=False)
+    result = rm.evaluate(
+        [sample], metrics=get_profile("medical").metrics(["faithfulness"]), judge="offline", progress=False
+    )
     scores = result[0].scores
     assert scores["medical_advice"].value == 0.0 and scores["faithfulness"].details["threshold"] == 0.95
 
@@ -134,35 +177,42 @@ def test_profile_checks_are_ordinary_metrics_outside_a_profile(capsys):
     from ragmeter.cli import main
     from ragmeter.metrics import DOMAIN_METRICS, METRIC_NAMES, get_metric, metrics_help
 
-    assert isinstance(get_metric("medical_advice"), MedicalAdvice) and isinstance(get_metric("legal_citations"),
-                                                                                 LegalCitations)
+    assert isinstance(get_metric("medical_advice"), MedicalAdvice) and isinstance(
+        get_metric("legal_citations"), LegalCitations
+    )
     assert set(DOMAIN_METRICS) <= set(METRIC_NAMES) and "medical_advice" in metrics_help()
     assert rm.metrics.MedicalAdvice is MedicalAdvice
-    sample = rm.Sample("How much ibuprofen?", IBUPROFEN, answer="Take ibuprofen 400 mg every 6 hours. Ask your "
-                                                                "pharmacist first.")
+    sample = rm.Sample(
+        "How much ibuprofen?", IBUPROFEN, answer="Take ibuprofen 400 mg every 6 hours. Ask your pharmacist first."
+    )
     result = rm.evaluate([sample], metrics=["medical_advice"], progress=False)
     assert result.metrics == ["medical_advice"] and result[0]["medical_advice"].value == 1.0
     assert result.thresholds["medical_advice"] == (1.0, 0.5) and result.judge == "code"  # no judge needed
     examples = Path(__file__).resolve().parent.parent / "examples" / "rag_samples.jsonl"
-    assert main(["evaluate", str(examples), "-m", "legal_citations,medical_advice",
-                 "--no-progress"]) == 0
+    assert main(["evaluate", str(examples), "-m", "legal_citations,medical_advice", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "legal_citations" in out and "medical_advice" in out
 
 
 # --------------------------------------------------------------------------- profile= in evaluate and the CLI
 
-LEGAL = rm.Sample("What did Brown hold?", [{"id": "brown", "text": "Brown v. Board of Education, 347 U.S. 483 (1954)."},
-                                          {"id": "other", "text": "Unrelated."}],
-                  answer="Segregation is unconstitutional: Brown v. Board of Education, 347 U.S. 483 (1954); "
-                         "suits go under 42 U.S.C. § 1983.", relevant_ids=["brown"], id="s1")
+LEGAL = rm.Sample(
+    "What did Brown hold?",
+    [
+        {"id": "brown", "text": "Brown v. Board of Education, 347 U.S. 483 (1954)."},
+        {"id": "other", "text": "Unrelated."},
+    ],
+    answer="Segregation is unconstitutional: Brown v. Board of Education, 347 U.S. 483 (1954); "
+    "suits go under 42 U.S.C. § 1983.",
+    relevant_ids=["brown"],
+    id="s1",
+)
 
 
 def test_evaluate_profile_sets_levels_adds_checks_and_is_named():
     from ragmeter.report import markdown_report
 
-    result = rm.evaluate([LEGAL], metrics=["mrr", "faithfulness"], judge="offline", profile="legal",
-                         progress=False)
+    result = rm.evaluate([LEGAL], metrics=["mrr", "faithfulness"], judge="offline", profile="legal", progress=False)
     assert result.profile == "legal" and result.metrics[:3] == ["mrr", "faithfulness", "legal_citations"]
     assert result.thresholds["faithfulness"] == (0.9, 0.8) and result.thresholds["legal_citations"] == (0.9, 0.7)
     # the case is in chunk 0, the statute in no chunk: 1 / 2, below the legal warn level 0.7
@@ -198,7 +248,9 @@ def test_cli_evaluate_profile(tmp_path, capsys):
 
     data = tmp_path / "legal.jsonl"
     data.write_text(json.dumps(LEGAL.to_dict()) + "\n")
-    code = main(["evaluate", str(data), "-m", "mrr", "--profile", "legal", "--no-progress", "-o", str(tmp_path / "r.md")])
+    code = main(
+        ["evaluate", str(data), "-m", "mrr", "--profile", "legal", "--no-progress", "-o", str(tmp_path / "r.md")]
+    )
     out = capsys.readouterr().out
     assert code == 0 and out.startswith("ragmeter: profile legal\n")
     row = next(line.split() for line in out.splitlines() if line.startswith("legal_citations"))
@@ -211,12 +263,23 @@ def test_cli_evaluate_profile(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- relevance bands
 
-@pytest.mark.parametrize("value, profile, band", [
-    (1.0, "default", "excellent"), (0.8, "default", "excellent"), (0.7999, "default", "good"),
-    (0.5, "default", "good"), (0.4999, "default", "poor"), (0.0, "default", "poor"),
-    (0.9, "legal", "excellent"), (0.8999, "legal", "good"), (0.7, "medical", "good"), (0.6999, "medical", "poor"),
-    (None, "default", None),
-])
+
+@pytest.mark.parametrize(
+    "value, profile, band",
+    [
+        (1.0, "default", "excellent"),
+        (0.8, "default", "excellent"),
+        (0.7999, "default", "good"),
+        (0.5, "default", "good"),
+        (0.4999, "default", "poor"),
+        (0.0, "default", "poor"),
+        (0.9, "legal", "excellent"),
+        (0.8999, "legal", "good"),
+        (0.7, "medical", "good"),
+        (0.6999, "medical", "poor"),
+        (None, "default", None),
+    ],
+)
 def test_relevance_bands_at_their_boundaries(value, profile, band):
     from ragmeter.profiles import relevance_band
 
@@ -229,11 +292,14 @@ def test_markdown_report_shows_relevance_bands_under_the_runs_profile():
 
     # a stand-in with the relevance metric's name: values 1.0 and 0.6 -> mean 0.8
     relevancy = FunctionMetric("answer_relevancy", lambda s: s.metadata["v"])
-    samples = [rm.Sample("q1?", ["c"], answer="a", metadata={"v": 1.0}),
-               rm.Sample("q2?", ["c"], answer="a", metadata={"v": 0.6})]
+    samples = [
+        rm.Sample("q1?", ["c"], answer="a", metadata={"v": 1.0}),
+        rm.Sample("q2?", ["c"], answer="a", metadata={"v": 0.6}),
+    ]
     report = markdown_report(rm.evaluate(samples, metrics=[relevancy, "exact_match"], progress=False))
-    assert ("Relevance bands (default: excellent ≥ 0.8, good ≥ 0.5, else poor): answer_relevancy 0.8000 "
-            "**excellent**") in report
+    assert (
+        "Relevance bands (default: excellent ≥ 0.8, good ≥ 0.5, else poor): answer_relevancy 0.8000 **excellent**"
+    ) in report
     legal = markdown_report(rm.evaluate(samples, metrics=[relevancy], profile="legal", progress=False))
     assert "Relevance bands (legal: excellent ≥ 0.9, good ≥ 0.7, else poor): answer_relevancy 0.8000 **good**" in legal
     assert "Relevance bands" not in markdown_report(rm.evaluate(samples, metrics=["exact_match"], progress=False))

@@ -59,8 +59,10 @@ def test_the_page_lists_every_face_with_exactly_its_names():
             pytest.importorskip("langchain_core")
         module = importlib.import_module(face)
         exported = {n for n in getattr(module, "__all__", []) if not GENERATED.match(n)}
-        assert listed == exported, f"{face}: on the page, not exported: {sorted(listed - exported)}; " \
-                                   f"exported, not on the page: {sorted(exported - listed)}"
+        assert listed == exported, (
+            f"{face}: on the page, not exported: {sorted(listed - exported)}; "
+            f"exported, not on the page: {sorted(exported - listed)}"
+        )
         for name in exported:
             assert getattr(module, name) is not None, (face, name)
 
@@ -88,8 +90,9 @@ def python_blocks(markdown: str) -> list[str]:
                 lang, lines = line.strip()[3:].strip(), []
             else:
                 if lang in ("python", "py", "pycon"):
-                    blocks.append("\n".join(ln.lstrip()[4:] if ln.lstrip().startswith((">>> ", "... ")) else ln
-                                            for ln in lines))
+                    blocks.append(
+                        "\n".join(ln.lstrip()[4:] if ln.lstrip().startswith((">>> ", "... ")) else ln for ln in lines)
+                    )
                 lang = None
         elif lang is not None:
             lines.append(line)
@@ -131,8 +134,12 @@ def test_docs_readme_and_examples_import_only_the_public_faces():
         for module, name in imports:
             if module not in faces:
                 offenders.append(f"{where}: {module} is not a public face")
-            elif name is not None and name not in faces[module] and f"{module}.{name}" not in faces \
-                    and not GENERATED.match(name):
+            elif (
+                name is not None
+                and name not in faces[module]
+                and f"{module}.{name}" not in faces
+                and not GENERATED.match(name)
+            ):
                 offenders.append(f"{where}: {name} is not a public name of {module}")
     assert offenders == []
 
@@ -142,5 +149,6 @@ def test_the_import_check_finds_an_internal_import():
     code = "import ragmeter as rm\nfrom ragmeter.data import Score\nfrom ragmeter import Sample, _private\n"
     bad = [(m, n) for m, n in ragmeter_imports(code) if m not in faces or (n is not None and n not in faces[m])]
     assert bad == [("ragmeter.data", "Score"), ("ragmeter", "_private")]
-    assert python_blocks("text\n```python\n>>> import ragmeter.data\n```\n```bash\nimport x\n```\n") == \
-        ["import ragmeter.data"]
+    assert python_blocks("text\n```python\n>>> import ragmeter.data\n```\n```bash\nimport x\n```\n") == [
+        "import ragmeter.data"
+    ]

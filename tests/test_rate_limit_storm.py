@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -36,8 +36,15 @@ def judge_on(backend: str, server: FakeLLMServer, **kw):
 
 
 def samples(n: int = IN_FLIGHT) -> list[rm.Sample]:
-    return [rm.Sample(f"What is the capital of country {i}?", [f"The capital of country {i} is city {i}."],
-                      answer=f"City {i}.", id=f"s{i}") for i in range(n)]
+    return [
+        rm.Sample(
+            f"What is the capital of country {i}?",
+            [f"The capital of country {i} is city {i}."],
+            answer=f"City {i}.",
+            id=f"s{i}",
+        )
+        for i in range(n)
+    ]
 
 
 class Storm:
@@ -61,8 +68,9 @@ class Storm:
 def test_a_429_storm_with_retry_after_errors_no_sample_and_costs_one_request_per_pause(backend):
     storm = Storm(4.5, {"retry-after": "1"})
     with FakeLLMServer(storm) as server:
-        result = rm.evaluate(samples(), ["context_relevance"], judge_on(backend, server), concurrency=IN_FLIGHT,
-                             progress=False)
+        result = rm.evaluate(
+            samples(), ["context_relevance"], judge_on(backend, server), concurrency=IN_FLIGHT, progress=False
+        )
         errored = [r.sample.id for r in result if any(s.error for s in r.scores.values())]
         assert errored == []  # all 8 errored before (5 attempts x 1 s < 4.5 s)
         assert all(r.scores["context_relevance"].value is not None for r in result)
@@ -75,11 +83,16 @@ def test_a_429_storm_with_retry_after_errors_no_sample_and_costs_one_request_per
 def test_rate_limit_reset_headers_without_retry_after_pause_the_judge(backend):
     """OpenAI's x-ratelimit-reset-* and Anthropic's anthropic-ratelimit-*-reset on a 429 with no
     Retry-After say how long to wait, like Retry-After."""
+
     def headers():
         if backend == "openai":
-            return {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "500ms",
-                    "x-ratelimit-remaining-tokens": "9000", "x-ratelimit-reset-tokens": "6m0s"}
-        reset = (datetime.now(timezone.utc) + timedelta(milliseconds=500)).isoformat()
+            return {
+                "x-ratelimit-remaining-requests": "0",
+                "x-ratelimit-reset-requests": "500ms",
+                "x-ratelimit-remaining-tokens": "9000",
+                "x-ratelimit-reset-tokens": "6m0s",
+            }
+        reset = (datetime.now(UTC) + timedelta(milliseconds=500)).isoformat()
         return {"anthropic-ratelimit-requests-remaining": "0", "anthropic-ratelimit-requests-reset": reset}
 
     storm = Storm(1.8, headers)
@@ -94,11 +107,23 @@ def test_rate_limit_reset_headers_without_retry_after_pause_the_judge(backend):
 def test_rate_limit_reset_reads_both_providers_headers():
     assert rate_limit_reset({"x-ratelimit-reset-requests": "1s", "x-ratelimit-remaining-requests": "0"}) == 1.0
     assert rate_limit_reset({"x-ratelimit-reset-requests": "20ms", "x-ratelimit-reset-tokens": "1m30.5s"}) == 0.02
-    assert rate_limit_reset({"x-ratelimit-reset-tokens": "6m0s", "x-ratelimit-remaining-tokens": "0",
-                             "x-ratelimit-reset-requests": "1s", "x-ratelimit-remaining-requests": "0"}) == 360.0
-    soon = (datetime.now(timezone.utc) + timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
-    assert 28 < rate_limit_reset({"anthropic-ratelimit-tokens-reset": soon,
-                                  "anthropic-ratelimit-tokens-remaining": "0"}) <= 30
+    assert (
+        rate_limit_reset(
+            {
+                "x-ratelimit-reset-tokens": "6m0s",
+                "x-ratelimit-remaining-tokens": "0",
+                "x-ratelimit-reset-requests": "1s",
+                "x-ratelimit-remaining-requests": "0",
+            }
+        )
+        == 360.0
+    )
+    soon = (datetime.now(UTC) + timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
+    assert (
+        28
+        < rate_limit_reset({"anthropic-ratelimit-tokens-reset": soon, "anthropic-ratelimit-tokens-remaining": "0"})
+        <= 30
+    )
     assert rate_limit_reset({"x-ratelimit-reset-requests": "soon"}) is None
     assert rate_limit_reset({}) is None
 
@@ -163,4 +188,3 @@ def test_pause_for_uses_retry_after_else_backoff_that_never_nears_zero():
     assert policy.pause_for(0, 2.5) == 2.5 and policy.pause_for(3, 90) == 30
     for streak, top in ((0, 0.5), (1, 1.0), (3, 4.0), (9, 4.0)):
         assert all(top / 2 <= policy.pause_for(streak, None) <= top for _ in range(50))
-

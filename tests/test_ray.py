@@ -74,16 +74,20 @@ def test_judges_embedders_and_metrics_pickle_and_a_copy_scores_the_same(tmp_path
         before = rm.evaluate(data, fn.keywords["metrics"], judge(server, cache=False), progress=False)
         after = rm.evaluate(data, copy.keywords["metrics"], copy.keywords["judge"], progress=False)
         assert values(after) == values(before)
-    for other in (OfflineJudge(), AnthropicJudge(base_url="http://127.0.0.1:9", api_key=KEY),
-                  EnsembleJudge([OfflineJudge(), original])):
+    for other in (
+        OfflineJudge(),
+        AnthropicJudge(base_url="http://127.0.0.1:9", api_key=KEY),
+        EnsembleJudge([OfflineJudge(), original]),
+    ):
         assert repr(pickle.loads(pickle.dumps(other))) == repr(other)
     shown = [original, original.transport, original.transport._factory, original.embedder._factory, original.cache]
     assert not [x for x in shown if KEY in repr(x)]
 
 
 def test_cli_names_the_ray_executor():
-    args = build_parser().parse_args(["evaluate", "x.jsonl", "--executor", "ray", "--ray-address", "auto",
-                                      "--workers", "3", "--concurrency", "16"])
+    args = build_parser().parse_args(
+        ["evaluate", "x.jsonl", "--executor", "ray", "--ray-address", "auto", "--workers", "3", "--concurrency", "16"]
+    )
     ex = executor_from(args)
     assert isinstance(ex, RayExecutor) and (ex.address, ex.workers, ex.concurrency) == ("auto", 3, 16)
     assert executor_from(build_parser().parse_args(["evaluate", "x.jsonl"])) is None
@@ -98,8 +102,9 @@ def test_same_scores_and_calls_as_asyncio_and_the_cache_file_is_shared(ray_runti
         calls = len(server.chat_requests)
         server.reset()
         cache = tmp_path / "judge-cache.sqlite"
-        distributed = rm.evaluate(data, METRICS, judge(server, cache=cache), progress=False,
-                                  executor=RayExecutor(workers=2, concurrency=4))
+        distributed = rm.evaluate(
+            data, METRICS, judge(server, cache=cache), progress=False, executor=RayExecutor(workers=2, concurrency=4)
+        )
         assert [r.sample.id for r in distributed] == [r.sample.id for r in local]
         assert values(distributed) == values(local)
         assert len(server.chat_requests) == calls == local.usage.calls == distributed.usage.calls
@@ -108,7 +113,9 @@ def test_same_scores_and_calls_as_asyncio_and_the_cache_file_is_shared(ray_runti
         assert values(again) == values(local)
         assert len(server.chat_requests) == 0 and again.usage.cached == calls
     # older Ray releases silence every existing logger when imported: ragmeter's are switched back on
-    assert not any(logging.getLogger(name).disabled for name in ("ragmeter", "ragmeter.store.writer", "ragmeter.runner"))
+    assert not any(
+        logging.getLogger(name).disabled for name in ("ragmeter", "ragmeter.store.writer", "ragmeter.runner")
+    )
 
 
 @pytest.mark.slow
@@ -120,8 +127,13 @@ def test_requests_per_minute_hold_for_all_workers_together(ray_runtime):
     # 48 take is not asserted, it depends on when each request reaches the server.)
     data = records(16)
     with FakeLLMServer(latency=0.05) as server:
-        result = rm.evaluate(data, ["faithfulness", "context_precision"], judge(server, cache=False, rpm=600),
-                             progress=False, executor=RayExecutor(workers=2, concurrency=8))
+        result = rm.evaluate(
+            data,
+            ["faithfulness", "context_precision"],
+            judge(server, cache=False, rpm=600),
+            progress=False,
+            executor=RayExecutor(workers=2, concurrency=8),
+        )
         times = sorted(r.started for r in server.chat_requests)
     assert len(times) == result.usage.calls == 48
     assert max(sum(1 for t in times if s <= t < s + 1.0) for s in times) <= 21
@@ -147,7 +159,8 @@ def test_a_killed_worker_has_its_samples_scored_again(ray_runtime):
         async def run():
             result, _ = await asyncio.gather(
                 rm.aevaluate(data, METRICS, judge(server, cache=False), progress=False, executor=executor),
-                kill_one_mid_run())
+                kill_one_mid_run(),
+            )
             return result
 
         result = asyncio.run(run())
@@ -176,14 +189,32 @@ def test_an_interrupted_streamed_run_resumes_where_it_stopped(ray_runtime, tmp_p
         per_sample = baseline.usage.calls // 16
         server.reset()
 
-        cancel_when_lines(lambda: rm.aevaluate(str(src), METRICS, judge(server, cache=False), out=out, progress=False,
-                                               executor=RayExecutor(workers=2, concurrency=2)), out, 5, poll=0.05)
+        cancel_when_lines(
+            lambda: rm.aevaluate(
+                str(src),
+                METRICS,
+                judge(server, cache=False),
+                out=out,
+                progress=False,
+                executor=RayExecutor(workers=2, concurrency=2),
+            ),
+            out,
+            5,
+            poll=0.05,
+        )
         kept = len(out.read_text().splitlines()) - 1
         assert 4 <= kept < 16
         quiet_after_cancel(server)
         server.reset()
-        result = rm.evaluate(str(src), METRICS, judge(server, cache=False), out=out, resume=True, progress=False,
-                             executor=RayExecutor(workers=2, concurrency=2))
+        result = rm.evaluate(
+            str(src),
+            METRICS,
+            judge(server, cache=False),
+            out=out,
+            resume=True,
+            progress=False,
+            executor=RayExecutor(workers=2, concurrency=2),
+        )
     assert (result.skipped, result.scored) == (kept, 16 - kept)
     assert len(server.chat_requests) == (16 - kept) * per_sample
     assert values(rm.EvaluationResult.load(out)) == values(baseline)
@@ -195,10 +226,21 @@ def ctrl_c(args: list[str], server: FakeLLMServer, tmp_path: Path, after_request
     import subprocess
     import sys
 
-    env = dict(os.environ, OPENAI_API_KEY=KEY, OPENAI_BASE_URL=server.openai_url,
-               RAGMETER_CACHE_DIR=str(tmp_path / "cache"), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    env = dict(
+        os.environ,
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=server.openai_url,
+        RAGMETER_CACHE_DIR=str(tmp_path / "cache"),
+        PYTHONUNBUFFERED="1",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragmeter.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         while len(server.chat_requests) < after_requests and proc.poll() is None and time.monotonic() < deadline:
@@ -221,9 +263,28 @@ def test_ctrl_c_on_a_ray_run_stops_cleanly_with_the_resume_hint(tmp_path):
     src, out = tmp_path / "big.jsonl", tmp_path / "results.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records(40)))
     with FakeLLMServer(latency=0.3) as server:
-        code, stdout, stderr = ctrl_c(["evaluate", str(src), "-m", "faithfulness", "-j", "openai:gpt-4o-mini",
-                                       "--executor", "ray", "--workers", "2", "--concurrency", "2", "--no-progress",
-                                       "--resume", "-o", str(out)], server, tmp_path)
+        code, stdout, stderr = ctrl_c(
+            [
+                "evaluate",
+                str(src),
+                "-m",
+                "faithfulness",
+                "-j",
+                "openai:gpt-4o-mini",
+                "--executor",
+                "ray",
+                "--workers",
+                "2",
+                "--concurrency",
+                "2",
+                "--no-progress",
+                "--resume",
+                "-o",
+                str(out),
+            ],
+            server,
+            tmp_path,
+        )
     assert code == 130, stderr
     assert "Traceback" not in stderr + stdout and "retries remaining" not in stdout + stderr
     kept = len(out.read_text().splitlines()) - 1
@@ -235,11 +296,28 @@ def test_ctrl_c_without_resume_says_how_to_keep_results(tmp_path):
     src = tmp_path / "data.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records(20)))
     with FakeLLMServer(latency=0.3) as server:
-        code, stdout, stderr = ctrl_c(["evaluate", str(src), "-m", "faithfulness", "-j", "openai:gpt-4o-mini",
-                                       "--concurrency", "2", "--no-progress", "-o", str(tmp_path / "r.html")],
-                                      server, tmp_path, after_requests=2)
+        code, stdout, stderr = ctrl_c(
+            [
+                "evaluate",
+                str(src),
+                "-m",
+                "faithfulness",
+                "-j",
+                "openai:gpt-4o-mini",
+                "--concurrency",
+                "2",
+                "--no-progress",
+                "-o",
+                str(tmp_path / "r.html"),
+            ],
+            server,
+            tmp_path,
+            after_requests=2,
+        )
     assert code == 130 and "Traceback" not in stderr, stderr
-    assert stderr.strip().endswith("ragmeter: interrupted; no report was written; to keep each result as it is "
-                                   "scored, run with --resume --out results.jsonl: after an interruption the same "
-                                   "command then scores only the rest")
+    assert stderr.strip().endswith(
+        "ragmeter: interrupted; no report was written; to keep each result as it is "
+        "scored, run with --resume --out results.jsonl: after an interruption the same "
+        "command then scores only the rest"
+    )
     assert not (tmp_path / "r.html").exists()

@@ -12,9 +12,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from test_docs import RUN_BLOCKS, parse_blocks
 
 from ragmeter.cli import build_parser
-from test_docs import RUN_BLOCKS, parse_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -70,17 +70,24 @@ def test_one_install_line_per_extra_named():
     assert {"local", "openai", "anthropic", "langchain", "llamaindex", "otel", "phoenix", "langfuse"} <= named
 
 
-@pytest.mark.parametrize("doc, command", [("deciding/monitoring.md", "python examples/monitor_degradation.py"),
-                                          ("designing/custom-metrics.md", "python examples/custom_metrics.py"),
-                                          ("designing/conversations.md", "python examples/conversations.py")])
+@pytest.mark.parametrize(
+    "doc, command",
+    [
+        ("deciding/monitoring.md", "python examples/monitor_degradation.py"),
+        ("designing/custom-metrics.md", "python examples/custom_metrics.py"),
+        ("designing/conversations.md", "python examples/conversations.py"),
+    ],
+)
 def test_manual_shows_example_outputs(doc, command):
     """The examples' output is shown in the manual, in a console block the docs test runs and compares."""
     blocks = [b for b in RUN_BLOCKS if b.page == f"docs/{doc}" and b.lang == "console"]
     assert any(b.code.startswith(f"$ {command}\n") and len(b.code.split("\n")) > 3 for b in blocks)
 
 
-@pytest.mark.parametrize("doc, example", [("designing/custom-metrics.md", "custom_metrics.py"),
-                                          ("designing/conversations.md", "conversations.py")])
+@pytest.mark.parametrize(
+    "doc, example",
+    [("designing/custom-metrics.md", "custom_metrics.py"), ("designing/conversations.md", "conversations.py")],
+)
 def test_shown_code_is_the_example_file(doc, example):
     """The manual's first code block on ``doc`` is examples/``example`` (whose output it shows)."""
     block = page(doc).split("```python\n", 1)[1].split("```", 1)[0]

@@ -80,6 +80,7 @@ def test_doctests_pass(module):
 
 # ------------------------------------------------------------------ worked examples
 
+
 def test_worked_example_precision_and_recall():
     retrieved = ["doc1", "doc2", "doc3", "doc4", "doc5"]
     relevant = {"doc1", "doc3", "doc7"}
@@ -112,22 +113,26 @@ def test_context_precision_examples():
     assert context_precision([False]) == 0.0
 
 
-@pytest.mark.parametrize("bad, exc", [
-    ([], ValueError),
-    ([0, 2], ValueError),
-    ([1, 0.5], ValueError),
-    ([1, None], ValueError),
-    (["1"], ValueError),
-    ("0110", TypeError),
-    ({1, 0}, TypeError),
-    (None, TypeError),
-])
+@pytest.mark.parametrize(
+    "bad, exc",
+    [
+        ([], ValueError),
+        ([0, 2], ValueError),
+        ([1, 0.5], ValueError),
+        ([1, None], ValueError),
+        (["1"], ValueError),
+        ("0110", TypeError),
+        ({1, 0}, TypeError),
+        (None, TypeError),
+    ],
+)
 def test_context_precision_rejects_bad_input(bad, exc):
     with pytest.raises(exc):
         context_precision(bad)
 
 
 # ------------------------------------------------------------------ semantics
+
 
 def test_precision_divides_by_k_even_when_fewer_retrieved():
     assert precision_at_k(["a", "b"], {"a"}, k=10) == 0.1
@@ -194,10 +199,18 @@ def test_numpy_inputs_and_int_ids():
 
 # ------------------------------------------------------------------ validation
 
-@pytest.mark.parametrize("k, exc", [
-    (0, ValueError), (-1, ValueError), (1.5, TypeError), (2.0, TypeError),
-    (True, TypeError), ("5", TypeError),
-])
+
+@pytest.mark.parametrize(
+    "k, exc",
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (1.5, TypeError),
+        (2.0, TypeError),
+        (True, TypeError),
+        ("5", TypeError),
+    ],
+)
 def test_k_validation(k, exc):
     for f in SINGLE.values():
         with pytest.raises(exc, match="k must be a positive int"):
@@ -210,30 +223,36 @@ def test_k_validation(k, exc):
         mean_reciprocal_rank([(["a"], {"a"})], k=k)
 
 
-@pytest.mark.parametrize("retrieved, exc, msg", [
-    ("doc1", TypeError, "not a single str"),
-    ({"a", "b"}, TypeError, "unordered"),
-    ({"a": 1.0}, TypeError, "unordered"),
-    (None, TypeError, "ordered sequence"),
-    (["a", None], ValueError, r"retrieved_ids\[1\] is None"),
-    (["a", ["b"]], TypeError, r"retrieved_ids\[1\] is an unhashable list"),
-    (np.zeros((2, 2)), ValueError, "1-dimensional"),
-])
+@pytest.mark.parametrize(
+    "retrieved, exc, msg",
+    [
+        ("doc1", TypeError, "not a single str"),
+        ({"a", "b"}, TypeError, "unordered"),
+        ({"a": 1.0}, TypeError, "unordered"),
+        (None, TypeError, "ordered sequence"),
+        (["a", None], ValueError, r"retrieved_ids\[1\] is None"),
+        (["a", ["b"]], TypeError, r"retrieved_ids\[1\] is an unhashable list"),
+        (np.zeros((2, 2)), ValueError, "1-dimensional"),
+    ],
+)
 def test_retrieved_ids_validation(retrieved, exc, msg):
     with pytest.raises(exc, match=msg):
         precision_at_k(retrieved, {"a"})
 
 
-@pytest.mark.parametrize("relevant, exc, msg", [
-    ("doc1", TypeError, "not a single str"),
-    ({"a": float("nan")}, ValueError, r"relevant\['a'\] is nan"),
-    ({"a": float("inf")}, ValueError, r"relevant\['a'\] is inf"),
-    ({"a": None}, ValueError, r"relevant\['a'\] is None"),
-    ({"a": "2"}, TypeError, r"relevant\['a'\] must be a number"),
-    ({None: 1}, ValueError, "is None"),
-    ({"a", None}, ValueError, "is None"),
-    (5, TypeError, "collection of relevant ids"),
-])
+@pytest.mark.parametrize(
+    "relevant, exc, msg",
+    [
+        ("doc1", TypeError, "not a single str"),
+        ({"a": float("nan")}, ValueError, r"relevant\['a'\] is nan"),
+        ({"a": float("inf")}, ValueError, r"relevant\['a'\] is inf"),
+        ({"a": None}, ValueError, r"relevant\['a'\] is None"),
+        ({"a": "2"}, TypeError, r"relevant\['a'\] must be a number"),
+        ({None: 1}, ValueError, "is None"),
+        ({"a", None}, ValueError, "is None"),
+        (5, TypeError, "collection of relevant ids"),
+    ],
+)
 def test_relevant_validation(relevant, exc, msg):
     with pytest.raises(exc, match=msg):
         recall_at_k(["a"], relevant)
@@ -264,8 +283,10 @@ def test_rank_by_score_breaks_ties_by_descending_id():
 
 
 def test_relevance_matrix_layout_and_validation():
-    m = relevance_matrix({"q1": {"a": 0.5, "b": 0.9, "c": 0.1}, "q2": ["x", "x", "y"]},
-                         {"q1": {"b": 2, "c": 1}, "q2": {"x"}, "unused": {"z"}})
+    m = relevance_matrix(
+        {"q1": {"a": 0.5, "b": 0.9, "c": 0.1}, "q2": ["x", "x", "y"]},
+        {"q1": {"b": 2, "c": 1}, "q2": {"x"}, "unused": {"z"}},
+    )
     assert isinstance(m, RelevanceMatrix)
     assert m.query_ids == ("q1", "q2") and len(m) == 2 and m.depth == 3
     assert m.grades.tolist() == [[2.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
@@ -334,6 +355,7 @@ def test_truncated_depth():
 
 
 # ------------------------------------------------------------------ trec_eval expected outputs
+
 
 def _read_qrels(path: Path) -> dict:
     qrels: dict = defaultdict(dict)
@@ -407,6 +429,7 @@ def test_fixture_matches_pytrec_eval_exactly():
 
 # ------------------------------------------------------------------ random cross-checks
 
+
 def _random_collection(seed: int, n_queries: int = 50):
     """Random graded qrels (grades -1..3, some queries without relevant docs) and runs whose
     scores take few distinct values, so ties are frequent."""
@@ -425,9 +448,17 @@ def _random_collection(seed: int, n_queries: int = 50):
     return qrels, runs
 
 
-PYTREC_FAMILIES = {"map": "average_precision", "map_cut": "average_precision", "recip_rank": "mrr",
-                   "P": "precision", "recall": "recall", "ndcg": "ndcg", "ndcg_cut": "ndcg",
-                   "Rprec": "r_precision", "success": "hit_rate"}
+PYTREC_FAMILIES = {
+    "map": "average_precision",
+    "map_cut": "average_precision",
+    "recip_rank": "mrr",
+    "P": "precision",
+    "recall": "recall",
+    "ndcg": "ndcg",
+    "ndcg_cut": "ndcg",
+    "Rprec": "r_precision",
+    "success": "hit_rate",
+}
 
 
 def _pytrec_name(measure: str) -> tuple[str, int | None]:
@@ -464,8 +495,9 @@ def test_single_and_batched_agree_exactly(seed):
         if q % 3 == 0:
             qrels.append({rng.randrange(50) for _ in range(rng.randrange(0, 12))})
         else:
-            qrels.append({rng.randrange(50): rng.choice([-2, 0, 0.5, 1, 1.5, 2, 3, 4])
-                          for _ in range(rng.randrange(0, 25))})
+            qrels.append(
+                {rng.randrange(50): rng.choice([-2, 0, 0.5, 1, 1.5, 2, 3, 4]) for _ in range(rng.randrange(0, 25))}
+            )
     m = relevance_matrix(runs, qrels)
     for name, f in SINGLE.items():
         for k in (None, 1, 3, 10, 25, 100):
@@ -494,18 +526,24 @@ def test_llamaindex_difference_examples():
         retrieved = rng.sample(range(30), rng.randrange(1, 15))
         expected = rng.sample(range(30), rng.randrange(1, 10))
         assert li.NDCG().compute(expected_ids=expected, retrieved_ids=retrieved).score == pytest.approx(
-            ndcg_at_k(retrieved, expected), abs=1e-12)
+            ndcg_at_k(retrieved, expected), abs=1e-12
+        )
         assert li.AveragePrecision().compute(expected_ids=expected, retrieved_ids=retrieved).score == pytest.approx(
-            average_precision(retrieved, expected), abs=1e-12)
+            average_precision(retrieved, expected), abs=1e-12
+        )
 
 
 # ------------------------------------------------------------------ bulk (numpy) path of relevance_matrix
 
+
 def _per_query(runs, qrels):
     """The same inputs wrapped so relevance_matrix takes its per-query path (only plain dicts go bulk)."""
     from types import MappingProxyType
-    return ([MappingProxyType(r) if isinstance(r, dict) else r for r in runs],
-            [MappingProxyType(q) if isinstance(q, dict) else sorted(q) for q in qrels])
+
+    return (
+        [MappingProxyType(r) if isinstance(r, dict) else r for r in runs],
+        [MappingProxyType(q) if isinstance(q, dict) else sorted(q) for q in qrels],
+    )
 
 
 def _same_matrix(a: RelevanceMatrix, b: RelevanceMatrix) -> None:
@@ -523,7 +561,7 @@ def test_bulk_path_equals_per_query_path(seed, depth):
     ints = seed % 2 == 1
     ident = (lambda i: i) if ints else (lambda i: f"d{i}")
     runs, qrels = [], []
-    for q in range(40):
+    for _q in range(40):
         docs = [ident(rng.randrange(60)) for _ in range(rng.randrange(0, 50))]
         if seed < 3:  # scored runs with many ties (few distinct scores, negative zero too)
             runs.append({d: rng.choice([-0.0, 0.0, 0.5, 1, 2.5, -3]) for d in docs})
@@ -544,7 +582,7 @@ def test_bulk_path_hands_bad_values_to_the_per_query_path():
         (({"q": {"a": 1.0, "b": float("nan")}}, {"q": {"a"}}), ValueError, r"scores\['b'\] is nan"),
         (({"q": {"a": 1.0, "b": True}}, {"q": {"a"}}), TypeError, r"scores\['b'\] must be a number"),
         (({"q": {"a": "1"}}, {"q": {"a"}}), TypeError, "must be a number"),
-        (({"q": {"a": 10 ** 400}}, {"q": {"a"}}), OverflowError, "too large"),
+        (({"q": {"a": 10**400}}, {"q": {"a"}}), OverflowError, "too large"),
         (({"q": ["a"]}, {"q": {"a": float("inf")}}), ValueError, r"qrels\['q'\]\['a'\] is inf"),
         (({"q": ["a", None]}, {"q": {"a"}}), ValueError, r"runs\['q'\]\[1\] is None"),
         (({"q": {"a": 1.0, 2: 1.0}}, {"q": {"a"}}), TypeError, "comparable"),
@@ -563,6 +601,7 @@ def test_ir_benchmark_collection_matches_pytrec_eval():
     """benchmarks/ir_speed.py on a small collection: every value equals pytrec_eval's exactly."""
     pytest.importorskip("pytrec_eval")
     import importlib.util
+
     spec = importlib.util.spec_from_file_location("ir_speed", Path(__file__).parents[1] / "benchmarks" / "ir_speed.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

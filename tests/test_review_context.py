@@ -21,9 +21,8 @@ from helpers.servers import FakeLLMServer, answer, oracle
 from ragmeter.data import Sample
 from ragmeter.judges import AnthropicJudge, OpenAIEmbedder, OpenAIJudge
 from ragmeter.judges.base import Usage
-from ragmeter.judges.tasks import InvalidOutput
 from ragmeter.judges.offline import OfflineJudge
-from ragmeter.judges.tasks import COMBINED_TASKS, REVIEW_PARTS, get_task
+from ragmeter.judges.tasks import COMBINED_TASKS, REVIEW_PARTS, InvalidOutput, get_task
 from ragmeter.metrics import REGISTRY, get_metric
 from ragmeter.metrics.requests import Limits, RequestSettings, ScoringContext
 from ragmeter.metrics.scoring import score_sample
@@ -45,8 +44,14 @@ def rate_chunks(inputs: dict) -> dict:
     """A statement is relevant when it shares a word with the question; a chunk is useful when
     it shares a word with the reference (the question without one); answerable = 1 + useful chunks."""
     q, target = words(inputs["question"]), words(inputs["reference"] or inputs["question"])
-    chunks = [{"chunk": i, "relevant": [j for j, s in enumerate(sts) if words(s) & q],
-               "useful": bool(words(" ".join(sts)) & target)} for i, sts in enumerate(inputs["chunks"])]
+    chunks = [
+        {
+            "chunk": i,
+            "relevant": [j for j, s in enumerate(sts) if words(s) & q],
+            "useful": bool(words(" ".join(sts)) & target),
+        }
+        for i, sts in enumerate(inputs["chunks"])
+    ]
     return {"chunks": chunks, "answerable": min(5, 1 + sum(c["useful"] for c in chunks))}
 
 
@@ -65,38 +70,62 @@ def attribute_statements(inputs: dict) -> dict:
 
 SCRIPT = {
     "extract_claims": lambda i: {"claims": [{"unit": k, "text": u} for k, u in enumerate(i["units"])]},
-    "verify_claims": lambda i: {"verdicts": [
-        {"claim": k, "verdict": "supported", "evidence": [{"chunk": 0, "quote": ""}], "reason": ""}
-        if i["chunks"] and words(c) & words(i["chunks"][0]) else
-        {"claim": k, "verdict": "not_found", "evidence": [], "reason": ""} for k, c in enumerate(i["claims"])]},
-    "generate_questions": lambda i: {"questions": [i["question"]] * i["n"], "noncommittal": False,
-                                     "parts": [{"text": i["question"], "covered": True}]},
-    "compare_claims": lambda i: {"claims": [{"claim": k, "in_reference": True} for k in range(len(i["claims"]))],
-                                 "statements": [{"statement": k, "in_answer": True} for k in range(len(i["statements"]))]},
+    "verify_claims": lambda i: {
+        "verdicts": [
+            {"claim": k, "verdict": "supported", "evidence": [{"chunk": 0, "quote": ""}], "reason": ""}
+            if i["chunks"] and words(c) & words(i["chunks"][0])
+            else {"claim": k, "verdict": "not_found", "evidence": [], "reason": ""}
+            for k, c in enumerate(i["claims"])
+        ]
+    },
+    "generate_questions": lambda i: {
+        "questions": [i["question"]] * i["n"],
+        "noncommittal": False,
+        "parts": [{"text": i["question"], "covered": True}],
+    },
+    "compare_claims": lambda i: {
+        "claims": [{"claim": k, "in_reference": True} for k in range(len(i["claims"]))],
+        "statements": [{"statement": k, "in_answer": True} for k in range(len(i["statements"]))],
+    },
     "rate_chunks": rate_chunks,
     "attribute_statements": attribute_statements,
 }
 
 Q = "When was Einstein born and where did he die?"
-CHUNKS = ["Albert Einstein was born in Ulm in 1879. He was a physicist.", "Einstein died in Princeton in 1955.",
-          "The Eiffel Tower is in Paris. Paris is in France.", "He was born in Germany and moved often."]
+CHUNKS = [
+    "Albert Einstein was born in Ulm in 1879. He was a physicist.",
+    "Einstein died in Princeton in 1955.",
+    "The Eiffel Tower is in Paris. Paris is in France.",
+    "He was born in Germany and moved often.",
+]
 ANSWER = "Einstein was born in 1879. He died in Princeton. He liked sailing."
 SAMPLES = {
-    "reference": Sample(Q, CHUNKS, answer=ANSWER, id="ref",
-                        reference="Einstein was born in Ulm in 1879. He died in Princeton in 1955. He married Mileva."),
-    "reference, chunks reordered": Sample(Q, CHUNKS[::-1], answer=ANSWER, reference="Einstein died in Princeton.",
-                                          id="ref2"),
+    "reference": Sample(
+        Q,
+        CHUNKS,
+        answer=ANSWER,
+        id="ref",
+        reference="Einstein was born in Ulm in 1879. He died in Princeton in 1955. He married Mileva.",
+    ),
+    "reference, chunks reordered": Sample(
+        Q, CHUNKS[::-1], answer=ANSWER, reference="Einstein died in Princeton.", id="ref2"
+    ),
     "no reference": Sample(Q, CHUNKS, answer=ANSWER, id="noref"),
     "zero-statement reference": Sample(Q, CHUNKS, answer=ANSWER, reference="...", id="zero"),
     "no chunks": Sample(Q, [], answer=ANSWER, reference="Einstein died in Princeton.", id="empty"),
-    "an empty chunk": Sample(Q, ["", CHUNKS[1]], answer=ANSWER, reference="Einstein died in Princeton in 1955.",
-                             id="blank"),
+    "an empty chunk": Sample(
+        Q, ["", CHUNKS[1]], answer=ANSWER, reference="Einstein died in Princeton in 1955.", id="blank"
+    ),
 }
 #: The calls the five core metrics make on each sample with a combining judge.
 CALLS = {
     "reference": {"extract_claims": 1, "verify_claims": 1, "generate_questions": 1, "review_context": 1},
-    "reference, chunks reordered": {"extract_claims": 1, "verify_claims": 1, "generate_questions": 1,
-                                    "review_context": 1},
+    "reference, chunks reordered": {
+        "extract_claims": 1,
+        "verify_claims": 1,
+        "generate_questions": 1,
+        "review_context": 1,
+    },
     "no reference": {"extract_claims": 1, "verify_claims": 1, "generate_questions": 1, "rate_chunks": 1},
     "zero-statement reference": {"extract_claims": 1, "verify_claims": 1, "generate_questions": 1, "rate_chunks": 1},
     "no chunks": {"generate_questions": 1},  # faithfulness and the context metrics need chunks: n/a
@@ -122,11 +151,14 @@ def verdict(s) -> tuple:
 def test_review_context_spec_is_the_union_of_its_parts():
     assert set(COMBINED_TASKS) == {"review_context"} and set(REVIEW_PARTS) == {"rate_chunks", "attribute_statements"}
     props = REVIEW.schema["properties"]
-    assert props == {**get_task("rate_chunks").schema["properties"],
-                     **get_task("attribute_statements").schema["properties"]}
+    assert props == {
+        **get_task("rate_chunks").schema["properties"],
+        **get_task("attribute_statements").schema["properties"],
+    }
     assert sorted(REVIEW.schema["required"]) == ["answerable", "chunks", "entities", "statements"]
-    inputs = ScoringContext(SAMPLES["reference"], ScriptedJudge(SCRIPT),
-                            settings=RequestSettings(review_context=True)).review_inputs()
+    inputs = ScoringContext(
+        SAMPLES["reference"], ScriptedJudge(SCRIPT), settings=RequestSettings(review_context=True)
+    ).review_inputs()
     system, user = REVIEW.messages(inputs)
     for chunk in CHUNKS:  # every chunk statement and reference statement shown exactly once
         for sentence in split_sentences(chunk):
@@ -137,19 +169,31 @@ def test_review_context_spec_is_the_union_of_its_parts():
 
 
 def test_review_context_validates_each_part_exactly_as_alone():
-    inputs = {"rate_chunks": {"question": "q", "reference": "A. B.", "chunks": [["x.", "y."], []]},
-              "attribute_statements": {"question": "q", "statements": ["A.", "B."], "chunks": ["x. y.", ""]}}
-    rate = {"chunks": [{"chunk": 1, "relevant": [], "useful": False}, {"chunk": 0, "relevant": [1, 0, 1], "useful": True}],
-            "answerable": 4}
-    attr = {"statements": [{"statement": 0, "attributed": True, "chunks": [0]},
-                           {"statement": 1, "attributed": False, "chunks": [1]}],
-            "entities": [{"text": "X", "found": True}, {"text": "x", "found": False}]}
+    inputs = {
+        "rate_chunks": {"question": "q", "reference": "A. B.", "chunks": [["x.", "y."], []]},
+        "attribute_statements": {"question": "q", "statements": ["A.", "B."], "chunks": ["x. y.", ""]},
+    }
+    rate = {
+        "chunks": [{"chunk": 1, "relevant": [], "useful": False}, {"chunk": 0, "relevant": [1, 0, 1], "useful": True}],
+        "answerable": 4,
+    }
+    attr = {
+        "statements": [
+            {"statement": 0, "attributed": True, "chunks": [0]},
+            {"statement": 1, "attributed": False, "chunks": [1]},
+        ],
+        "entities": [{"text": "X", "found": True}, {"text": "x", "found": False}],
+    }
     out = REVIEW.validate(inputs, {**rate, **attr})
-    assert out == {**get_task("rate_chunks").validate(inputs["rate_chunks"], rate),
-                   **get_task("attribute_statements").validate(inputs["attribute_statements"], attr)}
+    assert out == {
+        **get_task("rate_chunks").validate(inputs["rate_chunks"], rate),
+        **get_task("attribute_statements").validate(inputs["attribute_statements"], attr),
+    }
     assert REVIEW.validate(inputs, out) == out  # a cached answer revalidates to itself
-    for part, bad in (("rate_chunks", {**rate, "answerable": 9}),
-                      ("attribute_statements", {**attr, "statements": attr["statements"][:1]})):
+    for part, bad in (
+        ("rate_chunks", {**rate, "answerable": 9}),
+        ("attribute_statements", {**attr, "statements": attr["statements"][:1]}),
+    ):
         with pytest.raises(InvalidOutput) as alone:
             get_task(part).validate(inputs[part], bad)
         other = attr if part == "rate_chunks" else rate
@@ -176,8 +220,10 @@ def test_core_metrics_same_verdicts_merged_apart_and_alone(case):
         alone = score(sample, [name], ScriptedJudge(SCRIPT))[0][name]
         assert verdict(merged[name]) == verdict(alone) == verdict(apart[name]), (case, name)
     if CALLS[case].get("review_context"):
-        used = {n: set(merged[n].details["judge_usage"]) for n in ("context_relevance", "context_precision",
-                                                                      "context_recall")}
+        used = {
+            n: set(merged[n].details["judge_usage"])
+            for n in ("context_relevance", "context_precision", "context_recall")
+        }
         assert used == {n: {"review_context"} for n in used}  # each Score names the task it used
     values = {n: s.value for n, s in merged.items()}
     if case == "reference":  # worked by hand: statements relevant / useful chunks / attributed statements
@@ -196,11 +242,13 @@ def test_core_metrics_same_verdicts_merged_apart_and_alone(case):
 
 def test_metrics_alone_send_only_their_own_task():
     sample = SAMPLES["reference"]
-    for names, calls in ((["context_recall"], {"attribute_statements": 1}),
-                         (["context_precision"], {"rate_chunks": 1}),
-                         (["context_relevance", "context_precision"], {"rate_chunks": 1}),
-                         (["context_recall", "entity_recall"], {"attribute_statements": 1}),
-                         (["context_precision", "entity_recall"], {"review_context": 1})):
+    for names, calls in (
+        (["context_recall"], {"attribute_statements": 1}),
+        (["context_precision"], {"rate_chunks": 1}),
+        (["context_relevance", "context_precision"], {"rate_chunks": 1}),
+        (["context_recall", "entity_recall"], {"attribute_statements": 1}),
+        (["context_precision", "entity_recall"], {"review_context": 1}),
+    ):
         judge = ScriptedJudge(SCRIPT)
         score(sample, names, judge)
         assert dict(judge.calls) == calls, names
@@ -247,8 +295,16 @@ def test_all_twelve_metrics_cost_five_calls_with_a_scripted_judge():
 
 
 def test_an_invalid_combined_answer_errors_both_parts_never_a_number():
-    judge = ScriptedJudge({**SCRIPT, "review_context": lambda i: {**rate_chunks(i["rate_chunks"]), "answerable": 0,
-                                                                  **attribute_statements(i["attribute_statements"])}})
+    judge = ScriptedJudge(
+        {
+            **SCRIPT,
+            "review_context": lambda i: {
+                **rate_chunks(i["rate_chunks"]),
+                "answerable": 0,
+                **attribute_statements(i["attribute_statements"]),
+            },
+        }
+    )
     scores, _ = score(SAMPLES["reference"], CORE + ["entity_recall"], judge)
     for name in ("context_relevance", "context_precision", "context_recall", "entity_recall"):
         assert scores[name].value is None and scores[name].status == "error", name
@@ -292,8 +348,9 @@ def test_a_reference_past_max_claims_is_not_merged():
     ctx = ScoringContext(SAMPLES["reference"], ScriptedJudge(SCRIPT), settings=settings)
     assert ctx.review_inputs() is None  # 3 reference statements > 2: rate_chunks alone, recall reports the limit
     judge = ScriptedJudge(SCRIPT)
-    scores = asyncio.run(score_sample(SAMPLES["reference"], [get_metric(n) for n in CORE], judge,
-                                      limits=Limits(max_claims=2))).scores
+    scores = asyncio.run(
+        score_sample(SAMPLES["reference"], [get_metric(n) for n in CORE], judge, limits=Limits(max_claims=2))
+    ).scores
     assert judge.calls["rate_chunks"] == 1 and "review_context" not in judge.calls
     assert "max_claims" in scores["context_recall"].error and scores["context_precision"].value is not None
 
@@ -315,8 +372,13 @@ def test_over_the_wire_four_requests_for_five_metrics_five_for_twelve(provider):
         if provider == "openai":
             judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=False)
         else:
-            judge = AnthropicJudge("claude-haiku-4-5", base_url=server.url, api_key="test", cache=False,
-                                   embedder=OpenAIEmbedder(base_url=server.openai_url, api_key="test", cache=False))
+            judge = AnthropicJudge(
+                "claude-haiku-4-5",
+                base_url=server.url,
+                api_key="test",
+                cache=False,
+                embedder=OpenAIEmbedder(base_url=server.openai_url, api_key="test", cache=False),
+            )
         for names, per_sample in ((CORE, 4), (list(REGISTRY), 5)):
             server.reset()
             result = await rm.aevaluate(data, metrics=names, judge=judge, progress=False)
@@ -377,8 +439,9 @@ def test_langchain_judge_answers_the_combined_task_over_the_wire():
     with FakeLLMServer() as server:
         model = lc_openai.ChatOpenAI(model="gpt-4o-mini", base_url=server.openai_url, api_key="k", max_retries=0)
         judge = LangChainJudge(model, cache=False)
-        result = rm.evaluate(rag_samples(1), metrics=["context_precision", "context_recall"], judge=judge,
-                             progress=False)
+        result = rm.evaluate(
+            rag_samples(1), metrics=["context_precision", "context_recall"], judge=judge, progress=False
+        )
         assert [r.task for r in server.chat_requests] == ["review_context"]
         assert all(s.value == 1.0 for s in result[0].scores.values())  # the oracle: every chunk useful, all attributed
 

@@ -7,18 +7,34 @@ import json
 import pytest
 
 import ragmeter as rm
-from ragmeter.data import Score
-from ragmeter.judges import EnsembleJudge
-from ragmeter.metrics.base import Metric
-from ragmeter.executors import AsyncioExecutor
-from ragmeter.metrics import resolve_metrics
 from helpers.scripted import ScriptedJudge
+from ragmeter.data import Score
+from ragmeter.executors import AsyncioExecutor
+from ragmeter.judges import EnsembleJudge
+from ragmeter.metrics import resolve_metrics
+from ragmeter.metrics.base import Metric
 
 SAMPLES = [
-    {"id": "a", "question": "Who wrote Dune?", "contexts": [{"id": "d1", "text": "Dune is by Frank Herbert."}, {"id": "d2", "text": "Dune is set on Arrakis."}],
-     "answer": "Frank Herbert.", "relevant_ids": ["d1"]},
-    {"id": "b", "question": "Where is Dune set?", "contexts": [{"id": "d1", "text": "Dune is by Frank Herbert."}, {"id": "d2", "text": "Dune is set on Arrakis."}],
-     "answer": "On Arrakis.", "relevant_ids": {"d2": 2, "d3": 1}},
+    {
+        "id": "a",
+        "question": "Who wrote Dune?",
+        "contexts": [
+            {"id": "d1", "text": "Dune is by Frank Herbert."},
+            {"id": "d2", "text": "Dune is set on Arrakis."},
+        ],
+        "answer": "Frank Herbert.",
+        "relevant_ids": ["d1"],
+    },
+    {
+        "id": "b",
+        "question": "Where is Dune set?",
+        "contexts": [
+            {"id": "d1", "text": "Dune is by Frank Herbert."},
+            {"id": "d2", "text": "Dune is set on Arrakis."},
+        ],
+        "answer": "On Arrakis.",
+        "relevant_ids": {"d2": 2, "d3": 1},
+    },
 ]
 
 
@@ -29,8 +45,12 @@ class Useful(Metric):
     threshold, warn = 0.6, 0.4
 
     async def compute(self, sample, ctx):
-        out = (await ctx.task("rate_chunks", {"question": sample.question, "reference": None,
-                                              "chunks": [[c.text] for c in sample.contexts]})).output
+        out = (
+            await ctx.task(
+                "rate_chunks",
+                {"question": sample.question, "reference": None, "chunks": [[c.text] for c in sample.contexts]},
+            )
+        ).output
         useful = sum(c["useful"] for c in out["chunks"])
         return Score(self.name, useful / len(out["chunks"]), explanation=f"{useful} useful")
 
@@ -41,14 +61,21 @@ class Answerable(Metric):
     name = "answerable"
 
     async def compute(self, sample, ctx):
-        out = (await ctx.task("rate_chunks", {"question": sample.question, "reference": None,
-                                              "chunks": [[c.text] for c in sample.contexts]})).output
+        out = (
+            await ctx.task(
+                "rate_chunks",
+                {"question": sample.question, "reference": None, "chunks": [[c.text] for c in sample.contexts]},
+            )
+        ).output
         return Score(self.name, (out["answerable"] - 1) / 4, explanation="estimate")
 
 
 def rate_first_useful(inputs):
     n = len(inputs["chunks"])
-    return {"chunks": [{"chunk": i, "relevant": [0] if i == 0 else [], "useful": i == 0} for i in range(n)], "answerable": 5}
+    return {
+        "chunks": [{"chunk": i, "relevant": [0] if i == 0 else [], "useful": i == 0} for i in range(n)],
+        "answerable": 5,
+    }
 
 
 def test_retrieval_metrics_by_name_with_hand_values():
@@ -91,7 +118,9 @@ def test_failures_are_isolated_and_reported():
     bad_judge = ScriptedJudge({"rate_chunks": {"chunks": [], "answerable": 9}})  # invalid: no verdicts
     records = SAMPLES + [{"id": "c", "question": "q", "contexts": "oops"}]
     result = rm.evaluate(records, metrics=[Boom(), Useful(), "mrr"], judge=bad_judge, progress=False)
-    assert len(result) == 2 and [str(e) for e in result.invalid] == ["record 3: field 'contexts': expected a list, got str"]
+    assert len(result) == 2 and [str(e) for e in result.invalid] == [
+        "record 3: field 'contexts': expected a list, got str"
+    ]
     assert result[0].scores["boom"].value == 1.0
     assert result[1].scores["boom"].value is None and "kaput" in result[1].scores["boom"].error
     for r in result:
@@ -146,7 +175,11 @@ def test_ensemble_median_and_disagreement():
     def judge_with(useful_count, name):
         def rate(inputs):
             n = len(inputs["chunks"])
-            return {"chunks": [{"chunk": i, "relevant": [], "useful": i < useful_count} for i in range(n)], "answerable": 3}
+            return {
+                "chunks": [{"chunk": i, "relevant": [], "useful": i < useful_count} for i in range(n)],
+                "answerable": 3,
+            }
+
         return ScriptedJudge({"rate_chunks": rate}, name=name)
 
     ens = EnsembleJudge([judge_with(2, "j1"), judge_with(2, "j2"), judge_with(0, "j3")])
@@ -182,8 +215,11 @@ def test_exports_round_trip(tmp_path):
     assert data["summary"]["mrr"]["mean"] == 0.75 and len(data["samples"]) == 2
     md = result.to_markdown()
     assert "| mrr | 0.7500 |" in md and "Invalid records (1)" in md
-    html = rm.evaluate([{"question": "<script>alert(1)</script>", "contexts": [{"id": "x", "text": "t"}], "relevant_ids": ["y"]}],
-                       metrics=["mrr"], progress=False).to_html()
+    html = rm.evaluate(
+        [{"question": "<script>alert(1)</script>", "contexts": [{"id": "x", "text": "t"}], "relevant_ids": ["y"]}],
+        metrics=["mrr"],
+        progress=False,
+    ).to_html()
     assert "<script>alert" not in html and "&lt;script&gt;" in html
     df = result.to_pandas()
     assert list(df["mrr"]) == [1.0, 0.5] and "mrr_label" in df.columns
@@ -195,10 +231,14 @@ def test_exports_round_trip(tmp_path):
 
 def test_printing_a_result_shows_the_metric_means():
     """print(result) shows each metric's mean (as RAGAS users expect), then the run's size."""
-    result = rm.evaluate([{"question": "q", "contexts": [{"id": "a", "text": "t"}, {"id": "b", "text": "u"}],
-                           "relevant_ids": ["b"]},
-                          {"question": "r", "contexts": [{"id": "a", "text": "t"}], "relevant_ids": ["a"]}],
-                         metrics=["mrr", "precision@1"], progress=False)
+    result = rm.evaluate(
+        [
+            {"question": "q", "contexts": [{"id": "a", "text": "t"}, {"id": "b", "text": "u"}], "relevant_ids": ["b"]},
+            {"question": "r", "contexts": [{"id": "a", "text": "t"}], "relevant_ids": ["a"]},
+        ],
+        metrics=["mrr", "precision@1"],
+        progress=False,
+    )
     # mrr: (1/2 + 1/1) / 2 = 0.75; precision@1: (0 + 1) / 2 = 0.5
     assert str(result) == "EvaluationResult({'mrr': 0.75, 'precision@1': 0.5}, 2 samples, judge='code', invalid=0)"
 
@@ -207,10 +247,17 @@ def test_printing_a_result_shows_the_metric_means():
 
 
 def _timed(latencies):
-    return [rm.Sample(f"q{i}?", [{"id": "d1", "text": "Dune is by Frank Herbert."}], answer="Frank Herbert.",
-                      relevant_ids=["d1"], id=f"t{i}",
-                      metadata={} if t is None else {"latency": {"retrieval_s": 0.1, "total_s": t}})
-            for i, t in enumerate(latencies)]
+    return [
+        rm.Sample(
+            f"q{i}?",
+            [{"id": "d1", "text": "Dune is by Frank Herbert."}],
+            answer="Frank Herbert.",
+            relevant_ids=["d1"],
+            id=f"t{i}",
+            metadata={} if t is None else {"latency": {"retrieval_s": 0.1, "total_s": t}},
+        )
+        for i, t in enumerate(latencies)
+    ]
 
 
 def test_response_time_is_scored_where_latency_was_captured():
@@ -227,13 +274,17 @@ def test_response_time_is_scored_where_latency_was_captured():
     assert row["mean"] == pytest.approx((1.0 + 0.75 + 0.25) / 3)
     assert list(result[0].scores) == ["mrr", "response_time"]  # next to the metrics, after them
     from ragmeter.report import markdown_report
+
     assert "response_time" in markdown_report(result)
 
 
 def test_response_time_levels_off_and_absent():
     strict = rm.evaluate(_timed([2.4]), metrics=["mrr"], progress=False, response_time=(1.0, 2.0))
     # 2.4 s over warn 2 s: 0.5 * (4 - 2.4) / 2 = 0.4 fail
-    assert (strict[0].scores["response_time"].value, strict[0].scores["response_time"].label) == (pytest.approx(0.4), "fail")
+    assert (strict[0].scores["response_time"].value, strict[0].scores["response_time"].label) == (
+        pytest.approx(0.4),
+        "fail",
+    )
     off = rm.evaluate(_timed([2.4]), metrics=["mrr"], progress=False, response_time=None)
     assert off.metrics == ["mrr"] and "response_time" not in off[0].scores
     none = rm.evaluate(_timed([None, None]), metrics=["mrr"], progress=False)
@@ -245,8 +296,9 @@ def test_response_time_costs_no_judge_call_and_shows_once_on_the_dashboard():
     from ragmeter.dashboard.model import RunEntry, Verdicts, sample_views
 
     def run(latencies):
-        judge = ScriptedJudge({"rate_chunks": lambda inputs: {"chunks": [{"useful": True, "answerable": 5}
-                                                                         for _ in inputs["chunks"]]}})
+        judge = ScriptedJudge(
+            {"rate_chunks": lambda inputs: {"chunks": [{"useful": True, "answerable": 5} for _ in inputs["chunks"]]}}
+        )
         return rm.evaluate(_timed(latencies), metrics=[Useful()], judge=judge, progress=False), judge
 
     timed, judge_timed = run([1.0, 6.0])

@@ -51,8 +51,14 @@ def make_judge(backend: str, server: FakeLLMServer, clock: FakeClock | None = No
 
 async def warm_route(judge, timeout: float = 5.0):
     """The running loop's first route, after one request through the SDK; ``(route, body)``."""
-    request = ChatRequest(task="rate_answer", system="Rate it.", turns=[Turn("user", "Where is Paris?")],
-                          schema={"type": "object"}, max_tokens=50, timeout=timeout)
+    request = ChatRequest(
+        task="rate_answer",
+        system="Rate it.",
+        turns=[Turn("user", "Where is Paris?")],
+        schema={"type": "object"},
+        max_tokens=50,
+        timeout=timeout,
+    )
     route = judge.transport.clients.get().next()
     body = judge.transport.body(request)
     await route.post(body, timeout)
@@ -74,8 +80,9 @@ def test_reused_requests_are_what_the_sdk_sends(backend, server):
     assert len(later) == 2
     for req in later:
         assert req.path == first.path and req.body == first.body
-        assert {k: v for k, v in req.headers.items() if k != "content-length"} == \
-               {k: v for k, v in first.headers.items() if k != "content-length"}
+        assert {k: v for k, v in req.headers.items() if k != "content-length"} == {
+            k: v for k, v in first.headers.items() if k != "content-length"
+        }
     sent_key = first.headers.get("x-api-key") or first.headers["authorization"].removeprefix("Bearer ")
     assert sent_key == KEY  # the SDK's auth header (Anthropic: x-api-key, or Bearer in recent SDKs)
     assert first.headers["x-stainless-retry-count"] == "0" and first.headers["x-stainless-lang"] == "python"
@@ -88,10 +95,12 @@ def test_error_statuses_are_the_sdk_exceptions(backend, server):
 
     async def go():
         route, body = await warm_route(judge)
-        cases = [(error(429, retry_after=0.3), sdk.RateLimitError, (True, 0.3)),
-                 (error(400, message="bad schema"), sdk.BadRequestError, (False, None)),
-                 (error(401), sdk.AuthenticationError, (False, None)),
-                 (error(503), sdk.InternalServerError, (True, None))]
+        cases = [
+            (error(429, retry_after=0.3), sdk.RateLimitError, (True, 0.3)),
+            (error(400, message="bad schema"), sdk.BadRequestError, (False, None)),
+            (error(401), sdk.AuthenticationError, (False, None)),
+            (error(503), sdk.InternalServerError, (True, None)),
+        ]
         for reply, exc_type, classified in cases:
             server.push(reply)
             with pytest.raises(exc_type) as info:
@@ -280,8 +289,16 @@ def test_a_client_without_the_internals_reuse_needs_keeps_the_sdk_path(backend, 
     client = Renamed(api_key=KEY, base_url=url, max_retries=0)
     path = "/chat/completions" if backend == "openai" else "/v1/messages"
     judge = make_judge(backend, server)
-    body = judge.transport.body(ChatRequest(task="rate_answer", system="Rate it.", turns=[Turn("user", "Where is Paris?")],
-                                            schema={"type": "object"}, max_tokens=50, timeout=5.0))
+    body = judge.transport.body(
+        ChatRequest(
+            task="rate_answer",
+            system="Rate it.",
+            turns=[Turn("user", "Where is Paris?")],
+            schema={"type": "object"},
+            max_tokens=50,
+            timeout=5.0,
+        )
+    )
 
     async def go():
         route = SdkRoute(client, path, sdk)

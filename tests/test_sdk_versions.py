@@ -36,29 +36,38 @@ def test_each_range_starts_at_the_oldest_supported_release():
     assert {sdk: low for sdk, (low, _) in FAST_PATH_VERSIONS.items()} == oldest_pins()
 
 
-@pytest.mark.parametrize("sdk, version, supported", [
-    ("openai", "1.58.1", True),       # the oldest supported release
-    ("openai", "1.58.0", False),      # one below it
-    ("openai", "1.99.9", True),
-    ("openai", "3.57.0", True),       # the newest tested
-    ("openai", "3.99.0rc1", True),
-    ("openai", "4.0.0", False),       # the next major release: not known to work
-    ("openai", "4.0.0rc1", False),
-    ("anthropic", "0.40.0", True),
-    ("anthropic", "0.39.9", False),
-    ("anthropic", "1.0.0", True),
-    ("anthropic", "2.14.0", True),
-    ("anthropic", "3.0.0", False),
-    ("openai", "", False),            # no version, or one without a release number
-    ("openai", "dev", False),
-    ("mistralai", "1.0.0", False),    # an SDK the fast path does not know
-])
+@pytest.mark.parametrize(
+    "sdk, version, supported",
+    [
+        ("openai", "1.58.1", True),  # the oldest supported release
+        ("openai", "1.58.0", False),  # one below it
+        ("openai", "1.99.9", True),
+        ("openai", "3.57.0", True),  # the newest tested
+        ("openai", "3.99.0rc1", True),
+        ("openai", "4.0.0", False),  # the next major release: not known to work
+        ("openai", "4.0.0rc1", False),
+        ("anthropic", "0.40.0", True),
+        ("anthropic", "0.39.9", False),
+        ("anthropic", "1.0.0", True),
+        ("anthropic", "2.14.0", True),
+        ("anthropic", "3.0.0", False),
+        ("openai", "", False),  # no version, or one without a release number
+        ("openai", "dev", False),
+        ("mistralai", "1.0.0", False),  # an SDK the fast path does not know
+    ],
+)
 def test_the_gate_by_version_string(sdk, version, supported):
     assert fast_path_supported(sdk, version) is supported
 
 
 def test_release_numbers():
-    assert [release(v) for v in ("1.58.1", "2.0.0rc1", "0.40", "v3", "x1")] == [(1, 58, 1), (2, 0, 0), (0, 40), (3,), None]
+    assert [release(v) for v in ("1.58.1", "2.0.0rc1", "0.40", "v3", "x1")] == [
+        (1, 58, 1),
+        (2, 0, 0),
+        (0, 40),
+        (3,),
+        None,
+    ]
 
 
 def _module_with_version(sdk: types.ModuleType, version: str) -> types.ModuleType:
@@ -81,8 +90,16 @@ def _route_after_three_posts(sdk_name: str, sdk: types.ModuleType, server: FakeL
     else:
         client_class, url = real.AsyncAnthropic, server.url
         judge = AnthropicJudge("claude-haiku-4-5", base_url=url, api_key=KEY, cache=False)
-    body = judge.transport.body(ChatRequest(task="rate_answer", system="Rate it.", turns=[Turn("user", "Where is Paris?")],
-                                            schema={"type": "object"}, max_tokens=50, timeout=5.0))
+    body = judge.transport.body(
+        ChatRequest(
+            task="rate_answer",
+            system="Rate it.",
+            turns=[Turn("user", "Where is Paris?")],
+            schema={"type": "object"},
+            max_tokens=50,
+            timeout=5.0,
+        )
+    )
 
     async def go() -> SdkRoute:
         client = client_class(api_key=KEY, base_url=url, max_retries=0)
@@ -104,7 +121,8 @@ def test_the_installed_sdk_is_in_its_range_and_reuses(sdk_name):
     low, high = FAST_PATH_VERSIONS[sdk_name]
     assert fast_path_supported(sdk_name, sdk.__version__), (
         f"{sdk_name} {sdk.__version__} is outside the fast path's range [{low}, {high}): check the route's "
-        "tests on it (tests/test_sdk_route.py), then widen FAST_PATH_VERSIONS")
+        "tests on it (tests/test_sdk_route.py), then widen FAST_PATH_VERSIONS"
+    )
     with FakeLLMServer() as server:
         route = _route_after_three_posts(sdk_name, sdk, server)
     assert route.reuse is True and 5.0 in route._sent

@@ -23,8 +23,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from helpers import wait_for
 from helpers.process import free_port
-from helpers.tracing import (AnswerOverlap, ContextCount, GatedMetric, OTLPReceiver, genai_rag, instrumented, langchain_chain,
-                             oi_rag)
+from helpers.tracing import (
+    AnswerOverlap,
+    ContextCount,
+    GatedMetric,
+    OTLPReceiver,
+    genai_rag,
+    instrumented,
+    langchain_chain,
+    oi_rag,
+)
 from ragmeter.tracing.otlp_json import encode_otlp_json
 from ragmeter.tracing.serve import EvaluationService, decode_request, traces_endpoint
 
@@ -42,12 +50,18 @@ class Receiver(OTLPReceiver):
         """Every span received, as a dict of its ids, resource, attributes, links and events."""
         out = []
         for resource, sp in self.resource_spans():
-            out.append({
-                "name": sp.name, "trace_id": sp.trace_id.hex(), "span_id": sp.span_id.hex(),
-                "parent_id": sp.parent_span_id.hex(), "resource": {kv.key: _attr(kv) for kv in resource.attributes},
-                "attributes": {kv.key: _attr(kv) for kv in sp.attributes},
-                "links": [(ln.trace_id.hex(), ln.span_id.hex()) for ln in sp.links],
-                "events": [ev.name for ev in sp.events]})
+            out.append(
+                {
+                    "name": sp.name,
+                    "trace_id": sp.trace_id.hex(),
+                    "span_id": sp.span_id.hex(),
+                    "parent_id": sp.parent_span_id.hex(),
+                    "resource": {kv.key: _attr(kv) for kv in resource.attributes},
+                    "attributes": {kv.key: _attr(kv) for kv in sp.attributes},
+                    "links": [(ln.trace_id.hex(), ln.span_id.hex()) for ln in sp.links],
+                    "events": [ev.name for ev in sp.events],
+                }
+            )
         return out
 
     def carriers(self) -> list[dict]:
@@ -68,8 +82,13 @@ def make_service(receiver):
 
     def make(metrics=None, **kw):
         kw.setdefault("grace_period", 0.2)
-        svc = EvaluationService(metrics if metrics is not None else [ContextCount(), AnswerOverlap()],
-                                host="127.0.0.1", port=0, forward=receiver.url, **kw).start()
+        svc = EvaluationService(
+            metrics if metrics is not None else [ContextCount(), AnswerOverlap()],
+            host="127.0.0.1",
+            port=0,
+            forward=receiver.url,
+            **kw,
+        ).start()
         made.append(svc)
         return svc
 
@@ -162,8 +181,13 @@ def test_a_trace_split_over_requests_is_held_until_its_parents_arrive(make_servi
             assert svc.stats()["held_traces"] == 1 and receiver.carriers() == []
     assert wait_for(lambda: receiver.carriers(), timeout=10), svc.stats()
     [carrier] = receiver.carriers()
-    entry = next(s for s in memory.get_finished_spans() if s.name == "RunnableSequence" and s.parent
-                 and next(p for p in memory.get_finished_spans() if p.context.span_id == s.parent.span_id).name == "POST /ask")
+    entry = next(
+        s
+        for s in memory.get_finished_spans()
+        if s.name == "RunnableSequence"
+        and s.parent
+        and next(p for p in memory.get_finished_spans() if p.context.span_id == s.parent.span_id).name == "POST /ask"
+    )
     assert carrier["attributes"]["ragmeter.target.span_id"] == format(entry.context.span_id, "016x")
     assert carrier["attributes"]["ragmeter.context_count.score"] == 0.75
     assert svc.stats()["held_traces"] == 0 and svc.stats()["requests"] == 10
@@ -192,8 +216,16 @@ def test_protobuf_and_json_decode_to_the_same_spans():
     js = decode_request(body, "application/json")
 
     def key(s):
-        return (s.context.trace_id, s.context.span_id, s.parent.span_id if s.parent else 0, s.name,
-                dict(s.attributes), s.instrumentation_scope.name, s.start_time, s.end_time)
+        return (
+            s.context.trace_id,
+            s.context.span_id,
+            s.parent.span_id if s.parent else 0,
+            s.name,
+            dict(s.attributes),
+            s.instrumentation_scope.name,
+            s.start_time,
+            s.end_time,
+        )
 
     assert sorted(map(key, pb)) == sorted(map(key, js)) and len(pb) == 3
 
@@ -262,6 +294,7 @@ def test_health_readiness_metrics_and_forward_all(make_service, receiver):
     assert lines["ragmeter_serve_spans_received_total"] == "3"
     assert lines["ragmeter_serve_samples_scored_total"] == "1"
     assert lines["ragmeter_serve_queue_depth"] == "0"
+
     def exported():
         js = json.loads(_get(svc.url + "/metrics?format=json")[1])
         return js["spans_forwarded"] == 3 and js["carriers_exported"] == 1  # counted once the export returned
@@ -295,10 +328,28 @@ def test_shutdown_scores_what_is_pending_and_refuses_new_work(make_service, rece
 @pytest.mark.slow
 def test_cli_serve_drains_on_sigterm(receiver):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.cli", "serve", "--host", "127.0.0.1", "--otlp-port",
-                             str(port), "--forward", receiver.url, "-m", "hallucinated_specifics",
-                             "--grace-period", "60"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ragmeter.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--otlp-port",
+            str(port),
+            "--forward",
+            receiver.url,
+            "-m",
+            "hallucinated_specifics",
+            "--grace-period",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ),
+    )
     try:
         url = f"http://127.0.0.1:{port}"
 

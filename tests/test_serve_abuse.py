@@ -96,8 +96,11 @@ def test_a_decompression_bomb_is_cut_at_the_limit_while_decompressing(make_servi
     header = "deflate" if encoding == "raw-deflate" else encoding
     tracemalloc.start()
     try:
-        status, _, text = _request(svc, bomb, {"Content-Type": "application/x-protobuf", "Content-Encoding": header,
-                                               "Content-Length": str(len(bomb))})
+        status, _, text = _request(
+            svc,
+            bomb,
+            {"Content-Type": "application/x-protobuf", "Content-Encoding": header, "Content-Length": str(len(bomb))},
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -113,8 +116,9 @@ def test_compressed_bodies_are_read(make_service, encoding):
     raw = _oi_json()
     body = _compress([raw], encoding)
     header = "deflate" if encoding == "raw-deflate" else encoding
-    status, _, text = _request(svc, body, {"Content-Type": "application/json", "Content-Encoding": header,
-                                           "Content-Length": str(len(body))})
+    status, _, text = _request(
+        svc, body, {"Content-Type": "application/json", "Content-Encoding": header, "Content-Length": str(len(body))}
+    )
     assert status == 200, text
     assert svc.stats()["spans_received"] == 3
 
@@ -124,8 +128,9 @@ def test_a_gzip_body_of_several_members_is_read_whole(make_service):
     svc = make_service()
     raw = _oi_json()
     body = gzip.compress(raw[:40]) + gzip.compress(raw[40:])
-    status, _, text = _request(svc, body, {"Content-Type": "application/json", "Content-Encoding": "gzip",
-                                           "Content-Length": str(len(body))})
+    status, _, text = _request(
+        svc, body, {"Content-Type": "application/json", "Content-Encoding": "gzip", "Content-Length": str(len(body))}
+    )
     assert status == 200, text
     assert svc.stats()["spans_received"] == 3
 
@@ -134,8 +139,9 @@ def test_an_unknown_content_encoding_is_415(make_service):
     """A body in an encoding the service cannot read is refused, not parsed as if plain."""
     svc = make_service()
     raw = _oi_json()
-    status, _, text = _request(svc, raw, {"Content-Type": "application/json", "Content-Encoding": "br",
-                                          "Content-Length": str(len(raw))})
+    status, _, text = _request(
+        svc, raw, {"Content-Type": "application/json", "Content-Encoding": "br", "Content-Length": str(len(raw))}
+    )
     assert status == 415, text
     assert b"br" in text
     assert svc.stats()["spans_received"] == 0
@@ -144,8 +150,9 @@ def test_an_unknown_content_encoding_is_415(make_service):
 def test_a_corrupt_gzip_body_is_400(make_service):
     svc = make_service()
     body = gzip.compress(_oi_json())[:-12] + b"\x00" * 12
-    status, _, _ = _request(svc, body, {"Content-Type": "application/json", "Content-Encoding": "gzip",
-                                        "Content-Length": str(len(body))})
+    status, _, _ = _request(
+        svc, body, {"Content-Type": "application/json", "Content-Encoding": "gzip", "Content-Length": str(len(body))}
+    )
     assert status == 400
 
 
@@ -158,8 +165,10 @@ def test_a_bad_content_length_is_400_at_once(make_service, length):
     service waiting for (or reading) a body (``-1`` used to read until the client hung up)."""
     svc = make_service()
     with _connect(svc) as sock:
-        sock.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {length}\r\n\r\n".encode())
+        sock.sendall(
+            f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\n\r\n".encode()
+        )
         status, headers, _ = read_response(sock)
     assert status == 400
     assert headers["connection"] == "close"
@@ -169,8 +178,9 @@ def test_a_bad_content_length_is_400_at_once(make_service, length):
 def test_a_content_length_over_the_limit_is_413_at_once(make_service):
     svc = make_service(max_body=1000)
     with _connect(svc) as sock:
-        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 1001\r\n\r\n")
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1001\r\n\r\n"
+        )
         status, headers, _ = read_response(sock)
     assert status == 413 and headers["connection"] == "close"
 
@@ -179,8 +189,11 @@ def test_two_different_content_lengths_are_400(make_service):
     svc = make_service()
     raw = _oi_json()
     with _connect(svc) as sock:
-        sock.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {len(raw)}\r\nContent-Length: 5\r\n\r\n".encode() + raw)
+        sock.sendall(
+            f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(raw)}\r\nContent-Length: 5\r\n\r\n".encode()
+            + raw
+        )
         assert read_response(sock)[0] == 400
     assert svc.stats()["spans_received"] == 0
 
@@ -207,9 +220,10 @@ def test_deeply_nested_json_is_400_not_500(make_service):
     assert status == 400, text
     depth = 200  # an attribute value nested 800 JSON levels deep: parsed, then decoded or refused
     value = '{"kvlistValue":{"values":[{"key":"k","value":' * depth + '{"stringValue":"leaf"}' + "}]}}" * depth
-    span = ('{"traceId":"%s","spanId":"%s","name":"x","attributes":[{"key":"deep","value":%s}]}'
-            % ("0" * 31 + "1", "0" * 15 + "1", value))
-    body = ('{"resourceSpans":[{"scopeSpans":[{"spans":[%s]}]}]}' % span).encode()
+    span = '{{"traceId":"{}","spanId":"{}","name":"x","attributes":[{{"key":"deep","value":{}}}]}}'.format(
+        "0" * 31 + "1", "0" * 15 + "1", value
+    )
+    body = (f'{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{span}]}}]}}]}}').encode()
     status, _, text = _request(svc, body, {"Content-Type": "application/json", "Content-Length": str(len(body))})
     assert status in (200, 400), text  # read (depth cut) or refused, never a server error
     assert not any(k.startswith("serve: an export") for k in _failures())
@@ -222,7 +236,7 @@ def _failures() -> dict:
 
 
 def _chunked(body: bytes, size: int = 100) -> bytes:
-    parts = [body[i:i + size] for i in range(0, len(body), size)]
+    parts = [body[i : i + size] for i in range(0, len(body), size)]
     return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
 
 
@@ -230,8 +244,7 @@ def test_a_chunked_body_is_read(make_service):
     """Transfer-Encoding: chunked (no Content-Length) used to be read as an empty body."""
     svc = make_service()
     raw = _oi_json()
-    status, _, text = _request(svc, _chunked(raw), {"Content-Type": "application/json",
-                                                    "Transfer-Encoding": "chunked"})
+    status, _, text = _request(svc, _chunked(raw), {"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
     assert status == 200, text
     assert svc.stats()["spans_received"] == 3
 
@@ -239,8 +252,11 @@ def test_a_chunked_body_is_read(make_service):
 def test_a_chunked_gzip_body_is_read(make_service):
     svc = make_service()
     body = gzip.compress(_oi_json())
-    status, _, text = _request(svc, _chunked(body, 37), {"Content-Type": "application/json", "Content-Encoding": "gzip",
-                                                         "Transfer-Encoding": "chunked"})
+    status, _, text = _request(
+        svc,
+        _chunked(body, 37),
+        {"Content-Type": "application/json", "Content-Encoding": "gzip", "Transfer-Encoding": "chunked"},
+    )
     assert status == 200, text
     assert svc.stats()["spans_received"] == 3
 
@@ -249,12 +265,16 @@ def test_a_chunked_body_over_the_limit_is_413(make_service):
     svc = make_service(max_body=10_000)
     raw = _oi_json(10)
     assert len(raw) > 10_000
-    status, _, text = _request(svc, _chunked(raw, 4096), {"Content-Type": "application/json",
-                                                          "Transfer-Encoding": "chunked"})
+    status, _, text = _request(
+        svc, _chunked(raw, 4096), {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
+    )
     assert status == 413, text
     bomb = _bomb(16 * MIB)
-    status, _, text = _request(svc, _chunked(bomb, 4096), {"Content-Type": "application/x-protobuf",
-                                                           "Content-Encoding": "gzip", "Transfer-Encoding": "chunked"})
+    status, _, text = _request(
+        svc,
+        _chunked(bomb, 4096),
+        {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip", "Transfer-Encoding": "chunked"},
+    )
     assert status == 413, text
 
 
@@ -270,13 +290,17 @@ def test_expect_100_continue_is_answered_before_the_body(make_service):
     svc = make_service(max_body=10_000)
     raw = _oi_json()
     with _connect(svc) as sock:
-        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(raw))
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(raw)
+        )
         assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(raw)
         assert read_response(sock)[0] == 200
-        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Expect: 100-continue\r\nContent-Length: 20000\r\n\r\n")
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: 20000\r\n\r\n"
+        )
         assert read_response(sock)[0] == 413  # no 100 Continue: the body is not wanted
     assert svc.stats()["requests"] == 2 and svc.stats()["spans_received"] == 3
 
@@ -346,7 +370,7 @@ def _trickle(sock: socket.socket, data: bytes, every: float = 0.05) -> int:
         if select.select([sock], [], [], every)[0]:
             return sent
         try:
-            sock.send(data[i:i + 1])
+            sock.send(data[i : i + 1])
         except OSError:
             return sent
         sent += 1
@@ -369,8 +393,9 @@ def test_a_slow_body_sender_is_cut_at_the_body_deadline(make_service):
     long before the body is complete (it used to be read for as long as it took)."""
     svc = make_service(body_timeout=0.3)
     with _connect(svc) as sock:
-        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 400\r\n\r\n")
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n"
+        )
         sent = _trickle(sock, b" " * 400)
         assert sent < 400
         status, headers, _ = read_response(sock)
@@ -382,8 +407,10 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_idle_timeout(make_ser
     svc = make_service(idle_timeout=0.3)
     raw = _oi_json()
     with _connect(svc) as sock:
-        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n%s" % (len(raw), raw))
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(raw), raw)
+        )
         status, headers, _ = read_response(sock)
         assert status == 200 and "connection" not in headers  # kept alive
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # a second request on it is served
@@ -478,9 +505,23 @@ def test_the_listen_backlog_is_the_system_maximum(make_service):
 
 def _serve_cli(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.cli", "serve", "--otlp-port", str(port), *args,
-                             "-m", "hallucinated_specifics"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env if env is not None else dict(os.environ))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ragmeter.cli",
+            "serve",
+            "--otlp-port",
+            str(port),
+            *args,
+            "-m",
+            "hallucinated_specifics",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env if env is not None else dict(os.environ),
+    )
     return proc, port
 
 
@@ -504,8 +545,10 @@ def test_sigterm_cuts_a_slow_sender_instead_of_waiting_for_it():
     try:
         _wait_up(proc, port)
         slow = socket.create_connection(("127.0.0.1", port), timeout=30)
-        slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 1000\r\n\r\n{\"resourceSpans\"")
+        slow.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n{\"resourceSpans\""
+        )
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # the service has the slow body
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             assert read_response(s)[0] == 200
@@ -545,8 +588,11 @@ def test_serve_never_prints_the_forward_password():
         _wait_up(proc, port)
         raw = _oi_json()
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            s.sendall(f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      f"Content-Length: {len(raw)}\r\n\r\n".encode() + raw)
+            s.sendall(
+                f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(raw)}\r\n\r\n".encode()
+                + raw
+            )
             assert read_response(s)[0] == 200
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)

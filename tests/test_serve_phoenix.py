@@ -10,7 +10,6 @@ import urllib.parse
 import uuid
 
 import pytest
-
 from test_phoenix_e2e import _get, _poll, phoenix  # noqa: F401  (the module-scoped Phoenix server fixture)
 
 pytestmark = [pytest.mark.phoenix, pytest.mark.slow]
@@ -26,11 +25,18 @@ def test_service_forwards_trace_and_carrier_to_phoenix(phoenix):  # noqa: F811
     from helpers.tracing import AnswerOverlap, ContextCount, instrumented, langchain_chain
     from ragmeter.tracing.serve import EvaluationService
 
-    service = EvaluationService([ContextCount(), AnswerOverlap()], host="127.0.0.1", port=0, forward=phoenix.url,
-                                forward_all=True, grace_period=0.2).start()
+    service = EvaluationService(
+        [ContextCount(), AnswerOverlap()],
+        host="127.0.0.1",
+        port=0,
+        forward=phoenix.url,
+        forward_all=True,
+        grace_period=0.2,
+    ).start()
     project = f"ragmeter-serve-{uuid.uuid4().hex[:8]}"
-    provider = TracerProvider(resource=Resource({"service.name": "rag-app", "openinference.project.name": project}),
-                              shutdown_on_exit=False)
+    provider = TracerProvider(
+        resource=Resource({"service.name": "rag-app", "openinference.project.name": project}), shutdown_on_exit=False
+    )
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=service.url + "/v1/traces")))
     try:
         with instrumented(LangChainInstrumentor, provider):
@@ -53,7 +59,11 @@ def test_service_forwards_trace_and_carrier_to_phoenix(phoenix):  # noqa: F811
     got = _poll(spans, what="the forwarded trace and its evaluation span in Phoenix")
     by_id = {s["context"]["span_id"]: s for s in got}
     carrier = next(s for s in got if s["name"] == "ragmeter.evaluation")
-    root = next(s for s in got if s["name"] == "RunnableSequence" and by_id.get(s.get("parent_id"), {}).get("name") == "POST /ask")
+    root = next(
+        s
+        for s in got
+        if s["name"] == "RunnableSequence" and by_id.get(s.get("parent_id"), {}).get("name") == "POST /ask"
+    )
     assert carrier["context"]["trace_id"] == trace_id
     assert carrier["parent_id"] == root["context"]["span_id"]
     assert carrier["span_kind"] == "EVALUATOR"

@@ -72,8 +72,9 @@ def _json_body() -> bytes:
 
 def _post(svc, headers: dict[str, str], tls=None) -> tuple[int, dict, bytes]:
     body = _json_body()
-    return request(svc.port, body, {"Content-Type": "application/json", "Content-Length": str(len(body)), **headers},
-                   tls=tls)
+    return request(
+        svc.port, body, {"Content-Type": "application/json", "Content-Length": str(len(body)), **headers}, tls=tls
+    )
 
 
 def _carriers(receiver) -> list:
@@ -94,8 +95,9 @@ def test_with_a_token_every_endpoint_but_the_health_checks_needs_it(make_service
     assert svc.stats()["spans_received"] == 6
     assert request(svc.port, method="GET", path="/metrics")[0] == 401
     assert request(svc.port, method="GET", path="/nothing")[0] == 401  # no path is told apart without the token
-    status, _, text = request(svc.port, method="GET", path="/metrics?format=json",
-                              headers={"Authorization": f"Bearer {TOKEN}"})
+    status, _, text = request(
+        svc.port, method="GET", path="/metrics?format=json", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
     assert status == 200 and json.loads(text)["requests_unauthorized"] == 6
     assert request(svc.port, method="GET", path="/healthz")[:3:2] == (200, b"ok\n")
     assert request(svc.port, method="GET", path="/readyz")[:3:2] == (200, b"ready\n")
@@ -105,8 +107,10 @@ def test_an_unauthorized_body_is_not_read(make_service):
     """The 401 comes before the body: a client announcing 30 MB gets it without sending them."""
     svc = make_service(token=TOKEN)
     with connect(svc.port) as sock:
-        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-                     b"Content-Length: 30000000\r\n\r\n")
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Content-Length: 30000000\r\n\r\n"
+        )
         status, headers, _ = read_response(sock)
     assert status == 401 and headers["connection"] == "close"
 
@@ -149,8 +153,9 @@ def test_https_with_a_self_signed_certificate(make_service, receiver, certificat
         monkeypatch.delenv(name, raising=False)
     svc = make_service(token=TOKEN, tls_cert=cert, tls_key=key)
     assert svc.url.startswith("https://127.0.0.1:")
-    exporter = OTLPSpanExporter(endpoint=svc.url + "/v1/traces", certificate_file=cert,
-                                headers={"Authorization": f"Bearer {TOKEN}"})
+    exporter = OTLPSpanExporter(
+        endpoint=svc.url + "/v1/traces", certificate_file=cert, headers={"Authorization": f"Bearer {TOKEN}"}
+    )
     assert exporter.export(_spans()) == SpanExportResult.SUCCESS
     assert wait_for(lambda: len(_carriers(receiver)) == 1, timeout=10), svc.stats()
     tls = client_tls(cert)
@@ -194,8 +199,9 @@ def test_grpc_needs_the_token_in_the_authorization_metadata(make_service, receiv
         with pytest.raises(grpc.RpcError) as err:
             TraceServiceStub(channel).Export(encode_spans(_spans()), metadata=[("authorization", "Bearer wrong")])
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    exporter = GrpcExporter(endpoint=f"127.0.0.1:{svc.grpc_port}", insecure=True,
-                            headers={"authorization": f"Bearer {TOKEN}"})
+    exporter = GrpcExporter(
+        endpoint=f"127.0.0.1:{svc.grpc_port}", insecure=True, headers={"authorization": f"Bearer {TOKEN}"}
+    )
     assert exporter.export(_spans()) == SpanExportResult.SUCCESS
     exporter.shutdown()
     assert wait_for(lambda: len(_carriers(receiver)) == 1, timeout=10), svc.stats()
@@ -209,8 +215,9 @@ def test_grpc_over_tls(make_service, receiver, certificate):
     cert, key = certificate
     svc = make_service(token=TOKEN, grpc_port=0, tls_cert=cert, tls_key=key)
     credentials = grpc.ssl_channel_credentials(root_certificates=Path(cert).read_bytes())
-    exporter = GrpcExporter(endpoint=f"127.0.0.1:{svc.grpc_port}", credentials=credentials,
-                            headers={"authorization": f"Bearer {TOKEN}"})
+    exporter = GrpcExporter(
+        endpoint=f"127.0.0.1:{svc.grpc_port}", credentials=credentials, headers={"authorization": f"Bearer {TOKEN}"}
+    )
     assert exporter.export(_spans()) == SpanExportResult.SUCCESS
     exporter.shutdown()
     assert wait_for(lambda: len(_carriers(receiver)) == 1, timeout=10), svc.stats()
@@ -244,9 +251,23 @@ def _serve(*args: str, env_token: str | None = None) -> tuple[subprocess.Popen, 
     env = {k: v for k, v in os.environ.items() if k != "RAGMETER_SERVE_TOKEN"}
     if env_token is not None:
         env["RAGMETER_SERVE_TOKEN"] = env_token
-    proc = subprocess.Popen([sys.executable, "-m", "ragmeter.cli", "serve", "--otlp-port", str(port), *args,
-                             "-m", "hallucinated_specifics"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ragmeter.cli",
+            "serve",
+            "--otlp-port",
+            str(port),
+            *args,
+            "-m",
+            "hallucinated_specifics",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     return proc, port
 
 
@@ -287,8 +308,18 @@ def test_cli_token_from_the_environment_on_a_public_address():
         assert wait_for(lambda: proc.poll() is not None or _up(port), timeout=60) and proc.poll() is None
         body = _json_body()
         assert request(port, body, {"Content-Type": "application/json", "Content-Length": str(len(body))})[0] == 401
-        assert request(port, body, {"Content-Type": "application/json", "Content-Length": str(len(body)),
-                                    "Authorization": f"Bearer {TOKEN}"})[0] == 200
+        assert (
+            request(
+                port,
+                body,
+                {
+                    "Content-Type": "application/json",
+                    "Content-Length": str(len(body)),
+                    "Authorization": f"Bearer {TOKEN}",
+                },
+            )[0]
+            == 200
+        )
     finally:
         out = _stop(proc)
     assert proc.returncode == 0, out
@@ -306,10 +337,22 @@ def test_cli_token_file_and_tls(tmp_path, certificate):
     try:
         assert wait_for(lambda: proc.poll() is not None or _up(port, tls), timeout=60) and proc.poll() is None
         body = _json_body()
-        assert request(port, body, {"Content-Type": "application/json", "Content-Length": str(len(body)),
-                                    "Authorization": f"Bearer {TOKEN}"}, tls=tls)[0] == 200
-        status, _, text = request(port, method="GET", path="/metrics", headers={"Authorization": f"Bearer {TOKEN}"},
-                                  tls=tls)
+        assert (
+            request(
+                port,
+                body,
+                {
+                    "Content-Type": "application/json",
+                    "Content-Length": str(len(body)),
+                    "Authorization": f"Bearer {TOKEN}",
+                },
+                tls=tls,
+            )[0]
+            == 200
+        )
+        status, _, text = request(
+            port, method="GET", path="/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, tls=tls
+        )
         assert status == 200 and b"ragmeter_serve_spans_received_total 3" in text
     finally:
         out = _stop(proc)

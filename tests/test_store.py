@@ -8,13 +8,14 @@ import math
 import os
 import sqlite3
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
 import pytest
-import ragmeter as rm
 import sqlalchemy as sa
+
+import ragmeter as rm
 from ragmeter.judges import OfflineJudge
 from ragmeter.judges.base import Usage
 from ragmeter.store import RunInfo, Store, TrendPoint
@@ -35,9 +36,19 @@ def _no_ci_environment(monkeypatch):
 @pytest.fixture(scope="module")
 def evaluated() -> rm.EvaluationResult:
     """A real run: judged, code and retrieval metrics with their evidence, on the README's data."""
-    return rm.evaluate(EXAMPLES, progress=False,
-                       metrics=["faithfulness", "context_relevance", "citation_accuracy", "hallucinated_specifics",
-                                "precision@5", "mrr"], judge=OfflineJudge(embeddings=False))
+    return rm.evaluate(
+        EXAMPLES,
+        progress=False,
+        metrics=[
+            "faithfulness",
+            "context_relevance",
+            "citation_accuracy",
+            "hallucinated_specifics",
+            "precision@5",
+            "mrr",
+        ],
+        judge=OfflineJudge(embeddings=False),
+    )
 
 
 def score(metric: str, value: float | None, label: str | None = None, **kw) -> rm.Score:
@@ -61,30 +72,66 @@ def result(sid: str, values: dict, *, metadata: dict | None = None, usage: Usage
 def rich_result() -> rm.EvaluationResult:
     """Everything a result can carry: unicode, graded ground truth, context ids / scores /
     metadata, nested details, errors, n/a, usage with cost, invalid records, thresholds."""
-    sample = rm.Sample("Qu'est-ce que la \u00ab RAG \u00bb ? \U0001f50d",
-                       [{"text": "Retrieval-augmented generation\u2026", "id": "d1", "score": 0.91, "metadata": {"page": 3}},
-                        "second chunk"],
-                       answer="It retrieves then generates [d1].", reference="RAG retrieves passages.",
-                       relevant_ids={"d1": 2, "d9": 1}, id="s-1",
-                       metadata={"latency": {"total_s": 1.25, "retrieval_s": 0.2}, "tags": ["fr"], "n": [1, 2]})
-    details = {"claims": [{"claim": "It retrieves", "verdict": "supported", "chunks": [0],
-                           "evidence": [{"chunk": 0, "quote": "Retrieval\u2026"}]}],
-               "judge_calls": 2, "tokens": {"prompt": 120, "completion": 30}, "nested": {"a": [None, True, 1.5]}}
-    first = rm.SampleResult(sample, {
-        "faithfulness": rm.Score("faithfulness", 0.5, "1 of 2 claims supported", details, judge="openai:gpt-4o-mini", label="fail"),
-        "context_recall": rm.Score("context_recall", None, "", {"attempts": 3}, error="JudgeError: bad JSON after 3 tries",
-                                   judge="openai:gpt-4o-mini"),
-        "citation_accuracy": rm.Score("citation_accuracy", None, "the answer cites nothing", judge="code"),
-    }, Usage(calls=3, retries=1, cached=1, prompt_tokens=120, completion_tokens=30, embedding_calls=2, cost_usd=0.00042), 1.5)
+    sample = rm.Sample(
+        "Qu'est-ce que la \u00ab RAG \u00bb ? \U0001f50d",
+        [
+            {"text": "Retrieval-augmented generation\u2026", "id": "d1", "score": 0.91, "metadata": {"page": 3}},
+            "second chunk",
+        ],
+        answer="It retrieves then generates [d1].",
+        reference="RAG retrieves passages.",
+        relevant_ids={"d1": 2, "d9": 1},
+        id="s-1",
+        metadata={"latency": {"total_s": 1.25, "retrieval_s": 0.2}, "tags": ["fr"], "n": [1, 2]},
+    )
+    details = {
+        "claims": [
+            {
+                "claim": "It retrieves",
+                "verdict": "supported",
+                "chunks": [0],
+                "evidence": [{"chunk": 0, "quote": "Retrieval\u2026"}],
+            }
+        ],
+        "judge_calls": 2,
+        "tokens": {"prompt": 120, "completion": 30},
+        "nested": {"a": [None, True, 1.5]},
+    }
+    first = rm.SampleResult(
+        sample,
+        {
+            "faithfulness": rm.Score(
+                "faithfulness", 0.5, "1 of 2 claims supported", details, judge="openai:gpt-4o-mini", label="fail"
+            ),
+            "context_recall": rm.Score(
+                "context_recall",
+                None,
+                "",
+                {"attempts": 3},
+                error="JudgeError: bad JSON after 3 tries",
+                judge="openai:gpt-4o-mini",
+            ),
+            "citation_accuracy": rm.Score("citation_accuracy", None, "the answer cites nothing", judge="code"),
+        },
+        Usage(
+            calls=3, retries=1, cached=1, prompt_tokens=120, completion_tokens=30, embedding_calls=2, cost_usd=0.00042
+        ),
+        1.5,
+    )
     second = result("s-2", {"faithfulness": 1.0, "context_recall": 0.75, "citation_accuracy": 0.0})
     invalid = [rm.RecordError("line 3", "contexts", "expected a list, got str")]
-    return rm.EvaluationResult([first, second], ["faithfulness", "context_recall", "citation_accuracy"],
-                               judge="openai:gpt-4o-mini", invalid=invalid, duration_s=2.718281828,
-                               thresholds={"faithfulness": (0.85, 0.7), "context_recall": (0.8, 0.6)})
+    return rm.EvaluationResult(
+        [first, second],
+        ["faithfulness", "context_recall", "citation_accuracy"],
+        judge="openai:gpt-4o-mini",
+        invalid=invalid,
+        duration_s=2.718281828,
+        thresholds={"faithfulness": (0.85, 0.7), "context_recall": (0.8, 0.6)},
+    )
 
 
 def assert_same(stored: rm.EvaluationResult, original: rm.EvaluationResult) -> None:
-    assert stored.results == original.results          # Samples, every Score with details, usage, duration
+    assert stored.results == original.results  # Samples, every Score with details, usage, duration
     assert stored.metrics == original.metrics and stored.judge == original.judge
     assert stored.thresholds == original.thresholds and stored.duration_s == original.duration_s
     assert stored.usage == original.usage
@@ -131,10 +178,14 @@ def test_runs_lists_newest_first_with_their_settings(db_url, evaluated, monkeypa
     info = listed[2]
     assert isinstance(info, RunInfo) and info.kind == "evaluate" and info.dataset == "rag_samples"
     assert (info.app_version, info.git_commit, info.tags) == ("2.4.0", "0123abc", ["nightly", "gpu"])
-    assert info.judge == evaluated.judge == "offline-lexical" and info.samples == len(evaluated) and info.metrics == evaluated.metrics
+    assert (
+        info.judge == evaluated.judge == "offline-lexical"
+        and info.samples == len(evaluated)
+        and info.metrics == evaluated.metrics
+    )
     assert info.thresholds == evaluated.thresholds and info.usage == evaluated.usage
     assert info.duration_s == evaluated.duration_s
-    assert abs(info.created_at - datetime.now(timezone.utc)) < timedelta(minutes=5)
+    assert abs(info.created_at - datetime.now(UTC)) < timedelta(minutes=5)
     assert (listed[1].app_version, listed[1].git_commit) == ("3.0", "cafe")  # arguments beat the environment
     assert listed[0].git_commit == "feedbeef"
     assert [r.id for r in store.runs(limit=2)] == [third, second]
@@ -145,27 +196,38 @@ def test_runs_lists_newest_first_with_their_settings(db_url, evaluated, monkeypa
 
 def test_metric_trend_per_run_and_per_day(db_url):
     store = Store(db_url)
-    runs = [rm.EvaluationResult([result("a", {"f": 0.2}), result("b", {"f": 0.6}), result("c", {"f": "error"})], ["f"]),
-            rm.EvaluationResult([result("a", {"f": 1.0, "g": 0.5}), result("b", {"f": None})], ["f", "g"]),
-            rm.EvaluationResult([result("a", {"f": "error"})], ["f"])]
+    runs = [
+        rm.EvaluationResult([result("a", {"f": 0.2}), result("b", {"f": 0.6}), result("c", {"f": "error"})], ["f"]),
+        rm.EvaluationResult([result("a", {"f": 1.0, "g": 0.5}), result("b", {"f": None})], ["f", "g"]),
+        rm.EvaluationResult([result("a", {"f": "error"})], ["f"]),
+    ]
     ids = [store.record_run(r, dataset="d") for r in runs]
     trend = store.metric_trend("f")
-    assert trend == [TrendPoint(ids[0], pytest.approx(0.4), 2, 1), TrendPoint(ids[1], 1.0, 1, 0),
-                     TrendPoint(ids[2], None, 0, 1)]
+    assert trend == [
+        TrendPoint(ids[0], pytest.approx(0.4), 2, 1),
+        TrendPoint(ids[1], 1.0, 1, 0),
+        TrendPoint(ids[2], None, 0, 1),
+    ]
     assert store.metric_trend("f", limit=2) == trend[1:]
     assert store.metric_trend("g") == [(ids[1], 0.5, 1, 0)]
     assert store.metric_trend("missing") == []
     assert store.metric_trend("f", dataset="elsewhere") == []
     # inline samples land on the day they happened (their started_at), in UTC
-    day1 = datetime(2026, 3, 1, 23, 30, tzinfo=timezone.utc)
+    day1 = datetime(2026, 3, 1, 23, 30, tzinfo=UTC)
     day2 = datetime(2026, 3, 2, 0, 30, tzinfo=timezone(timedelta(hours=2)))  # 2026-03-01 22:30 UTC
-    day3 = datetime(2026, 3, 3, 9, 0, tzinfo=timezone.utc)
-    store.record_samples([result("x", {"f": 0.5}, metadata={"started_at": day1.isoformat()}),
-                          result("y", {"f": 0.7}, metadata={"started_at": day2.isoformat()}),
-                          result("z", {"f": "error"}, metadata={"started_at": day3.isoformat().replace("+00:00", "Z")})],
-                         "langchain")
-    assert store.metric_trend("f", by="day", kind="inline") == [("2026-03-01", pytest.approx(0.6), 2, 0),
-                                                                ("2026-03-03", None, 0, 1)]
+    day3 = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
+    store.record_samples(
+        [
+            result("x", {"f": 0.5}, metadata={"started_at": day1.isoformat()}),
+            result("y", {"f": 0.7}, metadata={"started_at": day2.isoformat()}),
+            result("z", {"f": "error"}, metadata={"started_at": day3.isoformat().replace("+00:00", "Z")}),
+        ],
+        "langchain",
+    )
+    assert store.metric_trend("f", by="day", kind="inline") == [
+        ("2026-03-01", pytest.approx(0.6), 2, 0),
+        ("2026-03-03", None, 0, 1),
+    ]
     assert store.metric_trend("f", by="day", source="llamaindex") == []
     with pytest.raises(ValueError, match="by must be"):
         store.metric_trend("f", by="week")
@@ -173,9 +235,19 @@ def test_metric_trend_per_run_and_per_day(db_url):
 
 def test_samples_worst_first_with_filters(db_url):
     store = Store(db_url)
-    first = store.record_run(rm.EvaluationResult(
-        [result("ok", {"f": 0.9, "g": 0.95}), result("low", {"f": 0.3, "g": 0.9}), result("err", {"f": "error", "g": 0.99}),
-         result("na", {"f": None, "g": 0.7}), result("mid", {"f": 0.6, "g": 0.1})], ["f", "g"]), tags=["batch-1"])
+    first = store.record_run(
+        rm.EvaluationResult(
+            [
+                result("ok", {"f": 0.9, "g": 0.95}),
+                result("low", {"f": 0.3, "g": 0.9}),
+                result("err", {"f": "error", "g": 0.99}),
+                result("na", {"f": None, "g": 0.7}),
+                result("mid", {"f": 0.6, "g": 0.1}),
+            ],
+            ["f", "g"],
+        ),
+        tags=["batch-1"],
+    )
     second = store.record_run(rm.EvaluationResult([result("new", {"f": 0.5})], ["f"]), tags=["Batch-1"])
 
     def ids(rows):
@@ -200,8 +272,10 @@ def test_samples_worst_first_with_filters(db_url):
 
 def test_inline_samples_go_to_one_run_per_source_and_process(db_url):
     store = Store(db_url)
-    batch1 = [result("a", {"f": 0.5}, metadata={"latency": {"total_s": 2.5}}, usage=Usage(calls=2, cost_usd=0.01)),
-              result("b", {"f": 1.0}, metadata={"latency_s": 0.4, "tags": ["vip"]})]
+    batch1 = [
+        result("a", {"f": 0.5}, metadata={"latency": {"total_s": 2.5}}, usage=Usage(calls=2, cost_usd=0.01)),
+        result("b", {"f": 1.0}, metadata={"latency_s": 0.4, "tags": ["vip"]}),
+    ]
     batch2 = [result("c", {"f": 0.25, "g": 1.0}, usage=Usage(calls=1, prompt_tokens=10))]
     run_id = store.record_samples(batch1, "langchain", tags=["prod"], thresholds={"f": (0.8, 0.5)})
     assert store.record_samples(batch2, "langchain", judge="ignored: the run has a judge") == run_id
@@ -246,17 +320,40 @@ def test_inline_writes_from_many_threads_lose_nothing(db_url):
 
 def test_text_and_json_columns_hold_what_they_can(db_url):
     store = Store(db_url)
-    details = {"nan": math.nan, "inf": [math.inf, -math.inf], "tuple": (1, 2), "set": {3}, "np": np.array([0.5, 1.5]),
-               "np_scalar": np.float32(0.25), (1, 2): "tuple key", 7: "int key", "obj": datetime(2026, 1, 1)}
+    details = {
+        "nan": math.nan,
+        "inf": [math.inf, -math.inf],
+        "tuple": (1, 2),
+        "set": {3},
+        "np": np.array([0.5, 1.5]),
+        "np_scalar": np.float32(0.25),
+        (1, 2): "tuple key",
+        7: "int key",
+        "obj": datetime(2026, 1, 1),
+    }
     sample = rm.Sample("q\x00?", ["c\x00"], answer="a\x00b", id="nul")
     details["quote"] = "broken \ud83d escape"  # a lone surrogate, as a judge's bad JSON escape decodes
-    r = rm.SampleResult(sample, {"f": rm.Score("f", 0.5, "why \udcff", details, label="warn"),
-                                 "g": rm.Score("g", None, error="failed: \ud800")})
+    r = rm.SampleResult(
+        sample,
+        {
+            "f": rm.Score("f", 0.5, "why \udcff", details, label="warn"),
+            "g": rm.Score("g", None, error="failed: \ud800"),
+        },
+    )
     run_id = store.record_run(rm.EvaluationResult([r], ["f", "g"]), dataset="data-\udcff.jsonl")
     back = store.run(run_id)[0]
-    assert back.scores["f"].details == {"nan": None, "inf": [None, None], "tuple": [1, 2], "set": [3], "np": [0.5, 1.5],
-                                        "np_scalar": 0.25, "(1, 2)": "tuple key", "7": "int key",
-                                        "obj": "2026-01-01 00:00:00", "quote": "broken \ufffd escape"}
+    assert back.scores["f"].details == {
+        "nan": None,
+        "inf": [None, None],
+        "tuple": [1, 2],
+        "set": [3],
+        "np": [0.5, 1.5],
+        "np_scalar": 0.25,
+        "(1, 2)": "tuple key",
+        "7": "int key",
+        "obj": "2026-01-01 00:00:00",
+        "quote": "broken \ufffd escape",
+    }
     assert (back.scores["f"].explanation, back.scores["g"].error) == ("why \ufffd", "failed: \ufffd")
     assert store.run_info(run_id).dataset == "data-\ufffd.jsonl"
     assert back.sample.contexts[0].text == "c\x00"  # JSON keeps NUL everywhere
@@ -350,14 +447,24 @@ def test_a_run_recorded_as_it_goes_is_finished_once(db_url):
     assert (info.complete, info.samples, info.usage.calls, info.metrics) == (False, 2, 2, ["f"])
     assert store.find_run(key="k-1") == info and store.find_run(key="k-2") is None
     assert store.find_run(dataset="docs") == info and store.sample_ids(run_id) == {"a", "b"}
-    final = [result("a", {"f": 0.9, "g": 1.0}, usage=Usage(calls=2)), result("b", {"f": 0.4}),
-             result("c", {"f": "error"}, usage=Usage(calls=1))]
-    done = rm.EvaluationResult(final, ["f", "g"], judge="offline", duration_s=3.5,
-                               thresholds={"f": (0.8, 0.5), "g": (0.5, 0.3)})
+    final = [
+        result("a", {"f": 0.9, "g": 1.0}, usage=Usage(calls=2)),
+        result("b", {"f": 0.4}),
+        result("c", {"f": "error"}, usage=Usage(calls=1)),
+    ]
+    done = rm.EvaluationResult(
+        final, ["f", "g"], judge="offline", duration_s=3.5, thresholds={"f": (0.8, 0.5), "g": (0.5, 0.3)}
+    )
     assert store.finish_run(run_id, done) == 1
     assert store.finish_run(run_id, done) == 0
     info = store.run_info(run_id)
-    assert (info.complete, info.samples, info.usage.calls, info.metrics, info.duration_s) == (True, 3, 3, ["f", "g"], 3.5)
+    assert (info.complete, info.samples, info.usage.calls, info.metrics, info.duration_s) == (
+        True,
+        3,
+        3,
+        ["f", "g"],
+        3.5,
+    )
     assert store.run(run_id)[0] == final[0] and len(store.run(run_id)) == 3  # the score added to "a" too
     assert [p.count for p in store.metric_trend("f")] == [2] and [p.errors for p in store.metric_trend("f")] == [1]
     assert store.find_run(key="k-1").complete

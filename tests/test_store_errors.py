@@ -56,8 +56,9 @@ def down_url() -> str:
 @pytest.mark.parametrize("outs", [["r.md", "r.html"], ["r.jsonl", "r.html"]], ids=["in-memory", "streamed"])
 def test_evaluate_with_the_store_down_prints_its_summary_and_one_line(tmp_path, capsys, outs):
     outs = [tmp_path / o for o in outs]
-    code, out, err = run(["evaluate", EXAMPLE, *RETRIEVAL, "--db", down_url(), *[x for o in outs for x in ("--out", o)]],
-                         capsys)
+    code, out, err = run(
+        ["evaluate", EXAMPLE, *RETRIEVAL, "--db", down_url(), *[x for o in outs for x in ("--out", o)]], capsys
+    )
     assert code == 2
     assert out.startswith("ragmeter: 20 samples scored, 0 invalid") and "mrr" in out  # the summary, as usual
     assert all(f"wrote {o}" in out and o.stat().st_size > 0 for o in outs)
@@ -75,8 +76,11 @@ def test_every_command_gives_one_line_for_a_newer_store(tmp_path, capsys):
     assert code == 2 and "ragmeter: 20 samples scored" in out and (tmp_path / "r.md").exists()
     (line,) = err.splitlines()
     assert line.startswith(expected) and "upgrade ragmeter" in line
-    for args in (["dashboard", "--db", db, "--out", tmp_path / "d.html"], ["compare", "1", "2", "--db", db],
-                 ["labels", "agreement", db]):
+    for args in (
+        ["dashboard", "--db", db, "--out", tmp_path / "d.html"],
+        ["compare", "1", "2", "--db", db],
+        ["labels", "agreement", db],
+    ):
         code, out, err = run(args, capsys)
         assert code == 2 and err.splitlines() == [err.strip()] and err.startswith(expected), (args, err)
 
@@ -130,8 +134,10 @@ def test_dashboard_reads_a_store_on_a_read_only_mount(tmp_path, capsys):
     mount = _bind_read_only(folder)
     if mount is not None:
         page = tmp_path / "mounted.html"
-        command = f"{mount} && exec {shlex.quote(sys.executable)} -m ragmeter.cli dashboard --db {shlex.quote(str(db))} " \
-                  f"--out {shlex.quote(str(page))}"
+        command = (
+            f"{mount} && exec {shlex.quote(sys.executable)} -m ragmeter.cli dashboard --db {shlex.quote(str(db))} "
+            f"--out {shlex.quote(str(page))}"
+        )
         done = subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert "run 2" in page.read_text(encoding="utf-8") and _snapshot(folder) == before
@@ -164,9 +170,14 @@ def test_a_read_only_store_is_never_created_or_upgraded(tmp_path):
     assert json.dumps(sorted(p.name for p in tmp_path.iterdir())) == '["other.db"]'
 
 
-@pytest.mark.parametrize("url, cause", [("postgresql://u:pw1234@h:notaport/db", "invalid literal for int()"),
-                                        ("mysql://u:pw1234@h/db", "use a file path, sqlite:///path or postgresql://"),
-                                        ("://x", "Could not parse")])
+@pytest.mark.parametrize(
+    "url, cause",
+    [
+        ("postgresql://u:pw1234@h:notaport/db", "invalid literal for int()"),
+        ("mysql://u:pw1234@h/db", "use a file path, sqlite:///path or postgresql://"),
+        ("://x", "Could not parse"),
+    ],
+)
 def test_a_bad_database_url_is_one_line(tmp_path, capsys, url, cause):
     code, out, err = run(["dashboard", "--db", url, "--out", tmp_path / "d.html"], capsys)
     assert code == 2 and len(err.splitlines()) == 1 and cause in err and "pw1234" not in err

@@ -38,8 +38,13 @@ def own_postgres():
 
 
 def sample(i: int) -> rm.Sample:
-    return rm.Sample(f"secret question {i}?", [{"id": "a", "text": f"private chunk {i}"}], answer=f"private answer {i}",
-                     relevant_ids=["a"], id=f"s{i}")
+    return rm.Sample(
+        f"secret question {i}?",
+        [{"id": "a", "text": f"private chunk {i}"}],
+        answer=f"private answer {i}",
+        relevant_ids=["a"],
+        id=f"s{i}",
+    )
 
 
 def scored(i: int) -> rm.SampleResult:

@@ -27,8 +27,16 @@ QUESTIONS = ["What is the capital of France?", "What is the capital of Germany?"
 
 @pytest.fixture(autouse=True)
 def _no_ci_environment(monkeypatch):
-    for name in ("RAGMETER_APP_VERSION", "OTEL_RESOURCE_ATTRIBUTES", "RAGMETER_GIT_COMMIT", "GIT_COMMIT",
-                 "GITHUB_SHA", "CI_COMMIT_SHA", "RAGMETER_DB", "RAGMETER_CAPTURE_CONTENT"):
+    for name in (
+        "RAGMETER_APP_VERSION",
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "RAGMETER_GIT_COMMIT",
+        "GIT_COMMIT",
+        "GITHUB_SHA",
+        "CI_COMMIT_SHA",
+        "RAGMETER_DB",
+        "RAGMETER_CAPTURE_CONTENT",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -120,8 +128,10 @@ def test_span_processor_records_what_it_scored(tmp_path):
     db = tmp_path / "otel.db"
     proc, provider, exporter = rag_provider(store=db)
     tracer = provider.get_tracer("app")
-    for q, a in (("How tall is the Eiffel Tower?", "It is 330 metres tall [1]."),
-                 ("When was it completed?", "In 1889 [2].")):
+    for q, a in (
+        ("How tall is the Eiffel Tower?", "It is 330 metres tall [1]."),
+        ("When was it completed?", "In 1889 [2]."),
+    ):
         with tracer.start_as_current_span("POST /chat"):
             genai_rag(tracer, question=q, answer=a)
     assert provider.force_flush(10_000)
@@ -206,7 +216,7 @@ def test_a_result_after_an_idle_spell_is_written_within_the_interval(tmp_path):
     writer = StoreWriter(tmp_path / "idle.db", "test", batch=100, interval=0.05)
     for i in range(3):
         writer.add(sample_result(i))
-        assert wait_for(lambda: writer.stats["store_written"] == i + 1, timeout=20), writer.stats
+        assert wait_for(lambda i=i: writer.stats["store_written"] == i + 1, timeout=20), writer.stats
     assert writer.close(10)
 
 
@@ -219,7 +229,11 @@ def test_scorer_flush_and_shutdown_wait_for_the_store(tmp_path):
     scorer.submit(rm.Sample("late", [{"id": "a", "text": "t"}], relevant_ids=["a"], id="late"))
     assert scorer.shutdown(30) and scorer.stats["store_written"] == 6
     run, rows = stored(db)
-    assert run.source == "batch" and run.metrics == ["mrr"] and sorted(rows) == sorted([f"s{i}" for i in range(5)] + ["late"])
+    assert (
+        run.source == "batch"
+        and run.metrics == ["mrr"]
+        and sorted(rows) == sorted([f"s{i}" for i in range(5)] + ["late"])
+    )
     assert set(BackgroundScorer.STATS_KEYS) >= set(StoreWriter.STATS_KEYS)
     assert all(BackgroundScorer(["mrr"]).stats[k] == 0 for k in StoreWriter.STATS_KEYS)
 
@@ -269,8 +283,15 @@ else:
 def test_several_processes_on_one_sqlite_file_lose_nothing(tmp_path):
     db = tmp_path / "shared.db"
     Store(db).close()  # the schema exists; the children race on writes only
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(w), str(tmp_path)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(db), str(w), str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(3)
+    ]
     assert wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 3, timeout=60)
     (tmp_path / "go").touch()
     for p in procs:
@@ -290,8 +311,16 @@ def test_several_processes_on_one_sqlite_file_lose_nothing(tmp_path):
 def test_writer_on_postgresql(postgres_server):
     url = postgres_server.create_database()
     scorer = BackgroundScorer(["mrr"], store=url, store_source="langchain")
-    samples = [rm.Sample(f"q{i}", [{"id": "a", "text": "t"}, {"id": "b", "text": "u"}], relevant_ids=["b"],
-                         id=f"pg{i}", metadata={"latency": {"total_s": 0.5 * i}}) for i in range(4)]
+    samples = [
+        rm.Sample(
+            f"q{i}",
+            [{"id": "a", "text": "t"}, {"id": "b", "text": "u"}],
+            relevant_ids=["b"],
+            id=f"pg{i}",
+            metadata={"latency": {"total_s": 0.5 * i}},
+        )
+        for i in range(4)
+    ]
     for s in samples:
         scorer.submit(s)
     assert scorer.shutdown(60)

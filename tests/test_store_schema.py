@@ -12,6 +12,7 @@ from datetime import datetime
 
 import pytest
 import sqlalchemy as sa
+
 from helpers import wait_for
 from ragmeter.labels import Label
 from ragmeter.store import SCHEMA_VERSION, Store, StoreVersionError, schema
@@ -22,29 +23,61 @@ pytest_plugins = ["helpers.postgres"]  # db_url / make_db: each test on SQLite a
 # ---------------------------------------------------------------- the v1 schema, frozen
 
 V1 = sa.MetaData()
-sa.Table("runs", V1, sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-         sa.Column("created_at", sa.DateTime, nullable=False), sa.Column("kind", sa.String(16), nullable=False),
-         sa.Column("dataset", sa.String(512)), sa.Column("source", sa.String(64)), sa.Column("process", sa.String(256)),
-         sa.Column("app_version", sa.String(128)), sa.Column("git_commit", sa.String(64)),
-         sa.Column("judge", sa.String(256)), sa.Column("settings", sa.Text, nullable=False),
-         sa.Column("usage", sa.Text, nullable=False), sa.Column("duration_s", sa.Double, nullable=False),
-         sa.Column("tags", sa.Text, nullable=False), sa.Column("invalid", sa.Text, nullable=False))
-sa.Table("samples", V1, sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-         sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
-         sa.Column("sample_id", sa.String(256), nullable=False, index=True),
-         sa.Column("created_at", sa.DateTime, nullable=False), sa.Column("question", sa.Text, nullable=False),
-         sa.Column("answer", sa.Text), sa.Column("contexts", sa.Text, nullable=False), sa.Column("reference", sa.Text),
-         sa.Column("relevant_ids", sa.Text), sa.Column("metadata", sa.Text, nullable=False),
-         sa.Column("usage", sa.Text, nullable=False), sa.Column("scoring_s", sa.Double, nullable=False),
-         sa.Column("tags", sa.Text, nullable=False))
-sa.Table("scores", V1, sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-         sa.Column("sample_row_id", sa.Integer, sa.ForeignKey("samples.id", ondelete="CASCADE"), nullable=False, index=True),
-         sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-         sa.Column("metric", sa.String(128), nullable=False), sa.Column("value", sa.Double),
-         sa.Column("label", sa.String(8)), sa.Column("error", sa.Text), sa.Column("explanation", sa.Text, nullable=False),
-         sa.Column("details", sa.Text, nullable=False), sa.Column("judge", sa.String(256)))
-sa.Table("schema_version", V1, sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
-         sa.Column("applied_at", sa.DateTime, nullable=False))
+sa.Table(
+    "runs",
+    V1,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("dataset", sa.String(512)),
+    sa.Column("source", sa.String(64)),
+    sa.Column("process", sa.String(256)),
+    sa.Column("app_version", sa.String(128)),
+    sa.Column("git_commit", sa.String(64)),
+    sa.Column("judge", sa.String(256)),
+    sa.Column("settings", sa.Text, nullable=False),
+    sa.Column("usage", sa.Text, nullable=False),
+    sa.Column("duration_s", sa.Double, nullable=False),
+    sa.Column("tags", sa.Text, nullable=False),
+    sa.Column("invalid", sa.Text, nullable=False),
+)
+sa.Table(
+    "samples",
+    V1,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("sample_id", sa.String(256), nullable=False, index=True),
+    sa.Column("created_at", sa.DateTime, nullable=False),
+    sa.Column("question", sa.Text, nullable=False),
+    sa.Column("answer", sa.Text),
+    sa.Column("contexts", sa.Text, nullable=False),
+    sa.Column("reference", sa.Text),
+    sa.Column("relevant_ids", sa.Text),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("usage", sa.Text, nullable=False),
+    sa.Column("scoring_s", sa.Double, nullable=False),
+    sa.Column("tags", sa.Text, nullable=False),
+)
+sa.Table(
+    "scores",
+    V1,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("sample_row_id", sa.Integer, sa.ForeignKey("samples.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("metric", sa.String(128), nullable=False),
+    sa.Column("value", sa.Double),
+    sa.Column("label", sa.String(8)),
+    sa.Column("error", sa.Text),
+    sa.Column("explanation", sa.Text, nullable=False),
+    sa.Column("details", sa.Text, nullable=False),
+    sa.Column("judge", sa.String(256)),
+)
+sa.Table(
+    "schema_version",
+    V1,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("applied_at", sa.DateTime, nullable=False),
+)
 
 
 def make_v1(url: str) -> None:
@@ -54,19 +87,50 @@ def make_v1(url: str) -> None:
     t = V1.tables
     at = datetime(2026, 1, 5, 12, 0)
     with engine.begin() as conn:
-        run_id = conn.execute(t["runs"].insert(), {
-            "created_at": at, "kind": "evaluate", "dataset": "legacy", "judge": "offline", "duration_s": 3.5,
-            "settings": json.dumps({"metrics": ["faithfulness"], "thresholds": {"faithfulness": [0.85, 0.7]}}),
-            "usage": json.dumps({"calls": 2}), "tags": '["v1"]', "invalid": "[]"}).inserted_primary_key[0]
+        run_id = conn.execute(
+            t["runs"].insert(),
+            {
+                "created_at": at,
+                "kind": "evaluate",
+                "dataset": "legacy",
+                "judge": "offline",
+                "duration_s": 3.5,
+                "settings": json.dumps({"metrics": ["faithfulness"], "thresholds": {"faithfulness": [0.85, 0.7]}}),
+                "usage": json.dumps({"calls": 2}),
+                "tags": '["v1"]',
+                "invalid": "[]",
+            },
+        ).inserted_primary_key[0]
         for n, (md, value) in enumerate([({"latency": {"total_s": 1.5}}, 0.75), ({}, None)], start=1):
-            row_id = conn.execute(t["samples"].insert(), {
-                "run_id": run_id, "sample_id": f"s{n}", "created_at": at, "question": f"question {n}?",
-                "answer": "an answer", "contexts": json.dumps([{"text": "a chunk", "id": "c1", "score": None, "metadata": {}}]),
-                "metadata": json.dumps(md), "usage": json.dumps({"calls": 1}), "scoring_s": 0.5, "tags": '["v1"]'}).inserted_primary_key[0]
-            conn.execute(t["scores"].insert(), {
-                "sample_row_id": row_id, "run_id": run_id, "metric": "faithfulness", "value": value,
-                "label": None if value is None else "warn", "error": None if value is not None else "judge unreachable",
-                "explanation": "", "details": json.dumps({"claims": [n]}), "judge": "offline"})
+            row_id = conn.execute(
+                t["samples"].insert(),
+                {
+                    "run_id": run_id,
+                    "sample_id": f"s{n}",
+                    "created_at": at,
+                    "question": f"question {n}?",
+                    "answer": "an answer",
+                    "contexts": json.dumps([{"text": "a chunk", "id": "c1", "score": None, "metadata": {}}]),
+                    "metadata": json.dumps(md),
+                    "usage": json.dumps({"calls": 1}),
+                    "scoring_s": 0.5,
+                    "tags": '["v1"]',
+                },
+            ).inserted_primary_key[0]
+            conn.execute(
+                t["scores"].insert(),
+                {
+                    "sample_row_id": row_id,
+                    "run_id": run_id,
+                    "metric": "faithfulness",
+                    "value": value,
+                    "label": None if value is None else "warn",
+                    "error": None if value is not None else "judge unreachable",
+                    "explanation": "",
+                    "details": json.dumps({"claims": [n]}),
+                    "judge": "offline",
+                },
+            )
         conn.execute(t["schema_version"].insert(), {"version": 1, "applied_at": at})
     engine.dispose()
 
@@ -79,8 +143,12 @@ def schema_of(url: str) -> dict:
     for table in sorted(insp.get_table_names()):
         out[table] = {
             "columns": sorted((c["name"], str(c["type"]), c["nullable"]) for c in insp.get_columns(table)),
-            "indexes": sorted((i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in insp.get_indexes(table)),
-            "foreign_keys": sorted((tuple(f["constrained_columns"]), f["referred_table"]) for f in insp.get_foreign_keys(table)),
+            "indexes": sorted(
+                (i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in insp.get_indexes(table)
+            ),
+            "foreign_keys": sorted(
+                (tuple(f["constrained_columns"]), f["referred_table"]) for f in insp.get_foreign_keys(table)
+            ),
         }
     engine.dispose()
     return out
@@ -102,7 +170,9 @@ def test_a_version_1_database_is_upgraded_with_its_data(make_db, db_url):
     old = store.run(1)
     assert old.metrics == ["faithfulness"] and old.thresholds == {"faithfulness": (0.85, 0.7)} and old.duration_s == 3.5
     assert [(r.sample.id, r["faithfulness"].value, r["faithfulness"].error) for r in old] == [
-        ("s1", 0.75, None), ("s2", None, "judge unreachable")]
+        ("s1", 0.75, None),
+        ("s2", None, "judge unreachable"),
+    ]
     assert old[0]["faithfulness"].details == {"claims": [1]} and old[0].usage.calls == 1
     # v2's column was filled from each sample's metadata
     assert {s.result.sample.id: s.latency_s for s in store.samples(run_id=1)} == {"s1": 1.5, "s2": None}
@@ -131,8 +201,12 @@ def test_a_version_2_database_gets_the_labels_table(make_db, db_url):
     store = Store(db_url)
     assert versions(db_url) == [1, 2, 3, 4]
     assert [r.sample.id for r in store.run(1)] == ["s1", "s2"] and store.labels() == []
-    assert store.record_labels([Label("s1", "ann", "faithfulness", 4), Label("s2", "ann", "faithfulness", None)],
-                               source="labels.csv") == 2
+    assert (
+        store.record_labels(
+            [Label("s1", "ann", "faithfulness", 4), Label("s2", "ann", "faithfulness", None)], source="labels.csv"
+        )
+        == 2
+    )
     assert store.labels() == [Label("s1", "ann", "faithfulness", 4), Label("s2", "ann", "faithfulness", None)]
     store.close()
     fresh = make_db()
@@ -144,9 +218,13 @@ def test_a_newer_database_is_refused(db_url):
     Store(db_url).close()
     engine = create_engine(database_url(db_url))
     with engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO schema_version (version, applied_at) VALUES (99, :at)"), {"at": datetime(2030, 1, 1)})
+        conn.execute(
+            sa.text("INSERT INTO schema_version (version, applied_at) VALUES (99, :at)"), {"at": datetime(2030, 1, 1)}
+        )
     engine.dispose()
-    with pytest.raises(StoreVersionError, match=r"schema version 99, newer than this ragmeter reads \(4\): upgrade ragmeter"):
+    with pytest.raises(
+        StoreVersionError, match=r"schema version 99, newer than this ragmeter reads \(4\): upgrade ragmeter"
+    ):
         Store(db_url)
     assert versions(db_url) == [4, 99]
 
@@ -223,8 +301,15 @@ for i in range(50):
 def test_four_processes_writing_one_database_lose_nothing(db_url, tmp_path):
     """4 processes x 50 runs (3 samples, 2 scores each) plus one inline sample per run, all at once
     on a database that does not exist yet (so they also race to create the schema)."""
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, db_url, str(w), str(tmp_path)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, db_url, str(w), str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(4)
+    ]
     assert wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 4, timeout=60)
     (tmp_path / "go").touch()
     for p in procs:

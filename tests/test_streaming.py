@@ -26,8 +26,18 @@ def write_records(path, n: int, *, padding: int = 0, bad: bool = False) -> None:
         for i in range(n):
             contexts = [{"id": c, "text": f"chunk {c} of sample {i} " + "x" * padding} for c in "abc"]
             relevant = "abc"[i % 3]
-            fh.write(json.dumps({"id": f"s{i}", "question": f"question {i}?", "contexts": contexts,
-                                 "answer": "an answer", "relevant_ids": [relevant]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"s{i}",
+                        "question": f"question {i}?",
+                        "contexts": contexts,
+                        "answer": "an answer",
+                        "relevant_ids": [relevant],
+                    }
+                )
+                + "\n"
+            )
         if bad:
             fh.write("{not json\n")
 
@@ -82,6 +92,7 @@ def test_an_interrupted_run_resumes_by_sample_id(tmp_path):
     write_records(src, 12)
     metrics = ["faithfulness", "context_precision"]
     with FakeLLMServer(latency=0.05) as server:
+
         def judge() -> OpenAIJudge:
             return OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="sk-test-key", cache=False)
 
@@ -89,8 +100,9 @@ def test_an_interrupted_run_resumes_by_sample_id(tmp_path):
         per_sample = baseline.usage.calls // 12
         server.reset()
 
-        cancel_when_lines(lambda: rm.aevaluate(str(src), metrics, judge(), out=out, concurrency=2, progress=False),
-                          out, 4)
+        cancel_when_lines(
+            lambda: rm.aevaluate(str(src), metrics, judge(), out=out, concurrency=2, progress=False), out, 4
+        )
         lines = out.read_text().splitlines()
         # as if the process died while writing the last line: that line is dropped, its sample scored again
         out.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
@@ -122,8 +134,25 @@ def test_cli_resume_streams_into_the_jsonl_out(tmp_path, capsys):
     assert main(["evaluate", str(src), "-m", "mrr", "--out", str(out), "--resume", "--no-progress"]) == 0
     assert "9 samples scored now, 0 already in" in capsys.readouterr().out
     db = tmp_path / "history.db"
-    assert main(["evaluate", str(src), "-m", "mrr", "--out", str(out), "--out", str(md), "--resume",
-                 "--no-progress", "--db", str(db)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(src),
+                "-m",
+                "mrr",
+                "--out",
+                str(out),
+                "--out",
+                str(md),
+                "--resume",
+                "--no-progress",
+                "--db",
+                str(db),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "0 samples scored now, 9 already in" in printed and "ragmeter: 9 samples scored" in printed
     assert "recorded run 1" in printed and "mrr" in md.read_text()

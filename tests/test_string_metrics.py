@@ -8,6 +8,7 @@ import math
 import random
 
 import pytest
+
 import ragmeter as rm
 from ragmeter.metrics import STRING_METRICS, get_metric, metrics_help, strings
 from ragmeter.metrics.strings import (
@@ -36,7 +37,9 @@ def test_worked_example_by_hand():
     # BLEU: 13a tokens: 7 in the answer (the . counts), 8 in the reference; matches
     # 1-grams 5/7 (cat on the mat .), 2-grams 3/6 (on the, the mat, mat .), 3-grams 2/5, 4-grams 1/4;
     # BP = exp(1 - 8/7)
-    expected = math.exp(1 - 8 / 7) * math.exp((math.log(5 / 7) + math.log(3 / 6) + math.log(2 / 5) + math.log(1 / 4)) / 4)
+    expected = math.exp(1 - 8 / 7) * math.exp(
+        (math.log(5 / 7) + math.log(3 / 6) + math.log(2 / 5) + math.log(1 / 4)) / 4
+    )
     assert bleu(*CAT) == pytest.approx(expected, abs=1e-12)
 
 
@@ -76,11 +79,19 @@ def test_bit_parallel_lcs_equals_dynamic_programming():
 def _random_pairs(n: int, seed: int = 0):
     rng = random.Random(seed)
     words = "the a cat dog sat on mat , . ; 1 2 3-4 3.5 Paris is not was & (x) don't".split()
-    pairs = [CAT, ("Paris, 1889-1890: it's 3.5 m tall & 'wide'.", "Paris in 1889 - it is 3.5m tall"),
-             ("a", "a b c d e"), ("x y", "x y")]
+    pairs = [
+        CAT,
+        ("Paris, 1889-1890: it's 3.5 m tall & 'wide'.", "Paris in 1889 - it is 3.5m tall"),
+        ("a", "a b c d e"),
+        ("x y", "x y"),
+    ]
     for _ in range(n):
-        pairs.append((" ".join(rng.choice(words) for _ in range(rng.randrange(0, 20))),
-                      " ".join(rng.choice(words) for _ in range(rng.randrange(1, 20)))))
+        pairs.append(
+            (
+                " ".join(rng.choice(words) for _ in range(rng.randrange(0, 20))),
+                " ".join(rng.choice(words) for _ in range(rng.randrange(1, 20))),
+            )
+        )
     return pairs
 
 

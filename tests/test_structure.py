@@ -138,10 +138,13 @@ def metric_subsets() -> list[tuple[str, ...]]:
 
 @pytest.fixture(scope="module")
 def sample() -> rm.Sample:
-    return rm.Sample("When was the Eiffel Tower built?",
-                     ["The Eiffel Tower was built from 1887 to 1889.", "It is in Paris.", "Paris is in France."],
-                     answer="It was built from 1887 to 1889 [1]. It stands in Paris [2].",
-                     reference="The Eiffel Tower was built between 1887 and 1889 in Paris.", id="eiffel")
+    return rm.Sample(
+        "When was the Eiffel Tower built?",
+        ["The Eiffel Tower was built from 1887 to 1889.", "It is in Paris.", "Paris is in France."],
+        answer="It was built from 1887 to 1889 [1]. It stands in Paris [2].",
+        reference="The Eiffel Tower was built between 1887 and 1889 in Paris.",
+        id="eiffel",
+    )
 
 
 def test_needs_table_covers_the_registry():
@@ -152,6 +155,7 @@ def test_any_set_of_metrics_costs_one_call_per_needed_task(sample):
     """Over the wire (the real OpenAI SDK, a local server): a run with any subset of metrics sends
     exactly one request for each task in the union of what its metrics need (rate_chunks and
     attribute_statements together as one review_context request), and nothing else."""
+
     async def run_all(server: FakeLLMServer) -> None:
         judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=False)
         for subset in metric_subsets():
@@ -177,12 +181,20 @@ def test_criteria_cost_one_call_per_sample_whatever_their_number(sample):
     def responder(req):
         if req.task != "judge_criteria":
             return oracle(req)
-        return answer({"results": [{"criterion": c["index"], "applicable": True, "score": 5, "reason": "meets it"}
-                                   for c in req.inputs["criteria"]]})
+        return answer(
+            {
+                "results": [
+                    {"criterion": c["index"], "applicable": True, "score": 5, "reason": "meets it"}
+                    for c in req.inputs["criteria"]
+                ]
+            }
+        )
 
-    criteria = [Criteria("polite", criteria="The answer is polite."),
-                Criteria("sourced", criteria="Every figure has a source.", inputs=["answer", "contexts"]),
-                Criteria("agrees", criteria="The answer agrees with the reference.", inputs=["answer", "reference"])]
+    criteria = [
+        Criteria("polite", criteria="The answer is polite."),
+        Criteria("sourced", criteria="Every figure has a source.", inputs=["answer", "contexts"]),
+        Criteria("agrees", criteria="The answer agrees with the reference.", inputs=["answer", "reference"]),
+    ]
 
     async def run_all(server: FakeLLMServer) -> None:
         judge = OpenAIJudge("gpt-4o-mini", base_url=server.openai_url, api_key="test", cache=False)

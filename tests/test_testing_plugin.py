@@ -18,13 +18,18 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "rag_samples.jso
 # The plugin loads through its pytest11 entry point, as in a user's project (no -p needed).
 PLUGIN = ["-p", "no:cacheprovider", "-p", "no:asyncio", "-p", "no:phoenix", "--strict-markers"]
 
-PARIS = rm.Sample("What is the capital of France?", ["Paris is the capital of France.", "France is in Europe."],
-                  answer="The capital of France is Paris [1]. It has 90 million people [2].", id="paris",
-                  relevant_ids=None)
+PARIS = rm.Sample(
+    "What is the capital of France?",
+    ["Paris is the capital of France.", "France is in Europe."],
+    answer="The capital of France is Paris [1]. It has 90 million people [2].",
+    id="paris",
+    relevant_ids=None,
+)
 
 
 def judge(verdicts):
     """Claims = the answer's sentences; ``verdicts`` per claim (supported claims cite chunk 0)."""
+
     def verify(inputs):
         out = []
         for i in range(len(inputs["claims"])):
@@ -33,10 +38,12 @@ def judge(verdicts):
             out.append({"claim": i, "verdict": v, "evidence": ev, "reason": f"scripted {v}"})
         return {"verdicts": out}
 
-    return ScriptedJudge({
-        "extract_claims": lambda i: {"claims": [{"unit": k, "text": u} for k, u in enumerate(i["units"])]},
-        "verify_claims": verify,
-    })
+    return ScriptedJudge(
+        {
+            "extract_claims": lambda i: {"claims": [{"unit": k, "text": u} for k, u in enumerate(i["units"])]},
+            "verify_claims": verify,
+        }
+    )
 
 
 def test_assert_rag_passes_and_returns_the_scores():
@@ -51,7 +58,10 @@ def test_assert_rag_failure_lists_metrics_values_reasons_and_evidence():
     assert msg.startswith("RAG assertion failed for sample 'paris' ('What is the capital of France?'): 2 of 2 metrics")
     assert "faithfulness = 0.5000 < 0.8: 1 of 2 claims supported" in msg
     assert "- unsupported: 'It has 90 million people.' (scripted not_found)" in msg
-    assert "citation_accuracy = 0.5000 < 0.9" in msg and "- citation [2] does_not_support: 'It has 90 million people.'" in msg
+    assert (
+        "citation_accuracy = 0.5000 < 0.9" in msg
+        and "- citation [2] does_not_support: 'It has 90 million people.'" in msg
+    )
     assert isinstance(info.value, RagAssertion) and info.value.failures == ["faithfulness", "citation_accuracy"]
 
 
@@ -62,7 +72,9 @@ def test_assert_rag_without_a_value_fails_with_the_reason_and_takes_records_and_
     with pytest.raises(AssertionError, match=r"mrr = 0.5000 < 0.6"):
         assert_rag(record, thresholds={"mrr": 0.6, "ndcg@10": 0.5})
     record["retrieved_contexts"] = ["a", "b"]
-    with pytest.raises(AssertionError, match=r"mrr = error \(floor 0.5\): ValueError: retrieval metrics need context ids"):
+    with pytest.raises(
+        AssertionError, match=r"mrr = error \(floor 0.5\): ValueError: retrieval metrics need context ids"
+    ):
         assert_rag(record, thresholds={"mrr": 0.5})
     broken = ScriptedJudge({})  # no answer to any task: the score is an error, never a number
     with pytest.raises(AssertionError, match=r"faithfulness = error \(floor 0.5\): .*no answer for task"):
@@ -115,10 +127,16 @@ def test_plugin_marker_fixture_summary_and_store(pytester):
     assert re.search(r"faithfulness = 0\.0\d{3} < 0\.9", out)
     assert "unsupported: 'Paris has 90 million people.'" in out
     assert "ragmeter_dataset needs @pytest.mark.ragmeter(dataset=" in out
-    result.stdout.re_match_lines([r"=+ ragmeter =+", r"5 samples asserted, 1 failed",
-                                  r"metric\s+asserted\s+mean\s+min\s+below floor\s+no value",
-                                  r"faithfulness\s+5\s+0\.\d{4}\s+0\.0\d{3}\s+1\s+0",
-                                  r"context_recall\s+4\s+", r"recorded run 1 in sqlite:///.*history.db \(tag pytest:\S+\)"])
+    result.stdout.re_match_lines(
+        [
+            r"=+ ragmeter =+",
+            r"5 samples asserted, 1 failed",
+            r"metric\s+asserted\s+mean\s+min\s+below floor\s+no value",
+            r"faithfulness\s+5\s+0\.\d{4}\s+0\.0\d{3}\s+1\s+0",
+            r"context_recall\s+4\s+",
+            r"recorded run 1 in sqlite:///.*history.db \(tag pytest:\S+\)",
+        ]
+    )
     with Store(db) as store:
         [info] = store.runs()
         assert info.dataset == "pytest" and info.samples == 5 and "pytest" in info.tags
@@ -134,7 +152,8 @@ def test_plugin_marker_fixture_summary_and_store(pytester):
 def test_an_empty_dataset_fails_the_test_naming_the_file(pytester):
     """0 samples asserted is no pass: an empty (or blank-lines-only) dataset file fails the test."""
     pytester.makefile(".jsonl", empty="", blank="\n\n")
-    pytester.makepyfile(test_empty="""
+    pytester.makepyfile(
+        test_empty="""
         import pytest
 
         @pytest.mark.ragmeter(dataset="empty.jsonl", judge="offline")
@@ -145,7 +164,8 @@ def test_an_empty_dataset_fails_the_test_naming_the_file(pytester):
         @pytest.mark.ragmeter(dataset="blank.jsonl", judge="offline")
         def test_blank(ragmeter_dataset):
             pass
-    """)
+    """
+    )
     result = pytester.runpytest(*PLUGIN)
     result.assert_outcomes(errors=2)
     out = result.stdout.str()
@@ -159,7 +179,8 @@ def test_every_failing_sample_of_a_dataset_is_its_own_failure_without_ragmeter_f
     shows the test's line, not ragmeter's source; a record that cannot be loaded is one failure."""
     lines = EXAMPLE.read_text().splitlines()[:6]
     pytester.makefile(".jsonl", data="\n".join(lines[:5] + ['{"question": "", "contexts": ["x"]}']))
-    pytester.makepyfile(test_each="""
+    pytester.makepyfile(
+        test_each="""
         import pytest
         from ragmeter.testing import assert_rag
 
@@ -169,9 +190,11 @@ def test_every_failing_sample_of_a_dataset_is_its_own_failure_without_ragmeter_f
 
         def test_no_dataset(ragmeter_sample):
             pass
-    """)
-    scored = rm.evaluate(rm.load_samples(pytester.path / "data.jsonl"), metrics=["faithfulness"], judge="offline",
-                         progress=False)
+    """
+    )
+    scored = rm.evaluate(
+        rm.load_samples(pytester.path / "data.jsonl"), metrics=["faithfulness"], judge="offline", progress=False
+    )
     failing = [r.sample.id for r in scored if r.scores["faithfulness"].value < 0.8]
     assert 2 <= len(failing) < 5  # the floor splits the five samples
     result = pytester.runpytest(*PLUGIN, "-rfE")
@@ -189,13 +212,15 @@ def test_every_failing_sample_of_a_dataset_is_its_own_failure_without_ragmeter_f
 
 @pytest.mark.slow
 def test_plugin_is_silent_without_assertions_and_registers_its_marker(pytester):
-    pytester.makepyfile(test_plain="""
+    pytester.makepyfile(
+        test_plain="""
         import pytest
 
         @pytest.mark.ragmeter(judge="offline")
         def test_nothing():
             pass
-    """)
+    """
+    )
     result = pytester.runpytest(*PLUGIN)
     result.assert_outcomes(passed=1)
     assert "ragmeter" not in result.stdout.str().split("test_plain.py")[-1]
@@ -207,7 +232,8 @@ def test_plugin_is_silent_without_assertions_and_registers_its_marker(pytester):
 def test_plugin_with_an_llm_judge_over_the_openai_sdk(pytester, monkeypatch, caplog):
     with FakeLLMServer() as server:
         monkeypatch.setenv("OPENAI_API_KEY", "test")
-        pytester.makepyfile(test_llm=f"""
+        pytester.makepyfile(
+            test_llm=f"""
             import pytest
             import ragmeter as rm
             from ragmeter.testing import assert_rag
@@ -217,11 +243,13 @@ def test_plugin_with_an_llm_judge_over_the_openai_sdk(pytester, monkeypatch, cap
                 r = assert_rag(rm.Sample("What is the capital of France?", ["Paris is the capital of France."],
                                          answer="The capital of France is Paris.", id="p"), faithfulness=1.0)
                 assert r.scores["faithfulness"].judge == "openai:gpt-4o-mini"
-        """)
+        """
+        )
         result = pytester.runpytest(*PLUGIN, "--ragmeter-db", str(pytester.path))  # a folder: not a database
         result.assert_outcomes(passed=1)  # a store that cannot be written is reported, the tests still pass
-        result.stdout.fnmatch_lines(["could not record the run in the history store: store sqlite:///*: "
-                                     "unable to open database file"])
+        result.stdout.fnmatch_lines(
+            ["could not record the run in the history store: store sqlite:///*: unable to open database file"]
+        )
         assert not [r for r in caplog.records if r.exc_info]  # the store's one line, no traceback
         assert {r.task for r in server.chat_requests} == {"extract_claims", "verify_claims"}
         result.stdout.re_match_lines([r"1 samples asserted, 0 failed", r"faithfulness\s+1\s+1\.0000"])

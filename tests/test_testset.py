@@ -10,30 +10,44 @@ import os
 
 import pytest
 
-from helpers.servers import FakeLLMServer, answer, oracle
-
 import ragmeter as rm
-from ragmeter.judges.tasks import InvalidOutput
-from ragmeter.judges.tasks import get_task
+from helpers.servers import FakeLLMServer, answer, oracle
+from ragmeter.judges.tasks import InvalidOutput, get_task
 from ragmeter.testset import EDGE_KINDS, chunk_documents, generate, load_documents, quotas
 
-DOCS = [{"id": "fr", "text": "Paris is the capital of France. The river Seine flows through the city of Paris."},
-        {"id": "de", "text": "Berlin is the capital of Germany. The river Spree flows through the city of Berlin."},
-        {"id": "it", "text": "Rome is the capital of Italy. The river Tiber flows through the city of Rome."},
-        {"id": "es", "text": "Madrid is the capital of Spain. The river Manzanares flows through the city of Madrid."},
-        {"id": "pt", "text": "Lisbon is the capital of Portugal. The river Tagus flows through the city of Lisbon."},
-        {"id": "at", "text": "Vienna is the capital of Austria. The river Danube flows through the city of Vienna."}]
+DOCS = [
+    {"id": "fr", "text": "Paris is the capital of France. The river Seine flows through the city of Paris."},
+    {"id": "de", "text": "Berlin is the capital of Germany. The river Spree flows through the city of Berlin."},
+    {"id": "it", "text": "Rome is the capital of Italy. The river Tiber flows through the city of Rome."},
+    {"id": "es", "text": "Madrid is the capital of Spain. The river Manzanares flows through the city of Madrid."},
+    {"id": "pt", "text": "Lisbon is the capital of Portugal. The river Tagus flows through the city of Lisbon."},
+    {"id": "at", "text": "Vienna is the capital of Austria. The river Danube flows through the city of Vienna."},
+]
 TEXT_TO_ID = {d["text"]: d["id"] for d in DOCS}
-CITES = {"simple": [0], "reasoning": [0], "multi_context": [0, 1], "multi_hop": [0, 1], "unanswerable": [],
-         "ambiguous": [0], "out_of_scope": []}
+CITES = {
+    "simple": [0],
+    "reasoning": [0],
+    "multi_context": [0, 1],
+    "multi_hop": [0, 1],
+    "unanswerable": [],
+    "ambiguous": [0],
+    "out_of_scope": [],
+}
 
 
 def test_quotas_split_n_by_largest_remainder():
     # 10: 1 edge case; 9 regular = 4.5 / 2.25 / 2.25 -> 4 2 2 + the remainder to simple
     assert quotas(10) == {"simple": 5, "reasoning": 2, "multi_context": 2, "unanswerable": 1}
     # 20 with 20% edge cases: 4 edge cases, one per edge kind; 16 regular = 8 4 4
-    assert quotas(20, edge_cases=0.2) == {"simple": 8, "reasoning": 4, "multi_context": 4, "unanswerable": 1,
-                                          "ambiguous": 1, "out_of_scope": 1, "multi_hop": 1}
+    assert quotas(20, edge_cases=0.2) == {
+        "simple": 8,
+        "reasoning": 4,
+        "multi_context": 4,
+        "unanswerable": 1,
+        "ambiguous": 1,
+        "out_of_scope": 1,
+        "multi_hop": 1,
+    }
     assert quotas(4, {"simple": 1}, edge_cases=0.5) == {"simple": 2, "unanswerable": 1, "ambiguous": 1}
     with pytest.raises(ValueError, match="unknown question kind"):
         quotas(10, {"unanswerable": 1.0})
@@ -47,7 +61,9 @@ def test_write_questions_task_checks_the_chunks_each_kind_may_cite():
     with pytest.raises(InvalidOutput, match="at least 2 chunk"):
         task.validate(inputs, {"items": [{"question": "Q?", "answer": "A.", "chunks": [0]}]})
     with pytest.raises(InvalidOutput, match="must list no chunk"):
-        task.validate({**inputs, "kind": "out_of_scope"}, {"items": [{"question": "Q?", "answer": "A.", "chunks": [0]}]})
+        task.validate(
+            {**inputs, "kind": "out_of_scope"}, {"items": [{"question": "Q?", "answer": "A.", "chunks": [0]}]}
+        )
     with pytest.raises(InvalidOutput, match="exactly 1 items"):
         task.validate(inputs, {"items": []})
     system, user = task.messages(inputs)
@@ -147,46 +163,89 @@ def test_near_duplicate_questions_are_dropped_and_a_short_set_says_so():
 
 
 # Each sentence below fits one rule; the questions are the rules' output worked out by hand.
-@pytest.mark.parametrize("sentence, question, rule", [
-    ("Paris is the capital and the largest city of France.", "What is Paris?", "definition"),
-    ("APY can be computed from the periodic rate with a formula.", "How can APY be computed?", "passive"),
-    ("The produced protein is displayed on the cell surface.", "Where is the produced protein displayed?", "passive"),
-    ("Metformin is contraindicated when the filtration rate falls below 30.", "When is metformin contraindicated?",
-     "passive"),
-    ("A startup probe protects slow-starting containers from the kubelet.", "What does a startup probe protect?",
-     "present"),
-    ("The river Seine flows through Paris and into the English Channel.", "Where does the river Seine flow?", "present"),
-    ("France gained territories in Alsace and Lorraine.", "What did France gain?", "past"),
-    ("The controller must erase the data without undue delay.", "What must the controller erase?", "modal"),
-    ("The Thirty Years' War began in 1618 with the Defenestration of Prague, when nobles rebelled.",
-     "The Thirty Years' War began in what year with the Defenestration of Prague?", "value"),
-    ("The tower is 330 metres tall and stands beside the river Seine.", "The tower is how many metres tall?", "value"),
-    ("In decoder-only language models, a causal mask sets the scores of future positions.",
-     "In decoder-only language models, what does a causal mask set?", "present"),
-    ("Starting with a low dose and using extended-release tablets can reduce these effects.",
-     "What does the corpus say about Starting, low and extended-release?", "template"),  # equal idf: a term first
-])
+@pytest.mark.parametrize(
+    "sentence, question, rule",
+    [
+        ("Paris is the capital and the largest city of France.", "What is Paris?", "definition"),
+        ("APY can be computed from the periodic rate with a formula.", "How can APY be computed?", "passive"),
+        (
+            "The produced protein is displayed on the cell surface.",
+            "Where is the produced protein displayed?",
+            "passive",
+        ),
+        (
+            "Metformin is contraindicated when the filtration rate falls below 30.",
+            "When is metformin contraindicated?",
+            "passive",
+        ),
+        (
+            "A startup probe protects slow-starting containers from the kubelet.",
+            "What does a startup probe protect?",
+            "present",
+        ),
+        (
+            "The river Seine flows through Paris and into the English Channel.",
+            "Where does the river Seine flow?",
+            "present",
+        ),
+        ("France gained territories in Alsace and Lorraine.", "What did France gain?", "past"),
+        ("The controller must erase the data without undue delay.", "What must the controller erase?", "modal"),
+        (
+            "The Thirty Years' War began in 1618 with the Defenestration of Prague, when nobles rebelled.",
+            "The Thirty Years' War began in what year with the Defenestration of Prague?",
+            "value",
+        ),
+        (
+            "The tower is 330 metres tall and stands beside the river Seine.",
+            "The tower is how many metres tall?",
+            "value",
+        ),
+        (
+            "In decoder-only language models, a causal mask sets the scores of future positions.",
+            "In decoder-only language models, what does a causal mask set?",
+            "present",
+        ),
+        (
+            "Starting with a low dose and using extended-release tablets can reduce these effects.",
+            "What does the corpus say about Starting, low and extended-release?",
+            "template",
+        ),  # equal idf: a term first
+    ],
+)
 def test_offline_question_rules(sentence, question, rule):
     from ragmeter.testset.extractive import Vocabulary, question_for
 
-    corpus = [sentence, "metformin and the metformin dose; probes and the probe; the tower; "
-                        "Gustave Eiffel met France and Lorraine."]  # what the corpus writes in lower case, or names
+    corpus = [
+        sentence,
+        "metformin and the metformin dose; probes and the probe; the tower; Gustave Eiffel met France and Lorraine.",
+    ]  # what the corpus writes in lower case, or names
     assert question_for(sentence, Vocabulary(corpus)) == (question, rule)
 
 
-@pytest.mark.parametrize("sentence, question", [
-    ("A camera flash is not allowed inside the galleries of the museum.",
-     "Is a camera flash allowed inside the galleries of the museum?"),
-    ("Because metformin does not stimulate insulin secretion, it rarely causes hypoglycaemia.",
-     "Does metformin stimulate insulin secretion?"),
-    ("When a readiness probe fails, the pod is removed from the Service, but the container isn't restarted.",
-     "When a readiness probe fails, is the container restarted?"),
-    ("Bleached corals are not dead and can recover if conditions improve.", "Are bleached corals dead?"),
-    ("The kubelet never restarts a container that passed its probe.", "Does the kubelet ever restart a container"
-     " that passed its probe?"),
-    ("The container is not restarted unless the liveness probe fails.", None),  # an exception: not a plain no
-    ("While the startup probe has not succeeded, the other probes are disabled.", None),  # a condition
-])
+@pytest.mark.parametrize(
+    "sentence, question",
+    [
+        (
+            "A camera flash is not allowed inside the galleries of the museum.",
+            "Is a camera flash allowed inside the galleries of the museum?",
+        ),
+        (
+            "Because metformin does not stimulate insulin secretion, it rarely causes hypoglycaemia.",
+            "Does metformin stimulate insulin secretion?",
+        ),
+        (
+            "When a readiness probe fails, the pod is removed from the Service, but the container isn't restarted.",
+            "When a readiness probe fails, is the container restarted?",
+        ),
+        ("Bleached corals are not dead and can recover if conditions improve.", "Are bleached corals dead?"),
+        (
+            "The kubelet never restarts a container that passed its probe.",
+            "Does the kubelet ever restart a container that passed its probe?",
+        ),
+        ("The container is not restarted unless the liveness probe fails.", None),  # an exception: not a plain no
+        ("While the startup probe has not succeeded, the other probes are disabled.", None),  # a condition
+    ],
+)
 def test_offline_negation_questions(sentence, question):
     from ragmeter.testset.extractive import Vocabulary, _negated
 
@@ -194,13 +253,23 @@ def test_offline_negation_questions(sentence, question):
 
 
 EDGE_DOCS = [
-    {"id": "tower", "text": "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris. The tower is "
-                            "330 metres tall and stands beside the river Seine. The tower was not designed by Gustave "
-                            "Eiffel himself, but by two engineers of his company."},
-    {"id": "louvre", "text": "The Louvre is the most visited art museum in the world. The Mona Lisa has hung in the "
-                             "Louvre since 1797. A camera flash is not allowed inside the galleries of the museum."},
-    {"id": "seine", "text": "The river Seine flows through Paris and into the English Channel. The river is 777 "
-                            "kilometres long from its source to the sea."}]
+    {
+        "id": "tower",
+        "text": "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris. The tower is "
+        "330 metres tall and stands beside the river Seine. The tower was not designed by Gustave "
+        "Eiffel himself, but by two engineers of his company.",
+    },
+    {
+        "id": "louvre",
+        "text": "The Louvre is the most visited art museum in the world. The Mona Lisa has hung in the "
+        "Louvre since 1797. A camera flash is not allowed inside the galleries of the museum.",
+    },
+    {
+        "id": "seine",
+        "text": "The river Seine flows through Paris and into the English Channel. The river is 777 "
+        "kilometres long from its source to the sea.",
+    },
+]
 
 
 def test_offline_edge_cases_fill_their_share():
@@ -213,8 +282,10 @@ def test_offline_edge_cases_fill_their_share():
     assert not any(s.metadata["edge_case"] for s in ts if s.metadata["kind"] == "extractive")
     # the only negated clause of the corpus; its answer is no
     neg = by_kind["negation"]
-    assert neg.question in ("Is a camera flash allowed inside the galleries of the museum?",
-                            "Was the tower designed by Gustave Eiffel himself?")
+    assert neg.question in (
+        "Is a camera flash allowed inside the galleries of the museum?",
+        "Was the tower designed by Gustave Eiffel himself?",
+    )
     assert neg.reference.startswith("No. ") and len(neg.relevant_ids) == 1
     # a value asked in place: 330 metres, 1797, two engineers or 777 kilometres
     num = by_kind["numeric"]
@@ -244,11 +315,13 @@ def test_offline_edge_kinds_without_material_give_their_places_to_the_others():
 def test_documents_from_langchain_and_llamaindex():
     docs_mod = pytest.importorskip("langchain_core.documents")
     schema = pytest.importorskip("llama_index.core.schema")
-    docs = [docs_mod.Document(id="lc-1", page_content="Dune was written by Frank Herbert in 1965."),
-            docs_mod.Document(page_content="Green tea is made from unoxidised leaves.", metadata={"source": "tea.txt"}),
-            schema.TextNode(id_="li-1", text="The secret code of the otter is K1037."),
-            "A plain string document about nothing in particular at all.",
-            docs_mod.Document(page_content="Black tea is fully oxidised.", metadata={"source": "tea.txt"})]
+    docs = [
+        docs_mod.Document(id="lc-1", page_content="Dune was written by Frank Herbert in 1965."),
+        docs_mod.Document(page_content="Green tea is made from unoxidised leaves.", metadata={"source": "tea.txt"}),
+        schema.TextNode(id_="li-1", text="The secret code of the otter is K1037."),
+        "A plain string document about nothing in particular at all.",
+        docs_mod.Document(page_content="Black tea is fully oxidised.", metadata={"source": "tea.txt"}),
+    ]
     chunks = chunk_documents(docs)
     assert [c.id for c in chunks] == ["lc-1", "tea.txt", "li-1", "doc-4", "tea.txt@2"]
     long = chunk_documents([{"id": "long", "text": "First sentence here. " * 30}], chunk_size=200)
@@ -269,11 +342,15 @@ def test_testset_command(tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="ragmeter")
     register(parser.add_subparsers(dest="command"))
     out = tmp_path / "testset.jsonl"
-    args = parser.parse_args(["testset", str(folder), "--n", "10", "--out", str(out), "--judge", "offline",
-                              "--edge-cases", "0.2"])
+    args = parser.parse_args(
+        ["testset", str(folder), "--n", "10", "--out", str(out), "--judge", "offline", "--edge-cases", "0.2"]
+    )
     assert args.func(args) == 0
     printed = capsys.readouterr()
-    assert "wrote 10 questions (" in printed.out and f"to {out} and 7 chunks to {tmp_path / 'testset.chunks.jsonl'}" in printed.out
+    assert (
+        "wrote 10 questions (" in printed.out
+        and f"to {out} and 7 chunks to {tmp_path / 'testset.chunks.jsonl'}" in printed.out
+    )
     assert "8 extractive" in printed.out and "need an LLM judge" in printed.err
     loaded = rm.load_samples(out)
     assert len(loaded) == 10 and sum(s.metadata["edge_case"] for s in loaded) == 2
@@ -301,17 +378,20 @@ def test_a_seed_gives_the_same_offline_test_set_in_every_process(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    code = ("import ragmeter as rm\n"
-            "from ragmeter.baselines import pool_chunks\n"
-            "from ragmeter.testset import generate\n"
-            "chunks = pool_chunks(rm.load_samples('examples/rag_samples.jsonl'))\n"
-            "for s in generate(chunks, n=40, judge='offline', edge_cases=0.1, seed=0):\n"
-            "    print(s.metadata['kind'], s.question, s.relevant_ids)\n")
+    code = (
+        "import ragmeter as rm\n"
+        "from ragmeter.baselines import pool_chunks\n"
+        "from ragmeter.testset import generate\n"
+        "chunks = pool_chunks(rm.load_samples('examples/rag_samples.jsonl'))\n"
+        "for s in generate(chunks, n=40, judge='offline', edge_cases=0.1, seed=0):\n"
+        "    print(s.metadata['kind'], s.question, s.relevant_ids)\n"
+    )
     outputs = set()
     for hash_seed in ("1", "2", "3", "4"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed, "RAGMETER_CACHE_DIR": str(tmp_path / hash_seed)}
-        out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
-                             timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=300
+        )
         assert out.returncode == 0, out.stderr
         outputs.add(out.stdout)
     assert len(outputs) == 1

@@ -13,20 +13,27 @@ def test_doctests():
     assert result.failed == 0 and result.attempted >= 8
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Dr. Smith arrived at 3.30 p.m. on Monday. He left early! Why?",
-     ["Dr. Smith arrived at 3.30 p.m. on Monday.", "He left early!", "Why?"]),
-    ("Mr. and Mrs. Smith arrived. Then they left.", ["Mr. and Mrs. Smith arrived.", "Then they left."]),
-    ("The U.S. economy grew. The U.K. did not.", ["The U.S. economy grew.", "The U.K. did not."]),
-    ("It sold for $3.5 million, i.e. a record. Version 2.1 ships soon.",
-     ["It sold for $3.5 million, i.e. a record.", "Version 2.1 ships soon."]),
-    ("J. R. R. Tolkien wrote it. It is long.", ["J. R. R. Tolkien wrote it.", "It is long."]),
-    ('She said "It works." Then she left.', ['She said "It works."', "Then she left."]),
-    ('"Why?" he asked. Nobody knew.', ['"Why?" he asked.', "Nobody knew."]),
-    ("See Fig. 2 for details. It is clear.", ["See Fig. 2 for details.", "It is clear."]),
-    ("Wait... what happened? Nothing.", ["Wait... what happened?", "Nothing."]),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "Dr. Smith arrived at 3.30 p.m. on Monday. He left early! Why?",
+            ["Dr. Smith arrived at 3.30 p.m. on Monday.", "He left early!", "Why?"],
+        ),
+        ("Mr. and Mrs. Smith arrived. Then they left.", ["Mr. and Mrs. Smith arrived.", "Then they left."]),
+        ("The U.S. economy grew. The U.K. did not.", ["The U.S. economy grew.", "The U.K. did not."]),
+        (
+            "It sold for $3.5 million, i.e. a record. Version 2.1 ships soon.",
+            ["It sold for $3.5 million, i.e. a record.", "Version 2.1 ships soon."],
+        ),
+        ("J. R. R. Tolkien wrote it. It is long.", ["J. R. R. Tolkien wrote it.", "It is long."]),
+        ('She said "It works." Then she left.', ['She said "It works."', "Then she left."]),
+        ('"Why?" he asked. Nobody knew.', ['"Why?" he asked.', "Nobody knew."]),
+        ("See Fig. 2 for details. It is clear.", ["See Fig. 2 for details.", "It is clear."]),
+        ("Wait... what happened? Nothing.", ["Wait... what happened?", "Nothing."]),
+        ("", []),
+    ],
+)
 def test_split_sentences(text, expected):
     assert split_sentences(text) == expected
 
@@ -46,11 +53,18 @@ def test_hard_wrapped_lines_are_joined():
 def test_markdown_tables_and_code_fences():
     """A table's header row names columns and states nothing; each body row is one unit; a code
     fence breaks the text without being a unit itself."""
-    text = ("The plans compare as follows:\n\n| Plan | Monthly price | Deductible |\n|:-----|------:|---|\n"
-            "| Basic | $185 | $1,500 |\n| premium | $260 | $500 |\n\n```python\nclient.get_plan(\"basic\")\n```\n"
-            "the Premium plan has the lower deductible.")
-    assert split_sentences(text) == ["The plans compare as follows:", "| Basic | $185 | $1,500 |", "| premium | $260 | $500 |",
-                                     'client.get_plan("basic")', "the Premium plan has the lower deductible."]
+    text = (
+        "The plans compare as follows:\n\n| Plan | Monthly price | Deductible |\n|:-----|------:|---|\n"
+        "| Basic | $185 | $1,500 |\n| premium | $260 | $500 |\n\n```python\nclient.get_plan(\"basic\")\n```\n"
+        "the Premium plan has the lower deductible."
+    )
+    assert split_sentences(text) == [
+        "The plans compare as follows:",
+        "| Basic | $185 | $1,500 |",
+        "| premium | $260 | $500 |",
+        'client.get_plan("basic")',
+        "the Premium plan has the lower deductible.",
+    ]
 
 
 def test_type_error():
@@ -62,25 +76,38 @@ def test_split_statements_semicolons():
     assert split_statements("It is fast; it is small. It is free.") == ["It is fast;", "it is small.", "It is free."]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Einstein was born in 1879 and died in 1955.", ["Einstein was born in 1879", "Einstein died in 1955."]),
-    ("She was elected in 2010 and re-elected in 2014.", ["She was elected in 2010", "She was re-elected in 2014."]),
-    ("Revenue rose 5%, but margins fell.", ["Revenue rose 5%", "Margins fell."]),
-    ("Cats and dogs are pets.", ["Cats and dogs are pets."]),
-    ("I like apples and oranges and he eats pears.", ["I like apples and oranges", "He eats pears."]),
-    ("Media, who was released on bail, spoke to reporters.",
-     ["Media spoke to reporters.", "Media was released on bail"]),
-    ("We propose a new loss, which improves accuracy on ImageNet.",
-     ["We propose a new loss.", "A new loss improves accuracy on ImageNet"]),
-    # Not clause boundaries: a list item with a relative clause, a conjunction inside brackets,
-    # two modifiers of one noun (RAGChecker answers).
-    ("It offers rewards, benefits, and perks that can outweigh the fee.",
-     ["It offers rewards, benefits, and perks that can outweigh the fee."]),
-    ("A roux is a mixture of fat (commonly butter, but also oil) and flour cooked together.",
-     ["A roux is a mixture of fat (commonly butter, but also oil) and flour cooked together."]),
-    ("Cider can also refer to a filtered and pasteurized product.",
-     ["Cider can also refer to a filtered and pasteurized product."]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Einstein was born in 1879 and died in 1955.", ["Einstein was born in 1879", "Einstein died in 1955."]),
+        ("She was elected in 2010 and re-elected in 2014.", ["She was elected in 2010", "She was re-elected in 2014."]),
+        ("Revenue rose 5%, but margins fell.", ["Revenue rose 5%", "Margins fell."]),
+        ("Cats and dogs are pets.", ["Cats and dogs are pets."]),
+        ("I like apples and oranges and he eats pears.", ["I like apples and oranges", "He eats pears."]),
+        (
+            "Media, who was released on bail, spoke to reporters.",
+            ["Media spoke to reporters.", "Media was released on bail"],
+        ),
+        (
+            "We propose a new loss, which improves accuracy on ImageNet.",
+            ["We propose a new loss.", "A new loss improves accuracy on ImageNet"],
+        ),
+        # Not clause boundaries: a list item with a relative clause, a conjunction inside brackets,
+        # two modifiers of one noun (RAGChecker answers).
+        (
+            "It offers rewards, benefits, and perks that can outweigh the fee.",
+            ["It offers rewards, benefits, and perks that can outweigh the fee."],
+        ),
+        (
+            "A roux is a mixture of fat (commonly butter, but also oil) and flour cooked together.",
+            ["A roux is a mixture of fat (commonly butter, but also oil) and flour cooked together."],
+        ),
+        (
+            "Cider can also refer to a filtered and pasteurized product.",
+            ["Cider can also refer to a filtered and pasteurized product."],
+        ),
+    ],
+)
 def test_split_claims(text, expected):
     assert split_claims(text) == expected
 

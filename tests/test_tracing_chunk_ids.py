@@ -10,11 +10,11 @@ import json
 import pytest
 from openinference.instrumentation.langchain import LangChainInstrumentor
 
+from helpers.tracing import KB, instrumented, memory_provider, rag_provider
 from ragmeter.cli import main
 from ragmeter.ids import content_id, is_content_id
 from ragmeter.tracing import evaluate_traces
 from ragmeter.tracing.offline import encode_otlp_json
-from helpers.tracing import KB, instrumented, memory_provider, rag_provider
 
 PARIS, BORDERS = KB["d1"], KB["d3"]
 
@@ -39,13 +39,19 @@ def chain():
 
     class Retriever(BaseRetriever):
         def _get_relevant_documents(self, query, *, run_manager=None):
-            return [Document(id="kb-3", page_content=BORDERS, metadata={"source": "kb/borders.md"}),
-                    Document(id="kb-1", page_content=PARIS, metadata={"source": "kb/paris.md"})]
+            return [
+                Document(id="kb-3", page_content=BORDERS, metadata={"source": "kb/borders.md"}),
+                Document(id="kb-1", page_content=PARIS, metadata={"source": "kb/paris.md"}),
+            ]
 
     prompt = ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}")
     fmt = lambda docs: "\n".join(d.page_content for d in docs)  # noqa: E731
-    return ({"context": Retriever() | fmt, "question": RunnablePassthrough()} | prompt
-            | FakeListChatModel(responses=["Paris is the capital of France."]) | StrOutputParser())
+    return (
+        {"context": Retriever() | fmt, "question": RunnablePassthrough()}
+        | prompt
+        | FakeListChatModel(responses=["Paris is the capital of France."])
+        | StrOutputParser()
+    )
 
 
 def run(relevant_ids, **kwargs):
@@ -63,23 +69,28 @@ def test_without_document_ids_chunks_get_marked_content_hash_ids():
     result, _ = run([content_id(PARIS)])
     contexts = result.sample.contexts
     assert [c.id for c in contexts] == [content_id(BORDERS), content_id(PARIS)]  # not kb-3, kb-1: not recorded
-    assert [c.metadata for c in contexts] == [{"source": "kb/borders.md", "id_source": "content_hash"},
-                                              {"source": "kb/paris.md", "id_source": "content_hash"}]
+    assert [c.metadata for c in contexts] == [
+        {"source": "kb/borders.md", "id_source": "content_hash"},
+        {"source": "kb/paris.md", "id_source": "content_hash"},
+    ]
     # relevant_ids came from the chain's config metadata, recorded on the entry span
     assert result.sample.relevant_ids == [content_id(PARIS)]
     mrr = result["mrr"]
     assert mrr.value == 0.5 and result["hit_rate@1"].value == 0.0  # the relevant chunk is at rank 2
     assert mrr.details["content_hash_ids"] == 2
-    assert mrr.explanation == ("1 of 1 relevant ids in the top 2 retrieved; 2 of 2 chunk ids are content hashes "
-                               "(no chunk id was recorded): they match only relevant_ids made with "
-                               "ragmeter.ids.content_id(text)")
+    assert mrr.explanation == (
+        "1 of 1 relevant ids in the top 2 retrieved; 2 of 2 chunk ids are content hashes "
+        "(no chunk id was recorded): they match only relevant_ids made with "
+        "ragmeter.ids.content_id(text)"
+    )
 
 
 def test_retrieval_metrics_say_when_relevant_ids_cannot_match_content_hashes():
     result, _ = run(["kb-1"])  # the Document ids, which the trace does not hold
     assert result["mrr"].value == 0.0
-    assert result["mrr"].explanation.endswith("made with ragmeter.ids.content_id(text), and none of the "
-                                              "relevant_ids is one")
+    assert result["mrr"].explanation.endswith(
+        "made with ragmeter.ids.content_id(text), and none of the relevant_ids is one"
+    )
 
 
 def test_ids_from_the_metadata_keys_the_user_names():

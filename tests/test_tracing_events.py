@@ -12,16 +12,21 @@ import pytest
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 
+from helpers.tracing import ContextCount, OTLPLogsReceiver, RecordingServer, event_name, oi_rag, rag_provider
 from ragmeter.cli import main
 from ragmeter.data import Score
 from ragmeter.metrics.base import Metric
 from ragmeter.tracing import EvaluationLogSink, evaluate_traces
 from ragmeter.tracing.semconv import BASELINE, LATEST, evaluation_names
-from helpers.tracing import ContextCount, OTLPLogsReceiver, RecordingServer, event_name, oi_rag, rag_provider
 
 LC = Path(__file__).parent / "data" / "otlp" / "langchain_openinference.jsonl"
-NAMES = ("gen_ai.evaluation.name", "gen_ai.evaluation.score.value", "gen_ai.evaluation.score.label",
-         "gen_ai.evaluation.explanation", "error.type")
+NAMES = (
+    "gen_ai.evaluation.name",
+    "gen_ai.evaluation.score.value",
+    "gen_ai.evaluation.score.label",
+    "gen_ai.evaluation.explanation",
+    "error.type",
+)
 
 
 def memory_logs():
@@ -46,8 +51,14 @@ class Failing(Metric):
 
 
 def test_names_are_the_conventions_and_live_in_one_module(monkeypatch):
-    assert (BASELINE.event, BASELINE.name, BASELINE.score_value, BASELINE.score_label, BASELINE.explanation,
-            BASELINE.error_type) == ("gen_ai.evaluation.result",) + NAMES
+    assert (
+        BASELINE.event,
+        BASELINE.name,
+        BASELINE.score_value,
+        BASELINE.score_label,
+        BASELINE.explanation,
+        BASELINE.error_type,
+    ) == ("gen_ai.evaluation.result",) + NAMES
     monkeypatch.delenv("OTEL_SEMCONV_STABILITY_OPT_IN", raising=False)
     assert evaluation_names() is BASELINE
     assert evaluation_names({"OTEL_SEMCONV_STABILITY_OPT_IN": "http, gen_ai_latest_experimental"}) is LATEST
@@ -80,15 +91,24 @@ def test_processor_emits_one_record_per_metric_in_the_judged_span_context():
     from ragmeter.judges.fingerprint import CODE_FINGERPRINT
 
     # the judge that scored, under the draft evaluator names (code: no judge, so the ragmeter version)
-    code = {"gen_ai.evaluation.evaluator.id": CODE_FINGERPRINT.id, "gen_ai.evaluation.evaluator.name": "code",
-            "gen_ai.evaluation.evaluator.version": __version__}
-    assert by_name["context_count"] == {"gen_ai.evaluation.name": "context_count",
-                                        "gen_ai.evaluation.score.value": 0.5,
-                                        "gen_ai.evaluation.score.label": "pass",
-                                        "gen_ai.evaluation.explanation": "2 contexts", **code}
-    assert by_name["always_fails"] == {"gen_ai.evaluation.name": "always_fails", "error.type": "JudgeTimeout",
-                                       "gen_ai.evaluation.explanation": "JudgeTimeout: no answer after 3 tries",
-                                       **code}
+    code = {
+        "gen_ai.evaluation.evaluator.id": CODE_FINGERPRINT.id,
+        "gen_ai.evaluation.evaluator.name": "code",
+        "gen_ai.evaluation.evaluator.version": __version__,
+    }
+    assert by_name["context_count"] == {
+        "gen_ai.evaluation.name": "context_count",
+        "gen_ai.evaluation.score.value": 0.5,
+        "gen_ai.evaluation.score.label": "pass",
+        "gen_ai.evaluation.explanation": "2 contexts",
+        **code,
+    }
+    assert by_name["always_fails"] == {
+        "gen_ai.evaluation.name": "always_fails",
+        "error.type": "JudgeTimeout",
+        "gen_ai.evaluation.explanation": "JudgeTimeout: no answer after 3 tries",
+        **code,
+    }
     # the carrier span's events say the same
     (carrier,) = [s for s in spans.get_finished_spans() if s.name == "ragmeter.evaluation"]
     assert [dict(e.attributes) for e in carrier.events] == [by_name["context_count"], by_name["always_fails"]]
@@ -100,8 +120,10 @@ def test_no_explanation_when_content_capture_is_off():
     proc, provider, _ = rag_provider([ContextCount(), Failing()], logger_provider=logs, capture_content=False)
     oi_rag(provider)
     assert provider.force_flush(10_000)
-    attrs = {r.log_record.attributes["gen_ai.evaluation.name"]: dict(r.log_record.attributes)
-             for r in exporter.get_finished_logs()}
+    attrs = {
+        r.log_record.attributes["gen_ai.evaluation.name"]: dict(r.log_record.attributes)
+        for r in exporter.get_finished_logs()
+    }
     assert "gen_ai.evaluation.explanation" not in attrs["context_count"]  # "2 contexts" is about the sample
     assert attrs["context_count"]["gen_ai.evaluation.score.value"] == 0.5
     # an error is no content: still said (redacted)
@@ -147,12 +169,18 @@ def _received(receiver):
     out = []
     for resource, lr in receiver.records():
         attrs = {kv.key: kv.value for kv in lr.attributes}
-        out.append({"trace_id": lr.trace_id.hex(), "span_id": lr.span_id.hex(), "event": event_name(lr),
-                    "name": attrs["gen_ai.evaluation.name"].string_value,
-                    "value": attrs["gen_ai.evaluation.score.value"].double_value,
-                    "label": attrs["gen_ai.evaluation.score.label"].string_value,
-                    "explanation": attrs["gen_ai.evaluation.explanation"].string_value,
-                    "service": {kv.key: kv.value.string_value for kv in resource.attributes}.get("service.name")})
+        out.append(
+            {
+                "trace_id": lr.trace_id.hex(),
+                "span_id": lr.span_id.hex(),
+                "event": event_name(lr),
+                "name": attrs["gen_ai.evaluation.name"].string_value,
+                "value": attrs["gen_ai.evaluation.score.value"].double_value,
+                "label": attrs["gen_ai.evaluation.score.label"].string_value,
+                "explanation": attrs["gen_ai.evaluation.explanation"].string_value,
+                "service": {kv.key: kv.value.string_value for kv in resource.attributes}.get("service.name"),
+            }
+        )
     return out
 
 
@@ -164,15 +192,22 @@ def test_evaluate_traces_exports_records_to_an_otlp_receiver(logs_receiver):
     got = _received(logs_receiver)
     expected = {(r.sample.metadata["otel"]["trace_id"], r.sample.metadata["otel"]["target_span_id"]) for r in result}
     assert {(g["trace_id"], g["span_id"]) for g in got} == expected and len(got) == 2
-    assert all(g["event"] == "gen_ai.evaluation.result" and g["name"] == "context_count" and g["value"] == 0.5
-               and g["label"] == "pass" and g["explanation"] == "2 contexts" for g in got)
+    assert all(
+        g["event"] == "gen_ai.evaluation.result"
+        and g["name"] == "context_count"
+        and g["value"] == 0.5
+        and g["label"] == "pass"
+        and g["explanation"] == "2 contexts"
+        for g in got
+    )
     assert {g["service"] for g in got} == {"rag-api"}  # the judged trace's resource
 
 
 @pytest.mark.slow
 def test_cli_evaluation_logs_option(logs_receiver, capsys):
-    code = main(["evaluate-traces", str(LC), "-m", "mrr", "--no-progress", "--evaluation-logs",
-                 logs_receiver.url + "/v1/logs"])
+    code = main(
+        ["evaluate-traces", str(LC), "-m", "mrr", "--no-progress", "--evaluation-logs", logs_receiver.url + "/v1/logs"]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert f"exported 2 evaluation log records to {logs_receiver.url}/v1/logs" in out
@@ -197,8 +232,13 @@ def test_serve_exports_records_with_the_resource_of_the_judged_trace(logs_receiv
 
     from ragmeter.tracing.serve import EvaluationService
 
-    service = EvaluationService([ContextCount()], host="127.0.0.1", port=0, grace_period=0.05,
-                                sinks=[EvaluationLogSink(endpoint=logs_receiver.url)]).start()
+    service = EvaluationService(
+        [ContextCount()],
+        host="127.0.0.1",
+        port=0,
+        grace_period=0.05,
+        sinks=[EvaluationLogSink(endpoint=logs_receiver.url)],
+    ).start()
     try:
         app = TracerProvider(resource=Resource({"service.name": "shop-rag"}), shutdown_on_exit=False)
         app.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=service.url + "/v1/traces")))

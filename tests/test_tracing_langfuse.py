@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.langfuse_server import LangfuseServer
+from helpers.tracing import ContextCount, oi_rag, rag_provider
 from ragmeter.cli import main
 from ragmeter.data import Context, Sample, Score
 from ragmeter.metrics.base import Metric
@@ -18,8 +20,6 @@ from ragmeter.metrics.scoring import SampleResult
 from ragmeter.tracing import LangfuseScoreSink, evaluate_traces
 from ragmeter.tracing.langfuse import langfuse_scores, score_id
 from ragmeter.tracing.writer import SpanTarget
-from helpers.langfuse_server import LangfuseServer
-from helpers.tracing import ContextCount, oi_rag, rag_provider
 
 LC = Path(__file__).parent / "data" / "otlp" / "langchain_openinference.jsonl"
 TARGET = SpanTarget(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, "rag")
@@ -36,32 +36,54 @@ class Failing(Metric):
 
 
 def result(captured: bool = True) -> SampleResult:
-    sample = Sample(question="Who wrote Dune?", contexts=[Context("Dune is by Frank Herbert.", id="d1")],
-                    answer="Frank Herbert.", id="s-1",
-                    metadata={} if captured else {"content_captured": False})
-    return SampleResult(sample, {
-        "faithfulness": Score("faithfulness", 0.75, explanation="3 of 4 claims supported", judge="offline",
-                              label="pass"),
-        "exact_match": Score("exact_match", 1.0, explanation="equal after normalisation", judge="code", label="pass"),
-        "hit_rate@5": Score("hit_rate@5", 0.0, explanation="0 of 1 relevant ids in the top 1", judge="code",
-                            label="fail"),
-        "answer_correctness": Score("answer_correctness", None, error="JudgeTimeout: no answer", judge="offline"),
-        "context_recall": Score("context_recall", None, explanation="not applicable: no reference", judge="offline"),
-    })
+    sample = Sample(
+        question="Who wrote Dune?",
+        contexts=[Context("Dune is by Frank Herbert.", id="d1")],
+        answer="Frank Herbert.",
+        id="s-1",
+        metadata={} if captured else {"content_captured": False},
+    )
+    return SampleResult(
+        sample,
+        {
+            "faithfulness": Score(
+                "faithfulness", 0.75, explanation="3 of 4 claims supported", judge="offline", label="pass"
+            ),
+            "exact_match": Score(
+                "exact_match", 1.0, explanation="equal after normalisation", judge="code", label="pass"
+            ),
+            "hit_rate@5": Score(
+                "hit_rate@5", 0.0, explanation="0 of 1 relevant ids in the top 1", judge="code", label="fail"
+            ),
+            "answer_correctness": Score("answer_correctness", None, error="JudgeTimeout: no answer", judge="offline"),
+            "context_recall": Score(
+                "context_recall", None, explanation="not applicable: no reference", judge="offline"
+            ),
+        },
+    )
 
 
 def test_each_metric_becomes_one_typed_score_on_the_judged_span():
     got = {kw["name"]: kw for kw in langfuse_scores(result(), TARGET)}
     assert [(n, kw["data_type"], kw["value"]) for n, kw in got.items()] == [
-        ("faithfulness", "NUMERIC", 0.75), ("exact_match", "BOOLEAN", 1.0), ("hit_rate@5", "BOOLEAN", 0.0),
-        ("answer_correctness", "CATEGORICAL", "error"), ("context_recall", "CATEGORICAL", "n/a")]
+        ("faithfulness", "NUMERIC", 0.75),
+        ("exact_match", "BOOLEAN", 1.0),
+        ("hit_rate@5", "BOOLEAN", 0.0),
+        ("answer_correctness", "CATEGORICAL", "error"),
+        ("context_recall", "CATEGORICAL", "n/a"),
+    ]
     for kw in got.values():
         assert kw["trace_id"] == "0af7651916cd43dd8448eb211c80319c" and kw["observation_id"] == "b7ad6b7169203331"
     assert got["faithfulness"]["comment"] == "3 of 4 claims supported"
     assert got["answer_correctness"]["comment"] == "JudgeTimeout: no answer"
     assert got["context_recall"]["comment"] == "not applicable: no reference"
-    assert got["faithfulness"]["metadata"] == {"source": "ragmeter", "judge": "offline", "status": "ok",
-                                               "label": "pass", "sample_id": "s-1"}
+    assert got["faithfulness"]["metadata"] == {
+        "source": "ragmeter",
+        "judge": "offline",
+        "status": "ok",
+        "label": "pass",
+        "sample_id": "s-1",
+    }
     assert got["answer_correctness"]["metadata"]["status"] == "error"
     # the idempotency id: the same for the same metric, judge and span; another span, another id
     again = {kw["name"]: kw["score_id"] for kw in langfuse_scores(result(), TARGET)}
@@ -177,8 +199,19 @@ def test_serve_sends_the_scores_of_received_traces(langfuse, monkeypatch):
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", keys["secret_key"])
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
-    args = parser.parse_args(["serve", "--phoenix", "http://127.0.0.1:9", "--langfuse", server.url,
-                              "--evaluation-logs", "http://127.0.0.1:9", "--id-keys", "id,source"])
+    args = parser.parse_args(
+        [
+            "serve",
+            "--phoenix",
+            "http://127.0.0.1:9",
+            "--langfuse",
+            server.url,
+            "--evaluation-logs",
+            "http://127.0.0.1:9",
+            "--id-keys",
+            "id,source",
+        ]
+    )
     from ragmeter.tracing import EvaluationLogSink, PhoenixAnnotationSink
     from ragmeter.tracing.cli import _id_keys, _serve_sinks
 
@@ -188,8 +221,9 @@ def test_serve_sends_the_scores_of_received_traces(langfuse, monkeypatch):
     assert isinstance(logs, EvaluationLogSink) and logs.endpoint == "http://127.0.0.1:9/v1/logs"
     logs.shutdown()
     assert _id_keys(args.id_keys) == ["id", "source"]
-    service = EvaluationService([ContextCount()], host="127.0.0.1", port=0, grace_period=0.05, sinks=[sink],
-                                id_keys=_id_keys(args.id_keys)).start()
+    service = EvaluationService(
+        [ContextCount()], host="127.0.0.1", port=0, grace_period=0.05, sinks=[sink], id_keys=_id_keys(args.id_keys)
+    ).start()
     assert service.processor.id_keys == ("id", "source")
     try:
         app = TracerProvider(shutdown_on_exit=False)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers.tracing import ContextCount, OTLPReceiver, memory_provider, oi_rag, rag_provider
 from ragmeter.cli import main
 from ragmeter.result import EvaluationResult
 from ragmeter.tracing import OTLPJsonFileExporter, evaluate_traces, read_otlp_json
 from ragmeter.tracing.offline import TraceEvaluation, encode_otlp_json, export_carriers, samples_from_spans
-from helpers.tracing import ContextCount, OTLPReceiver, memory_provider, oi_rag, rag_provider
 
 DATA = Path(__file__).parent / "data" / "otlp"
 LC = DATA / "langchain_openinference.jsonl"
@@ -63,14 +63,33 @@ def test_round_trip_and_other_layouts(tmp_path):
     orig = {s.context.span_id: s for s in spans}
     for s in back:
         o = orig[s.context.span_id]
-        assert (s.name, s.parent.span_id if s.parent else None, dict(s.attributes), s.start_time, s.end_time) == \
-            (o.name, o.parent.span_id if o.parent else None, dict(o.attributes), o.start_time, o.end_time)
+        assert (s.name, s.parent.span_id if s.parent else None, dict(s.attributes), s.start_time, s.end_time) == (
+            o.name,
+            o.parent.span_id if o.parent else None,
+            dict(o.attributes),
+            o.start_time,
+            o.end_time,
+        )
 
 
 def test_base64_ids_and_errors(tmp_path):
-    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [{
-        "traceId": base64.b64encode(bytes.fromhex("5b8efff798038103d269b633813fc60c")).decode(),
-        "spanId": base64.b64encode(bytes.fromhex("00f067aa0ba902b7")).decode(), "name": "x"}]}]}]}
+    doc = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": base64.b64encode(bytes.fromhex("5b8efff798038103d269b633813fc60c")).decode(),
+                                "spanId": base64.b64encode(bytes.fromhex("00f067aa0ba902b7")).decode(),
+                                "name": "x",
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
     p = tmp_path / "b64.json"
     p.write_text(json.dumps(doc))
     (s,) = read_otlp_json(p)
@@ -89,7 +108,8 @@ def test_samples_from_a_real_openinference_export():
     samples, builds = samples_from_spans(read_otlp_json(LC))
     assert [(s.question, s.answer) for s in samples] == [
         ("What is the capital of France?", "Paris is the capital of France [1]."),
-        ("What is the capital of Germany?", "Berlin is the capital of Germany [2].")]
+        ("What is the capital of Germany?", "Berlin is the capital of Germany [2]."),
+    ]
     assert [[c.id for c in s.contexts] for s in samples] == [["d1", "d3"], ["d2", "d3"]]
     assert all(s.metadata["otel"]["convention"] == "openinference" for s in samples)
 
@@ -154,18 +174,33 @@ def test_calls_already_scored_inline_are_skipped_unless_rescore(tmp_path):
     plain, plain_exporter = memory_provider()
     oi_rag(plain, question="What is the capital of Spain?")
     path = tmp_path / "traces.jsonl"
-    path.write_text(json.dumps(encode_otlp_json(scored_inline)) + "\n"
-                    + json.dumps(encode_otlp_json(plain_exporter.get_finished_spans())) + "\n")
+    path.write_text(
+        json.dumps(encode_otlp_json(scored_inline))
+        + "\n"
+        + json.dumps(encode_otlp_json(plain_exporter.get_finished_spans()))
+        + "\n"
+    )
     result = evaluate_traces(path, metrics=[ContextCount()], progress=False)
     # the scored call is not scored again: its carrier's scores are read back and reported with the other
     assert [r.sample.question for r in result] == ["What is the capital of Spain?", "What is the capital of France?"]
-    assert result.trace_stats == {"spans": 7, "traces": 2, "invocations": 2, "samples": 1, "skipped_already_scored": 1,
-                                  "read_back": 1}
+    assert result.trace_stats == {
+        "spans": 7,
+        "traces": 2,
+        "invocations": 2,
+        "samples": 1,
+        "skipped_already_scored": 1,
+        "read_back": 1,
+    }
     spain, france = result.results
-    assert "scores_read_back" not in spain.sample.metadata["otel"] and france.sample.metadata["otel"]["scores_read_back"]
+    assert (
+        "scores_read_back" not in spain.sample.metadata["otel"] and france.sample.metadata["otel"]["scores_read_back"]
+    )
     assert france["context_count"].value == 0.5 and france["context_count"].explanation == "2 contexts"
     again = evaluate_traces(path, metrics=[ContextCount()], progress=False, rescore=True)
-    assert sorted(r.sample.question for r in again) == ["What is the capital of France?", "What is the capital of Spain?"]
+    assert sorted(r.sample.question for r in again) == [
+        "What is the capital of France?",
+        "What is the capital of Spain?",
+    ]
     assert "skipped_already_scored" not in again.trace_stats and again.trace_stats["samples"] == 2
     only_scored = tmp_path / "scored.jsonl"
     only_scored.write_text(json.dumps(encode_otlp_json(scored_inline)) + "\n")
@@ -185,8 +220,10 @@ def test_cli_reads_the_scores_of_an_already_scored_export_back(tmp_path, capsys)
     path.write_text(json.dumps(encode_otlp_json(exporter.get_finished_spans())) + "\n")
     assert main(["evaluate-traces", str(path), "-m", "mrr", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert ("3 RAG calls" not in out and "1 RAG calls, 0 scored, skipped: already scored 1 (scores of 1 read back "
-            "from their evaluation spans)") in out
+    assert (
+        "3 RAG calls" not in out
+        and "1 RAG calls, 0 scored, skipped: already scored 1 (scores of 1 read back from their evaluation spans)"
+    ) in out
     rows = [line.split() for line in out.splitlines() if line.startswith(("context_count", "mrr"))]
     assert rows == [["context_count", "0.5000", "0.5000", "0.5000", "0.5000", "1", "0", "0", "0", "0"]]
 
@@ -197,8 +234,10 @@ def test_cli_skips_calls_with_an_evaluation_span(capsys):
     code = main(["evaluate-traces", str(MIXED), "-m", "mrr", "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0
-    assert ("8 spans in 3 traces, 3 RAG calls, 1 scored, skipped: already scored 1 (scores of 1 read back from their "
-            "evaluation spans), 1 LLM calls without retrieval") in out
+    assert (
+        "8 spans in 3 traces, 3 RAG calls, 1 scored, skipped: already scored 1 (scores of 1 read back from their "
+        "evaluation spans), 1 LLM calls without retrieval"
+    ) in out
     assert "2 samples scored" in out  # the one scored now, the one whose carrier holds faithfulness 0.5
     assert "faithfulness  0.5000  0.5000" in out
 
@@ -236,8 +275,22 @@ def test_cli_evaluate_traces(tmp_path, receiver, capsys):
     out = tmp_path / "r.jsonl"
     code = main(["evaluate-traces", str(LC), "-m", "context_count_unknown_metric_name"])
     assert code == 2
-    code = main(["evaluate-traces", str(MIXED), "-m", "mrr", "--no-progress", "--out", str(out),
-                 "--export", "otlp", "--endpoint", receiver.endpoint, "--rescore"])
+    code = main(
+        [
+            "evaluate-traces",
+            str(MIXED),
+            "-m",
+            "mrr",
+            "--no-progress",
+            "--out",
+            str(out),
+            "--export",
+            "otlp",
+            "--endpoint",
+            receiver.endpoint,
+            "--rescore",
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 0
     assert "8 spans in 3 traces, 3 RAG calls, 2 scored, 1 LLM calls without retrieval" in text
@@ -277,4 +330,7 @@ def test_otlp_json_file_exporter_writes_what_evaluate_traces_reads(tmp_path):
     oi_rag(provider, question="What is the capital of Spain?")
     assert len(path.read_text().splitlines()) == 6  # one line per export call
     result = evaluate_traces(path, metrics=[ContextCount()], progress=False)
-    assert sorted(r.sample.question for r in result) == ["What is the capital of France?", "What is the capital of Spain?"]
+    assert sorted(r.sample.question for r in result) == [
+        "What is the capital of France?",
+        "What is the capital of Spain?",
+    ]

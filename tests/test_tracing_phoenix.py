@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import ragmeter
+from helpers.tracing import ContextCount, RecordingServer, oi_rag, rag_provider
 from ragmeter.cli import main
 from ragmeter.data import Sample, Score
 from ragmeter.metrics.scoring import SampleResult
 from ragmeter.tracing import PhoenixAnnotationSink, SpanTarget, evaluate_traces
 from ragmeter.tracing.phoenix import document_annotations, span_annotations
-from helpers.tracing import ContextCount, RecordingServer, oi_rag, rag_provider
 
 
 class FakeSpans:
@@ -40,14 +40,35 @@ class FakeClient:
 
 
 def _result() -> SampleResult:
-    sample = Sample("q?", [{"id": "a", "text": "A."}, {"id": "b", "text": "B."}], answer="A.", id="s1",
-                    metadata={"otel": {"documents": [["00000000000000aa", 3], ["00000000000000bb", 0]]}})
+    sample = Sample(
+        "q?",
+        [{"id": "a", "text": "A."}, {"id": "b", "text": "B."}],
+        answer="A.",
+        id="s1",
+        metadata={"otel": {"documents": [["00000000000000aa", 3], ["00000000000000bb", 0]]}},
+    )
     scores = {
-        "context_relevance": Score("context_relevance", 0.5, "1 of 2 chunks relevant", {
-            "chunks": [{"chunk": 0, "rank": 1, "id": "a", "relevant": 2, "score": 1.0},
-                       {"chunk": 1, "rank": 2, "id": "b", "relevant": 0, "score": 0.0}]}, judge="openai:gpt-4o", label="fail"),
-        "context_precision": Score("context_precision", 1.0, "ok", {
-            "chunks": [{"chunk": 0, "rank": 1, "id": "a", "useful": True}]}, judge="offline", label="pass"),
+        "context_relevance": Score(
+            "context_relevance",
+            0.5,
+            "1 of 2 chunks relevant",
+            {
+                "chunks": [
+                    {"chunk": 0, "rank": 1, "id": "a", "relevant": 2, "score": 1.0},
+                    {"chunk": 1, "rank": 2, "id": "b", "relevant": 0, "score": 0.0},
+                ]
+            },
+            judge="openai:gpt-4o",
+            label="fail",
+        ),
+        "context_precision": Score(
+            "context_precision",
+            1.0,
+            "ok",
+            {"chunks": [{"chunk": 0, "rank": 1, "id": "a", "useful": True}]},
+            judge="offline",
+            label="pass",
+        ),
         "faithfulness": Score("faithfulness", None, error="JudgeError: bad JSON", judge="openai:gpt-4o"),
     }
     return SampleResult(sample, scores)
@@ -57,10 +78,13 @@ def test_span_and_document_annotations():
     target = SpanTarget(1, 0xABC, "rag")
     v = ragmeter.__version__
     assert span_annotations(_result(), target)[0] == {
-        "name": "context_relevance", "span_id": "0000000000000abc", "annotator_kind": "LLM",
+        "name": "context_relevance",
+        "span_id": "0000000000000abc",
+        "annotator_kind": "LLM",
         "result": {"score": 0.5, "label": "fail", "explanation": "1 of 2 chunks relevant"},
         "metadata": {"source": "ragmeter", "judge": "openai:gpt-4o", "status": "ok", "sample_id": "s1"},
-        "identifier": f"ragmeter/{v}/openai:gpt-4o/context_relevance/0000000000000abc"}
+        "identifier": f"ragmeter/{v}/openai:gpt-4o/context_relevance/0000000000000abc",
+    }
     assert span_annotations(_result(), target)[2]["result"] == {"explanation": "JudgeError: bad JSON"}
     docs = document_annotations(_result())
     assert [(d["name"], d["span_id"], d["document_position"], d["result"]) for d in docs] == [
@@ -75,7 +99,7 @@ def test_sink_sends_through_the_client_and_never_raises():
     client = FakeClient()
     sink = PhoenixAnnotationSink(client, sync=True)
     sink.write(_result(), SpanTarget(1, 0xABC))
-    (anns, sync), = client.spans.span_calls
+    ((anns, sync),) = client.spans.span_calls
     assert sync is True and [a["name"] for a in anns] == ["context_relevance", "context_precision", "faithfulness"]
     assert len(client.spans.doc_calls[0][0]) == 3
     assert sink.stats == {"span_annotations": 3, "document_annotations": 3, "requests": 2, "failed": 0}
@@ -95,7 +119,7 @@ def test_missing_client_package_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     sink = PhoenixAnnotationSink()
     with pytest.raises(ImportError, match=r"ragmeter\[phoenix\]"):
-        sink.client
+        _ = sink.client
     sink.write(_result(), SpanTarget(1, 2))  # never raises
     assert sink.stats["failed"] == 1
 
@@ -105,9 +129,10 @@ def test_processor_sends_annotations_for_the_judged_span():
     proc, provider, exporter = rag_provider([ContextCount()], sinks=[PhoenixAnnotationSink(client)])
     chain, _ = oi_rag(provider)
     assert provider.force_flush(10_000)
-    (anns, _), = client.spans.span_calls
+    ((anns, _),) = client.spans.span_calls
     assert [(a["name"], a["span_id"], a["result"]["score"]) for a in anns] == [
-        ("context_count", format(chain.get_span_context().span_id, "016x"), 0.5)]
+        ("context_count", format(chain.get_span_context().span_id, "016x"), 0.5)
+    ]
     proc.shutdown()
 
 
@@ -166,16 +191,24 @@ def test_evaluate_traces_sends_phoenix_annotations(fake_phoenix, monkeypatch):
     monkeypatch.delenv("PHOENIX_API_KEY", raising=False)
     server = fake_phoenix()
     result = evaluate_traces(LC, metrics=[ContextCount()], progress=False, phoenix=server.url)
-    assert result.phoenix == {"endpoint": server.url, "span_annotations": 2, "document_annotations": 0,
-                              "requests": 2, "failed": 0, "spans_judged": 2, "spans_found": 2}
+    assert result.phoenix == {
+        "endpoint": server.url,
+        "span_annotations": 2,
+        "document_annotations": 0,
+        "requests": 2,
+        "failed": 0,
+        "spans_judged": 2,
+        "spans_found": 2,
+    }
     assert [p for p, _ in server.requests] == ["/v1/span_annotations"] * 2
     targets = {r.sample.metadata["otel"]["target_span_id"] for r in result}
-    (project, asked), = server.span_queries  # then it asked Phoenix whether it has the judged spans
+    ((project, asked),) = server.span_queries  # then it asked Phoenix whether it has the judged spans
     assert project == "default" and set(asked) == targets
     anns = server.annotations("span")
     assert {a["span_id"] for a in anns} == targets and len(targets) == 2
-    assert all(a["name"] == "context_count" and a["result"]["score"] == 0.5 and a["annotator_kind"] == "CODE"
-               for a in anns)
+    assert all(
+        a["name"] == "context_count" and a["result"]["score"] == 0.5 and a["annotator_kind"] == "CODE" for a in anns
+    )
 
 
 @pytest.mark.slow
@@ -184,16 +217,28 @@ def test_cli_phoenix_option(fake_phoenix, capsys, monkeypatch):
     per-chunk verdicts, document annotations; a Phoenix that fails every request is exit 2."""
     monkeypatch.delenv("PHOENIX_API_KEY", raising=False)
     server = fake_phoenix()
-    code = main(["evaluate-traces", str(LC), "-m", "context_relevance", "-j", "offline", "--no-progress",
-                 "--phoenix", server.url])
+    code = main(
+        [
+            "evaluate-traces",
+            str(LC),
+            "-m",
+            "context_relevance",
+            "-j",
+            "offline",
+            "--no-progress",
+            "--phoenix",
+            server.url,
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert f"sent 2 span and 4 document annotations to Phoenix at {server.url}" in out
     docs = server.annotations("document")
     assert len(docs) == 4 and all(isinstance(d["document_position"], int) for d in docs)
     down = fake_phoenix(500)
-    code = main(["evaluate-traces", str(LC), "-m", "context_relevance", "-j", "offline", "--no-progress",
-                 "--phoenix", down.url])
+    code = main(
+        ["evaluate-traces", str(LC), "-m", "context_relevance", "-j", "offline", "--no-progress", "--phoenix", down.url]
+    )
     out, err = capsys.readouterr()
     assert code == 2
     assert f"sent 0 span and 0 document annotations to Phoenix at {down.url}" in out

@@ -14,18 +14,29 @@ import time
 import pytest
 from opentelemetry import context as otel_context
 
+from helpers import wait_for
+from helpers.scripted import ScriptedJudge
+from helpers.tracing import (
+    ContextCount,
+    GatedMetric,
+    by_name,
+    carriers,
+    genai_rag,
+    instrumented,
+    langchain_chain,
+    llamaindex_index,
+    llamaindex_query_engine,
+    memory_provider,
+    oi_rag,
+    openllmetry_rag,
+    rag_provider,
+)
 from ragmeter.inline import sampled
 from ragmeter.judges import OfflineJudge
 from ragmeter.suppression import is_suppressed
 from ragmeter.tracing import RagmeterSpanProcessor
 from ragmeter.tracing.processor import WAKE_BATCH
 from ragmeter.tracing.settings import SETTINGS
-from helpers import wait_for
-from helpers.scripted import ScriptedJudge
-from helpers.tracing import (
-    ContextCount, GatedMetric, by_name, carriers, genai_rag, instrumented, langchain_chain,
-    llamaindex_index, llamaindex_query_engine, memory_provider, oi_rag, openllmetry_rag, rag_provider,
-)
 
 
 def make(metrics=None, judge=None, **kw):
@@ -72,12 +83,18 @@ def test_two_rag_calls_inside_one_outer_request_give_two_carriers():
             chain.invoke("What is the capital of France?")
             chain.invoke("What is the capital of Spain?")
     finish(proc, provider)
-    roots = [s for s in by_name(exporter, "RunnableSequence") if s.parent and s.parent.span_id ==
-             by_name(exporter, "POST /ask")[0].context.span_id]
+    roots = [
+        s
+        for s in by_name(exporter, "RunnableSequence")
+        if s.parent and s.parent.span_id == by_name(exporter, "POST /ask")[0].context.span_id
+    ]
     assert len(roots) == 2
     cs = carriers(exporter)
     assert sorted(c.parent.span_id for c in cs) == sorted(r.context.span_id for r in roots)
-    assert {r.sample.question for r in proc.results} == {"What is the capital of France?", "What is the capital of Spain?"}
+    assert {r.sample.question for r in proc.results} == {
+        "What is the capital of France?",
+        "What is the capital of Spain?",
+    }
     proc.shutdown()
 
 
@@ -155,8 +172,9 @@ def test_groups_that_never_complete_are_evicted_after_the_ttl():
     entry = tracer.start_span("rag", attributes={"openinference.span.kind": "CHAIN"})
     from opentelemetry import trace as t
 
-    with tracer.start_as_current_span("retrieve", context=t.set_span_in_context(entry),
-                                      attributes={"openinference.span.kind": "RETRIEVER"}) as r:
+    with tracer.start_as_current_span(
+        "retrieve", context=t.set_span_in_context(entry), attributes={"openinference.span.kind": "RETRIEVER"}
+    ) as r:
         r.set_attribute("retrieval.documents.0.document.content", "x")
     assert wait_for(lambda: proc.stats["evicted_incomplete"] == 1, timeout=5)
     assert proc.stats["traces_tracked"] == 0 and proc.stats["invocations"] == 0
@@ -225,8 +243,12 @@ def test_judge_runs_with_instrumentation_suppressed_and_its_spans_are_ignored():
         return {"claims": [{"unit": i, "text": u} for i, u in enumerate(inputs["units"])]}
 
     def verify(inputs):
-        return {"verdicts": [{"claim": i, "verdict": "supported", "evidence": [{"chunk": 0, "quote": ""}], "reason": ""}
-                             for i in range(len(inputs["claims"]))]}
+        return {
+            "verdicts": [
+                {"claim": i, "verdict": "supported", "evidence": [{"chunk": 0, "quote": ""}], "reason": ""}
+                for i in range(len(inputs["claims"]))
+            ]
+        }
 
     judge = ScriptedJudge({"extract_claims": extract, "verify_claims": verify})
     proc, provider, exporter = make(["faithfulness"], judge)
@@ -380,9 +402,16 @@ def test_every_setting_is_documented_with_its_variable_and_default():
         assert f"``{s.name}`` / ``{s.env}`` ({s.default})" in module.__doc__
 
 
-@pytest.mark.parametrize("name,value", [("RAGMETER_SAMPLE_RATE", "2"), ("RAGMETER_SAMPLE_RATE", "half"),
-                                        ("RAGMETER_MAX_TRACES", "1.5"), ("RAGMETER_TTL", "0"),
-                                        ("RAGMETER_SCHEDULE_DELAY", "inf")])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("RAGMETER_SAMPLE_RATE", "2"),
+        ("RAGMETER_SAMPLE_RATE", "half"),
+        ("RAGMETER_MAX_TRACES", "1.5"),
+        ("RAGMETER_TTL", "0"),
+        ("RAGMETER_SCHEDULE_DELAY", "inf"),
+    ],
+)
 def test_invalid_environment_values_are_warned_about_and_defaulted(monkeypatch, caplog, name, value):
     monkeypatch.setenv(name, value)
     setting = next(s for s in SETTINGS if s.env == name)
@@ -410,7 +439,9 @@ def test_content_capture_off_and_dropped_attributes_are_counted_not_scored():
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     proc, provider, exporter = make()
-    with instrumented(LangChainInstrumentor, provider, config=TraceConfig(hide_outputs=True, hide_output_messages=True)):
+    with instrumented(
+        LangChainInstrumentor, provider, config=TraceConfig(hide_outputs=True, hide_output_messages=True)
+    ):
         langchain_chain().invoke("What is the capital of France?")
     finish(proc, provider)
     assert carriers(exporter) == []
@@ -434,9 +465,15 @@ def test_marked_carriers_are_ignored_even_outside_a_suppressed_context():
     from opentelemetry import trace as t
 
     tracer = provider.get_tracer("elsewhere")
-    with tracer.start_as_current_span("ragmeter.evaluation", context=t.set_span_in_context(chain),
-                                      attributes={"ragmeter.carrier": True, "openinference.span.kind": "RETRIEVER",
-                                                  "retrieval.documents.0.document.content": "x"}):
+    with tracer.start_as_current_span(
+        "ragmeter.evaluation",
+        context=t.set_span_in_context(chain),
+        attributes={
+            "ragmeter.carrier": True,
+            "openinference.span.kind": "RETRIEVER",
+            "retrieval.documents.0.document.content": "x",
+        },
+    ):
         pass
     finish(proc, provider)
     assert proc.stats["invocations"] == 1 and proc.stats["late_spans"] == 0

@@ -8,14 +8,21 @@ import json
 from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
+from helpers.tracing import (
+    KB,
+    genai_rag,
+    instrumented,
+    langchain_chain,
+    llamaindex_index,
+    llamaindex_query_engine,
+    memory_provider,
+    oi_rag,
+    openllmetry_rag,
+)
 from ragmeter.tracing.grouping import find_invocations
 from ragmeter.tracing.readers import question_of
 from ragmeter.tracing.roles import span_role
 from ragmeter.tracing.samples import build_samples
-from helpers.tracing import (
-    KB, genai_rag, instrumented, langchain_chain, llamaindex_index, llamaindex_query_engine, memory_provider, oi_rag,
-    openllmetry_rag,
-)
 
 
 def _only(builds):
@@ -35,7 +42,10 @@ def test_roles_by_convention():
     assert span_role(S(**{"gen_ai.operation.name": "chat"})) == "llm"
     assert span_role(S(**{"gen_ai.operation.name": "invoke_agent"})) == "agent"
     assert span_role(S(**{"traceloop.span.kind": "workflow"})) == "chain"
-    assert span_role(S(**{"traceloop.span.kind": "task", "traceloop.entity.input": '{"x": [{"page_content": "a"}]}'})) == "retriever"
+    assert (
+        span_role(S(**{"traceloop.span.kind": "task", "traceloop.entity.input": '{"x": [{"page_content": "a"}]}'}))
+        == "retriever"
+    )
     assert span_role(S(**{"llm.request.type": "chat"})) == "llm"
     assert span_role(S(**{"http.route": "/ask"})) is None
 
@@ -73,7 +83,10 @@ def test_two_rag_calls_inside_one_request_span_are_two_invocations():
             chain.invoke("What is the capital of Spain?")
     builds = build_samples(exporter.get_finished_spans())
     assert [b.sample.question for b in builds] == ["What is the capital of France?", "What is the capital of Spain?"]
-    assert [b.sample.answer for b in builds] == ["Paris is the capital of France [1].", "Madrid is the capital of Spain [1]."]
+    assert [b.sample.answer for b in builds] == [
+        "Paris is the capital of France [1].",
+        "Madrid is the capital of Spain [1].",
+    ]
     entries = {b.invocation.entry_id for b in builds}
     assert len(entries) == 2 and request.get_span_context().span_id not in entries
 
@@ -116,7 +129,9 @@ def test_genai_spans_under_a_plain_parent_and_two_calls_in_one_request():
         genai_rag(tracer, question="When was it completed?", answer="In 1889 [2].")
     builds = build_samples(exporter.get_finished_spans())
     assert [(b.sample.question, b.sample.answer) for b in builds] == [
-        ("How tall is the Eiffel Tower?", "It is 330 metres tall [1]."), ("When was it completed?", "In 1889 [2].")]
+        ("How tall is the Eiffel Tower?", "It is 330 metres tall [1]."),
+        ("When was it completed?", "In 1889 [2]."),
+    ]
     rid = request.get_span_context().span_id
     for b in builds:
         assert b.invocation.entry_id == rid and b.invocation.synthetic
@@ -206,7 +221,9 @@ def test_truncated_retriever_falls_back_to_the_prompt_template_context():
             for i in range(20):
                 r.set_attribute(f"retrieval.documents.{i}.document.content", f"doc {i}")
         with tracer.start_as_current_span("llm", attributes={"openinference.span.kind": "LLM"}) as llm:
-            llm.set_attribute("llm.prompt_template.variables", json.dumps({"context": "doc 0\ndoc 1", "question": "q?"}))
+            llm.set_attribute(
+                "llm.prompt_template.variables", json.dumps({"context": "doc 0\ndoc 1", "question": "q?"})
+            )
             llm.set_attribute("llm.output_messages.0.message.content", "An answer.")
         c.set_attribute("output.value", "An answer.")
     b = _only(build_samples(exporter.get_finished_spans()))
@@ -219,12 +236,25 @@ def test_question_from_json_inputs():
         def __init__(self, **attrs):
             self.attributes = attrs
 
-    assert question_of(S(**{"input.value": json.dumps({"question": "Q1", "chat_history": []}),
-                            "input.mime_type": "application/json"})) == "Q1"
+    assert (
+        question_of(
+            S(
+                **{
+                    "input.value": json.dumps({"question": "Q1", "chat_history": []}),
+                    "input.mime_type": "application/json",
+                }
+            )
+        )
+        == "Q1"
+    )
     assert question_of(S(**{"input.value": json.dumps({"query_bundle": {"query_str": "Q2"}})})) == "Q2"
     assert question_of(S(**{"traceloop.entity.input": json.dumps({"inputs": {"input": "Q3"}})})) == "Q3"
-    assert question_of(S(**{"gen_ai.input.messages": json.dumps(
-        [{"role": "user", "parts": [{"type": "text", "content": "Q4"}]}])})) == "Q4"
+    assert (
+        question_of(
+            S(**{"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Q4"}]}])})
+        )
+        == "Q4"
+    )
     assert question_of(S(**{"input.value": "__REDACTED__"})) is None
 
 
@@ -233,8 +263,9 @@ def test_llm_calls_without_retrieval_are_not_rag_and_carriers_are_ignored():
     tracer = provider.get_tracer("app")
     with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}):
         pass
-    with tracer.start_as_current_span("ragmeter.evaluation", attributes={"ragmeter.carrier": True,
-                                                                          "openinference.span.kind": "RETRIEVER"}):
+    with tracer.start_as_current_span(
+        "ragmeter.evaluation", attributes={"ragmeter.carrier": True, "openinference.span.kind": "RETRIEVER"}
+    ):
         pass
     invs = find_invocations(exporter.get_finished_spans())
     assert len(invs) == 1

@@ -10,14 +10,14 @@ from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 import ragmeter
-from ragmeter.data import Sample, Score
+from helpers.tracing import carriers, memory_provider
 from ragmeter.citations import parse_citations
+from ragmeter.data import Sample, Score
+from ragmeter.judges.base import Usage
 from ragmeter.metrics.citation import score_citations
 from ragmeter.metrics.scoring import SampleResult
-from ragmeter.judges.base import Usage
 from ragmeter.tracing import writer as writer_mod
 from ragmeter.tracing.writer import EvaluationWriter, SpanTarget, current_target, writer_for_current_provider
-from helpers.tracing import carriers, memory_provider
 
 TRACE = 0x5B8EFFF798038103D269B633813FC60C
 TARGET = SpanTarget(TRACE, 0x00F067AA0BA902B7, "RunnableSequence")
@@ -25,23 +25,41 @@ ENTRY = SpanTarget(TRACE, 0x1111111111111111, "POST /ask")
 
 
 def _result() -> SampleResult:
-    sample = Sample("What is the capital of France?",
-                    [{"id": "d1", "text": "Paris is the capital of France."}, {"id": "d2", "text": "Berlin is in Germany."}],
-                    answer="Paris is the capital of France [1]. Berlin is in Germany [7].", id="s-1")
+    sample = Sample(
+        "What is the capital of France?",
+        [{"id": "d1", "text": "Paris is the capital of France."}, {"id": "d2", "text": "Berlin is in Germany."}],
+        answer="Paris is the capital of France [1]. Berlin is in Germany [7].",
+        id="s-1",
+    )
     parsed = parse_citations(sample.answer, sample.contexts)
     claims = [{"unit": 0, "text": "Paris is the capital of France."}, {"unit": 1, "text": "Berlin is in Germany."}]
-    verdicts = [{"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "Paris is the capital of France."}]},
-                {"claim": 1, "verdict": "supported", "evidence": [{"chunk": 1, "quote": "Berlin is in Germany."}]}]
+    verdicts = [
+        {"claim": 0, "verdict": "supported", "evidence": [{"chunk": 0, "quote": "Paris is the capital of France."}]},
+        {"claim": 1, "verdict": "supported", "evidence": [{"chunk": 1, "quote": "Berlin is in Germany."}]},
+    ]
     details = score_citations(parsed.units, claims, verdicts, chunks=sample.context_texts).to_dict()
     scores = {
-        "faithfulness": Score("faithfulness", 1.0, "2 of 2 claims supported", {"threshold": 0.85, "warn": 0.7},
-                              judge="openai:gpt-4o-mini", label="pass"),
-        "citation_accuracy": Score("citation_accuracy", 0.5, "1 of 2 citations support their statement",
-                                   {**details, "threshold": 0.8, "warn": 0.6}, judge="openai:gpt-4o-mini", label="fail"),
+        "faithfulness": Score(
+            "faithfulness",
+            1.0,
+            "2 of 2 claims supported",
+            {"threshold": 0.85, "warn": 0.7},
+            judge="openai:gpt-4o-mini",
+            label="pass",
+        ),
+        "citation_accuracy": Score(
+            "citation_accuracy",
+            0.5,
+            "1 of 2 citations support their statement",
+            {**details, "threshold": 0.8, "warn": 0.6},
+            judge="openai:gpt-4o-mini",
+            label="fail",
+        ),
         "context_count": Score("context_count", None, error="JudgeError: timed out after 3 attempts", judge="code"),
     }
-    return SampleResult(sample, scores, Usage(calls=2, prompt_tokens=100, completion_tokens=20, cost_usd=0.001),
-                        duration_s=0.25)
+    return SampleResult(
+        sample, scores, Usage(calls=2, prompt_tokens=100, completion_tokens=20, cost_usd=0.001), duration_s=0.25
+    )
 
 
 def test_carrier_parent_link_attributes_and_events_exactly():
@@ -58,13 +76,15 @@ def test_carrier_parent_link_attributes_and_events_exactly():
     v = ragmeter.__version__
     ident = f"ragmeter/{v}/openai:gpt-4o-mini/%s/00f067aa0ba902b7"
     expected = {
-        "evaluations.0.evaluation.metadata": json.dumps({"judge": "openai:gpt-4o-mini", "status": "ok", "threshold": 0.85,
-                                                         "warn": 0.7, "sample_id": "s-1"}),
-        "evaluations.1.evaluation.metadata": json.dumps({"judge": "openai:gpt-4o-mini", "status": "ok", "threshold": 0.8,
-                                                         "warn": 0.6, "sample_id": "s-1"}),
-        "evaluations.2.evaluation.metadata": json.dumps({"judge": "code", "status": "error",
-                                                         "error": "JudgeError: timed out after 3 attempts",
-                                                         "sample_id": "s-1"}),
+        "evaluations.0.evaluation.metadata": json.dumps(
+            {"judge": "openai:gpt-4o-mini", "status": "ok", "threshold": 0.85, "warn": 0.7, "sample_id": "s-1"}
+        ),
+        "evaluations.1.evaluation.metadata": json.dumps(
+            {"judge": "openai:gpt-4o-mini", "status": "ok", "threshold": 0.8, "warn": 0.6, "sample_id": "s-1"}
+        ),
+        "evaluations.2.evaluation.metadata": json.dumps(
+            {"judge": "code", "status": "error", "error": "JudgeError: timed out after 3 attempts", "sample_id": "s-1"}
+        ),
         "evaluations.0.evaluation.explanation": "2 of 2 claims supported",
         "evaluations.1.evaluation.explanation": "1 of 2 citations support their statement",
         "evaluations.2.evaluation.explanation": "JudgeError: timed out after 3 attempts",
@@ -110,23 +130,43 @@ def test_carrier_parent_link_attributes_and_events_exactly():
     assert dict(c.attributes) == expected
     events = [(e.name, dict(e.attributes)) for e in c.events]
     assert events == [
-        ("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "faithfulness", "gen_ai.evaluation.score.value": 1.0,
-                                      "gen_ai.evaluation.score.label": "pass",
-                                      "gen_ai.evaluation.explanation": "2 of 2 claims supported"}),
-        ("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "citation_accuracy", "gen_ai.evaluation.score.value": 0.5,
-                                      "gen_ai.evaluation.score.label": "fail",
-                                      "gen_ai.evaluation.explanation": "1 of 2 citations support their statement"}),
-        ("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "context_count",
-                                      "gen_ai.evaluation.explanation": "JudgeError: timed out after 3 attempts",
-                                      "error.type": "JudgeError"}),
-        ("ragmeter.citation.verdicts", {
-            "ragmeter.citation.marker": ("[1]", "[7]"),
-            "ragmeter.citation.statement": ("Paris is the capital of France.", "Berlin is in Germany."),
-            "ragmeter.citation.chunk": (1, 0),
-            "ragmeter.citation.chunk_id": ("d1", ""),
-            "ragmeter.citation.verdict": ("supports", "invalid"),
-            "ragmeter.citation.quote": ("Paris is the capital of France.", ""),
-        }),
+        (
+            "gen_ai.evaluation.result",
+            {
+                "gen_ai.evaluation.name": "faithfulness",
+                "gen_ai.evaluation.score.value": 1.0,
+                "gen_ai.evaluation.score.label": "pass",
+                "gen_ai.evaluation.explanation": "2 of 2 claims supported",
+            },
+        ),
+        (
+            "gen_ai.evaluation.result",
+            {
+                "gen_ai.evaluation.name": "citation_accuracy",
+                "gen_ai.evaluation.score.value": 0.5,
+                "gen_ai.evaluation.score.label": "fail",
+                "gen_ai.evaluation.explanation": "1 of 2 citations support their statement",
+            },
+        ),
+        (
+            "gen_ai.evaluation.result",
+            {
+                "gen_ai.evaluation.name": "context_count",
+                "gen_ai.evaluation.explanation": "JudgeError: timed out after 3 attempts",
+                "error.type": "JudgeError",
+            },
+        ),
+        (
+            "ragmeter.citation.verdicts",
+            {
+                "ragmeter.citation.marker": ("[1]", "[7]"),
+                "ragmeter.citation.statement": ("Paris is the capital of France.", "Berlin is in Germany."),
+                "ragmeter.citation.chunk": (1, 0),
+                "ragmeter.citation.chunk_id": ("d1", ""),
+                "ragmeter.citation.verdict": ("supports", "invalid"),
+                "ragmeter.citation.quote": ("Paris is the capital of France.", ""),
+            },
+        ),
     ]
     assert w.stats == {"written": 1, "no_sdk_provider": 0, "failed": 0, "truncated": 0}
 
@@ -145,8 +185,13 @@ def test_span_limits_keep_the_flat_tags_and_report_truncation(caplog):
     (c,) = carriers(exporter)
     assert c.dropped_attributes > 0
     attrs = c.attributes
-    for key in ("ragmeter.carrier", "ragmeter.target.span_id", "ragmeter.faithfulness.score",
-                "ragmeter.citation_accuracy.label", "openinference.span.kind"):
+    for key in (
+        "ragmeter.carrier",
+        "ragmeter.target.span_id",
+        "ragmeter.faithfulness.score",
+        "ragmeter.citation_accuracy.label",
+        "openinference.span.kind",
+    ):
         assert key in attrs
     assert "evaluations.0.evaluation.metadata" not in attrs  # the least important went first
     (ev,) = [e for e in c.events if e.name == "ragmeter.carrier.truncated"]
@@ -194,7 +239,8 @@ def test_write_never_raises():
     assert w.stats["failed"] == 2 and carriers(exporter) == []
 
 
-@pytest.mark.parametrize("judge,kind", [("code", "CODE"), ("offline", "CODE"), ("openai:gpt-4o", "LLM"),
-                                        ("ensemble", "LLM"), (None, "CODE")])
+@pytest.mark.parametrize(
+    "judge,kind", [("code", "CODE"), ("offline", "CODE"), ("openai:gpt-4o", "LLM"), ("ensemble", "LLM"), (None, "CODE")]
+)
 def test_annotator_kind(judge, kind):
     assert writer_mod.annotator_kind(Score("m", 0.5, "x", judge=judge)) == kind

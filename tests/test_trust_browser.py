@@ -7,13 +7,13 @@ Screenshots go to ``$RAGMETER_SCREENSHOT_DIR`` (else the test's temp dir)."""
 from __future__ import annotations
 
 import pytest
+from test_anchors import lexical, write_anchors
+from test_trust_card import synthetic
 
 from helpers.browser import browser, console_errors, full_page, screenshot  # noqa: F401 (browser: a fixture)
 from ragmeter.cli import main
 from ragmeter.store import Store
 from ragmeter.trust import check_anchors
-from test_anchors import lexical, write_anchors
-from test_trust_card import synthetic
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,9 @@ def _check_panel(browser, card) -> None:
         signed = "+" if key == "bias" and m["statistics"][key]["value"] >= 0 else ""
         assert cells[0].text == f"{signed}{m['statistics'][key]['value']:.3f}", key
         low, high = m["statistics"][key]["ci"]
-        assert cells[1].text.startswith("[") and f"{abs(low):.3f}" in cells[1].text and f"{abs(high):.3f}" in cells[1].text
+        assert (
+            cells[1].text.startswith("[") and f"{abs(low):.3f}" in cells[1].text and f"{abs(high):.3f}" in cells[1].text
+        )
     assert "for graded labels" in panel.find_element(By.CSS_SELECTOR, 'tr[data-stat="spearman"]').text
     uses = panel.find_elements(By.CSS_SELECTOR, "table.fitness tbody tr")
     assert [u.get_attribute("data-use") for u in uses] == ["release gate", "trend monitoring", "exploration only"]
@@ -59,7 +61,8 @@ def _check_panel(browser, card) -> None:
     assert [u.get_attribute("data-fit") for u in uses] == [str(f["fit"]).lower() for f in m["fitness"]]
     c = m["confusion"]
     assert [panel.find_element(By.CSS_SELECTOR, f'td[data-cell="{k}"]').text for k in ("tp", "fp", "fn", "tn")] == [
-        str(c[k]) for k in ("tp", "fp", "fn", "tn")]
+        str(c[k]) for k in ("tp", "fp", "fn", "tn")
+    ]
     assert panel.find_element(By.CSS_SELECTOR, '[data-ppi="mean"]').text == f"{m['ppi']['mean']:.3f}"
     worst = panel.find_elements(By.CSS_SELECTOR, "ol.worst li")
     assert [w.get_attribute("data-sample") for w in worst] == [r["sample_id"] for r in m["worst"]]

@@ -26,8 +26,16 @@ from ragmeter.trust.card import USES
 THRESHOLD = 0.7
 
 
-def synthetic(n_samples: int = 200, n_labeled: int = 120, *, scale: str = "binary", noise: float = 0.15, seed: int = 3,
-              clusters: int | None = 30, captured: bool = True):
+def synthetic(
+    n_samples: int = 200,
+    n_labeled: int = 120,
+    *,
+    scale: str = "binary",
+    noise: float = 0.15,
+    seed: int = 3,
+    clusters: int | None = 30,
+    captured: bool = True,
+):
     """A run of ``n_samples`` faithfulness scores and labels on the first ``n_labeled``: the
     judge's value is a latent quality plus noise; people label the quality (binary: 1 above
     0.6; 1-5: rounded 1 + 4 q; 0-1: q), in ``clusters`` clusters."""
@@ -39,14 +47,37 @@ def synthetic(n_samples: int = 200, n_labeled: int = 120, *, scale: str = "binar
         meta = {} if captured else {"content_captured": False}
         s = Sample(f"question {i}?", [f"chunk {i}"], answer=f"answer {i}", id=f"s{i}", metadata=meta)
         label = "pass" if v[i] >= THRESHOLD else "fail"
-        results.append(SampleResult(s, {"faithfulness": Score("faithfulness", float(v[i]), label=label,
-                                                              explanation=f"why {i}",
-                                                              details={"unsupported": [f"claim {i}"]})}))
+        results.append(
+            SampleResult(
+                s,
+                {
+                    "faithfulness": Score(
+                        "faithfulness",
+                        float(v[i]),
+                        label=label,
+                        explanation=f"why {i}",
+                        details={"unsupported": [f"claim {i}"]},
+                    )
+                },
+            )
+        )
         if i < n_labeled:
-            human = {"binary": int(q[i] > 0.6), "1-5": int(np.clip(np.rint(1 + 4 * q[i]), 1, 5)),
-                     "0-1": round(float(q[i]), 3)}[scale]
-            labels.append(Label(s.id, "ann", "faithfulness", human, answer_hash(s.answer),
-                                cluster=f"c{i % clusters}" if clusters else None, scale=scale))
+            human = {
+                "binary": int(q[i] > 0.6),
+                "1-5": int(np.clip(np.rint(1 + 4 * q[i]), 1, 5)),
+                "0-1": round(float(q[i]), 3),
+            }[scale]
+            labels.append(
+                Label(
+                    s.id,
+                    "ann",
+                    "faithfulness",
+                    human,
+                    answer_hash(s.answer),
+                    cluster=f"c{i % clusters}" if clusters else None,
+                    scale=scale,
+                )
+            )
     run = EvaluationResult(results, ["faithfulness"], judge="offline", thresholds={"faithfulness": (THRESHOLD, 0.5)})
     return run, labels, v, q
 
@@ -116,12 +147,15 @@ def test_the_bootstrap_matches_scipys_and_the_cluster_bootstrap_resamples_cluste
     theirs = sps.bootstrap((x,), np.mean, method="percentile", n_resamples=20000, random_state=2).confidence_interval
     assert ours == pytest.approx((theirs.low, theirs.high), abs=0.004)
     # one item per cluster, numbered in item order: the very draws of the item bootstrap
-    assert bootstrap_ci(lambda idx: float(x[idx].mean()), 80, n_boot=300, seed=4, clusters=list(range(80))) == \
-        bootstrap_ci(lambda idx: float(x[idx].mean()), 80, n_boot=300, seed=4)
+    assert bootstrap_ci(
+        lambda idx: float(x[idx].mean()), 80, n_boot=300, seed=4, clusters=list(range(80))
+    ) == bootstrap_ci(lambda idx: float(x[idx].mean()), 80, n_boot=300, seed=4)
     # 20 clusters of 4 copies of one value: items are not independent, the interval is twice as wide
     dup = np.repeat(x[:20], 4)
     items = bootstrap_ci(lambda idx: float(dup[idx].mean()), 80, n_boot=4000, seed=5)
-    whole = bootstrap_ci(lambda idx: float(dup[idx].mean()), 80, n_boot=4000, seed=5, clusters=np.repeat(np.arange(20), 4))
+    whole = bootstrap_ci(
+        lambda idx: float(dup[idx].mean()), 80, n_boot=4000, seed=5, clusters=np.repeat(np.arange(20), 4)
+    )
     assert (whole[1] - whole[0]) / (items[1] - items[0]) == pytest.approx(2.0, rel=0.15)
     with pytest.raises(ValueError, match="3 cluster keys for 80 items"):
         bootstrap_ci(lambda idx: 0.0, 80, clusters=[1, 2, 3])
@@ -148,7 +182,8 @@ def test_statistics_without_enough_labels_are_na_with_the_reason():
     passing = [Label(lb.sample_id, "ann", lb.criterion, 1, lb.answer_hash, scale="binary") for lb in labels]
     st = trust_card(run, passing, n_boot=50).metrics["faithfulness"]["statistics"]
     assert st["auroc"]["value"] is None and st["auroc"]["reason"] == (
-        "people pass all 120 items: it needs items they pass and items they fail")
+        "people pass all 120 items: it needs items they pass and items they fail"
+    )
     assert st["bias"]["value"] is not None and st["ece"]["value"] is not None
 
 
@@ -161,10 +196,16 @@ def test_the_mean_in_human_units_and_the_worst_disagreements():
     assert len(rows) == 3 and all(r["judge"]["pass"] != r["human"]["pass"] for r in rows)  # opposite verdicts first
     assert rows[0]["gap"] >= rows[1]["gap"] >= rows[2]["gap"]
     assert rows[0]["question"].startswith("question ") and rows[0]["judge"]["evidence"] == [
-        f"unsupported: 'claim {rows[0]['sample_id'][1:]}'"]
+        f"unsupported: 'claim {rows[0]['sample_id'][1:]}'"
+    ]
     hidden = trust_card(*synthetic(captured=False)[:2], n_boot=50, worst=3).metrics["faithfulness"]["worst"]
-    assert all(r["question"] is None and r["answer"] is None and r["judge"]["explanation"] is None
-               and r["judge"]["evidence"] == [] for r in hidden)
+    assert all(
+        r["question"] is None
+        and r["answer"] is None
+        and r["judge"]["explanation"] is None
+        and r["judge"]["evidence"] == []
+        for r in hidden
+    )
     assert rows[0]["answer"] == f"answer {rows[0]['sample_id'][1:]}"
 
 
@@ -176,18 +217,32 @@ def _write_labels(path, labels, extra_lines=()):
 def test_the_cli_prints_writes_and_stores_the_card(tmp_path, capsys):
     run, labels, _, _ = synthetic()
     run.save(tmp_path / "results.jsonl")
-    bad = [json.dumps({"sample_id": "nope", "annotator": "a", "metric": "faithfulness", "value": 1, "scale": "binary"}),
-           json.dumps({"sample_id": "s1", "annotator": "a", "metric": "faithfulness", "value": 3, "scale": "binary"}),
-           json.dumps({"sample_id": "s2", "annotator": "b", "metric": "faithfulness", "value": 1, "scale": "binary",
-                       "answer": "another answer"})]
+    bad = [
+        json.dumps({"sample_id": "nope", "annotator": "a", "metric": "faithfulness", "value": 1, "scale": "binary"}),
+        json.dumps({"sample_id": "s1", "annotator": "a", "metric": "faithfulness", "value": 3, "scale": "binary"}),
+        json.dumps(
+            {
+                "sample_id": "s2",
+                "annotator": "b",
+                "metric": "faithfulness",
+                "value": 1,
+                "scale": "binary",
+                "answer": "another answer",
+            }
+        ),
+    ]
     _write_labels(tmp_path / "labels.jsonl", labels, bad)
     outs = [str(tmp_path / f"card.{x}") for x in ("html", "md", "json", "txt")]
     argv = ["trust", str(tmp_path / "results.jsonl"), "--labels", str(tmp_path / "labels.jsonl"), "--bootstrap", "100"]
     assert main(argv + sum((["--out", o] for o in outs), [])) == 0
     text = capsys.readouterr().out
-    assert text.startswith("trust card: results.jsonl, 200 samples, judge offline\n"
-                           "labels: 120 counted, 2 left out, 0 blank, 1 unreadable\n")
-    assert f"left out: {tmp_path / 'labels.jsonl'}: line 122: field 'value': expected 0 or 1 on the binary scale" in text
+    assert text.startswith(
+        "trust card: results.jsonl, 200 samples, judge offline\n"
+        "labels: 120 counted, 2 left out, 0 blank, 1 unreadable\n"
+    )
+    assert (
+        f"left out: {tmp_path / 'labels.jsonl'}: line 122: field 'value': expected 0 or 1 on the binary scale" in text
+    )
     assert f"left out: {tmp_path / 'labels.jsonl'}: line 121: sample 'nope' is not in the run" in text
     assert "line 123: sample 's2': the answer changed since it was labeled" in text
     assert "faithfulness (binary labels, threshold 0.7): 120 labeled items in 30 clusters" in text
@@ -201,7 +256,9 @@ def test_the_cli_prints_writes_and_stores_the_card(tmp_path, capsys):
     db = str(tmp_path / "history.db")
     with Store(db) as store:
         run_id = store.record_run(run, dataset="synthetic")
-    assert main(["trust", str(run_id), "--labels", str(tmp_path / "labels.jsonl"), "--db", db, "--bootstrap", "50"]) == 0
+    assert (
+        main(["trust", str(run_id), "--labels", str(tmp_path / "labels.jsonl"), "--db", db, "--bootstrap", "50"]) == 0
+    )
     assert f"stored the card with run {run_id} in sqlite:///" in capsys.readouterr().out
     with Store(db) as store:
         assert store.trust_card(run_id)["metrics"]["faithfulness"]["n"] == 120
@@ -219,9 +276,13 @@ def test_the_cli_refuses_what_it_cannot_do(tmp_path, capsys):
     assert main(["trust", str(tmp_path / "results.jsonl")]) == 2
     assert "give --labels LABELS" in capsys.readouterr().err
     _write_labels(tmp_path / "l.jsonl", labels)
-    assert main(["trust", str(tmp_path / "results.jsonl"), "--labels", str(tmp_path / "l.jsonl"), "--out", "x.pdf"]) == 2
+    assert (
+        main(["trust", str(tmp_path / "results.jsonl"), "--labels", str(tmp_path / "l.jsonl"), "--out", "x.pdf"]) == 2
+    )
     assert "unknown trust card type" in capsys.readouterr().err
-    assert main(["trust", str(tmp_path / "results.jsonl"), "--labels", str(tmp_path / "l.jsonl"), "--anchors", "a"]) == 2
+    assert (
+        main(["trust", str(tmp_path / "results.jsonl"), "--labels", str(tmp_path / "l.jsonl"), "--anchors", "a"]) == 2
+    )
     assert "--anchors and --judge belong to 'ragmeter trust check'" in capsys.readouterr().err
     assert main(["trust"]) == 2
 

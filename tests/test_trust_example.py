@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from ragmeter.labels import answer_hash, import_labels
 from test_readme import ROOT
+
+from ragmeter.labels import answer_hash, import_labels
 
 EXAMPLE = ROOT / "examples" / "trust"
 

@@ -11,12 +11,23 @@ import pytest
 import ragmeter as rm
 from ragmeter import verdicts
 from ragmeter.data import Score, label_for
-from ragmeter.verdicts import (DIAGNOSIS_RULE, composite_inputs, composite_score, diagnose, grade, latency_seconds,
-                               response_time_score)
+from ragmeter.verdicts import (
+    DIAGNOSIS_RULE,
+    composite_inputs,
+    composite_score,
+    diagnose,
+    grade,
+    latency_seconds,
+    response_time_score,
+)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "rag_samples.jsonl"
-LEVELS = {"faithfulness": (0.85, 0.7), "answer_relevancy": (0.8, 0.6), "context_recall": (0.8, 0.6),
-          "context_relevance": (0.5, 0.3)}
+LEVELS = {
+    "faithfulness": (0.85, 0.7),
+    "answer_relevancy": (0.8, 0.6),
+    "context_recall": (0.8, 0.6),
+    "context_relevance": (0.5, 0.3),
+}
 
 
 def score(metric: str, value: float | None, error: str | None = None) -> Score:
@@ -44,7 +55,8 @@ def test_composite_harmonic_and_weighted_with_worked_numbers():
     assert composite_score(s, method="harmonic") == pytest.approx(3 / (1 / 0.9 + 1 / 0.6 + 1))
     assert composite_score(s) == composite_score(s, method="weighted") == pytest.approx(2.5 / 3)  # the default
     assert composite_score(s, {"faithfulness": 2, "answer_relevancy": 1}, "harmonic") == pytest.approx(
-        3 / (2 / 0.9 + 1 / 0.6))
+        3 / (2 / 0.9 + 1 / 0.6)
+    )
     assert composite_score(s, {"faithfulness": 3, "context_recall": 1}) == pytest.approx((2.7 + 1.0) / 4)
     # the harmonic mean is never above the arithmetic one, and a single 0 makes it 0 (the weighted mean: not)
     assert composite_score(s, method="harmonic") <= composite_score(s)
@@ -53,9 +65,13 @@ def test_composite_harmonic_and_weighted_with_worked_numbers():
 
 
 def test_errors_and_not_applicable_are_left_out_and_named_never_zero():
-    s = {"faithfulness": score("faithfulness", 0.8), "answer_relevancy": score("answer_relevancy", None, "timeout"),
-         "context_recall": score("context_recall", None), "precision@5": Score("precision@5", 0.1),
-         "response_time": response_time_score(9.0)}
+    s = {
+        "faithfulness": score("faithfulness", 0.8),
+        "answer_relevancy": score("answer_relevancy", None, "timeout"),
+        "context_recall": score("context_recall", None),
+        "precision@5": Score("precision@5", 0.1),
+        "response_time": response_time_score(9.0),
+    }
     used, excluded = composite_inputs(s)
     assert used == {"faithfulness": 0.8}  # retrieval metrics and response time are not judged metrics
     assert excluded == {"answer_relevancy": "error: timeout", "context_recall": "not applicable"}
@@ -67,8 +83,9 @@ def test_errors_and_not_applicable_are_left_out_and_named_never_zero():
     assert composite_score({}) is None
 
 
-@pytest.mark.parametrize("weights", [{"faithfulness": -1}, {"faithfulness": math.nan}, {"faithfulness": "1"},
-                                     {"faithfulness": True}])
+@pytest.mark.parametrize(
+    "weights", [{"faithfulness": -1}, {"faithfulness": math.nan}, {"faithfulness": "1"}, {"faithfulness": True}]
+)
 def test_bad_weights_are_refused(weights):
     with pytest.raises(ValueError, match="weight of 'faithfulness'"):
         composite_score(triad(faithfulness=0.5), weights)
@@ -80,23 +97,41 @@ def test_unknown_method_is_refused():
 
 
 def test_grade_cut_points():
-    assert [grade(v) for v in (1.0, 0.9, 0.8999, 0.8, 0.7, 0.6, 0.5999, 0.0)] == ["A", "A", "B", "B", "C", "D", "F", "F"]
+    assert [grade(v) for v in (1.0, 0.9, 0.8999, 0.8, 0.7, 0.6, 0.5999, 0.0)] == [
+        "A",
+        "A",
+        "B",
+        "B",
+        "C",
+        "D",
+        "F",
+        "F",
+    ]
 
 
 # --------------------------------------------------------------------------- diagnosis
 
 
-@pytest.mark.parametrize("values, kind", [
-    ({"context_recall": 0.2, "context_relevance": 0.9, "faithfulness": 0.95, "answer_relevancy": 0.9}, "retrieval"),
-    ({"context_recall": 1.0, "context_relevance": 0.1, "faithfulness": 0.95, "answer_relevancy": 0.9}, "retrieval"),
-    ({"context_recall": 1.0, "context_relevance": 0.9, "faithfulness": 0.5, "answer_relevancy": 0.9}, "generation"),
-    ({"context_recall": 1.0, "context_relevance": 0.9, "faithfulness": 0.95, "answer_relevancy": 0.3}, "generation"),
-    ({"context_recall": 0.0, "context_relevance": 0.9, "faithfulness": 0.5, "answer_relevancy": 0.9}, "both"),
-    ({"context_recall": 0.7, "context_relevance": 0.4, "faithfulness": 0.75, "answer_relevancy": 0.7}, "fine"),  # all warn
-    ({"faithfulness": 0.95}, "fine"),
-    ({"faithfulness": 0.5}, "generation"),
-    ({}, "unknown"),
-])
+@pytest.mark.parametrize(
+    "values, kind",
+    [
+        ({"context_recall": 0.2, "context_relevance": 0.9, "faithfulness": 0.95, "answer_relevancy": 0.9}, "retrieval"),
+        ({"context_recall": 1.0, "context_relevance": 0.1, "faithfulness": 0.95, "answer_relevancy": 0.9}, "retrieval"),
+        ({"context_recall": 1.0, "context_relevance": 0.9, "faithfulness": 0.5, "answer_relevancy": 0.9}, "generation"),
+        (
+            {"context_recall": 1.0, "context_relevance": 0.9, "faithfulness": 0.95, "answer_relevancy": 0.3},
+            "generation",
+        ),
+        ({"context_recall": 0.0, "context_relevance": 0.9, "faithfulness": 0.5, "answer_relevancy": 0.9}, "both"),
+        (
+            {"context_recall": 0.7, "context_relevance": 0.4, "faithfulness": 0.75, "answer_relevancy": 0.7},
+            "fine",
+        ),  # all warn
+        ({"faithfulness": 0.95}, "fine"),
+        ({"faithfulness": 0.5}, "generation"),
+        ({}, "unknown"),
+    ],
+)
 def test_diagnosis_kinds(values, kind):
     d = diagnose(triad(**values))
     assert d.kind == kind and d.rule == DIAGNOSIS_RULE
@@ -108,9 +143,12 @@ def test_diagnosis_reasons_state_values_levels_and_missing_signals():
     s["answer_relevancy"] = score("answer_relevancy", None, "RateLimitError: 429")
     d = diagnose(s)
     assert d.kind == "retrieval"
-    assert d.reasons == ["context_recall 0.20 below its warn level 0.6 (low)", "context_relevance: not scored",
-                         "faithfulness 0.95 at or above its pass level 0.85 (not low)",
-                         "answer_relevancy: error: RateLimitError: 429"]
+    assert d.reasons == [
+        "context_recall 0.20 below its warn level 0.6 (low)",
+        "context_relevance: not scored",
+        "faithfulness 0.95 at or above its pass level 0.85 (not low)",
+        "answer_relevancy: error: RateLimitError: 429",
+    ]
     assert diagnose({"faithfulness": score("faithfulness", None, "x")}).kind == "unknown"
     assert d.to_dict() == {"kind": "retrieval", "rule": DIAGNOSIS_RULE, "reasons": d.reasons}
 
@@ -129,7 +167,8 @@ def test_diagnosis_of_a_real_offline_run():
         retrieval = any(r.scores[m].label == "fail" for m in ("context_recall", "context_relevance"))
         generation = any(r.scores[m].label == "fail" for m in ("faithfulness", "answer_relevancy"))
         expected = {(True, True): "both", (True, False): "retrieval", (False, True): "generation"}.get(
-            (retrieval, generation), "fine")
+            (retrieval, generation), "fine"
+        )
         kinds[r.sample.id] = diagnose(r.scores).kind
         assert kinds[r.sample.id] == expected, r.sample.id
     assert kinds["k8s-probes"] == "retrieval"  # its reference statement is in no chunk (recall 0.0)
@@ -139,10 +178,19 @@ def test_diagnosis_of_a_real_offline_run():
 # --------------------------------------------------------------------------- response time
 
 
-@pytest.mark.parametrize("latency, value, label", [
-    (0.0, 1.0, "pass"), (3.0, 1.0, "pass"), (3.5, 0.875, "warn"), (4.0, 0.75, "warn"), (5.0, 0.5, "warn"),
-    (7.5, 0.25, "fail"), (10.0, 0.0, "fail"), (60.0, 0.0, "fail"),
-])
+@pytest.mark.parametrize(
+    "latency, value, label",
+    [
+        (0.0, 1.0, "pass"),
+        (3.0, 1.0, "pass"),
+        (3.5, 0.875, "warn"),
+        (4.0, 0.75, "warn"),
+        (5.0, 0.5, "warn"),
+        (7.5, 0.25, "fail"),
+        (10.0, 0.0, "fail"),
+        (60.0, 0.0, "fail"),
+    ],
+)
 def test_response_time_score(latency, value, label):
     s = response_time_score(latency)
     assert (s.metric, s.value, s.label, s.judge) == ("response_time", pytest.approx(value), label, "code")
@@ -168,17 +216,20 @@ def test_response_time_bad_inputs(args):
         response_time_score(*args)
 
 
-@pytest.mark.parametrize("metadata, expected", [
-    ({"latency": {"retrieval_s": 0.3, "generation_s": 1.2, "total_s": 1.6}}, 1.6),
-    ({"latency": 2}, 2.0),
-    ({"latency_s": 0.25}, 0.25),
-    ({"latency": {"retrieval_s": 0.3}}, None),
-    ({"latency": -1}, None),
-    ({"latency": math.inf}, None),
-    ({"latency": True}, None),
-    ({"latency": "2s"}, None),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "metadata, expected",
+    [
+        ({"latency": {"retrieval_s": 0.3, "generation_s": 1.2, "total_s": 1.6}}, 1.6),
+        ({"latency": 2}, 2.0),
+        ({"latency_s": 0.25}, 0.25),
+        ({"latency": {"retrieval_s": 0.3}}, None),
+        ({"latency": -1}, None),
+        ({"latency": math.inf}, None),
+        ({"latency": True}, None),
+        ({"latency": "2s"}, None),
+        ({}, None),
+    ],
+)
 def test_latency_seconds(metadata, expected):
     assert latency_seconds(metadata) == expected
 
@@ -191,6 +242,9 @@ def test_add_response_time_only_where_a_latency_exists():
     assert verdicts.add_response_time(rs, 2.0, 4.0) is True
     # 5 s over warn 4 s: 0.5 * (8 - 5) / 4 = 0.375; 12 s >= 2 * 4: 0.0; unreadable latency: n/a
     assert [(r.scores["response_time"].value, r.scores["response_time"].label) for r in rs] == [
-        (0.375, "fail"), (0.0, "fail"), (None, None)]
+        (0.375, "fail"),
+        (0.0, "fail"),
+        (None, None),
+    ]
     plain = [result({}), result({"latency": {"retrieval_s": 1.0}})]
     assert verdicts.add_response_time(plain) is False and all(list(r.scores) == ["f"] for r in plain)

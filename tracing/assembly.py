@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ragmeter.guard import never_raise
 from ragmeter.inline import sampled
@@ -92,8 +93,16 @@ class TraceAssembler:
     tracked at once (the oldest is evicted beyond); ``id_keys``: document metadata keys read as
     chunk ids (:func:`~ragmeter.tracing.samples.build_sample`). :attr:`counts` counts what happened."""
 
-    def __init__(self, submit: Submit, *, sample_rate: float, grace_period: float, ttl: float, max_traces: int,
-                 id_keys: Sequence[str] | None = None):
+    def __init__(
+        self,
+        submit: Submit,
+        *,
+        sample_rate: float,
+        grace_period: float,
+        ttl: float,
+        max_traces: int,
+        id_keys: Sequence[str] | None = None,
+    ):
         self.submit = submit
         self.id_keys = id_keys
         self.sample_rate = sample_rate
@@ -241,12 +250,14 @@ class TraceAssembler:
                 if not g.fresh and not entry_ended:
                     continue  # segments so far are scored; wait for more members or the entry's end
                 open_conv = self._open_below(tr, eid, True)
-                ready = (force and (entry_ended or not open_conv)) or (not open_conv and (
-                    entry_ended or now - g.last_member >= grace)) or (entry_ended and now - entry_end >= grace)
+                ready = (
+                    (force and (entry_ended or not open_conv))
+                    or (not open_conv and (entry_ended or now - g.last_member >= grace))
+                    or (entry_ended and now - entry_end >= grace)
+                )
                 # not ready: a grace period runs from the entry's end, or from the last member while
                 # nothing conventional is open below; otherwise an ending span wakes the worker
-                wait_until = entry_end + grace if entry_ended else (
-                    g.last_member + grace if not open_conv else None)
+                wait_until = entry_end + grace if entry_ended else (g.last_member + grace if not open_conv else None)
             if not ready:
                 waiting = True
                 deadline = _earliest(deadline, wait_until)
@@ -274,8 +285,14 @@ class TraceAssembler:
         for inv in invocations:  # one failing invocation is counted; the others are still scored
             with never_raise("tracing: build a sample from a trace", on_error=self._build_failed):
                 results.append(build_sample(inv, id_keys=self.id_keys))
-        if (not force and not g.ref.synthetic and g.retry_at is None and g.entry_end is not None
-                and any(r.reason == "no_answer" for r in results) and now - g.entry_end < self.grace_period):
+        if (
+            not force
+            and not g.ref.synthetic
+            and g.retry_at is None
+            and g.entry_end is not None
+            and any(r.reason == "no_answer" for r in results)
+            and now - g.entry_end < self.grace_period
+        ):
             g.retry_at = g.entry_end + self.grace_period  # a streamed answer may still arrive
             return False
         for r in results:

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry.context import Context
@@ -79,8 +80,9 @@ def _is_sdk_provider(provider: Any) -> bool:
     return isinstance(provider, LoggerProvider)
 
 
-def evaluation_log_records(result: Any, target: SpanTarget, resource: Any = None,
-                           timestamp: int | None = None) -> list[Any]:
+def evaluation_log_records(
+    result: Any, target: SpanTarget, resource: Any = None, timestamp: int | None = None
+) -> list[Any]:
     """The log records for ``result`` about ``target``: one ``gen_ai.evaluation.result`` event
     per metric, in the evaluated span's context. With an SDK whose Logs API has no event names
     (older releases, 1.25 among them) the name travels as the ``event.name`` attribute, as the
@@ -91,8 +93,12 @@ def evaluation_log_records(result: Any, target: SpanTarget, resource: Any = None
     ts = time.time_ns() if timestamp is None else timestamp
     with_content = content_captured(result.sample)
     flags = TraceFlags(TraceFlags.SAMPLED)
-    common: dict[str, Any] = {"timestamp": ts, "observed_timestamp": ts, "severity_number": SeverityNumber.INFO,
-              "severity_text": "INFO"}
+    common: dict[str, Any] = {
+        "timestamp": ts,
+        "observed_timestamp": ts,
+        "severity_number": SeverityNumber.INFO,
+        "severity_text": "INFO",
+    }
     attrs = [evaluation_result_attributes(name, s, with_content, names) for name, s in result.scores.items()]
     if _MODERN_LOGS_API:
         span = NonRecordingSpan(SpanContext(target.trace_id, target.span_id, is_remote=False, trace_flags=flags))
@@ -100,9 +106,18 @@ def evaluation_log_records(result: Any, target: SpanTarget, resource: Any = None
         return [LogRecord(context=ctx, event_name=names.event, attributes=a, **common) for a in attrs]
     from opentelemetry.sdk._logs import LogRecord as SDKLogRecord  # type: ignore[attr-defined]  # old SDKs only
 
-    return [SDKLogRecord(trace_id=target.trace_id, span_id=target.span_id, trace_flags=flags, resource=resource,
-                         body="",  # that SDK's OTLP encoder cannot encode a missing body
-                         attributes={**a, LEGACY_EVENT_NAME: names.event}, **common) for a in attrs]
+    return [
+        SDKLogRecord(
+            trace_id=target.trace_id,
+            span_id=target.span_id,
+            trace_flags=flags,
+            resource=resource,
+            body="",  # that SDK's OTLP encoder cannot encode a missing body
+            attributes={**a, LEGACY_EVENT_NAME: names.event},
+            **common,
+        )
+        for a in attrs
+    ]
 
 
 class _CountingLogExporter:

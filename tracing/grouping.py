@@ -12,16 +12,32 @@ app condensing the follow-up question) belong to it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ragmeter.tracing.attributes import span_attributes
-from ragmeter.tracing.roles import (LEAF_ROLES, RAG_ROLES, ROLE_LLM, ROLE_RERANKER, ROLE_RETRIEVER,
-                                    is_framework_scope, span_role)
+from ragmeter.tracing.roles import (
+    LEAF_ROLES,
+    RAG_ROLES,
+    ROLE_LLM,
+    ROLE_RERANKER,
+    ROLE_RETRIEVER,
+    is_framework_scope,
+    span_role,
+)
 from ragmeter.tracing.writer import CARRIER_MARKER
 
-__all__ = ["Node", "EntryRef", "Invocation", "is_conventional", "entry_of", "members_of", "invocations_for",
-           "find_invocations"]
+__all__ = [
+    "Node",
+    "EntryRef",
+    "Invocation",
+    "is_conventional",
+    "entry_of",
+    "members_of",
+    "invocations_for",
+    "find_invocations",
+]
 
 
 def _scope(span: Any) -> str:
@@ -36,8 +52,18 @@ class Node:
     are read while it is live.
     """
 
-    __slots__ = ("span", "span_id", "parent_id", "remote_parent", "scope", "ended", "role", "start_ns",
-                 "end_ns", "ended_at")
+    __slots__ = (
+        "span",
+        "span_id",
+        "parent_id",
+        "remote_parent",
+        "scope",
+        "ended",
+        "role",
+        "start_ns",
+        "end_ns",
+        "ended_at",
+    )
 
     def __init__(self, span: Any):
         ctx = span.context
@@ -130,8 +156,12 @@ def _sort_key(span: Any) -> tuple[int, int]:
     return (getattr(span, "start_time", None) or 0, getattr(span, "end_time", None) or 0)
 
 
-def members_of(entry: EntryRef, nodes: Mapping[int, Node], roles: dict[int, EntryRef] | None = None,
-               exclude: set[int] | frozenset = frozenset()) -> list[Any]:
+def members_of(
+    entry: EntryRef,
+    nodes: Mapping[int, Node],
+    roles: dict[int, EntryRef] | None = None,
+    exclude: set[int] | frozenset = frozenset(),
+) -> list[Any]:
     """The ended convention spans whose entry is ``entry`` (sorted by start time), leaving out
     the span ids in ``exclude``."""
     out = []
@@ -149,9 +179,13 @@ def members_of(entry: EntryRef, nodes: Mapping[int, Node], roles: dict[int, Entr
     return out
 
 
-def invocations_for(entry: EntryRef, nodes: Mapping[int, Node], trace_id: int,
-                    cache: dict[int, EntryRef] | None = None,
-                    exclude: set[int] | frozenset = frozenset()) -> list[Invocation]:
+def invocations_for(
+    entry: EntryRef,
+    nodes: Mapping[int, Node],
+    trace_id: int,
+    cache: dict[int, EntryRef] | None = None,
+    exclude: set[int] | frozenset = frozenset(),
+) -> list[Invocation]:
     """The invocations of one entry: one for a framework entry, one per retrieve -> generate
     segment for a synthetic one (members in ``exclude`` were already used)."""
     every = members_of(entry, nodes, cache)
@@ -160,8 +194,16 @@ def invocations_for(entry: EntryRef, nodes: Mapping[int, Node], trace_id: int,
     node = nodes.get(entry.span_id)
     entry_span = node.span if node is not None and node.ended else None
     if not entry.synthetic:
-        return [Invocation(trace_id, entry.span_id, entry_span, members, entry_span or (members[-1] if members else None),
-                           entry_retrieves=retrieves)]
+        return [
+            Invocation(
+                trace_id,
+                entry.span_id,
+                entry_span,
+                members,
+                entry_span or (members[-1] if members else None),
+                entry_retrieves=retrieves,
+            )
+        ]
     segments: list[list[Any]] = []
     current: list[Any] = []
     retrieved = generated = False  # in the current segment: a retrieval, and a generation after it
@@ -181,8 +223,11 @@ def invocations_for(entry: EntryRef, nodes: Mapping[int, Node], trace_id: int,
     for i, seg in enumerate(segments):
         llms = [s for s in seg if span_role(s) == ROLE_LLM]
         target = max(llms, key=lambda s: getattr(s, "end_time", None) or 0) if llms else seg[0]
-        out.append(Invocation(trace_id, entry.span_id, entry_span, seg, target, synthetic=True, segment=i,
-                              entry_retrieves=retrieves))
+        out.append(
+            Invocation(
+                trace_id, entry.span_id, entry_span, seg, target, synthetic=True, segment=i, entry_retrieves=retrieves
+            )
+        )
     return out
 
 

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ragmeter.capture import content_captured
 from ragmeter.guard import never_raise
@@ -79,9 +80,15 @@ def langfuse_scores(result: Any, target: SpanTarget) -> list[dict[str, Any]]:
             meta["label"] = s.label
         if sample_id:
             meta["sample_id"] = str(sample_id)
-        kw: dict[str, Any] = {"name": name, "value": value, "data_type": kind, "trace_id": target.trace_id_hex,
-                              "observation_id": target.span_id_hex, "score_id": score_id(name, s, target),
-                              "metadata": meta}
+        kw: dict[str, Any] = {
+            "name": name,
+            "value": value,
+            "data_type": kind,
+            "trace_id": target.trace_id_hex,
+            "observation_id": target.span_id_hex,
+            "score_id": score_id(name, s, target),
+            "metadata": meta,
+        }
         text = s.error or (s.explanation if with_content else None)
         if text:
             kw["comment"] = redact(str(text))[:_MAX_COMMENT]
@@ -102,8 +109,14 @@ class LangfuseScoreSink(CountingSink):
 
     COUNTERS = ("scores", "requests", "failed")
 
-    def __init__(self, client: Any = None, *, endpoint: str | None = None, public_key: str | None = None,
-                 secret_key: str | None = None):
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        endpoint: str | None = None,
+        public_key: str | None = None,
+        secret_key: str | None = None,
+    ):
         super().__init__()
         self._unsent: set[str] = set()
         self._rejected = 0
@@ -179,8 +192,10 @@ class LangfuseScoreSink(CountingSink):
         public = self._public_key or os.environ.get("LANGFUSE_PUBLIC_KEY")
         secret = self._secret_key or os.environ.get("LANGFUSE_SECRET_KEY")
         if not public or not secret:
-            raise ValueError("Langfuse needs its project keys: public_key= and secret_key=, or "
-                             "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY")
+            raise ValueError(
+                "Langfuse needs its project keys: public_key= and secret_key=, or "
+                "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY"
+            )
         import httpx
 
         sink = self
@@ -195,8 +210,11 @@ class LangfuseScoreSink(CountingSink):
                 sink._sent(request, response)
                 return response
 
-        kwargs: dict[str, Any] = {"public_key": public, "secret_key": secret,
-                                  "httpx_client": httpx.Client(transport=_Counting(), timeout=20)}
+        kwargs: dict[str, Any] = {
+            "public_key": public,
+            "secret_key": secret,
+            "httpx_client": httpx.Client(transport=_Counting(), timeout=20),
+        }
         params = inspect.signature(Langfuse.__init__).parameters
         if self._endpoint:  # base_url (3.x+; it wins over $LANGFUSE_BASE_URL), host before
             kwargs["base_url" if "base_url" in params else "host"] = self._endpoint

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ragmeter._extras import needs_extra
 
@@ -30,23 +31,41 @@ from ragmeter.guard import never_raise
 from ragmeter.result import EvaluationResult
 from ragmeter.suppression import suppressed_context
 from ragmeter.tracing.attributes import parse_json, span_attributes
-from ragmeter.tracing.otlp_json import (OTLPJsonFileExporter, encode_otlp_json, iter_otlp_requests, read_otlp_json,
-                                        spans_from_request)
+from ragmeter.tracing.otlp_json import (
+    OTLPJsonFileExporter,
+    encode_otlp_json,
+    iter_otlp_requests,
+    read_otlp_json,
+    spans_from_request,
+)
 from ragmeter.tracing.readers import check_id_keys
 from ragmeter.tracing.samples import BuildResult, build_samples
 from ragmeter.tracing.semconv import evaluation_names
 from ragmeter.tracing.writer import CARRIER_MARKER, EvaluationWriter, SpanTarget
 
-__all__ = ["read_otlp_json", "iter_otlp_requests", "spans_from_request", "encode_otlp_json", "OTLPJsonFileExporter",
-           "samples_from_spans", "scored_targets", "carrier_scores", "evaluate_traces", "TraceEvaluation", "export_carriers", "default_otlp_endpoint"]
+__all__ = [
+    "read_otlp_json",
+    "iter_otlp_requests",
+    "spans_from_request",
+    "encode_otlp_json",
+    "OTLPJsonFileExporter",
+    "samples_from_spans",
+    "scored_targets",
+    "carrier_scores",
+    "evaluate_traces",
+    "TraceEvaluation",
+    "export_carriers",
+    "default_otlp_endpoint",
+]
 
 log = logging.getLogger("ragmeter")
 
 # --------------------------------------------------------------------------- scoring
 
 
-def samples_from_spans(spans: Iterable[Any], id_keys: Sequence[str] | None = None
-                       ) -> tuple[list[Any], list[BuildResult]]:
+def samples_from_spans(
+    spans: Iterable[Any], id_keys: Sequence[str] | None = None
+) -> tuple[list[Any], list[BuildResult]]:
     """Samples (one per RAG call) from a complete set of spans, and every build result
     (including the calls that gave no sample, with the reason). ``id_keys``: the document
     metadata keys read as chunk ids (:func:`~ragmeter.tracing.samples.build_sample`)."""
@@ -108,14 +127,20 @@ def carrier_scores(spans: Iterable[Any]) -> dict[tuple[int, int], dict[str, Any]
         evals: dict[int, dict[str, Any]] = {}
         for k, v in attrs.items():
             if k.startswith("evaluations."):
-                idx, _, rest = k[len("evaluations."):].partition(".evaluation.")
+                idx, _, rest = k[len("evaluations.") :].partition(".evaluation.")
                 if idx.isdigit() and rest:
                     evals.setdefault(int(idx), {})[rest] = v
         by_name = {f["name"]: f for f in evals.values() if isinstance(f.get("name"), str)}
-        events = {e.attributes.get(names.name): dict(e.attributes) for e in getattr(span, "events", None) or ()
-                  if e.name == names.event and e.attributes and isinstance(e.attributes.get(names.name), str)}
-        flat = {k[len("ragmeter."):].rsplit(".", 1)[0] for k in attrs
-                if k.startswith("ragmeter.") and k.endswith((".score", ".error"))}
+        events = {
+            e.attributes.get(names.name): dict(e.attributes)
+            for e in getattr(span, "events", None) or ()
+            if e.name == names.event and e.attributes and isinstance(e.attributes.get(names.name), str)
+        }
+        flat = {
+            k[len("ragmeter.") :].rsplit(".", 1)[0]
+            for k in attrs
+            if k.startswith("ragmeter.") and k.endswith((".score", ".error"))
+        }
         flat.discard("citation")
         scores = found.setdefault(key, {})
         for name in list(by_name) + [n for n in list(events) + sorted(flat) if n not in by_name]:
@@ -186,13 +211,16 @@ def _targets(build: BuildResult) -> tuple[SpanTarget, SpanTarget | None, Any]:
     target = SpanTarget(inv.trace_id, inv.target_id, getattr(inv.target, "name", None))
     parent = None
     if inv.entry_id != inv.target_id:
-        parent = SpanTarget(inv.trace_id, inv.entry_id, getattr(inv.entry, "name", None) if inv.entry is not None else None)
+        parent = SpanTarget(
+            inv.trace_id, inv.entry_id, getattr(inv.entry, "name", None) if inv.entry is not None else None
+        )
     span = inv.entry if inv.entry is not None else inv.target
     return target, parent, getattr(span, "resource", None)
 
 
-def export_carriers(pairs: Sequence[tuple[Any, BuildResult]], endpoint: str | None = None,
-                    exporter: SpanExporter | None = None) -> dict[str, Any]:
+def export_carriers(
+    pairs: Sequence[tuple[Any, BuildResult]], endpoint: str | None = None, exporter: SpanExporter | None = None
+) -> dict[str, Any]:
     """Send one evaluation carrier per ``(SampleResult, BuildResult)`` over OTLP/HTTP (or through
     ``exporter``), with the resource of the judged trace. Returns ``{endpoint, spans, failed}``."""
     from opentelemetry.sdk.trace import TracerProvider
@@ -240,11 +268,21 @@ class TraceEvaluation(EvaluationResult):
       ``gen_ai.evaluation.result`` log records were exported (``evaluation_logs=``), else None.
     """
 
-    def __init__(self, results: list, metrics: list[str], judge: str = "code", invalid: list | None = None,
-                 duration_s: float = 0.0, thresholds: dict[str, tuple[float, float]] | None = None, *,
-                 trace_stats: dict[str, int] | None = None, export: dict[str, Any] | None = None,
-                 phoenix: dict[str, Any] | None = None, langfuse: dict[str, Any] | None = None,
-                 evaluation_logs: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        results: list,
+        metrics: list[str],
+        judge: str = "code",
+        invalid: list | None = None,
+        duration_s: float = 0.0,
+        thresholds: dict[str, tuple[float, float]] | None = None,
+        *,
+        trace_stats: dict[str, int] | None = None,
+        export: dict[str, Any] | None = None,
+        phoenix: dict[str, Any] | None = None,
+        langfuse: dict[str, Any] | None = None,
+        evaluation_logs: dict[str, Any] | None = None,
+    ):
         super().__init__(results, metrics, judge=judge, invalid=invalid, duration_s=duration_s, thresholds=thresholds)
         self.trace_stats: dict[str, int] = dict(trace_stats or {})
         self.export: dict[str, Any] | None = export
@@ -253,13 +291,28 @@ class TraceEvaluation(EvaluationResult):
         self.evaluation_logs: dict[str, Any] | None = evaluation_logs
 
     @classmethod
-    def of(cls, result: EvaluationResult, trace_stats: dict[str, int], export: dict[str, Any] | None = None,
-           phoenix: dict[str, Any] | None = None, **sent: dict[str, Any] | None) -> "TraceEvaluation":
+    def of(
+        cls,
+        result: EvaluationResult,
+        trace_stats: dict[str, int],
+        export: dict[str, Any] | None = None,
+        phoenix: dict[str, Any] | None = None,
+        **sent: dict[str, Any] | None,
+    ) -> TraceEvaluation:
         """``result`` with its trace statistics, export and sink summaries (``langfuse``,
         ``evaluation_logs``)."""
-        return cls(result.results, result.metrics, judge=result.judge, invalid=result.invalid,
-                   duration_s=result.duration_s, thresholds=result.thresholds, trace_stats=trace_stats, export=export,
-                   phoenix=phoenix, **sent)
+        return cls(
+            result.results,
+            result.metrics,
+            judge=result.judge,
+            invalid=result.invalid,
+            duration_s=result.duration_s,
+            thresholds=result.thresholds,
+            trace_stats=trace_stats,
+            export=export,
+            phoenix=phoenix,
+            **sent,
+        )
 
 
 def _skip_key(reason: str | None) -> str:
@@ -287,10 +340,22 @@ def _sink_summary(sink: Any) -> dict[str, Any]:
     return {"endpoint": sink.endpoint, **sink.stats}
 
 
-def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any = None, *, export: str | None = None,
-                    endpoint: str | None = None, concurrency: int | None = None, progress: bool = True,
-                    sinks: Sequence[Any] = (), rescore: bool = False, phoenix: Any = None, langfuse: Any = None,
-                    evaluation_logs: Any = None, id_keys: Sequence[str] | None = None) -> TraceEvaluation:
+def evaluate_traces(
+    path: Any,
+    metrics: Iterable[Any] | None = None,
+    judge: Any = None,
+    *,
+    export: str | None = None,
+    endpoint: str | None = None,
+    concurrency: int | None = None,
+    progress: bool = True,
+    sinks: Sequence[Any] = (),
+    rescore: bool = False,
+    phoenix: Any = None,
+    langfuse: Any = None,
+    evaluation_logs: Any = None,
+    id_keys: Sequence[str] | None = None,
+) -> TraceEvaluation:
     """Score every RAG call in an OTLP JSON trace export.
 
     Returns a :class:`TraceEvaluation` (one sample per call; calls that could not become a sample
@@ -328,14 +393,20 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     if not spans:
-        raise ValueError(f"{path}: no spans found (expected OTLP JSON: resourceSpans -> scopeSpans -> spans)"
-                         + (f"; {len(errors)} unreadable, the first: {errors[0]}" if errors else ""))
+        raise ValueError(
+            f"{path}: no spans found (expected OTLP JSON: resourceSpans -> scopeSpans -> spans)"
+            + (f"; {len(errors)} unreadable, the first: {errors[0]}" if errors else "")
+        )
     samples, builds = samples_from_spans(spans, id_keys)
     carried = {} if rescore else carrier_scores(spans)
     done = set() if rescore else scored_targets(spans)
     already = [b for b in builds if b.sample is not None and (b.invocation.trace_id, b.invocation.target_id) in done]
-    stats: dict[str, int] = {"spans": len(spans), "traces": len({s.context.trace_id for s in spans}),
-                             "invocations": len(builds), "samples": len(samples) - len(already)}
+    stats: dict[str, int] = {
+        "spans": len(spans),
+        "traces": len({s.context.trace_id for s in spans}),
+        "invocations": len(builds),
+        "samples": len(samples) - len(already),
+    }
     if already:
         builds = [b for b in builds if b not in already]
         samples = [b.sample for b in builds if b.sample is not None]
@@ -354,21 +425,26 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
         errors.append(RecordError(where, _FIELDS.get(b.reason or ""), b.detail or str(b.reason)))
     if not samples and not already:
         reasons = ", ".join(f"{k} {v}" for k, v in stats.items() if k.startswith(("skipped_", "not_rag")))
-        raise ValueError(f"{path}: {len(spans)} spans, no RAG call that could be scored"
-                         + (f" ({reasons})" if reasons else " (no retriever spans)"))
+        raise ValueError(
+            f"{path}: {len(spans)} spans, no RAG call that could be scored"
+            + (f" ({reasons})" if reasons else " (no retriever spans)")
+        )
     phoenix_sink = langfuse_sink = log_sink = own_log_sink = None
     if phoenix is not None:
         from ragmeter.tracing.phoenix import PhoenixAnnotationSink
 
-        phoenix_sink = phoenix if isinstance(phoenix, PhoenixAnnotationSink) else PhoenixAnnotationSink(endpoint=str(phoenix))
-        phoenix_sink.client  # a missing Phoenix client is an ImportError before any judge call
+        phoenix_sink = (
+            phoenix if isinstance(phoenix, PhoenixAnnotationSink) else PhoenixAnnotationSink(endpoint=str(phoenix))
+        )
+        _ = phoenix_sink.client  # a missing Phoenix client is an ImportError before any judge call
         sinks = [*sinks, phoenix_sink]
     if langfuse is not None:
         from ragmeter.tracing.langfuse import LangfuseScoreSink
 
-        langfuse_sink = (langfuse if isinstance(langfuse, LangfuseScoreSink)
-                         else LangfuseScoreSink(endpoint=str(langfuse)))
-        langfuse_sink.client  # no client or no keys: an error before any judge call
+        langfuse_sink = (
+            langfuse if isinstance(langfuse, LangfuseScoreSink) else LangfuseScoreSink(endpoint=str(langfuse))
+        )
+        _ = langfuse_sink.client  # no client or no keys: an error before any judge call
         sinks = [*sinks, langfuse_sink]
     if evaluation_logs is not None:
         from ragmeter.tracing.events import EvaluationLogSink
@@ -390,8 +466,11 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
     by_id = {b.sample.id: b for b in builds if b.sample is not None}
     pairs = [(r, by_id[r.sample.id]) for r in result.results if r.sample.id in by_id]
     summary = export_carriers(pairs, endpoint) if export == "otlp" else None
-    read_back = [(_read_back(b, carried[(b.invocation.trace_id, b.invocation.target_id)]), b)
-                 for b in already if (b.invocation.trace_id, b.invocation.target_id) in carried]
+    read_back = [
+        (_read_back(b, carried[(b.invocation.trace_id, b.invocation.target_id)]), b)
+        for b in already
+        if (b.invocation.trace_id, b.invocation.target_id) in carried
+    ]
     if read_back:
         stats["read_back"] = len(read_back)
         if not samples:  # nothing scored now: the table shows what the carriers hold
@@ -411,8 +490,11 @@ def evaluate_traces(path: Any, metrics: Iterable[Any] | None = None, judge: Any 
         for _, b in pairs + read_back:
             target, _, resource = _targets(b)
             judged.setdefault(_project(resource), []).append(target.span_id_hex)
-        sent["phoenix"] = {**_sink_summary(phoenix_sink), "spans_judged": sum(len(v) for v in judged.values()),
-                           "spans_found": phoenix_sink.spans_found(judged)}
+        sent["phoenix"] = {
+            **_sink_summary(phoenix_sink),
+            "spans_judged": sum(len(v) for v in judged.values()),
+            "spans_found": phoenix_sink.spans_found(judged),
+        }
     if langfuse_sink is not None:
         sent["langfuse"] = _sink_summary(langfuse_sink)
     if log_sink is not None:

@@ -25,8 +25,9 @@ import math
 import os
 import threading
 import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from ragmeter._extras import needs_extra
 
@@ -42,18 +43,42 @@ with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
 from ragmeter.data import RecordError
 from ragmeter.fileio import JSON_ERRORS, decode_text, json_problem, json_text, text_problem
 
-__all__ = ["read_otlp_json", "iter_otlp_requests", "spans_from_request", "spans_from_message", "encode_otlp_json",
-           "OTLPJsonFileExporter"]
+__all__ = [
+    "read_otlp_json",
+    "iter_otlp_requests",
+    "spans_from_request",
+    "spans_from_message",
+    "encode_otlp_json",
+    "OTLPJsonFileExporter",
+]
 
 log = logging.getLogger("ragmeter")
 
-_KINDS = {0: SpanKind.INTERNAL, 1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: SpanKind.CLIENT, 4: SpanKind.PRODUCER,
-          5: SpanKind.CONSUMER}
-_KIND_NAMES = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
-               "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+_KINDS = {
+    0: SpanKind.INTERNAL,
+    1: SpanKind.INTERNAL,
+    2: SpanKind.SERVER,
+    3: SpanKind.CLIENT,
+    4: SpanKind.PRODUCER,
+    5: SpanKind.CONSUMER,
+}
+_KIND_NAMES = {
+    "SPAN_KIND_UNSPECIFIED": 0,
+    "SPAN_KIND_INTERNAL": 1,
+    "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3,
+    "SPAN_KIND_PRODUCER": 4,
+    "SPAN_KIND_CONSUMER": 5,
+}
 _KIND_CODES = {SpanKind.INTERNAL: 1, SpanKind.SERVER: 2, SpanKind.CLIENT: 3, SpanKind.PRODUCER: 4, SpanKind.CONSUMER: 5}
-_STATUS = {0: StatusCode.UNSET, 1: StatusCode.OK, 2: StatusCode.ERROR, "STATUS_CODE_UNSET": StatusCode.UNSET,
-           "STATUS_CODE_OK": StatusCode.OK, "STATUS_CODE_ERROR": StatusCode.ERROR}
+_STATUS = {
+    0: StatusCode.UNSET,
+    1: StatusCode.OK,
+    2: StatusCode.ERROR,
+    "STATUS_CODE_UNSET": StatusCode.UNSET,
+    "STATUS_CODE_OK": StatusCode.OK,
+    "STATUS_CODE_ERROR": StatusCode.ERROR,
+}
 _STATUS_CODES = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
 _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
@@ -220,8 +245,9 @@ def spans_from_request(request: Mapping, errors: list | None = None, location: s
             splace = f"{place}.scopeSpans[{j}]"
             try:
                 sc = _object(_object(ss).get("scope") or ss.get("instrumentationLibrary") or {})
-                scope = InstrumentationScope(_text(sc.get("name") or "", "scope name"), sc.get("version") or None,
-                                             ss.get("schemaUrl") or None)
+                scope = InstrumentationScope(
+                    _text(sc.get("name") or "", "scope name"), sc.get("version") or None, ss.get("schemaUrl") or None
+                )
                 spans = _list_of(ss, ("spans",))
             except _DECODE_ERRORS as exc:
                 bad(splace, exc)
@@ -250,23 +276,47 @@ def _span(sp: Mapping, resource: Resource, scope: InstrumentationScope) -> Reada
     kind = _KIND_NAMES.get(kind, 1) if isinstance(kind, str) else int(kind or 0)
     st = sp.get("status") or {}
     code = st.get("code", 0)
-    status = Status(_STATUS.get(code if isinstance(code, str) else int(code or 0), StatusCode.UNSET),
-                    st.get("message") or None) if code not in (0, "STATUS_CODE_UNSET", None) else Status(StatusCode.UNSET)
-    events = [Event(ev.get("name") or "", _attributes(ev.get("attributes"), ev.get("droppedAttributesCount", 0)),
-                    _nanos(ev.get("timeUnixNano"))) for ev in sp.get("events") or ()]
+    status = (
+        Status(
+            _STATUS.get(code if isinstance(code, str) else int(code or 0), StatusCode.UNSET), st.get("message") or None
+        )
+        if code not in (0, "STATUS_CODE_UNSET", None)
+        else Status(StatusCode.UNSET)
+    )
+    events = [
+        Event(
+            ev.get("name") or "",
+            _attributes(ev.get("attributes"), ev.get("droppedAttributesCount", 0)),
+            _nanos(ev.get("timeUnixNano")),
+        )
+        for ev in sp.get("events") or ()
+    ]
     links = []
     for ln in sp.get("links") or ():
         try:
-            lctx = SpanContext(_decode_id(ln.get("traceId"), 16), _decode_id(ln.get("spanId"), 8), is_remote=True,
-                               trace_flags=TraceFlags(TraceFlags.SAMPLED))
+            lctx = SpanContext(
+                _decode_id(ln.get("traceId"), 16),
+                _decode_id(ln.get("spanId"), 8),
+                is_remote=True,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
             links.append(Link(lctx, _attributes(ln.get("attributes"))))
         except ValueError:
             continue
-    return ReadableSpan(name=_text(sp.get("name") or "", "span name"), context=ctx, parent=parent, resource=resource,
-                        attributes=_attributes(sp.get("attributes"), sp.get("droppedAttributesCount", 0)),
-                        events=events, links=links, kind=_KINDS.get(kind, SpanKind.INTERNAL), status=status,
-                        start_time=_nanos(sp.get("startTimeUnixNano")), end_time=_nanos(sp.get("endTimeUnixNano")),
-                        instrumentation_scope=scope)
+    return ReadableSpan(
+        name=_text(sp.get("name") or "", "span name"),
+        context=ctx,
+        parent=parent,
+        resource=resource,
+        attributes=_attributes(sp.get("attributes"), sp.get("droppedAttributesCount", 0)),
+        events=events,
+        links=links,
+        kind=_KINDS.get(kind, SpanKind.INTERNAL),
+        status=status,
+        start_time=_nanos(sp.get("startTimeUnixNano")),
+        end_time=_nanos(sp.get("endTimeUnixNano")),
+        instrumentation_scope=scope,
+    )
 
 
 def _gunzip(raw: bytes) -> bytes:
@@ -375,7 +425,9 @@ def _encode_value(v: Any) -> dict:
     if isinstance(v, int):
         return {"intValue": str(v)}
     if isinstance(v, float):  # NaN and infinities as the protobuf JSON mapping spells them
-        return {"doubleValue": v if math.isfinite(v) else "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"}
+        return {
+            "doubleValue": v if math.isfinite(v) else "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
+        }
     if isinstance(v, bytes):
         return {"bytesValue": base64.b64encode(v).decode()}
     if isinstance(v, (list, tuple)):
@@ -395,17 +447,32 @@ def _encode_span(span: Any) -> dict:
         out["parentSpanId"] = format(span.parent.span_id, "016x")
         if span.parent.is_remote:
             flags |= _IS_REMOTE
-    out.update({"flags": flags, "name": span.name, "kind": _KIND_CODES.get(span.kind, 1),
-                "startTimeUnixNano": str(span.start_time or 0), "endTimeUnixNano": str(span.end_time or 0),
-                "attributes": _encode_attrs(span.attributes)})
+    out.update(
+        {
+            "flags": flags,
+            "name": span.name,
+            "kind": _KIND_CODES.get(span.kind, 1),
+            "startTimeUnixNano": str(span.start_time or 0),
+            "endTimeUnixNano": str(span.end_time or 0),
+            "attributes": _encode_attrs(span.attributes),
+        }
+    )
     if getattr(span, "dropped_attributes", 0):
         out["droppedAttributesCount"] = span.dropped_attributes
     if span.events:
-        out["events"] = [{"timeUnixNano": str(e.timestamp), "name": e.name, "attributes": _encode_attrs(e.attributes)}
-                         for e in span.events]
+        out["events"] = [
+            {"timeUnixNano": str(e.timestamp), "name": e.name, "attributes": _encode_attrs(e.attributes)}
+            for e in span.events
+        ]
     if span.links:
-        out["links"] = [{"traceId": format(ln.context.trace_id, "032x"), "spanId": format(ln.context.span_id, "016x"),
-                         "attributes": _encode_attrs(ln.attributes)} for ln in span.links]
+        out["links"] = [
+            {
+                "traceId": format(ln.context.trace_id, "032x"),
+                "spanId": format(ln.context.span_id, "016x"),
+                "attributes": _encode_attrs(ln.attributes),
+            }
+            for ln in span.links
+        ]
     status = {"code": _STATUS_CODES.get(span.status.status_code, 0)}
     if span.status.description:
         status["message"] = span.status.description
@@ -426,10 +493,18 @@ def encode_otlp_json(spans: Sequence[Any]) -> dict:
         by_resource.setdefault(rkey, {}).setdefault(skey, []).append(span)
     out = []
     for rkey, scopes in by_resource.items():
-        out.append({"resource": {"attributes": _encode_attrs(resources[rkey].attributes)},
-                    "scopeSpans": [{"scope": {"name": name, **({"version": version} if version else {})},
-                                    "spans": [_encode_span(s) for s in group]}
-                                   for (name, version), group in scopes.items()]})
+        out.append(
+            {
+                "resource": {"attributes": _encode_attrs(resources[rkey].attributes)},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": name, **({"version": version} if version else {})},
+                        "spans": [_encode_span(s) for s in group],
+                    }
+                    for (name, version), group in scopes.items()
+                ],
+            }
+        )
     return {"resourceSpans": out}
 
 

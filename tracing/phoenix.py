@@ -34,10 +34,11 @@ failures are logged and counted in :attr:`stats`.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from ragmeter.privacy import content_captured, for_output
 from ragmeter.guard import never_raise
+from ragmeter.privacy import content_captured, for_output
 from ragmeter.redact import redact
 from ragmeter.tracing.sinks import CountingSink
 from ragmeter.tracing.writer import SpanTarget, annotator_kind, identifier_for
@@ -71,8 +72,16 @@ def span_annotations(result: Any, target: SpanTarget) -> list[dict[str, Any]]:
         sid = getattr(result.sample, "id", None)
         if sid:
             meta["sample_id"] = sid
-        out.append({"name": name, "span_id": target.span_id_hex, "annotator_kind": annotator_kind(s),
-                    "result": _result(s, with_content), "metadata": meta, "identifier": identifier_for(name, s, target)})
+        out.append(
+            {
+                "name": name,
+                "span_id": target.span_id_hex,
+                "annotator_kind": annotator_kind(s),
+                "result": _result(s, with_content),
+                "metadata": meta,
+                "identifier": identifier_for(name, s, target),
+            }
+        )
     return out
 
 
@@ -118,10 +127,21 @@ def document_annotations(result: Any) -> list[dict[str, Any]]:
                 continue
             # no identifier: Phoenix rejects non-empty ones on document annotations; (name, span,
             # position) is already unique there, so a re-score overwrites
-            out.append({"name": name, "span_id": span_hex, "document_position": int(position),
-                        "annotator_kind": annotator_kind(s), "result": res,
-                        "metadata": {"source": "ragmeter", "judge": s.judge, "chunk_id": c.get("id"),
-                                     "identifier": identifier_for(name, s, SpanTarget(0, int(span_hex, 16)))}})
+            out.append(
+                {
+                    "name": name,
+                    "span_id": span_hex,
+                    "document_position": int(position),
+                    "annotator_kind": annotator_kind(s),
+                    "result": res,
+                    "metadata": {
+                        "source": "ragmeter",
+                        "judge": s.judge,
+                        "chunk_id": c.get("id"),
+                        "identifier": identifier_for(name, s, SpanTarget(0, int(span_hex, 16))),
+                    },
+                }
+            )
     return out
 
 
@@ -137,8 +157,15 @@ class PhoenixAnnotationSink(CountingSink):
 
     COUNTERS = ("span_annotations", "document_annotations", "requests", "failed")
 
-    def __init__(self, client: Any = None, *, endpoint: str | None = None, api_key: str | None = None,
-                 documents: bool = True, sync: bool = False):
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        endpoint: str | None = None,
+        api_key: str | None = None,
+        documents: bool = True,
+        sync: bool = False,
+    ):
         super().__init__()
         self._client = client
         self._endpoint = endpoint
@@ -158,8 +185,10 @@ class PhoenixAnnotationSink(CountingSink):
             try:
                 from phoenix.client import Client
             except ImportError as err:
-                raise ImportError('PhoenixAnnotationSink needs the Phoenix client: pip install "ragmeter[phoenix]"'
-                                  " (arize-phoenix-client)") from err
+                raise ImportError(
+                    'PhoenixAnnotationSink needs the Phoenix client: pip install "ragmeter[phoenix]"'
+                    " (arize-phoenix-client)"
+                ) from err
             kwargs: dict[str, Any] = {}
             if self._endpoint:
                 kwargs["base_url"] = self._endpoint
@@ -207,7 +236,7 @@ class PhoenixAnnotationSink(CountingSink):
             for project, ids in judged.items():
                 wanted = list(dict.fromkeys(ids))
                 for i in range(0, len(wanted), 100):
-                    chunk = wanted[i:i + 100]
+                    chunk = wanted[i : i + 100]
                     query = urllib.parse.urlencode([("limit", len(chunk))] + [("span_id", x) for x in chunk])
                     url = f"{base}/v1/projects/{urllib.parse.quote(project, safe='')}/spans?{query}"
                     try:
@@ -220,7 +249,8 @@ class PhoenixAnnotationSink(CountingSink):
                     got = {(d.get("context") or {}).get("span_id") for d in data if isinstance(d, Mapping)}
                     found += len(got & set(chunk))
         except Exception as exc:  # noqa: BLE001  (any failure: say it could not be checked)
-            log.warning("ragmeter: could not ask Phoenix at %s which judged spans it stores: %s", base,
-                        redact(str(exc)))
+            log.warning(
+                "ragmeter: could not ask Phoenix at %s which judged spans it stores: %s", base, redact(str(exc))
+            )
             return None
         return found

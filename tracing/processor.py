@@ -61,7 +61,8 @@ import collections
 import os
 import threading
 import time
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ragmeter._extras import needs_extra
 
@@ -89,10 +90,25 @@ WAKE_BATCH = 512
 #: burst (a retriever, then the LLM, then the entry span) are handled in one round.
 ROUND_GAP = 0.01
 
-_COUNTERS = ("spans_dropped", "traces", "traces_sampled_out", "invocations", "samples_submitted",
-             "samples_not_queued", "skipped_no_contexts", "skipped_no_answer", "skipped_no_question",
-             "skipped_truncated", "not_rag", "late_spans", "evicted_incomplete", "evicted_traces",
-             "build_errors", "sink_errors", "incomplete_at_shutdown")
+_COUNTERS = (
+    "spans_dropped",
+    "traces",
+    "traces_sampled_out",
+    "invocations",
+    "samples_submitted",
+    "samples_not_queued",
+    "skipped_no_contexts",
+    "skipped_no_answer",
+    "skipped_no_question",
+    "skipped_truncated",
+    "not_rag",
+    "late_spans",
+    "evicted_incomplete",
+    "evicted_traces",
+    "build_errors",
+    "sink_errors",
+    "incomplete_at_shutdown",
+)
 
 
 class RagmeterSpanProcessor(SpanProcessor):
@@ -118,19 +134,44 @@ class RagmeterSpanProcessor(SpanProcessor):
     argument is out of range.
     """
 
-    def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, tracer_provider: Any = None,
-                 embedder: Any = None, sinks: Sequence[Any] = (), write_spans: bool = True,
-                 sample_rate: float | None = None, max_queue: int | None = None, concurrency: int | None = None,
-                 grace_period: float | None = None, ttl: float | None = None, max_buffered_spans: int | None = None,
-                 max_traces: int | None = None, schedule_delay: float | None = None,
-                 shutdown_timeout: float | None = None, should_score: Callable[[Any], bool | None] | None = None,
-                 on_result: Callable[[Any], None] | None = None, scorer: BackgroundScorer | None = None,
-                 capture_content: bool | None = None, store: Any = None, evaluation_logs: bool | None = None,
-                 logger_provider: Any = None, id_keys: Sequence[str] | None = None):
-        cfg = resolve_settings(sample_rate=sample_rate, max_queue=max_queue, concurrency=concurrency,
-                               grace_period=grace_period, ttl=ttl, max_buffered_spans=max_buffered_spans,
-                               max_traces=max_traces, schedule_delay=schedule_delay,
-                               shutdown_timeout=shutdown_timeout)
+    def __init__(
+        self,
+        metrics: Iterable[Any] | None = None,
+        judge: Any = None,
+        *,
+        tracer_provider: Any = None,
+        embedder: Any = None,
+        sinks: Sequence[Any] = (),
+        write_spans: bool = True,
+        sample_rate: float | None = None,
+        max_queue: int | None = None,
+        concurrency: int | None = None,
+        grace_period: float | None = None,
+        ttl: float | None = None,
+        max_buffered_spans: int | None = None,
+        max_traces: int | None = None,
+        schedule_delay: float | None = None,
+        shutdown_timeout: float | None = None,
+        should_score: Callable[[Any], bool | None] | None = None,
+        on_result: Callable[[Any], None] | None = None,
+        scorer: BackgroundScorer | None = None,
+        capture_content: bool | None = None,
+        store: Any = None,
+        evaluation_logs: bool | None = None,
+        logger_provider: Any = None,
+        id_keys: Sequence[str] | None = None,
+    ):
+        cfg = resolve_settings(
+            sample_rate=sample_rate,
+            max_queue=max_queue,
+            concurrency=concurrency,
+            grace_period=grace_period,
+            ttl=ttl,
+            max_buffered_spans=max_buffered_spans,
+            max_traces=max_traces,
+            schedule_delay=schedule_delay,
+            shutdown_timeout=shutdown_timeout,
+        )
         self.sample_rate: float = cfg["sample_rate"]
         self.grace_period: float = cfg["grace_period"]
         self.ttl: float = cfg["ttl"]
@@ -146,15 +187,29 @@ class RagmeterSpanProcessor(SpanProcessor):
         if scorer is not None and store is not None:
             raise ValueError("store= goes to the shared scorer: BackgroundScorer(..., store=...)")
         self._own_scorer = scorer is None
-        self.scorer = scorer if scorer is not None else BackgroundScorer(
-            metrics, judge, embedder=embedder, max_queue=cfg["max_queue"], concurrency=cfg["concurrency"],
-            should_score=should_score, on_result=on_result, name="ragmeter-otel-scorer", store=store,
-            store_source="otel")
+        self.scorer = (
+            scorer
+            if scorer is not None
+            else BackgroundScorer(
+                metrics,
+                judge,
+                embedder=embedder,
+                max_queue=cfg["max_queue"],
+                concurrency=cfg["concurrency"],
+                should_score=should_score,
+                on_result=on_result,
+                name="ragmeter-otel-scorer",
+                store=store,
+                store_source="otel",
+            )
+        )
         self.writer: EvaluationWriter | None = EvaluationWriter(tracer_provider) if write_spans else None
-        self.log_sink: EvaluationLogSink | None = (EvaluationLogSink(logger_provider) if self.evaluation_logs
-                                                   else None)
-        self.sinks: list[Any] = ([self.writer] if self.writer is not None else []) + (
-            [self.log_sink] if self.log_sink is not None else []) + list(sinks)
+        self.log_sink: EvaluationLogSink | None = EvaluationLogSink(logger_provider) if self.evaluation_logs else None
+        self.sinks: list[Any] = (
+            ([self.writer] if self.writer is not None else [])
+            + ([self.log_sink] if self.log_sink is not None else [])
+            + list(sinks)
+        )
         self._closed = False
         self._shutdown_done = False
         self._stop = threading.Event()
@@ -176,8 +231,14 @@ class RagmeterSpanProcessor(SpanProcessor):
         self._timeouts = 0  # ... and by a deadline or the schedule delay
         # collector state, guarded by _state_lock
         self._state_lock = threading.RLock()
-        self._assembler = TraceAssembler(self._submit, sample_rate=self.sample_rate, grace_period=self.grace_period,
-                                         ttl=self.ttl, max_traces=self.max_traces, id_keys=self.id_keys)
+        self._assembler = TraceAssembler(
+            self._submit,
+            sample_rate=self.sample_rate,
+            grace_period=self.grace_period,
+            ttl=self.ttl,
+            max_traces=self.max_traces,
+            id_keys=self.id_keys,
+        )
         self._watched = self._assembler.watched
 
     # ------------------------------------------------------------------ SpanProcessor (request path)

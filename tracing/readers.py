@@ -21,15 +21,27 @@ Everything here runs off the request path (on the processor's worker, or offline
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ragmeter.tracing.attributes import REDACTED, parse_json, span_attributes, usable_text
 from ragmeter.tracing.roles import has_doc_markers
 
-__all__ = ["Docs", "documents_of", "ID_KEYS", "check_id_keys",
-           "question_of", "answer_of", "llm_output_of", "llm_question_of",
-           "template_context_of", "chat_history_of", "conversation_id_of", "CONVERSATION_ATTRIBUTES"]
+__all__ = [
+    "Docs",
+    "documents_of",
+    "ID_KEYS",
+    "check_id_keys",
+    "question_of",
+    "answer_of",
+    "llm_output_of",
+    "llm_question_of",
+    "template_context_of",
+    "chat_history_of",
+    "conversation_id_of",
+    "CONVERSATION_ATTRIBUTES",
+]
 
 #: Span attributes read as the conversation id, in order: OpenInference ``session.id``, then the
 #: GenAI ``gen_ai.conversation.id`` (OpenInference maps the latter to the former, and an explicit
@@ -132,8 +144,9 @@ def _last_message_text(messages: Sequence[Any], roles: Sequence[str]) -> str | N
     return None
 
 
-def _last_indexed_text(attrs: Mapping[str, Any], prefix: str, content: str,
-                       user_role: tuple[str, str] | None = None) -> str | None:
+def _last_indexed_text(
+    attrs: Mapping[str, Any], prefix: str, content: str, user_role: tuple[str, str] | None = None
+) -> str | None:
     """The text of the last ``prefix.{i}.<content>`` message that has any; with ``user_role`` =
     (role key, role assumed when absent), only a user's message."""
     items = _indexed(attrs, prefix)
@@ -229,14 +242,18 @@ def _oi_doc_groups(attrs: Mapping[str, Any]) -> dict[str, dict[int, dict[str, An
         if not key.startswith(_DOC_PREFIXES):
             continue
         prefix = _DOC_PREFIXES[0] if key.startswith(_DOC_PREFIXES[0]) else _DOC_PREFIXES[1]
-        idx, _, rest = key[len(prefix):].partition(".")
+        idx, _, rest = key[len(prefix) :].partition(".")
         if idx.isdigit() and rest:
             out.setdefault(prefix, {}).setdefault(int(idx), {})[rest] = value
     return out
 
 
-def _oi_docs(attrs: Mapping[str, Any], prefix: str, groups: dict[str, dict[int, dict[str, Any]]] | None = None,
-             keys: Sequence[str] = ID_KEYS) -> tuple[list[dict], bool]:
+def _oi_docs(
+    attrs: Mapping[str, Any],
+    prefix: str,
+    groups: dict[str, dict[int, dict[str, Any]]] | None = None,
+    keys: Sequence[str] = ID_KEYS,
+) -> tuple[list[dict], bool]:
     raw = (groups if groups is not None else _oi_doc_groups(attrs)).get(prefix + ".") or {}
     if not raw:
         return [], False
@@ -245,11 +262,25 @@ def _oi_docs(attrs: Mapping[str, Any], prefix: str, groups: dict[str, dict[int, 
     for pos in sorted(raw):
         d = raw[pos]
         text = d.get("document.content")
-        meta = parse_json(d.get("document.metadata")) if isinstance(d.get("document.metadata"), str) else d.get("document.metadata")
+        meta = (
+            parse_json(d.get("document.metadata"))
+            if isinstance(d.get("document.metadata"), str)
+            else d.get("document.metadata")
+        )
         meta = dict(meta) if isinstance(meta, Mapping) else {}
-        items.append(_with_id({"text": text if isinstance(text, str) and text != REDACTED else None,
-                               "score": _score(d.get("document.score")), "metadata": meta, "position": pos},
-                              d.get("document.id"), meta, keys))
+        items.append(
+            _with_id(
+                {
+                    "text": text if isinstance(text, str) and text != REDACTED else None,
+                    "score": _score(d.get("document.score")),
+                    "metadata": meta,
+                    "position": pos,
+                },
+                d.get("document.id"),
+                meta,
+                keys,
+            )
+        )
     return items, gaps
 
 
@@ -263,16 +294,21 @@ def _doc_from_obj(obj: Any, pos: int, keys: Sequence[str] = ID_KEYS) -> dict | N
     if isinstance(obj.get("kwargs"), Mapping) and "page_content" in obj["kwargs"]:
         kw = obj["kwargs"]
         meta = dict(kw.get("metadata") or {}) if isinstance(kw.get("metadata"), Mapping) else {}
-        return _with_id({"text": kw.get("page_content"), "score": None, "metadata": meta, "position": pos},
-                        kw.get("id") if isinstance(kw.get("id"), str) else None, meta, keys)
+        return _with_id(
+            {"text": kw.get("page_content"), "score": None, "metadata": meta, "position": pos},
+            kw.get("id") if isinstance(kw.get("id"), str) else None,
+            meta,
+            keys,
+        )
     text = None
     for k in ("content", "page_content", "text", "document"):
         if isinstance(obj.get(k), str):
             text = obj[k]
             break
     meta = dict(obj.get("metadata") or {}) if isinstance(obj.get("metadata"), Mapping) else {}
-    return _with_id({"text": text, "score": _score(obj.get("score")), "metadata": meta, "position": pos},
-                    obj.get("id"), meta, keys)
+    return _with_id(
+        {"text": text, "score": _score(obj.get("score")), "metadata": meta, "position": pos}, obj.get("id"), meta, keys
+    )
 
 
 def _is_document_obj(obj: Any) -> bool:
@@ -326,8 +362,10 @@ def documents_of(span: Any, id_keys: Sequence[str] | None = None) -> Docs:
     if raw is not None:
         value = parse_json(raw) if isinstance(raw, str) else raw
         if isinstance(value, (list, tuple)):
-            parsed = [_doc_from_obj(parse_json(x) if isinstance(x, str) and x.lstrip()[:1] == "{" else x, i, keys)
-                      for i, x in enumerate(value)]
+            parsed = [
+                _doc_from_obj(parse_json(x) if isinstance(x, str) and x.lstrip()[:1] == "{" else x, i, keys)
+                for i, x in enumerate(value)
+            ]
             return Docs([d for d in parsed if d is not None], False, span)
     for key in ("traceloop.entity.output", "traceloop.entity.input"):
         value = attrs.get(key)
@@ -387,7 +425,9 @@ def llm_output_of(span: Any) -> str | None:
         t = usable_text(m.get("message.content"))
         if t:
             return t
-        parts = [v for k, v in sorted(m.items()) if k.startswith("message.contents.") and k.endswith("message_content.text")]
+        parts = [
+            v for k, v in sorted(m.items()) if k.startswith("message.contents.") and k.endswith("message_content.text")
+        ]
         if parts:
             t = usable_text("".join(p for p in parts if isinstance(p, str)))
             if t:
@@ -464,8 +504,10 @@ def chat_history_of(span: Any) -> list[dict] | None:
     None when the span has no input messages or no user message."""
     attrs = span_attributes(span)
     msgs: list[tuple[str, Any]] = []
-    for prefix, role_key, content_key in (("llm.input_messages", "message.role", "message.content"),
-                                          ("gen_ai.prompt", "role", "content")):
+    for prefix, role_key, content_key in (
+        ("llm.input_messages", "message.role", "message.content"),
+        ("gen_ai.prompt", "role", "content"),
+    ):
         items = _indexed(attrs, prefix)
         if items:
             msgs = [(str(items[i].get(role_key) or "").lower(), items[i].get(content_key)) for i in sorted(items)]
@@ -478,5 +520,8 @@ def chat_history_of(span: Any) -> list[dict] | None:
     if "user" not in roles:
         return None
     last_user = len(roles) - 1 - roles[::-1].index("user")
-    return [{"role": role, "content": text} for role, (_, text) in zip(roles[:last_user], msgs[:last_user])
-            if role is not None and usable_text(text)]
+    return [
+        {"role": role, "content": text}
+        for role, (_, text) in zip(roles[:last_user], msgs[:last_user])
+        if role is not None and usable_text(text)
+    ]

@@ -8,9 +8,24 @@ from typing import Any
 from ragmeter.tracing.attributes import span_attributes
 
 __all__ = [
-    "ROLE_CHAIN", "ROLE_AGENT", "ROLE_RETRIEVER", "ROLE_RERANKER", "ROLE_LLM", "ROLE_EMBEDDING", "ROLE_TOOL",
-    "ROLE_PROMPT", "ROLE_EVALUATOR", "ROLE_OTHER", "RAG_ROLES", "LEAF_ROLES", "FRAMEWORK_SCOPES",
-    "span_role", "convention_of", "is_framework_scope", "has_doc_markers", "may_end_rag_step",
+    "ROLE_CHAIN",
+    "ROLE_AGENT",
+    "ROLE_RETRIEVER",
+    "ROLE_RERANKER",
+    "ROLE_LLM",
+    "ROLE_EMBEDDING",
+    "ROLE_TOOL",
+    "ROLE_PROMPT",
+    "ROLE_EVALUATOR",
+    "ROLE_OTHER",
+    "RAG_ROLES",
+    "LEAF_ROLES",
+    "FRAMEWORK_SCOPES",
+    "span_role",
+    "convention_of",
+    "is_framework_scope",
+    "has_doc_markers",
+    "may_end_rag_step",
 ]
 
 ROLE_CHAIN = "chain"
@@ -43,14 +58,26 @@ FRAMEWORK_SCOPES = (
 )
 
 _OI_KIND = {
-    "CHAIN": ROLE_CHAIN, "AGENT": ROLE_AGENT, "RETRIEVER": ROLE_RETRIEVER, "RERANKER": ROLE_RERANKER,
-    "LLM": ROLE_LLM, "EMBEDDING": ROLE_EMBEDDING, "TOOL": ROLE_TOOL, "PROMPT": ROLE_PROMPT,
+    "CHAIN": ROLE_CHAIN,
+    "AGENT": ROLE_AGENT,
+    "RETRIEVER": ROLE_RETRIEVER,
+    "RERANKER": ROLE_RERANKER,
+    "LLM": ROLE_LLM,
+    "EMBEDDING": ROLE_EMBEDDING,
+    "TOOL": ROLE_TOOL,
+    "PROMPT": ROLE_PROMPT,
     "EVALUATOR": ROLE_EVALUATOR,
 }
 _GENAI_OP = {
-    "retrieval": ROLE_RETRIEVER, "chat": ROLE_LLM, "text_completion": ROLE_LLM, "generate_content": ROLE_LLM,
-    "embeddings": ROLE_EMBEDDING, "execute_tool": ROLE_TOOL, "invoke_agent": ROLE_AGENT,
-    "create_agent": ROLE_AGENT, "invoke_workflow": ROLE_CHAIN,
+    "retrieval": ROLE_RETRIEVER,
+    "chat": ROLE_LLM,
+    "text_completion": ROLE_LLM,
+    "generate_content": ROLE_LLM,
+    "embeddings": ROLE_EMBEDDING,
+    "execute_tool": ROLE_TOOL,
+    "invoke_agent": ROLE_AGENT,
+    "create_agent": ROLE_AGENT,
+    "invoke_workflow": ROLE_CHAIN,
 }
 _TRACELOOP_KIND = {"workflow": ROLE_CHAIN, "task": ROLE_CHAIN, "agent": ROLE_AGENT, "tool": ROLE_TOOL}
 _OI_RAG_KINDS = frozenset(k for k, role in _OI_KIND.items() if role in RAG_ROLES)
@@ -76,8 +103,10 @@ def span_role(span: Any) -> str | None:
     tk = attrs.get("traceloop.span.kind")
     if tk:
         role = _TRACELOOP_KIND.get(str(tk), ROLE_OTHER)
-        if role == ROLE_CHAIN and (has_doc_markers(attrs.get("traceloop.entity.output"))
-                                   or has_doc_markers(attrs.get("traceloop.entity.input"))):
+        if role == ROLE_CHAIN and (
+            has_doc_markers(attrs.get("traceloop.entity.output"))
+            or has_doc_markers(attrs.get("traceloop.entity.input"))
+        ):
             return ROLE_RETRIEVER
         return role
     if attrs.get("llm.request.type") or "gen_ai.completion.0.content" in attrs or "gen_ai.prompt.0.content" in attrs:

@@ -5,17 +5,26 @@ conversation (see :func:`build_sample` and :func:`build_samples`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ragmeter.capture import REFERENCE_KEY, RELEVANT_KEY
+from ragmeter.conversations import NO_RETRIEVAL_KEY
+from ragmeter.data import MAX_HISTORY
 from ragmeter.ids import CONTENT_HASH, ID_SOURCE_KEY, content_id
 from ragmeter.tracing.attributes import parse_json, span_attributes, usable_text
 from ragmeter.tracing.grouping import Invocation, find_invocations
-from ragmeter.conversations import NO_RETRIEVAL_KEY
-from ragmeter.data import MAX_HISTORY
-from ragmeter.tracing.readers import (answer_of, chat_history_of, conversation_id_of, documents_of, llm_output_of,
-                                      llm_question_of, question_of, template_context_of)
+from ragmeter.tracing.readers import (
+    answer_of,
+    chat_history_of,
+    conversation_id_of,
+    documents_of,
+    llm_output_of,
+    llm_question_of,
+    question_of,
+    template_context_of,
+)
 from ragmeter.tracing.roles import ROLE_LLM, ROLE_RERANKER, ROLE_RETRIEVER, convention_of, span_role
 
 __all__ = ["SKIP_REASONS", "BuildResult", "build_sample", "build_samples", "conversation_of"]
@@ -38,8 +47,9 @@ def _hex(v: int, width: int) -> str:
     return format(v, f"0{width}x")
 
 
-def _choose_docs(members: Sequence[Any], id_keys: Sequence[str] | None = None
-                 ) -> tuple[list[dict], list[Any], bool, str]:
+def _choose_docs(
+    members: Sequence[Any], id_keys: Sequence[str] | None = None
+) -> tuple[list[dict], list[Any], bool, str]:
     """Documents for the sample: the last reranker's output, else every retriever's documents
     (de-duplicated, in retrieval order). Returns items, source spans, truncated, source name."""
     rerankers = [s for s in members if span_role(s) == ROLE_RERANKER]
@@ -95,8 +105,13 @@ def build_sample(inv: Invocation, id_keys: Sequence[str] | None = None) -> Build
     has_retrieval = any(r in (ROLE_RETRIEVER, ROLE_RERANKER) for r in roles)
     llms = [s for s, r in zip(members, roles) if r == ROLE_LLM]
     conversation = conversation_of(inv)
-    no_retrieval = (not has_retrieval and conversation is not None and bool(llms) and not inv.entry_retrieves
-                    and inv.entry is not None)
+    no_retrieval = (
+        not has_retrieval
+        and conversation is not None
+        and bool(llms)
+        and not inv.entry_retrieves
+        and inv.entry is not None
+    )
     if not has_retrieval and not no_retrieval:
         return BuildResult(inv, reason="not_rag", detail="no retriever span")
     items: list[dict] = []
@@ -107,28 +122,47 @@ def build_sample(inv: Invocation, id_keys: Sequence[str] | None = None) -> Build
         if not items or truncated:
             ctx_text = next((t for t in (template_context_of(s) for s in reversed(llms)) if t), None)
             if ctx_text:
-                items, doc_spans, truncated, source = ([{"text": ctx_text, "id": None, "score": None, "metadata": {},
-                                                         "position": None}], [None], False, "prompt_template")
+                items, doc_spans, truncated, source = (
+                    [{"text": ctx_text, "id": None, "score": None, "metadata": {}, "position": None}],
+                    [None],
+                    False,
+                    "prompt_template",
+                )
         if truncated:
-            return BuildResult(inv, reason="truncated",
-                               detail="the retriever span dropped attributes (span limits): its document list is incomplete")
+            return BuildResult(
+                inv,
+                reason="truncated",
+                detail="the retriever span dropped attributes (span limits): its document list is incomplete",
+            )
         if not items:
-            if any(getattr(s, "dropped_attributes", 0) for s, r in zip(members, roles) if r in (ROLE_RETRIEVER, ROLE_RERANKER)):
-                return BuildResult(inv, reason="truncated",
-                                   detail="the retriever span dropped attributes (span limits): no complete document list")
-            return BuildResult(inv, reason="no_contexts",
-                               detail="no document text on the retriever spans (content capture off?)")
+            if any(
+                getattr(s, "dropped_attributes", 0)
+                for s, r in zip(members, roles)
+                if r in (ROLE_RETRIEVER, ROLE_RERANKER)
+            ):
+                return BuildResult(
+                    inv,
+                    reason="truncated",
+                    detail="the retriever span dropped attributes (span limits): no complete document list",
+                )
+            return BuildResult(
+                inv, reason="no_contexts", detail="no document text on the retriever spans (content capture off?)"
+            )
     entry = inv.entry if not inv.synthetic else None
     answer = answer_of(entry) if entry is not None else None
     if not answer:
         ended = sorted(llms, key=lambda s: getattr(s, "end_time", 0) or 0)
         answer = next((t for t in (llm_output_of(s) for s in reversed(ended)) if t), None)
     if not answer:
-        return BuildResult(inv, reason="no_answer", detail="no answer text (streaming placeholder, content capture off "
-                                                           "or attributes dropped)")
+        return BuildResult(
+            inv,
+            reason="no_answer",
+            detail="no answer text (streaming placeholder, content capture off or attributes dropped)",
+        )
     question = question_of(entry) if entry is not None else None
-    query = next((q for q in (question_of(s) for s, r in zip(members, roles) if r in (ROLE_RETRIEVER, ROLE_RERANKER))
-                  if q), None)
+    query = next(
+        (q for q in (question_of(s) for s, r in zip(members, roles) if r in (ROLE_RETRIEVER, ROLE_RERANKER)) if q), None
+    )
     question = question or query or next((t for t in (llm_question_of(s) for s in llms) if t), None)
     if not question:
         return BuildResult(inv, reason="no_question", detail="no question text on the entry, retriever or LLM spans")
@@ -156,10 +190,13 @@ def build_sample(inv: Invocation, id_keys: Sequence[str] | None = None) -> Build
         "entry_span_id": _hex(inv.entry_id, 16),
         "target_span_id": _hex(inv.target_id, 16),
         "target_name": getattr(target, "name", None),
-        "convention": next((c for c in (convention_of(s) for s in ([entry] if entry is not None else []) + list(members)) if c), None),
+        "convention": next(
+            (c for c in (convention_of(s) for s in ([entry] if entry is not None else []) + list(members)) if c), None
+        ),
         "contexts_source": source,
-        "documents": [[_hex(s.context.span_id, 16) if s is not None else None, d["position"]]
-                      for s, d in zip(doc_spans, items)],
+        "documents": [
+            [_hex(s.context.span_id, 16) if s is not None else None, d["position"]] for s, d in zip(doc_spans, items)
+        ],
     }
     if inv.synthetic:
         otel["segment"] = inv.segment
@@ -168,8 +205,11 @@ def build_sample(inv: Invocation, id_keys: Sequence[str] | None = None) -> Build
         meta[NO_RETRIEVAL_KEY] = True
     for s in ([entry] if entry is not None else []) + list(members):
         attrs = span_attributes(s)
-        for key, name in (("session.id", "session_id"), ("user.id", "user_id"),
-                          ("gen_ai.conversation.id", "conversation_id")):
+        for key, name in (
+            ("session.id", "session_id"),
+            ("user.id", "user_id"),
+            ("gen_ai.conversation.id", "conversation_id"),
+        ):
             v = attrs.get(key)
             if isinstance(v, str) and v and name not in meta:
                 meta[name] = v
@@ -177,8 +217,9 @@ def build_sample(inv: Invocation, id_keys: Sequence[str] | None = None) -> Build
     if conversation is not None:
         turn["conversation_id"] = conversation
         ended = sorted(llms, key=lambda s: getattr(s, "end_time", 0) or 0)
-        answering, history = next(((s, h) for s, h in ((s, chat_history_of(s)) for s in reversed(ended))
-                                   if h is not None), (None, None))
+        answering, history = next(
+            ((s, h) for s, h in ((s, chat_history_of(s)) for s in reversed(ended)) if h is not None), (None, None)
+        )
         if history is not None:  # what the answering (last) LLM call that had input messages was given
             turn.update(history=history[-MAX_HISTORY:], turn=sum(m["role"] == "user" for m in history) + 1)
             if entry is None:  # no framework entry: the user's message is the one the LLM answered

@@ -27,11 +27,18 @@ ragmeter knows (:data:`LATEST`). Today both are the same set; a change adds a ne
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
-__all__ = ["EvaluationNames", "BASELINE", "LATEST", "OPT_IN_ENV", "GEN_AI_LATEST", "LEGACY_EVENT_NAME",
-           "evaluation_names"]
+__all__ = [
+    "EvaluationNames",
+    "BASELINE",
+    "LATEST",
+    "OPT_IN_ENV",
+    "GEN_AI_LATEST",
+    "LEGACY_EVENT_NAME",
+    "evaluation_names",
+]
 
 #: The environment variable of the OpenTelemetry semantic-convention migration plan.
 OPT_IN_ENV = "OTEL_SEMCONV_STABILITY_OPT_IN"

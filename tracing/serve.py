@@ -56,7 +56,8 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from ragmeter._extras import needs_extra
@@ -70,13 +71,22 @@ from ragmeter.guard import never_raise
 from ragmeter.tracing.offline import _CountingExporter
 from ragmeter.tracing.otlp_json import spans_from_message, spans_from_request
 from ragmeter.tracing.processor import RagmeterSpanProcessor
-from ragmeter.tracing.serve_http import (BodyError, BoundedHTTPServer, HardenedHandler, bearer_digest, bearer_ok,
-                                         content_decoder, is_loopback, read_body, request_framing, tls_context)
+from ragmeter.tracing.serve_http import (
+    BodyError,
+    BoundedHTTPServer,
+    HardenedHandler,
+    bearer_digest,
+    bearer_ok,
+    content_decoder,
+    is_loopback,
+    read_body,
+    request_framing,
+    tls_context,
+)
 from ragmeter.tracing.settings import resolve_settings
 from ragmeter.tracing.writer import EvaluationWriter, SpanTarget
 
-__all__ = ["EvaluationService", "CarrierForwarder", "traces_endpoint", "decode_request",
-           "prometheus_text"]
+__all__ = ["EvaluationService", "CarrierForwarder", "traces_endpoint", "decode_request", "prometheus_text"]
 
 log = logging.getLogger("ragmeter")
 
@@ -168,8 +178,11 @@ class TraceBuffer:
                 held.extend(group)
                 self.spans += len(group)
                 ids.update(sp.context.span_id for sp in group)
-                parents.update(sp.parent.span_id for sp in group
-                               if sp.parent is not None and sp.parent.span_id and not sp.parent.is_remote)
+                parents.update(
+                    sp.parent.span_id
+                    for sp in group
+                    if sp.parent is not None and sp.parent.span_id and not sp.parent.is_remote
+                )
                 if parents <= ids:
                     ready.extend(held)
                     self.spans -= len(held)
@@ -257,11 +270,18 @@ class CarrierForwarder:
 _METRICS = (  # (stats key, Prometheus type, help)
     ("requests", "counter", "export requests received"),
     ("requests_rejected", "counter", "export requests answered 429 or 503 (full or draining)"),
-    ("requests_invalid", "counter", "requests answered 400, 413, 415 or 431 (bad length, size, encoding, body or head)"),
+    (
+        "requests_invalid",
+        "counter",
+        "requests answered 400, 413, 415 or 431 (bad length, size, encoding, body or head)",
+    ),
     ("requests_unauthorized", "counter", "requests answered 401 (no or a wrong bearer token)"),
     ("requests_timed_out", "counter", "connections cut at the header, body or TLS handshake deadline"),
-    ("connections_refused", "counter", "connections answered 503: every worker and waiting place taken, or "
-                                        "max connections open and none idle"),
+    (
+        "connections_refused",
+        "counter",
+        "connections answered 503: every worker and waiting place taken, or max connections open and none idle",
+    ),
     ("connections_evicted", "counter", "idle connections closed to make room for a new one (max connections)"),
     ("connections_open", "gauge", "connections held by the workers or waiting for one"),
     ("spans_received", "counter", "spans received"),
@@ -321,25 +341,48 @@ class EvaluationService:
     span); ``id_keys``: the processor's. :meth:`start` binds and serves in a thread.
     """
 
-    def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, embedder: Any = None,
-                 host: str = "127.0.0.1", port: int = 4318, grpc_port: int | None = None, forward: str | None = None,
-                 forward_all: bool = False, max_body: int = 32 * 1024 * 1024, token: str | None = None,
-                 insecure: bool = False, tls_cert: str | None = None, tls_key: str | None = None,
-                 workers: int = 16, max_connections: int = 1000, header_timeout: float = 10.0,
-                 body_timeout: float = 30.0, idle_timeout: float = 30.0, sample_rate: float | None = None,
-                 max_queue: int | None = None,
-                 concurrency: int | None = None, grace_period: float | None = None, ttl: float | None = None,
-                 max_buffered_spans: int | None = None, max_traces: int | None = None,
-                 shutdown_timeout: float | None = None, sinks: Sequence[Any] = (),
-                 id_keys: Sequence[str] | None = None):
+    def __init__(
+        self,
+        metrics: Iterable[Any] | None = None,
+        judge: Any = None,
+        *,
+        embedder: Any = None,
+        host: str = "127.0.0.1",
+        port: int = 4318,
+        grpc_port: int | None = None,
+        forward: str | None = None,
+        forward_all: bool = False,
+        max_body: int = 32 * 1024 * 1024,
+        token: str | None = None,
+        insecure: bool = False,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        workers: int = 16,
+        max_connections: int = 1000,
+        header_timeout: float = 10.0,
+        body_timeout: float = 30.0,
+        idle_timeout: float = 30.0,
+        sample_rate: float | None = None,
+        max_queue: int | None = None,
+        concurrency: int | None = None,
+        grace_period: float | None = None,
+        ttl: float | None = None,
+        max_buffered_spans: int | None = None,
+        max_traces: int | None = None,
+        shutdown_timeout: float | None = None,
+        sinks: Sequence[Any] = (),
+        id_keys: Sequence[str] | None = None,
+    ):
         if forward_all and not forward:
             raise ValueError("forward_all needs a forward endpoint")
         if token is not None and not token.strip():
             raise ValueError("the token is empty")
         if token is None and not insecure and not is_loopback(host):
-            raise ValueError(f"refusing to listen on {host or 'every interface'!r} without a token (anyone who "
-                             f"can reach it could send traces and read /metrics); set one (--token-file, "
-                             f"${TOKEN_ENV}) or allow it explicitly (--insecure)")
+            raise ValueError(
+                f"refusing to listen on {host or 'every interface'!r} without a token (anyone who "
+                f"can reach it could send traces and read /metrics); set one (--token-file, "
+                f"${TOKEN_ENV}) or allow it explicitly (--insecure)"
+            )
         if max_body < 1:
             raise ValueError(f"max_body must be at least 1 byte, got {max_body}")
         if tls_key is not None and tls_cert is None:
@@ -353,11 +396,21 @@ class EvaluationService:
         traces = resolve_settings(max_traces=max_traces)["max_traces"]
         self.carriers = CarrierForwarder(self.forward, traces) if self.forward else None
         self.processor = RagmeterSpanProcessor(
-            metrics, judge, embedder=embedder, write_spans=False,
-            sinks=([self.carriers] if self.carriers else []) + list(sinks), id_keys=id_keys,
-            sample_rate=sample_rate, max_queue=max_queue, concurrency=concurrency, grace_period=grace_period,
-            ttl=ttl, max_buffered_spans=max_buffered_spans, max_traces=max_traces,
-            shutdown_timeout=shutdown_timeout)
+            metrics,
+            judge,
+            embedder=embedder,
+            write_spans=False,
+            sinks=([self.carriers] if self.carriers else []) + list(sinks),
+            id_keys=id_keys,
+            sample_rate=sample_rate,
+            max_queue=max_queue,
+            concurrency=concurrency,
+            grace_period=grace_period,
+            ttl=ttl,
+            max_buffered_spans=max_buffered_spans,
+            max_traces=max_traces,
+            shutdown_timeout=shutdown_timeout,
+        )
         self._remembering = [s for s in self.processor.sinks if callable(getattr(s, "remember", None))]
         self.forwarder: BatchSpanProcessor | None = None
         self._forward_counter: _CountingExporter | None = None
@@ -365,24 +418,44 @@ class EvaluationService:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             self._forward_counter = _CountingExporter(OTLPSpanExporter(endpoint=self.forward))
-            self.forwarder = BatchSpanProcessor(self._forward_counter, max_queue_size=self.processor.max_buffered_spans,
-                                                max_export_batch_size=512, schedule_delay_millis=200)
+            self.forwarder = BatchSpanProcessor(
+                self._forward_counter,
+                max_queue_size=self.processor.max_buffered_spans,
+                max_export_batch_size=512,
+                schedule_delay_millis=200,
+            )
         self.buffer = TraceBuffer(self._deliver, min(self.processor.grace_period, self.processor.ttl))
         self._stop = threading.Event()
         self._expirer = threading.Thread(target=self._expire_loop, name="ragmeter-serve-buffer", daemon=True)
         #: Samples waiting for the scorer from which requests get 429: three quarters of ``max_queue``, the
         #: rest takes the samples of the requests already accepted (beyond it they would be dropped).
         self.high_water = max(1, self.processor.scorer.max_queue * 3 // 4)
-        self._counts = {"requests": 0, "requests_rejected": 0, "requests_invalid": 0, "requests_unauthorized": 0,
-                        "requests_timed_out": 0, "connections_refused": 0, "connections_evicted": 0,
-                        "spans_received": 0,
-                        "spans_unreadable": 0}
+        self._counts = {
+            "requests": 0,
+            "requests_rejected": 0,
+            "requests_invalid": 0,
+            "requests_unauthorized": 0,
+            "requests_timed_out": 0,
+            "connections_refused": 0,
+            "connections_evicted": 0,
+            "spans_received": 0,
+            "spans_unreadable": 0,
+        }
         self._lock = threading.Lock()
         self._draining = False
-        self._server = BoundedHTTPServer((host, port), _handler_for(self), workers=workers, waiting=8 * workers,
-                                         max_connections=max_connections, header_timeout=header_timeout,
-                                         body_timeout=body_timeout, idle_timeout=idle_timeout,
-                                         retry_after=RETRY_AFTER, tls=tls, note=self.count)
+        self._server = BoundedHTTPServer(
+            (host, port),
+            _handler_for(self),
+            workers=workers,
+            waiting=8 * workers,
+            max_connections=max_connections,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            idle_timeout=idle_timeout,
+            retry_after=RETRY_AFTER,
+            tls=tls,
+            note=self.count,
+        )
         #: Requests that may wait for a worker (beyond them and the workers: 503).
         self.waiting = self._server.waiting
         self._grpc, self._grpc_port = None, None
@@ -478,17 +551,26 @@ class EvaluationService:
         out["connections_open"] = sum(self._server.states().values())
         out.update({f"processor_{k}": v for k, v in p.items()})
         out.update(
-            spans_dropped=p["spans_dropped"], traces=p["traces"], traces_tracked=p["traces_tracked"],
-            evicted_traces=p["evicted_traces"], evicted_incomplete=p["evicted_incomplete"],
-            invocations=p["invocations"], skipped=sum(v for k, v in p.items() if k.startswith("skipped_")),
-            samples_queued=p["queued"], samples_scored=p["scored"],
-            samples_dropped=p["dropped"] + p["rejected_closed"], samples_failed=p["failed"],
-            queue_depth=p["pending"], inbox_spans=self._inbox_len(), held_spans=self.buffer.spans,
+            spans_dropped=p["spans_dropped"],
+            traces=p["traces"],
+            traces_tracked=p["traces_tracked"],
+            evicted_traces=p["evicted_traces"],
+            evicted_incomplete=p["evicted_incomplete"],
+            invocations=p["invocations"],
+            skipped=sum(v for k, v in p.items() if k.startswith("skipped_")),
+            samples_queued=p["queued"],
+            samples_scored=p["scored"],
+            samples_dropped=p["dropped"] + p["rejected_closed"],
+            samples_failed=p["failed"],
+            queue_depth=p["pending"],
+            inbox_spans=self._inbox_len(),
+            held_spans=self.buffer.spans,
             held_traces=self.buffer.traces,
             carriers_written=self.carriers.written if self.carriers else 0,
             carriers_exported=self.carriers.exporter.exported if self.carriers else 0,
             carriers_export_failed=self.carriers.exporter.failed if self.carriers else 0,
-            spans_forwarded=self._forward_counter.exported if self._forward_counter else 0)
+            spans_forwarded=self._forward_counter.exported if self._forward_counter else 0,
+        )
         return out
 
     def _inbox_len(self) -> int:
@@ -570,8 +652,11 @@ class _Handler(HardenedHandler):
     def _unauthorized(self) -> tuple[int, bytes, dict[str, str]]:
         self.service.count("requests_unauthorized")
         error = ', error="invalid_token"' if self.headers.get("Authorization") else ""
-        return 401, b"unauthorized: send Authorization: Bearer <token>\n", {
-            "WWW-Authenticate": f'Bearer realm="ragmeter serve"{error}'}
+        return (
+            401,
+            b"unauthorized: send Authorization: Bearer <token>\n",
+            {"WWW-Authenticate": f'Bearer realm="ragmeter serve"{error}'},
+        )
 
     def do_GET(self) -> None:
         """Health and readiness (open), metrics (token)."""
@@ -592,8 +677,12 @@ class _Handler(HardenedHandler):
             if "format=json" in query or _JSON in (self.headers.get("Accept") or ""):
                 self.send(200, json.dumps(stats, sort_keys=True).encode(), content_type=_JSON, early=early)
             else:
-                self.send(200, prometheus_text(stats).encode(), content_type="text/plain; version=0.0.4; charset=utf-8",
-                          early=early)
+                self.send(
+                    200,
+                    prometheus_text(stats).encode(),
+                    content_type="text/plain; version=0.0.4; charset=utf-8",
+                    early=early,
+                )
         else:
             self.send(404, b"not found\n", early=early)
 

@@ -61,11 +61,12 @@ def grpc_server(service: Any, host: str, port: int) -> tuple[Any, int]:
             return grpc.unary_unary_rpc_method_handler(refuse)
 
     idle_ms = int(service._server.idle_timeout * 1000)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=service.workers, thread_name_prefix="ragmeter-serve-grpc"),
-                         interceptors=[BearerToken()] if service.secured else None,
-                         maximum_concurrent_rpcs=2 * service.workers,
-                         options=[("grpc.max_receive_message_length", service.max_body),
-                                  ("grpc.max_connection_idle_ms", idle_ms)])
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=service.workers, thread_name_prefix="ragmeter-serve-grpc"),
+        interceptors=[BearerToken()] if service.secured else None,
+        maximum_concurrent_rpcs=2 * service.workers,
+        options=[("grpc.max_receive_message_length", service.max_body), ("grpc.max_connection_idle_ms", idle_ms)],
+    )
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceService(), server)
     address = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
     if service.tls_cert:

@@ -43,11 +43,23 @@ import ssl
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["BodyError", "BoundedHTTPServer", "HardenedHandler", "request_framing", "content_decoder", "read_body",
-           "bearer_digest", "bearer_ok", "tls_context", "is_loopback", "listen_backlog"]
+__all__ = [
+    "BodyError",
+    "BoundedHTTPServer",
+    "HardenedHandler",
+    "request_framing",
+    "content_decoder",
+    "read_body",
+    "bearer_digest",
+    "bearer_ok",
+    "tls_context",
+    "is_loopback",
+    "listen_backlog",
+]
 
 log = logging.getLogger("ragmeter")
 
@@ -417,8 +429,14 @@ class HardenedHandler(BaseHTTPRequestHandler):
         self.reader.deadline = None
         self.server.set_state(self.conn, "working")
 
-    def send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
-             content_type: str = "text/plain; charset=utf-8", early: bool = False) -> None:
+    def send(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        content_type: str = "text/plain; charset=utf-8",
+        early: bool = False,
+    ) -> None:
         """Answer. ``early``: the body was not (all) read, so the connection closes after the
         answer, lingering to discard up to 1 MiB of it (the client then reads the answer instead
         of a connection reset)."""
@@ -457,8 +475,12 @@ class HardenedHandler(BaseHTTPRequestHandler):
 
 
 _BUSY = b"server busy, retry later\n"
-_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
-            + str(len(_BUSY)).encode() + b"\r\nRetry-After: %d\r\nConnection: close\r\n\r\n" + _BUSY)
+_REFUSED = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
+    + str(len(_BUSY)).encode()
+    + b"\r\nRetry-After: %d\r\nConnection: close\r\n\r\n"
+    + _BUSY
+)
 
 
 def _max_open_files() -> int:
@@ -488,15 +510,31 @@ class BoundedHTTPServer(HTTPServer):
 
     request_queue_size = listen_backlog()
 
-    def __init__(self, address: tuple[str, int], handler: type, *, workers: int, waiting: int,
-                 header_timeout: float, body_timeout: float, idle_timeout: float, max_connections: int = 1000,
-                 retry_after: int = 1, tls: ssl.SSLContext | None = None,
-                 note: Callable[[str], None] = lambda key: None):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type,
+        *,
+        workers: int,
+        waiting: int,
+        header_timeout: float,
+        body_timeout: float,
+        idle_timeout: float,
+        max_connections: int = 1000,
+        retry_after: int = 1,
+        tls: ssl.SSLContext | None = None,
+        note: Callable[[str], None] = lambda key: None,
+    ):
         if workers < 1 or waiting < 0 or max_connections < 1:
-            raise ValueError(f"workers and max_connections must be at least 1, waiting at least 0 "
-                             f"(got {workers}, {max_connections}, {waiting})")
-        for name, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout),
-                            ("idle_timeout", idle_timeout)):
+            raise ValueError(
+                f"workers and max_connections must be at least 1, waiting at least 0 "
+                f"(got {workers}, {max_connections}, {waiting})"
+            )
+        for name, value in (
+            ("header_timeout", header_timeout),
+            ("body_timeout", body_timeout),
+            ("idle_timeout", idle_timeout),
+        ):
             if not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         if ":" in address[0]:
@@ -627,14 +665,15 @@ class BoundedHTTPServer(HTTPServer):
             conn.due = time.monotonic() + self.header_timeout  # a request begins
         conn.data += piece
         conn.state = "headers"
-        tail = bytes(conn.data[-len(piece) - 3:])
+        tail = bytes(conn.data[-len(piece) - 3 :])
         if b"\r\n\r\n" in tail or b"\n\n" in tail:
             self._dispatch(sel, conn)
         elif len(conn.data) > _HEAD:
             self.note("requests_invalid")
             try:
-                conn.sock.send(b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
-                               b"Connection: close\r\n\r\n")
+                conn.sock.send(
+                    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
             except OSError:
                 pass
             self._drop(sel, conn)

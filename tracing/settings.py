@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["Setting", "SETTINGS", "resolve_settings", "flag_setting"]
 
@@ -78,8 +79,14 @@ def _from_env(setting: Setting) -> Any:
     except ValueError:
         value = None
     if value is None or not _ok(setting, value):
-        log.warning("ragmeter: %s=%r is not valid (%s %s expected); using the default %s", setting.env, raw,
-                    "an integer" if setting.kind is int else "a number", setting.rule, setting.default)
+        log.warning(
+            "ragmeter: %s=%r is not valid (%s %s expected); using the default %s",
+            setting.env,
+            raw,
+            "an integer" if setting.kind is int else "a number",
+            setting.rule,
+            setting.default,
+        )
         return setting.default
     return value
 

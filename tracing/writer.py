@@ -53,8 +53,9 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ragmeter._extras import needs_extra
 
@@ -62,10 +63,10 @@ with needs_extra("ragmeter.tracing", "otel", "opentelemetry"):
     from opentelemetry import trace as otel_trace
     from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
-from ragmeter.privacy import content_captured, for_output
 from ragmeter.guard import never_raise
 from ragmeter.judges.fingerprint import CODE_FINGERPRINT, lookup
 from ragmeter.metrics import metric_classes
+from ragmeter.privacy import content_captured, for_output
 from ragmeter.redact import redact
 from ragmeter.suppression import suppressed_context
 from ragmeter.tracing.semconv import EvaluationNames, evaluation_names
@@ -73,9 +74,21 @@ from ragmeter.tracing.semconv import EvaluationNames, evaluation_names
 if TYPE_CHECKING:  # pragma: no cover
     from ragmeter.metrics.scoring import SampleResult
 
-__all__ = ["SpanTarget", "current_target", "EvaluationWriter", "writer_for_current_provider",
-           "carrier_attributes", "carrier_events", "CARRIER_NAME", "CARRIER_MARKER", "annotator_kind",
-           "identifier_for", "evaluation_result_attributes", "judge_attributes", "evaluator_attributes"]
+__all__ = [
+    "SpanTarget",
+    "current_target",
+    "EvaluationWriter",
+    "writer_for_current_provider",
+    "carrier_attributes",
+    "carrier_events",
+    "CARRIER_NAME",
+    "CARRIER_MARKER",
+    "annotator_kind",
+    "identifier_for",
+    "evaluation_result_attributes",
+    "judge_attributes",
+    "evaluator_attributes",
+]
 
 log = logging.getLogger("ragmeter")
 
@@ -105,7 +118,7 @@ class SpanTarget:
         return format(self.span_id, "016x")
 
     @classmethod
-    def of(cls, span: Any) -> "SpanTarget":
+    def of(cls, span: Any) -> SpanTarget:
         """The target for an SDK span (live or ended)."""
         ctx = span.get_span_context() if hasattr(span, "get_span_context") else span.context
         return cls(ctx.trace_id, ctx.span_id, getattr(span, "name", None))
@@ -151,7 +164,7 @@ def _num(v: Any) -> float | None:
     return float(v)
 
 
-def _citation_details(result: "SampleResult") -> dict | None:
+def _citation_details(result: SampleResult) -> dict | None:
     for name in (n for n, cls in metric_classes().items() if "citations" in cls.evidence):
         s = result.scores.get(name)
         if s is not None and isinstance(s.details, Mapping) and ("citations" in s.details or "counts" in s.details):
@@ -177,7 +190,7 @@ def _metadata_json(score: Any, sample_id: str | None) -> str:
     return json.dumps(meta, ensure_ascii=False, default=str)
 
 
-def carrier_attributes(result: "SampleResult", target: SpanTarget) -> dict[str, Any]:
+def carrier_attributes(result: SampleResult, target: SpanTarget) -> dict[str, Any]:
     """The carrier's attributes for ``result`` about ``target`` (ordered least important first)."""
     from ragmeter import __version__
 
@@ -207,8 +220,12 @@ def carrier_attributes(result: "SampleResult", target: SpanTarget) -> dict[str, 
                 oi[key] = name
     attrs: dict[str, Any] = dict(oi)
     usage = getattr(result, "usage", None)
-    summary = ", ".join(f"{n}={s.value:.2f}" + (f" ({s.label})" if s.label else "") if s.value is not None
-                        else f"{n}={'error' if s.error else 'n/a'}" for n, s in scores)
+    summary = ", ".join(
+        f"{n}={s.value:.2f}" + (f" ({s.label})" if s.label else "")
+        if s.value is not None
+        else f"{n}={'error' if s.error else 'n/a'}"
+        for n, s in scores
+    )
     attrs["output.value"] = summary
     attrs["ragmeter.version"] = __version__
     if sample_id:
@@ -229,9 +246,14 @@ def carrier_attributes(result: "SampleResult", target: SpanTarget) -> dict[str, 
             if v is not None:
                 attrs[f"ragmeter.citation.{k}"] = v
         counts = cit.get("counts") if isinstance(cit.get("counts"), Mapping) else {}
-        for src, dst in (("citations", "count"), ("supports", "supported_count"), ("partially", "partially_count"),
-                         ("does_not_support", "unsupported_count"), ("invalid", "invalid_count"),
-                         ("uncited_claims", "uncited_claims")):
+        for src, dst in (
+            ("citations", "count"),
+            ("supports", "supported_count"),
+            ("partially", "partially_count"),
+            ("does_not_support", "unsupported_count"),
+            ("invalid", "invalid_count"),
+            ("uncited_claims", "uncited_claims"),
+        ):
             v = counts.get(src)
             if isinstance(v, int) and not isinstance(v, bool):
                 attrs[f"ragmeter.citation.{dst}"] = v
@@ -273,8 +295,11 @@ def evaluator_attributes(score: Any, names: EvaluationNames | None = None) -> di
     if fp is None:
         return {}
     names = names or evaluation_names()
-    values = {names.evaluator_id: fp.id, names.evaluator_name: fp.name,
-              names.evaluator_version: fp.rules or fp.prompts or fp.ragmeter}
+    values = {
+        names.evaluator_id: fp.id,
+        names.evaluator_name: fp.name,
+        names.evaluator_version: fp.rules or fp.prompts or fp.ragmeter,
+    }
     return {k: v for k, v in values.items() if v}
 
 
@@ -295,9 +320,12 @@ def _citation_event(cit: Mapping, contexts: list, with_content: bool = True) -> 
         verdicts.append(str(r.get("verdict") or ""))
         quotes.append(_short(r.get("quote") or "", 500))
     attrs: dict[str, Any] = {
-        "ragmeter.citation.marker": markers, "ragmeter.citation.statement": statements,
-        "ragmeter.citation.chunk": chunks, "ragmeter.citation.chunk_id": ids,
-        "ragmeter.citation.verdict": verdicts, "ragmeter.citation.quote": quotes,
+        "ragmeter.citation.marker": markers,
+        "ragmeter.citation.statement": statements,
+        "ragmeter.citation.chunk": chunks,
+        "ragmeter.citation.chunk_id": ids,
+        "ragmeter.citation.verdict": verdicts,
+        "ragmeter.citation.quote": quotes,
     }
     if not with_content:  # the answer's sentences and the chunks' words
         del attrs["ragmeter.citation.statement"], attrs["ragmeter.citation.quote"]
@@ -307,8 +335,9 @@ def _citation_event(cit: Mapping, contexts: list, with_content: bool = True) -> 
     return attrs
 
 
-def evaluation_result_attributes(metric: str, score: Any, with_content: bool = True,
-                                 names: EvaluationNames | None = None) -> dict[str, Any]:
+def evaluation_result_attributes(
+    metric: str, score: Any, with_content: bool = True, names: EvaluationNames | None = None
+) -> dict[str, Any]:
     """The attributes of one ``gen_ai.evaluation.result`` event (span event or log record) for
     ``score``: name, score value and label, explanation (the error when there is one, else the
     explanation unless ``with_content`` is False; redacted), ``error.type`` on failure, the
@@ -329,7 +358,7 @@ def evaluation_result_attributes(metric: str, score: Any, with_content: bool = T
     return attrs
 
 
-def carrier_events(result: "SampleResult") -> list[tuple[str, dict[str, Any]]]:
+def carrier_events(result: SampleResult) -> list[tuple[str, dict[str, Any]]]:
     """The carrier's events: one ``gen_ai.evaluation.result`` per metric, then the citation
     verdicts event when a citation metric ran."""
     events: list[tuple[str, dict[str, Any]]] = []
@@ -395,7 +424,7 @@ class EvaluationWriter:
         with self._lock:
             self._stats[key] += n
 
-    def write(self, result: "SampleResult", target: SpanTarget, parent: SpanTarget | None = None) -> bool | None:
+    def write(self, result: SampleResult, target: SpanTarget, parent: SpanTarget | None = None) -> bool | None:
         """Emit the carrier for ``result`` about ``target``, child of ``parent`` (default: the
         target). Never raises: returns True when written, False when it failed (logged), None
         when there is no SDK provider to write to (as counted in :attr:`stats`)."""
@@ -404,7 +433,7 @@ class EvaluationWriter:
             written = self._write(result, target, parent)
         return written
 
-    def _write(self, result: "SampleResult", target: SpanTarget, parent: SpanTarget | None) -> bool | None:
+    def _write(self, result: SampleResult, target: SpanTarget, parent: SpanTarget | None) -> bool | None:
         tracer = self._get_tracer()
         if tracer is None:
             self._count("no_sdk_provider")
@@ -418,8 +447,14 @@ class EvaluationWriter:
         end_ns = time.time_ns()
         duration_ns = int(max(0.0, float(getattr(result, "duration_s", 0.0) or 0.0)) * 1e9)
         attrs = carrier_attributes(result, target)
-        span = tracer.start_span(CARRIER_NAME, context=ctx, kind=SpanKind.INTERNAL, attributes=attrs,
-                                 links=[Link(target_ctx)], start_time=end_ns - duration_ns)
+        span = tracer.start_span(
+            CARRIER_NAME,
+            context=ctx,
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            links=[Link(target_ctx)],
+            start_time=end_ns - duration_ns,
+        )
         try:
             for name, ev_attrs in carrier_events(result):
                 span.add_event(name, ev_attrs, timestamp=end_ns)
@@ -429,8 +464,11 @@ class EvaluationWriter:
                 self._count("truncated")
                 if not self._warned_truncation:
                     self._warned_truncation = True
-                    log.warning("ragmeter: the evaluation span lost %d attributes to the span limits "
-                                "(OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT); the flat ragmeter.* tags were kept", dropped)
+                    log.warning(
+                        "ragmeter: the evaluation span lost %d attributes to the span limits "
+                        "(OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT); the flat ragmeter.* tags were kept",
+                        dropped,
+                    )
         finally:
             span.end(end_time=end_ns)
         self._count("written")

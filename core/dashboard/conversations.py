@@ -10,8 +10,8 @@ turn by turn. Plain HTML: readable without JavaScript.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from html import escape
-from typing import Callable, Sequence
 
 from ragmeter.conversations import conversation_results, no_retrieval_turn
 from ragmeter.dashboard.drilldown import fmt
@@ -45,9 +45,11 @@ def _turn_chip(view: SampleView, turn: int, value: float | None, metric: str) ->
         chip = f'<span class="v {(s.label if s is not None and s.value is not None else None) or "na"}">{turn}</span>'
     extra = ' <span class="tag">no retrieval</span>' if no_retrieval_turn(sample) else ""
     title = f"turn {turn}: {sample.question}"
-    return (f'<a class="turn" href="#sample-{view.index}" data-turn="{turn}" data-sample="{escape(view.id)}" '
-            f'data-value="{"" if value is None else f"{value:.4f}"}" title="{escape(title[:300])}">{chip} '
-            f'{fmt(value, 2)}{extra}</a>')
+    return (
+        f'<a class="turn" href="#sample-{view.index}" data-turn="{turn}" data-sample="{escape(view.id)}" '
+        f'data-value="{"" if value is None else f"{value:.4f}"}" title="{escape(title[:300])}">{chip} '
+        f'{fmt(value, 2)}{extra}</a>'
+    )
 
 
 def _metric_table(rows: list[tuple[int, SampleView]], metrics: Sequence[str]) -> str:
@@ -61,13 +63,17 @@ def _metric_table(rows: list[tuple[int, SampleView]], metrics: Sequence[str]) ->
                 cells.append('<td><span class="v none">·</span></td>')
             elif s.value is None:
                 why = s.error or s.explanation
-                cells.append(f'<td><span class="v {"error" if s.error else "na"}" title="{escape(why)}">'
-                             f'{"err" if s.error else "n/a"}</span></td>')
+                cells.append(
+                    f'<td><span class="v {"error" if s.error else "na"}" title="{escape(why)}">'
+                    f'{"err" if s.error else "n/a"}</span></td>'
+                )
             else:
                 cells.append(f'<td><span class="v {s.label or ""}">{s.value:.2f}</span></td>')
         lines.append(f'<tr data-metric="{escape(m)}"><th scope="row">{escape(m)}</th>{"".join(cells)}</tr>')
-    return (f'<details class="conv-metrics"><summary>every metric, turn by turn</summary><table class="mini">'
-            f'<thead><tr><th>metric</th>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table></details>')
+    return (
+        f'<details class="conv-metrics"><summary>every metric, turn by turn</summary><table class="mini">'
+        f'<thead><tr><th>metric</th>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table></details>'
+    )
 
 
 def conversations_section(views: Sequence[SampleView], metrics: Sequence[str] = ()) -> str:
@@ -86,8 +92,9 @@ def conversations_section(views: Sequence[SampleView], metrics: Sequence[str] = 
     entries = []
     for (run, conv), group in groups.items():
         by_id = {id(v.result): v for v in group}
-        [res] = conversation_results([v.result for v in group], primary, FALLING_TOLERANCE,
-                                     value=lambda r, _m=by_id: value_of(_m[id(r)]))
+        [res] = conversation_results(
+            [v.result for v in group], primary, FALLING_TOLERANCE, value=lambda r, _m=by_id: value_of(_m[id(r)])
+        )
         by_sample = {}
         for v in group:
             by_sample.setdefault(v.id, v)
@@ -105,24 +112,35 @@ def conversations_section(views: Sequence[SampleView], metrics: Sequence[str] = 
         else:
             worst_cell = "-"
         trend = "-" if res.slope is None else f"{res.slope:+.3f} / turn"
-        state = ('<span class="lab fail" data-falling="true">falling</span>' if res.falling else
-                 '<span class="lab pass" data-falling="false">steady</span>' if res.slope is not None else
-                 '<span class="lab na" data-falling="false">one scored turn</span>')
+        state = (
+            '<span class="lab fail" data-falling="true">falling</span>'
+            if res.falling
+            else '<span class="lab pass" data-falling="false">steady</span>'
+            if res.slope is not None
+            else '<span class="lab na" data-falling="false">one scored turn</span>'
+        )
         no_ret = sum(no_retrieval_turn(v.result.sample) for _, v in rows)
         run_cell = f'<td>{escape(str(run))}</td>' if several_runs else ""
-        body.append(f'<tr class="conversation" data-conversation="{escape(str(conv))}">{run_cell}'
-                    f'<td class="sid">{escape(str(conv))}</td><td class="num">{len(rows)}</td>'
-                    f'<td class="num">{no_ret}</td><td class="turns">{chips}{_metric_table(rows, names)}</td>'
-                    f'<td>{worst_cell}</td><td class="num">{trend}</td><td>{state}</td></tr>')
+        body.append(
+            f'<tr class="conversation" data-conversation="{escape(str(conv))}">{run_cell}'
+            f'<td class="sid">{escape(str(conv))}</td><td class="num">{len(rows)}</td>'
+            f'<td class="num">{no_ret}</td><td class="turns">{chips}{_metric_table(rows, names)}</td>'
+            f'<td>{worst_cell}</td><td class="num">{trend}</td><td>{state}</td></tr>'
+        )
     falling = sum(e[2].falling for e in entries)
-    more = (f'<p class="muted">{len(entries) - len(shown)} more conversations not listed (the {len(shown)} '
-            f'worst are).</p>' if len(entries) > len(shown) else "")
+    more = (
+        f'<p class="muted">{len(entries) - len(shown)} more conversations not listed (the {len(shown)} worst are).</p>'
+        if len(entries) > len(shown)
+        else ""
+    )
     run_head = "<th>run</th>" if several_runs else ""
     what = "composite score" if primary == "composite" else escape(primary)
-    return (f'<section id="conversations" data-metric="{escape(primary)}"><h2>Conversations <span class="muted">'
-            f'({len(entries)} conversations, {falling} falling; {what} per turn, worst conversations first; '
-            f'falling: the least-squares slope of the {what} over the turn number is below '
-            f'-{FALLING_TOLERANCE:g} per turn)</span></h2>'
-            f'<table id="conversations-table"><thead><tr>{run_head}<th>conversation</th><th>turns</th>'
-            f'<th>no retrieval</th><th>turn scores</th><th>worst turn</th><th>trend</th><th>quality</th></tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>{more}</section>')
+    return (
+        f'<section id="conversations" data-metric="{escape(primary)}"><h2>Conversations <span class="muted">'
+        f'({len(entries)} conversations, {falling} falling; {what} per turn, worst conversations first; '
+        f'falling: the least-squares slope of the {what} over the turn number is below '
+        f'-{FALLING_TOLERANCE:g} per turn)</span></h2>'
+        f'<table id="conversations-table"><thead><tr>{run_head}<th>conversation</th><th>turns</th>'
+        f'<th>no retrieval</th><th>turn scores</th><th>worst turn</th><th>trend</th><th>quality</th></tr></thead>'
+        f'<tbody>{"".join(body)}</tbody></table>{more}</section>'
+    )

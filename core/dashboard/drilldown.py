@@ -10,8 +10,9 @@ have an unexpected shape says so instead of breaking the page.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
-from typing import Any, Callable
+from typing import Any
 
 from ragmeter.citations import parse_citations
 from ragmeter.dashboard.model import SampleView
@@ -27,9 +28,17 @@ def _sources(evidence: str) -> tuple[str, ...]:
     return tuple(name for name, cls in metric_classes().items() if evidence in cls.evidence)
 
 
-_VERDICT_TEXT = {"supported": "supported", "contradicted": "contradicted", "not_found": "not found",
-                 "supports": "supports", "partially": "partially supports", "does_not_support": "does not support",
-                 "invalid": "invalid", "no_claim": "no claim", "unscored": "not scored"}
+_VERDICT_TEXT = {
+    "supported": "supported",
+    "contradicted": "contradicted",
+    "not_found": "not found",
+    "supports": "supports",
+    "partially": "partially supports",
+    "does_not_support": "does not support",
+    "invalid": "invalid",
+    "no_claim": "no claim",
+    "unscored": "not scored",
+}
 
 
 def fmt(value: float | None, digits: int = 4) -> str:
@@ -59,8 +68,15 @@ def claims_of(view: SampleView) -> tuple[str | None, list[dict]]:
             continue
         text = c.get("text") if isinstance(c.get("text"), str) else c.get("claim")
         evidence = [e for e in (c.get("evidence") or []) if isinstance(e, dict)]
-        out.append({"text": str(text or ""), "unit": c.get("unit"), "verdict": str(c.get("verdict") or "unscored"),
-                    "evidence": evidence, "reason": str(c.get("reason") or "")})
+        out.append(
+            {
+                "text": str(text or ""),
+                "unit": c.get("unit"),
+                "verdict": str(c.get("verdict") or "unscored"),
+                "evidence": evidence,
+                "reason": str(c.get("reason") or ""),
+            }
+        )
     return metric, out
 
 
@@ -91,17 +107,32 @@ def _verdict(view: SampleView) -> str:
     d = view.diagnosis
     used = ", ".join(f"{escape(m)} {v:.2f}" for m, v in view.used.items()) or "none"
     excluded = "".join(f"<li>{escape(m)}: {escape(why)}</li>" for m, why in view.excluded.items())
-    grade = f'<span class="grade g-{view.grade}">{view.grade}</span>' if view.grade else '<span class="grade g-none">-</span>'
+    grade = (
+        f'<span class="grade g-{view.grade}">{view.grade}</span>'
+        if view.grade
+        else '<span class="grade g-none">-</span>'
+    )
     method, weights = view.verdicts.method, view.verdicts.weights
-    how = _FORMS.get(method, method) + (", equal weights" if weights is None else ", weights " + ", ".join(
-        f"{escape(m)} {w:g}" for m, w in weights.items()))
+    how = _FORMS.get(method, method) + (
+        ", equal weights"
+        if weights is None
+        else ", weights " + ", ".join(f"{escape(m)} {w:g}" for m, w in weights.items())
+    )
     zero = [m for m, v in view.used.items() if v == 0.0]
-    note = (f" A value of 0 ({escape(', '.join(zero))}) makes a {_FORMS[method]} 0."
-            if zero and method in ("harmonic", "geometric") else "")
-    weakest = (f' Weakest: <b class="weakest">{escape(view.weakest[0])} {view.weakest[1]:.2f}</b>.'
-               if view.weakest and len(view.used) > 1 else "")
-    parts = [f'<div class="verdict"><p>{grade} composite <b>{fmt(view.composite)}</b> ({how}) over {used}.{weakest}'
-             f'{note}</p>']
+    note = (
+        f" A value of 0 ({escape(', '.join(zero))}) makes a {_FORMS[method]} 0."
+        if zero and method in ("harmonic", "geometric")
+        else ""
+    )
+    weakest = (
+        f' Weakest: <b class="weakest">{escape(view.weakest[0])} {view.weakest[1]:.2f}</b>.'
+        if view.weakest and len(view.used) > 1
+        else ""
+    )
+    parts = [
+        f'<div class="verdict"><p>{grade} composite <b>{fmt(view.composite)}</b> ({how}) over {used}.{weakest}'
+        f'{note}</p>'
+    ]
     if excluded:
         parts.append(f"<p>Left out of the composite:</p><ul>{excluded}</ul>")
     parts.append(f'<p>Diagnosis: <span class="diag d-{d.kind}">{escape(d.kind)}</span></p><ul class="reasons">')
@@ -131,34 +162,55 @@ def _answer(view: SampleView, claims: list[dict]) -> str:
         verdict = _unit_verdict(mine) if mine else "none"
         title = "; ".join(f"{_VERDICT_TEXT.get(c['verdict'], c['verdict'])}: {c['text']}" for c in mine) or "no claim"
         parts.append(f'<span class="unit v-{escape(verdict)}" title="{escape(title)}">{escape(unit.text)}</span>')
-        chips = [r for r in records if r.get("unit") == ui] if records else [
-            {"marker": c.marker, "verdict": "unscored" if c.valid else "invalid", "chunk": c.chunk} for c in unit.citations]
+        chips = (
+            [r for r in records if r.get("unit") == ui]
+            if records
+            else [
+                {"marker": c.marker, "verdict": "unscored" if c.valid else "invalid", "chunk": c.chunk}
+                for c in unit.citations
+            ]
+        )
         for r in chips:
             quote = r.get("quote") or ""
             tip = _VERDICT_TEXT.get(str(r.get("verdict")), str(r.get("verdict"))) + (f": “{quote}”" if quote else "")
             label = f"[{r['target']}]" if r.get("target") is not None else str(r.get("marker") or "[?]")
-            parts.append(f'<span class="cite v-{escape(str(r.get("verdict")))}" title="{escape(tip)}">{escape(label)}</span>')
+            parts.append(
+                f'<span class="cite v-{escape(str(r.get("verdict")))}" title="{escape(tip)}">{escape(label)}</span>'
+            )
         parts.append(" ")
     parts.append("</p>")
     if parsed.reference_list:
-        parts.append('<p class="muted">Reference list (not scored): ' + escape(" · ".join(parsed.reference_list)) + "</p>")
+        parts.append(
+            '<p class="muted">Reference list (not scored): ' + escape(" · ".join(parsed.reference_list)) + "</p>"
+        )
     return "".join(parts)
 
 
 def _claims(view: SampleView, metric: str | None, claims: list[dict]) -> str:
     if not claims:
         return ""
-    parts = [f'<h4>Claims <span class="muted">({len(claims)}, verdicts from {escape(metric or "")})</span></h4>'
-             '<ol class="claims">']
+    parts = [
+        f'<h4>Claims <span class="muted">({len(claims)}, verdicts from {escape(metric or "")})</span></h4>'
+        '<ol class="claims">'
+    ]
     for c in claims:
         parts.append(f'<li class="claim v-{escape(c["verdict"])}">{_chip(c["verdict"])} {escape(c["text"])}')
         for e in c["evidence"]:
             found = e.get("quote_found")
-            mark = "" if found is None else (' <span class="ok" title="the quote appears verbatim in the chunk">✓ verbatim</span>'
-                                             if found else ' <span class="warn-text" title="the quote is not in the chunk">⚠ not in the chunk</span>')
+            mark = (
+                ""
+                if found is None
+                else (
+                    ' <span class="ok" title="the quote appears verbatim in the chunk">✓ verbatim</span>'
+                    if found
+                    else ' <span class="warn-text" title="the quote is not in the chunk">⚠ not in the chunk</span>'
+                )
+            )
             quote = escape(str(e.get("quote") or ""))
-            parts.append(f'<div class="evidence">{_chunk_name(view, e.get("chunk"))}'
-                         f'{": <q>" + quote + "</q>" if quote else ""}{mark}</div>')
+            parts.append(
+                f'<div class="evidence">{_chunk_name(view, e.get("chunk"))}'
+                f'{": <q>" + quote + "</q>" if quote else ""}{mark}</div>'
+            )
         if c["reason"]:
             parts.append(f'<div class="muted small">{escape(c["reason"])}</div>')
         parts.append("</li>")
@@ -176,11 +228,15 @@ def _citations(view: SampleView) -> str:
             continue
         v = str(r.get("verdict"))
         quote = escape(str(r.get("quote") or ""))
-        rows.append(f'<tr class="v-{escape(v)}"><td>{escape(str(r.get("marker") or ""))}</td>'
-                    f'<td>{escape(str(r.get("statement") or ""))}</td><td>{_chunk_name(view, r.get("chunk"))}</td>'
-                    f'<td>{_chip(v)}</td><td>{"<q>" + quote + "</q>" if quote else ""}</td></tr>')
-    return ("<h4>Citations</h4><table class='mini'><tr><th>marker</th><th>statement</th><th>cites</th><th>verdict</th>"
-            "<th>quote from the cited chunk</th></tr>" + "".join(rows) + "</table>")
+        rows.append(
+            f'<tr class="v-{escape(v)}"><td>{escape(str(r.get("marker") or ""))}</td>'
+            f'<td>{escape(str(r.get("statement") or ""))}</td><td>{_chunk_name(view, r.get("chunk"))}</td>'
+            f'<td>{_chip(v)}</td><td>{"<q>" + quote + "</q>" if quote else ""}</td></tr>'
+        )
+    return (
+        "<h4>Citations</h4><table class='mini'><tr><th>marker</th><th>statement</th><th>cites</th><th>verdict</th>"
+        "<th>quote from the cited chunk</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 def _marked(text: str, statements: list[str]) -> str:
@@ -209,8 +265,10 @@ def _chunks(view: SampleView, claims: list[dict]) -> str:
     useful = _details(view, _sources("chunk_usefulness"), "chunks")
     rel_by = {c.get("chunk"): c for c in (rel[1] if rel else []) if isinstance(c, dict)}
     use_by = {c.get("chunk"): c for c in (useful[1] if useful else []) if isinstance(c, dict)}
-    parts = ['<h4>Chunks <span class="muted">(in retrieval order; marked: statements relevant to the question)</span>'
-             '</h4><ol class="chunks">']
+    parts = [
+        '<h4>Chunks <span class="muted">(in retrieval order; marked: statements relevant to the question)</span>'
+        '</h4><ol class="chunks">'
+    ]
     for i, ctx in enumerate(contexts):
         facts = [f"rank {i + 1}"]
         if ctx.id:
@@ -220,8 +278,10 @@ def _chunks(view: SampleView, claims: list[dict]) -> str:
         r = rel_by.get(i)
         cls = ""
         if r is not None and isinstance(r.get("score"), (int, float)):
-            facts.append(f'relevance <b>{r["score"]:.2f}</b> ({int(r.get("relevant") or 0)} of '
-                         f'{int(r.get("statements") or 0)} statements)')
+            facts.append(
+                f'relevance <b>{r["score"]:.2f}</b> ({int(r.get("relevant") or 0)} of '
+                f'{int(r.get("statements") or 0)} statements)'
+            )
             cls = " rel" if r.get("relevant") else " irrel"
         u = use_by.get(i)
         if u is not None and "useful" in u:
@@ -230,8 +290,10 @@ def _chunks(view: SampleView, claims: list[dict]) -> str:
         if backing:
             facts.append("evidence for claim" + ("s " if len(backing) > 1 else " ") + ", ".join(map(str, backing)))
         marked = _marked(ctx.text, list(r.get("relevant_statements") or []) if r else [])
-        parts.append(f'<li id="{_anchor(view, i)}" class="chunk{cls}"><div class="facts">{" · ".join(facts)}</div>'
-                     f'<div class="text">{marked}</div></li>')
+        parts.append(
+            f'<li id="{_anchor(view, i)}" class="chunk{cls}"><div class="facts">{" · ".join(facts)}</div>'
+            f'<div class="text">{marked}</div></li>'
+        )
     parts.append("</ol>")
     return "".join(parts)
 
@@ -246,10 +308,14 @@ def _recall(view: SampleView) -> str:
             continue
         ok = bool(st.get("attributed"))
         where = ", ".join(_chunk_name(view, c) for c in st.get("chunks") or []) if ok else "in no chunk"
-        items.append(f'<li class="{"v-supported" if ok else "v-not_found"}">{_chip("supported" if ok else "not_found")} '
-                     f'{escape(str(st.get("statement") or ""))} <span class="muted">({where})</span></li>')
-    return ("<h4>Reference statements <span class='muted'>(context recall: found in the chunks?)</span></h4>"
-            f"<ul class='claims'>{''.join(items)}</ul>")
+        items.append(
+            f'<li class="{"v-supported" if ok else "v-not_found"}">{_chip("supported" if ok else "not_found")} '
+            f'{escape(str(st.get("statement") or ""))} <span class="muted">({where})</span></li>'
+        )
+    return (
+        "<h4>Reference statements <span class='muted'>(context recall: found in the chunks?)</span></h4>"
+        f"<ul class='claims'>{''.join(items)}</ul>"
+    )
 
 
 def _scores(view: SampleView) -> str:
@@ -257,11 +323,15 @@ def _scores(view: SampleView) -> str:
     for name, s in view.scores.items():
         label = s.label or ("error" if s.error else "n/a")
         why = s.error or s.explanation
-        rows.append(f'<tr><td>{escape(name)}</td><td class="num">{fmt(s.value)}</td>'
-                    f'<td><span class="lab {escape(label.replace("/", ""))}">{escape(label)}</span></td>'
-                    f'<td>{escape(s.judge or "")}</td><td>{escape(why)}</td></tr>')
-    return ("<h4>Scores</h4><table class='mini'><tr><th>metric</th><th>value</th><th>label</th><th>judge</th>"
-            "<th>explanation</th></tr>" + "".join(rows) + "</table>")
+        rows.append(
+            f'<tr><td>{escape(name)}</td><td class="num">{fmt(s.value)}</td>'
+            f'<td><span class="lab {escape(label.replace("/", ""))}">{escape(label)}</span></td>'
+            f'<td>{escape(s.judge or "")}</td><td>{escape(why)}</td></tr>'
+        )
+    return (
+        "<h4>Scores</h4><table class='mini'><tr><th>metric</th><th>value</th><th>label</th><th>judge</th>"
+        "<th>explanation</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 def _facts(view: SampleView) -> str:
@@ -273,8 +343,14 @@ def _facts(view: SampleView) -> str:
         facts.append(escape(view.created_at.isoformat(timespec="seconds")))
     latency = sample.metadata.get("latency")
     if isinstance(latency, dict) and latency:
-        facts.append("latency " + ", ".join(f"{escape(str(k))} {v:.2f} s" for k, v in latency.items()
-                                            if isinstance(v, (int, float)) and not isinstance(v, bool)))
+        facts.append(
+            "latency "
+            + ", ".join(
+                f"{escape(str(k))} {v:.2f} s"
+                for k, v in latency.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+            )
+        )
     elif view.latency_s is not None:
         facts.append(f"latency {view.latency_s:.2f} s")
     if view.tags:
@@ -294,12 +370,23 @@ def drilldown(view: SampleView) -> str:
     """The drill-down HTML of one sample."""
     sample = view.result.sample
     metric, claims = claims_of(view)
-    parts = ['<div class="drill">', _safe(_verdict, view), _safe(_facts, view),
-             f'<h4>Question</h4><p class="question">{escape(sample.question)}</p>']
+    parts = [
+        '<div class="drill">',
+        _safe(_verdict, view),
+        _safe(_facts, view),
+        f'<h4>Question</h4><p class="question">{escape(sample.question)}</p>',
+    ]
     if sample.reference:
         parts.append(f'<h4>Reference</h4><p class="reference">{escape(sample.reference)}</p>')
-    parts += ['<h4>Answer <span class="muted">(coloured by claim verdict: supported, not found, contradicted; '
-              'citations by citation verdict)</span></h4>', _safe(_answer, view, claims),
-              _safe(_claims, view, metric, claims), _safe(_citations, view), _safe(_chunks, view, claims),
-              _safe(_recall, view), _safe(_scores, view), "</div>"]
+    parts += [
+        '<h4>Answer <span class="muted">(coloured by claim verdict: supported, not found, contradicted; '
+        'citations by citation verdict)</span></h4>',
+        _safe(_answer, view, claims),
+        _safe(_claims, view, metric, claims),
+        _safe(_citations, view),
+        _safe(_chunks, view, claims),
+        _safe(_recall, view),
+        _safe(_scores, view),
+        "</div>",
+    ]
     return "".join(parts)

@@ -14,9 +14,17 @@ from ragmeter.dashboard.sweeps import SWEEP_KIND, stored_sweeps
 __all__ = ["render_store"]
 
 
-def render_store(store: Any, *, runs: int = 30, samples: int = 500, title: str = "ragmeter dashboard",
-                 verdicts: Verdicts | None = None, dataset: str | None = None, kind: str | None = None,
-                 tag: str | None = None) -> str:
+def render_store(
+    store: Any,
+    *,
+    runs: int = 30,
+    samples: int = 500,
+    title: str = "ragmeter dashboard",
+    verdicts: Verdicts | None = None,
+    dataset: str | None = None,
+    kind: str | None = None,
+    tag: str | None = None,
+) -> str:
     """The page of ``store`` (a :class:`ragmeter.store.Store`): the last ``runs`` runs draw the
     trends (one group of charts per dataset), the newest one gives the summary and distributions,
     and its ``samples`` worst samples are listed with their evidence; the last sweeps
@@ -30,24 +38,48 @@ def render_store(store: Any, *, runs: int = 30, samples: int = 500, title: str =
     sweeps = stored_sweeps(store) if kind in (None, SWEEP_KIND) and dataset is None and tag is None else []
     if not infos and not sweeps:
         which = ", ".join(f"{k} {v!r}" for k, v in filters.items())
-        raise ValueError(f"no run {'matches ' + which + ' ' if which else 'is recorded '}in {store.where}; "
-                         "record one with 'ragmeter evaluate ... --db'")
+        raise ValueError(
+            f"no run {'matches ' + which + ' ' if which else 'is recorded '}in {store.where}; "
+            "record one with 'ragmeter evaluate ... --db'"
+        )
     if not infos:
         return render([], [], title=title, verdicts=verdicts, sweeps=sweeps)
-    entries = [RunEntry.from_result(store.run(i.id), i.id, verdicts=verdicts, created_at=i.created_at, kind=i.kind,
-                                    dataset=i.dataset, app_version=i.app_version, git_commit=i.git_commit,
-                                    tags=list(i.tags))
-               for i in infos]
+    entries = [
+        RunEntry.from_result(
+            store.run(i.id),
+            i.id,
+            verdicts=verdicts,
+            created_at=i.created_at,
+            kind=i.kind,
+            dataset=i.dataset,
+            app_version=i.app_version,
+            git_commit=i.git_commit,
+            tags=list(i.tags),
+        )
+        for i in infos
+    ]
     latest = infos[-1]
     listed = store.samples(run_id=latest.id, limit=samples)
     daily = {}
     if kind in (None, "inline") and tag is None:
-        daily = {m: [tuple(p) for p in store.metric_trend(m, by="day", kind="inline", dataset=dataset)]
-                 for m in latest.metrics}
+        daily = {
+            m: [tuple(p) for p in store.metric_trend(m, by="day", kind="inline", dataset=dataset)]
+            for m in latest.metrics
+        }
     agreement, leniency = _human_labels(store, latest.id)
     trust, drift = _trust(store, latest.id)
-    return render(entries, listed, title=title, verdicts=verdicts, daily={m: p for m, p in daily.items() if p},
-                  agreement=agreement, leniency=leniency, sweeps=sweeps, trust=trust, drift=drift)
+    return render(
+        entries,
+        listed,
+        title=title,
+        verdicts=verdicts,
+        daily={m: p for m, p in daily.items() if p},
+        agreement=agreement,
+        leniency=leniency,
+        sweeps=sweeps,
+        trust=trust,
+        drift=drift,
+    )
 
 
 def _trust(store: Any, run_id: int) -> tuple[dict | None, dict | None]:

@@ -3,23 +3,35 @@ per-sample verdicts computed from them (:class:`SampleView`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ragmeter.data import Score
 from ragmeter.judges.base import Usage
 from ragmeter.metrics.scoring import SampleResult
 from ragmeter.privacy import for_output
 from ragmeter.result import EvaluationResult
-from ragmeter.verdicts import (RESPONSE_TIME, Diagnosis, composite_inputs, composite_score, diagnose, grade,
-                               latency_seconds, response_time_score, run_latency, weakest_metric)
+from ragmeter.verdicts import (
+    RESPONSE_TIME,
+    Diagnosis,
+    composite_inputs,
+    composite_score,
+    diagnose,
+    grade,
+    latency_seconds,
+    response_time_score,
+    run_latency,
+    weakest_metric,
+)
 
 __all__ = ["RunEntry", "SampleEntry", "SampleView", "Verdicts", "with_response_time"]
 
 
-def with_response_time(result: SampleResult, latency_s: float | None = None, verdicts: "Verdicts | None" = None
-                       ) -> dict[str, Score]:
+def with_response_time(
+    result: SampleResult, latency_s: float | None = None, verdicts: Verdicts | None = None
+) -> dict[str, Score]:
     """The sample's Scores with its ``response_time`` Score at the page's levels when its latency
     is known (``latency_s``, else ``metadata["latency"]``): added to an inline sample's, recomputed
     (never doubled) over the one :func:`ragmeter.evaluate` gave, which used the default levels."""
@@ -85,16 +97,19 @@ class RunEntry:
         return self.label or f"run {self.id}"
 
     @classmethod
-    def from_result(cls, result: EvaluationResult, id: str | int = "1", *, verdicts: Verdicts | None = None,
-                    **fields: Any) -> "RunEntry":
+    def from_result(
+        cls, result: EvaluationResult, id: str | int = "1", *, verdicts: Verdicts | None = None, **fields: Any
+    ) -> RunEntry:
         """A run entry from an :class:`~ragmeter.EvaluationResult` (one run, e.g. ``store.run(id)``):
         summary, values, thresholds, judge, usage, duration, invalid records and the response
         times in seconds; ``response_time`` is added when samples carry a latency. ``fields`` set
         the rest (``created_at``, ``label``, ``kind``, ``dataset``, ``app_version``, ``git_commit``,
         ``tags``)."""
         verdicts = verdicts or Verdicts()
-        results = [SampleResult(r.sample, with_response_time(r, verdicts=verdicts), r.usage, r.duration_s)
-                   for r in result.results]
+        results = [
+            SampleResult(r.sample, with_response_time(r, verdicts=verdicts), r.usage, r.duration_s)
+            for r in result.results
+        ]
         metrics = list(result.metrics)
         if any(RESPONSE_TIME in r.scores for r in results) and RESPONSE_TIME not in metrics:
             metrics.append(RESPONSE_TIME)
@@ -105,9 +120,15 @@ class RunEntry:
         values = {m: [v for v in full.values(m) if v is not None] for m in metrics}
         from ragmeter.report import judge_lines
 
-        base = {"judge": result.judge, "samples": len(result), "usage": result.usage,
-                "duration_s": result.duration_s, "invalid": [str(e) for e in result.invalid],
-                "latency": run_latency(result.results), "judges": judge_lines(result)}
+        base = {
+            "judge": result.judge,
+            "samples": len(result),
+            "usage": result.usage,
+            "duration_s": result.duration_s,
+            "invalid": [str(e) for e in result.invalid],
+            "latency": run_latency(result.results),
+            "judges": judge_lines(result),
+        }
         return cls(id=str(id), summary=full.summary(), thresholds=thresholds, values=values, **{**base, **fields})
 
 
@@ -125,7 +146,7 @@ class SampleEntry:
     latency_s: float | None = None
 
     @classmethod
-    def from_result(cls, result: EvaluationResult, run_id: str | int | None = "1") -> list["SampleEntry"]:
+    def from_result(cls, result: EvaluationResult, run_id: str | int | None = "1") -> list[SampleEntry]:
         """One entry per sample of ``result``, all in run ``run_id``."""
         return [cls(r, run_id) for r in result.results]
 
@@ -177,8 +198,22 @@ def sample_views(samples: Iterable[Any], verdicts: Verdicts) -> list[SampleView]
         value = composite_score(scores, verdicts.weights, verdicts.method)
         used, excluded = composite_inputs(scores, verdicts.weights)
         run_id = getattr(entry, "run_id", None)
-        views.append(SampleView(i, r, scores, value, None if value is None else grade(value), used, excluded,
-                                diagnose(scores, low_labels=verdicts.low_labels), _tags(entry), latency,
-                                None if run_id is None else str(run_id), getattr(entry, "created_at", None), verdicts,
-                                weakest_metric(scores, verdicts.weights)))
+        views.append(
+            SampleView(
+                i,
+                r,
+                scores,
+                value,
+                None if value is None else grade(value),
+                used,
+                excluded,
+                diagnose(scores, low_labels=verdicts.low_labels),
+                _tags(entry),
+                latency,
+                None if run_id is None else str(run_id),
+                getattr(entry, "created_at", None),
+                verdicts,
+                weakest_metric(scores, verdicts.weights),
+            )
+        )
     return views

@@ -11,8 +11,9 @@ show and hide what is drawn.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from html import escape
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ragmeter.dashboard.charts import nice_ceiling, trend_chart
 from ragmeter.dashboard.model import RunEntry
@@ -49,11 +50,14 @@ def _latency_cards(runs: Sequence[RunEntry]) -> list[str]:
     top = nice_ceiling(max(r.latency["p95_s"] for r in timed))
     cards = []
     for stat in ("p50", "p95"):
-        points = [(r.name, r.latency[f"{stat}_s"] if r.latency else None, int(r.latency["count"]) if r.latency else 0, 0)
-                  for r in runs]
+        points = [
+            (r.name, r.latency[f"{stat}_s"] if r.latency else None, int(r.latency["count"]) if r.latency else 0, 0)
+            for r in runs
+        ]
         svg = trend_chart(f"response_time_{stat}_s", points, None, y_max=top, unit="s", stat=stat)
-        cards.append(_card(f"response_time_{stat}_s",
-                           f'response time {stat} <span class="muted">(seconds)</span>', svg))
+        cards.append(
+            _card(f"response_time_{stat}_s", f'response time {stat} <span class="muted">(seconds)</span>', svg)
+        )
     return cards
 
 
@@ -62,14 +66,24 @@ def _group(runs: Sequence[RunEntry], name: str | None) -> str:
     metrics = list(dict.fromkeys(m for r in runs for m in r.summary))
     cards = []
     for m in metrics:
-        points = [(r.name, (r.summary.get(m) or {}).get("mean"), int((r.summary.get(m) or {}).get("count") or 0),
-                   int((r.summary.get(m) or {}).get("errors") or 0)) for r in runs if m in r.summary]
+        points = [
+            (
+                r.name,
+                (r.summary.get(m) or {}).get("mean"),
+                int((r.summary.get(m) or {}).get("count") or 0),
+                int((r.summary.get(m) or {}).get("errors") or 0),
+            )
+            for r in runs
+            if m in r.summary
+        ]
         cards.append(_card(m, escape(m), trend_chart(m, points, _levels(runs[-1], m))))
     cards += _latency_cards(runs)
     title = "Mean per run" if name is None else f"{escape(name)}"
-    attrs = (f' data-series="{escape(name or "")}" data-runs="{escape(json.dumps([r.id for r in runs]))}"')
-    return (f'<div class="trend-group"{attrs}><h3>{title} <span class="muted">({len(runs)} '
-            f'run{"s" if len(runs) != 1 else ""}, oldest first)</span></h3><div class="cards">{"".join(cards)}</div></div>')
+    attrs = f' data-series="{escape(name or "")}" data-runs="{escape(json.dumps([r.id for r in runs]))}"'
+    return (
+        f'<div class="trend-group"{attrs}><h3>{title} <span class="muted">({len(runs)} '
+        f'run{"s" if len(runs) != 1 else ""}, oldest first)</span></h3><div class="cards">{"".join(cards)}</div></div>'
+    )
 
 
 def trends_section(runs: Sequence[RunEntry], daily: Mapping[str, Sequence[Sequence[Any]]]) -> str:
@@ -80,15 +94,19 @@ def trends_section(runs: Sequence[RunEntry], daily: Mapping[str, Sequence[Sequen
     for r in runs:
         groups.setdefault(series_of(r), []).append(r)
     if len(runs) < 2:
-        parts.append('<p class="muted">One run on this page: the per-run trend lines start with the second run '
-                     '(record runs with <code>--db</code>, then <code>ragmeter dashboard</code>).</p>')
+        parts.append(
+            '<p class="muted">One run on this page: the per-run trend lines start with the second run '
+            '(record runs with <code>--db</code>, then <code>ragmeter dashboard</code>).</p>'
+        )
         if runs and runs[0].latency:
             parts.append(f'<p class="muted">Response time of this run: {latency_text(runs[0].latency)}.</p>')
     elif len(groups) == 1:
         parts.append(_group(runs, None))
     else:
-        parts.append(f'<p class="muted">One group of charts per dataset ({len(groups)}): a line never joins the '
-                     f'runs of two datasets.</p>')
+        parts.append(
+            f'<p class="muted">One group of charts per dataset ({len(groups)}): a line never joins the '
+            f'runs of two datasets.</p>'
+        )
         parts += [_group(group, name) for name, group in groups.items()]
     if daily:
         levels = {m: _levels(runs[-1], m) for m in daily} if runs else {}
@@ -103,8 +121,10 @@ def trends_section(runs: Sequence[RunEntry], daily: Mapping[str, Sequence[Sequen
 
 def _select(name: str, label: str, values: Sequence[str], everything: str) -> str:
     opts = "".join(f'<option value="{escape(v)}">{escape(v)}</option>' for v in values)
-    return (f'<label>{escape(label)} <select id="r-{name}"><option value="">{escape(everything)}</option>{opts}'
-            f'</select></label>')
+    return (
+        f'<label>{escape(label)} <select id="r-{name}"><option value="">{escape(everything)}</option>{opts}'
+        f'</select></label>'
+    )
 
 
 def runs_section(runs: Sequence[RunEntry]) -> str:
@@ -116,24 +136,44 @@ def runs_section(runs: Sequence[RunEntry]) -> str:
     datasets = sorted({series_of(r) for r in runs})
     kinds = sorted({r.kind for r in runs})
     tags = sorted({t for r in runs for t in r.tags})
-    controls = ['<form class="controls" id="run-filters">', _select("dataset", "dataset", datasets, "any dataset"),
-                _select("kind", "kind", kinds, "any kind")]
+    controls = [
+        '<form class="controls" id="run-filters">',
+        _select("dataset", "dataset", datasets, "any dataset"),
+        _select("kind", "kind", kinds, "any kind"),
+    ]
     if tags:
         controls.append(_select("tag", "tag", tags, "any tag"))
-    controls.append(f'<button type="reset">reset</button><span class="count"><b id="runs-shown">{len(runs)}</b> of '
-                    f'{len(runs)} runs</span></form>')
-    head = "".join(f"<th>{h}</th>" for h in ("run", "time (UTC)", "kind", "dataset", "tags", "samples", "p50 s",
-                                             "p95 s", "judge", "app version"))
+    controls.append(
+        f'<button type="reset">reset</button><span class="count"><b id="runs-shown">{len(runs)}</b> of '
+        f'{len(runs)} runs</span></form>'
+    )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("run", "time (UTC)", "kind", "dataset", "tags", "samples", "p50 s", "p95 s", "judge", "app version")
+    )
     rows = []
     for r in reversed(runs):
         when = r.created_at.strftime("%Y-%m-%d %H:%M") if r.created_at else "-"
         lat = r.latency or {}
-        cells = [escape(r.name), when, escape(r.kind), escape(r.dataset or "-"), escape(", ".join(r.tags) or "-"),
-                 str(r.samples), f"{lat['p50_s']:.2f}" if lat else "-", f"{lat['p95_s']:.2f}" if lat else "-",
-                 escape(r.judge or "-"), escape(r.app_version or "-")]
-        data = (f' data-run="{escape(r.id)}" data-series="{escape(series_of(r))}" data-kind="{escape(r.kind)}" '
-                f'data-tags="{escape(json.dumps(r.tags))}"')
+        cells = [
+            escape(r.name),
+            when,
+            escape(r.kind),
+            escape(r.dataset or "-"),
+            escape(", ".join(r.tags) or "-"),
+            str(r.samples),
+            f"{lat['p50_s']:.2f}" if lat else "-",
+            f"{lat['p95_s']:.2f}" if lat else "-",
+            escape(r.judge or "-"),
+            escape(r.app_version or "-"),
+        ]
+        data = (
+            f' data-run="{escape(r.id)}" data-series="{escape(series_of(r))}" data-kind="{escape(r.kind)}" '
+            f'data-tags="{escape(json.dumps(r.tags))}"'
+        )
         rows.append(f"<tr{data}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    return (f'<section id="runs"><h2>Runs <span class="muted">(newest first; the filters also choose the trend '
-            f'groups)</span></h2>{"".join(controls)}<table id="runs-table"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table></section>')
+    return (
+        f'<section id="runs"><h2>Runs <span class="muted">(newest first; the filters also choose the trend '
+        f'groups)</span></h2>{"".join(controls)}<table id="runs-table"><thead><tr>{head}</tr></thead>'
+        f'<tbody>{"".join(rows)}</tbody></table></section>'
+    )

@@ -20,6 +20,7 @@ def asset(name: str) -> str:
 def page_html(title: str, body: str, js: str = "") -> str:
     """One self-contained page: ``body`` (HTML) in the page template with the dashboard's style,
     ``js`` as its only script (allowed by its SHA-256 in the content security policy)."""
-    script_hash = "sha256-" + base64.b64encode(hashlib.sha256(f"\n{js}\n".encode("utf-8")).digest()).decode("ascii")
-    return Template(asset("page.html")).substitute(title=escape(title), css=asset("dashboard.css"), js=js,
-                                                  script_hash=script_hash, body=body)
+    script_hash = "sha256-" + base64.b64encode(hashlib.sha256(f"\n{js}\n".encode()).digest()).decode("ascii")
+    return Template(asset("page.html")).substitute(
+        title=escape(title), css=asset("dashboard.css"), js=js, script_hash=script_hash, body=body
+    )

@@ -58,14 +58,30 @@ class AnthropicTransport(Transport):
 
     backend = "anthropic"
 
-    def __init__(self, model: str, *, api_key: str, base_url: str | None = None, timeout: float | None = 120.0,
-                 client_kwargs: dict | None = None, pool_size: int | None = None):
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        timeout: float | None = 120.0,
+        client_kwargs: dict | None = None,
+        pool_size: int | None = None,
+    ):
         self.model = model
         self.base_url = base_url
         self.secrets = key_secrets(api_key)
         self._has_key = bool(api_key)
-        self._factory = SdkClients(_sdk, "AsyncAnthropic", "/v1/messages", api_key=api_key, base_url=base_url,
-                                   timeout=timeout, client_kwargs=dict(client_kwargs or {}), pool_size=pool_size)
+        self._factory = SdkClients(
+            _sdk,
+            "AsyncAnthropic",
+            "/v1/messages",
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            client_kwargs=dict(client_kwargs or {}),
+            pool_size=pool_size,
+        )
         self.clients = PerLoop(self._factory, close_routes)
         self._per_task: dict[str, tuple[dict, str]] = {}
 
@@ -93,8 +109,9 @@ class AnthropicTransport(Transport):
                 messages.append({"role": "assistant", "content": content})
             else:
                 if pending_call:
-                    content = [{"type": "tool_result", "tool_use_id": pending_call, "is_error": True,
-                                "content": t.text}]
+                    content = [
+                        {"type": "tool_result", "tool_use_id": pending_call, "is_error": True, "content": t.text}
+                    ]
                 else:
                     content = t.text
                 pending_call = None
@@ -108,8 +125,12 @@ class AnthropicTransport(Transport):
         if cached is not None and cached[0] is schema:
             return cached[1]
         tools = [{"name": task, "description": f"Record the {task} answer.", "input_schema": schema}]
-        member = (',"tools":' + json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
-                  + ',"tool_choice":' + json.dumps({"type": "tool", "name": task}, separators=(",", ":")))
+        member = (
+            ',"tools":'
+            + json.dumps(tools, ensure_ascii=False, separators=(",", ":"))
+            + ',"tool_choice":'
+            + json.dumps({"type": "tool", "name": task}, separators=(",", ":"))
+        )
         self._per_task[task] = (schema, member)
         return member
 
@@ -121,8 +142,12 @@ class AnthropicTransport(Transport):
                 for block in m["content"]:
                     if block.get("type") == "tool_use":
                         block["name"] = request.task
-        body: dict[str, Any] = {"model": self.model, "system": request.system, "messages": messages,
-                                "max_tokens": request.max_tokens or 4096}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "system": request.system,
+            "messages": messages,
+            "max_tokens": request.max_tokens or 4096,
+        }
         if request.temperature is not None and temperature:
             body["temperature"] = request.temperature
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
@@ -148,18 +173,28 @@ class AnthropicTransport(Transport):
         for block in resp.get("content") or []:
             if block.get("type") == "tool_use" and block.get("name") == request.task:
                 data = block.get("input")
-                return Reply(text=json.dumps(data, ensure_ascii=False), data=data, truncated=truncated,
-                             prompt_tokens=prompt, completion_tokens=completion,
-                             turn=Turn("assistant", json.dumps(data, ensure_ascii=False), data=data,
-                                       call_id=block.get("id")),
-                             max_tokens=max_tokens)
+                return Reply(
+                    text=json.dumps(data, ensure_ascii=False),
+                    data=data,
+                    truncated=truncated,
+                    prompt_tokens=prompt,
+                    completion_tokens=completion,
+                    turn=Turn("assistant", json.dumps(data, ensure_ascii=False), data=data, call_id=block.get("id")),
+                    max_tokens=max_tokens,
+                )
             if block.get("type") == "text":
                 texts.append(block.get("text") or "")
         text = "".join(texts)
         # No tool call: parse JSON from the text when there is any, else show the judge why.
-        return Reply(text=text, truncated=truncated, prompt_tokens=prompt, completion_tokens=completion,
-                     error=None if text.strip() else f"no {request.task} tool call in the answer; call the tool",
-                     turn=Turn("assistant", text or "(no answer)"), max_tokens=max_tokens)
+        return Reply(
+            text=text,
+            truncated=truncated,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            error=None if text.strip() else f"no {request.task} tool call in the answer; call the tool",
+            turn=Turn("assistant", text or "(no answer)"),
+            max_tokens=max_tokens,
+        )
 
     async def aclose(self) -> None:
         """Close the running loop's client."""
@@ -174,17 +209,33 @@ class AnthropicJudge(LLMJudge):
     :class:`~ragmeter.judges.llm.LLMJudge`.
     """
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, api_key: str | None = None, base_url: str | None = None,
-                 embedder: Embedder | None = None, timeout: float | None = 120.0, client_kwargs: dict | None = None,
-                 **kwargs: Any):
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        embedder: Embedder | None = None,
+        timeout: float | None = 120.0,
+        client_kwargs: dict | None = None,
+        **kwargs: Any,
+    ):
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         if not api_key:
             if base_url is None:
-                raise ValueError("AnthropicJudge: ANTHROPIC_API_KEY is not set; pass api_key=... or set it "
-                                 "(or base_url=... for a compatible server that needs none)")
+                raise ValueError(
+                    "AnthropicJudge: ANTHROPIC_API_KEY is not set; pass api_key=... or set it "
+                    "(or base_url=... for a compatible server that needs none)"
+                )
             api_key = "not-needed"
-        transport = AnthropicTransport(model, api_key=api_key, base_url=base_url, timeout=timeout,
-                                       client_kwargs=client_kwargs, pool_size=kwargs.get("max_concurrency", 64))
+        transport = AnthropicTransport(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            client_kwargs=client_kwargs,
+            pool_size=kwargs.get("max_concurrency", 64),
+        )
         super().__init__(transport, embedder=embedder, timeout=timeout, **kwargs)
         self.base_url = base_url

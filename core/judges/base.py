@@ -10,9 +10,10 @@ LLM backends render the task's prompt and validate the structured answer
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -42,7 +43,7 @@ class Usage:
     cost_usd: float | None = None
     saved_calls: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
         cost = None
@@ -64,7 +65,7 @@ class Usage:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Usage":
+    def from_dict(cls, d: dict) -> Usage:
         """Inverse of :meth:`to_dict` (unknown keys ignored)."""
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
@@ -104,7 +105,7 @@ class Judge(abc.ABC):
 
     name: str = "judge"
     kind: str = "LLM"
-    embedder: "Embedder | None" = None
+    embedder: Embedder | None = None
     generates_questions: bool = True
     combines_tasks: bool = False
 
@@ -113,7 +114,7 @@ class Judge(abc.ABC):
         """Perform ``task`` on ``inputs`` and return the validated answer; raise :class:`JudgeError`."""
 
     @property
-    def fingerprint(self) -> "JudgeFingerprint":
+    def fingerprint(self) -> JudgeFingerprint:
         """What identifies this judge (:class:`~ragmeter.judges.fingerprint.JudgeFingerprint`):
         made from :meth:`describe` once, on first use, and put on every Score it judges."""
         fp = self.__dict__.get("_fingerprint")
@@ -123,7 +124,7 @@ class Judge(abc.ABC):
             fp = self.__dict__["_fingerprint"] = register(self.describe())
         return fp
 
-    def describe(self) -> "JudgeFingerprint":
+    def describe(self) -> JudgeFingerprint:
         """This judge's fingerprint fields. The default names the backend (the part of ``name``
         before ``:``) and the model (the rest), every task's prompt and schema version and the
         embedder; LLM, offline and composite judges say more (their endpoint and settings, rules,
@@ -131,17 +132,18 @@ class Judge(abc.ABC):
         from ragmeter.judges.fingerprint import JudgeFingerprint, task_versions
 
         backend, _, model = (self.name or "judge").partition(":")
-        return JudgeFingerprint(backend=backend, model=model or None, tasks=task_versions(),
-                                embedder=getattr(self.embedder, "name", None))
+        return JudgeFingerprint(
+            backend=backend, model=model or None, tasks=task_versions(), embedder=getattr(self.embedder, "name", None)
+        )
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027 (an optional hook: the default finds nothing missing)
         """Raise ValueError naming what is missing when this judge cannot work (e.g. no API key).
 
         Cheap and offline (no request is made): called when a judge is resolved
         (:func:`ragmeter.judges.spec.resolve_judge`), so an unusable judge fails at creation,
         not on every sample. The default finds nothing missing."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (an optional hook)
         """Release clients and connections (optional)."""
 
     def __repr__(self) -> str:

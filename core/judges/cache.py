@@ -28,8 +28,9 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -142,8 +143,13 @@ class JudgeCache:
             return self._db()
         except _STORAGE_ERRORS as err:
             self._unusable = True
-            _warn_once(self.path, "open", "ragmeter: the judge cache %s cannot be opened (%s); judging without it",
-                       self.path, err)
+            _warn_once(
+                self.path,
+                "open",
+                "ragmeter: the judge cache %s cannot be opened (%s); judging without it",
+                self.path,
+                err,
+            )
             return None
 
     def close(self) -> None:
@@ -156,10 +162,16 @@ class JudgeCache:
 
     def _failed(self, kind: str, err: BaseException) -> None:
         what = "read" if kind == "read" else "write"
-        _warn_once(self.path, kind, "ragmeter: could not %s the judge cache %s (%s); judging on without it",
-                   what, self.path, err)
+        _warn_once(
+            self.path,
+            kind,
+            "ragmeter: could not %s the judge cache %s (%s); judging on without it",
+            what,
+            self.path,
+            err,
+        )
 
-    def __enter__(self) -> "JudgeCache":
+    def __enter__(self) -> JudgeCache:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -176,8 +188,13 @@ class JudgeCache:
         with self._lock:
             db = self._open()
             try:
-                row = None if db is None else db.execute(
-                    "SELECT output, usage, note, judge, task FROM answers WHERE key = ?", (key,)).fetchone()
+                row = (
+                    None
+                    if db is None
+                    else db.execute(
+                        "SELECT output, usage, note, judge, task FROM answers WHERE key = ?", (key,)
+                    ).fetchone()
+                )
             except _STORAGE_ERRORS as err:
                 self._failed("read", err)
                 row = None
@@ -190,13 +207,24 @@ class JudgeCache:
 
     def _decode(self, key: str, row: tuple, validate: Callable[[dict], dict] | None) -> dict | None:
         try:
-            entry = {"output": json.loads(row[0]), "usage": json.loads(row[1]), "note": str(row[2] or ""),
-                     "judge": row[3], "task": row[4]}
+            entry = {
+                "output": json.loads(row[0]),
+                "usage": json.loads(row[1]),
+                "note": str(row[2] or ""),
+                "judge": row[3],
+                "task": row[4],
+            }
             if validate is not None:
                 entry["output"] = validate(entry)
         except Exception as err:  # noqa: BLE001 - a stored row is data: whatever is wrong with it, ask again
-            _warn_once(self.path, "invalid", "ragmeter: dropped an invalid answer from the judge cache %s (%s: %s); "
-                       "asking again", self.path, type(err).__name__, err)
+            _warn_once(
+                self.path,
+                "invalid",
+                "ragmeter: dropped an invalid answer from the judge cache %s (%s: %s); asking again",
+                self.path,
+                type(err).__name__,
+                err,
+            )
             self._delete(key)
             return None
         return entry
@@ -218,8 +246,16 @@ class JudgeCache:
                 db.execute(
                     "INSERT OR REPLACE INTO answers (key, judge, task, output, usage, note, created) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (key, judge, task, json.dumps(output, ensure_ascii=False), json.dumps(usage), note or "",
-                     time.time()))
+                    (
+                        key,
+                        judge,
+                        task,
+                        json.dumps(output, ensure_ascii=False),
+                        json.dumps(usage),
+                        note or "",
+                        time.time(),
+                    ),
+                )
             except _STORAGE_ERRORS as err:
                 self._failed("write", err)
 
@@ -233,7 +269,7 @@ class JudgeCache:
             db = self._open()
             try:
                 for i in range(0, len(keys), 500) if db is not None else ():
-                    chunk = list(keys[i:i + 500])
+                    chunk = list(keys[i : i + 500])
                     marks = ",".join("?" * len(chunk))
                     for key, data in db.execute(f"SELECT key, data FROM vectors WHERE key IN ({marks})", chunk):
                         out[key] = np.frombuffer(data, dtype=np.float64).copy()
@@ -257,8 +293,9 @@ class JudgeCache:
             try:
                 db.execute("BEGIN")
                 try:
-                    db.executemany("INSERT OR REPLACE INTO vectors (key, model, dim, data, created) "
-                                   "VALUES (?, ?, ?, ?, ?)", rows)
+                    db.executemany(
+                        "INSERT OR REPLACE INTO vectors (key, model, dim, data, created) VALUES (?, ?, ?, ?, ?)", rows
+                    )
                     db.execute("COMMIT")
                 except BaseException:
                     db.execute("ROLLBACK")
@@ -289,7 +326,13 @@ class JudgeCache:
             db = self._db()
             per_judge = dict(db.execute("SELECT judge, COUNT(*) FROM answers GROUP BY judge").fetchall())
             vectors = int(db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
-        return {"path": str(self.path), "answers": per_judge, "vectors": vectors, "hits": self.hits, "misses": self.misses}
+        return {
+            "path": str(self.path),
+            "answers": per_judge,
+            "vectors": vectors,
+            "hits": self.hits,
+            "misses": self.misses,
+        }
 
     def __repr__(self) -> str:
         return f"JudgeCache({str(self.path)!r})"
@@ -304,7 +347,7 @@ _shared: dict[Path, JudgeCache] = {}
 _shared_lock = threading.Lock()
 
 
-def resolve_cache(cache: "JudgeCache | str | os.PathLike | bool | None") -> JudgeCache | None:
+def resolve_cache(cache: JudgeCache | str | os.PathLike | bool | None) -> JudgeCache | None:
     """Turn a judge's ``cache=`` argument into a :class:`JudgeCache` (or None when disabled).
 
     None / True: the default location (one shared instance per path); False: no cache; a path:

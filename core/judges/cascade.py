@@ -29,7 +29,8 @@ routed, 20 * 4 = 80 calls instead of 400, 0.8 calls per sample.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
 
@@ -64,25 +65,18 @@ class CascadeJudge(Judge):
 
     kind = "LLM"
 
-    def __init__(
-        self, first: Judge, then: Judge, *, route: float | None = None, confidence: float | None = None
-    ):
+    def __init__(self, first: Judge, then: Judge, *, route: float | None = None, confidence: float | None = None):
         if route is not None and confidence is not None:
             raise ValueError("give the cascade's cut as route= (a share of samples) or confidence=, not both")
         if first.name == then.name:
             raise ValueError(f"cascade members need distinct names, got {first.name!r} twice")
-        if not callable(getattr(first, "confidence", None)) or not callable(
-            getattr(first, "routing_cut", None)
-        ):
+        if not callable(getattr(first, "confidence", None)) or not callable(getattr(first, "routing_cut", None)):
             raise ValueError(
-                f"the cascade's first judge must give a calibrated confidence (the offline judge), "
-                f"got {first.name!r}"
+                f"the cascade's first judge must give a calibrated confidence (the offline judge), got {first.name!r}"
             )
         if confidence is not None:
             if not 0.5 <= float(confidence) <= 1.0:
-                raise ValueError(
-                    f"confidence must be in [0.5, 1] (max(p, 1 - p) of a probability), got {confidence}"
-                )
+                raise ValueError(f"confidence must be in [0.5, 1] (max(p, 1 - p) of a probability), got {confidence}")
             self.route, self.cut = None, float(confidence)
         else:
             share = DEFAULT_ROUTE if route is None else float(route)
@@ -100,8 +94,11 @@ class CascadeJudge(Judge):
         from ragmeter.judges.fingerprint import JudgeFingerprint
 
         how = f"route {self.route:g}" if self.route is not None else f"confidence {self.cut:g}"
-        return JudgeFingerprint(backend="cascade", model=f"{how}, cut {self.cut:.4f}",
-                                members=(self.first.fingerprint, self.then.fingerprint))
+        return JudgeFingerprint(
+            backend="cascade",
+            model=f"{how}, cut {self.cut:.4f}",
+            members=(self.first.fingerprint, self.then.fingerprint),
+        )
 
     def __repr__(self) -> str:
         how = f"route={self.route:g}" if self.route is not None else f"confidence={self.cut:g}"
@@ -121,7 +118,7 @@ class CascadeJudge(Judge):
         """Not used: :class:`CascadeScorer` asks the judges sample by sample."""
         raise JudgeError("CascadeJudge routes whole samples: score with ragmeter.evaluate()", task=task)
 
-    def scorer(self, embedder: Embedder | None = None, limits: Any = None) -> "CascadeScorer":
+    def scorer(self, embedder: Embedder | None = None, limits: Any = None) -> CascadeScorer:
         """The scorer that runs the cascade on each sample (what ``ragmeter.metrics.scoring`` uses)."""
         return CascadeScorer(self, embedder, limits)
 
@@ -160,9 +157,7 @@ class CascadeScorer:
         self.embedder = embedder
         self.limits = limits
 
-    async def _score(
-        self, judge: Judge, sample: Any, metrics: Sequence[Any]
-    ) -> tuple[dict, Usage, list[str]]:
+    async def _score(self, judge: Judge, sample: Any, metrics: Sequence[Any]) -> tuple[dict, Usage, list[str]]:
         from ragmeter.metrics.requests import RequestSettings, ScoringContext
 
         settings = RequestSettings.for_metrics(metrics, self.limits)

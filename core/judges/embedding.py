@@ -13,7 +13,8 @@ import asyncio
 import functools
 import os
 import time
-from typing import Any, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -42,13 +43,23 @@ class CachedEmbedder(Embedder):
     #: strings never shown in an error or a log line (the API key)
     secrets: tuple[str, ...] = ()
 
-    def __init__(self, *, cache: JudgeCache | str | os.PathLike | bool | None = None, batch_size: int = 256,
-                 max_retries: int = 4, backoff_base: float = 0.5, backoff_max: float = 30.0,
-                 max_retry_after: float = 60.0, max_wait: float = 60.0, max_concurrency: int | None = 4,
-                 rpm: float | None = None,
-                 tpm: float | None = None, prices: float | tuple[float, float] | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
+    def __init__(
+        self,
+        *,
+        cache: JudgeCache | str | os.PathLike | bool | None = None,
+        batch_size: int = 256,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_retry_after: float = 60.0,
+        max_wait: float = 60.0,
+        max_concurrency: int | None = 4,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        prices: float | tuple[float, float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ):
         self.name = f"{self.backend}:{self.model}"
         self.cache = resolve_cache(cache)
         self.batch_size = int(batch_size)
@@ -57,10 +68,19 @@ class CachedEmbedder(Embedder):
         self.prices = tuple(prices) if prices is not None else price_for(self.model)
         self.max_concurrency = max_concurrency
         self.dispatcher = Dispatcher(
-            retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max,
-                              max_retry_after=max_retry_after, max_wait=max_wait),
-            max_concurrency=max_concurrency, limiter=RateLimiter(rpm, tpm, clock=clock, sleep=sleep), sleep=sleep,
-            secrets=self.secrets, clock=clock)
+            retry=RetryPolicy(
+                max_retries=max_retries,
+                backoff_base=backoff_base,
+                backoff_max=backoff_max,
+                max_retry_after=max_retry_after,
+                max_wait=max_wait,
+            ),
+            max_concurrency=max_concurrency,
+            limiter=RateLimiter(rpm, tpm, clock=clock, sleep=sleep),
+            sleep=sleep,
+            secrets=self.secrets,
+            clock=clock,
+        )
         self._batchers: PerLoop[_Batcher] = PerLoop(functools.partial(_Batcher, self))
 
     def share_limits(self, dispatcher: Dispatcher) -> None:
@@ -115,12 +135,21 @@ class CachedEmbedder(Embedder):
         """One embedding request for ``batch`` (retried, under the limits); its vectors."""
         estimate = sum(len(t) for t in batch) // 4 + 1
         arr, tokens = await self.dispatcher.send(
-            lambda: self._embed_batch(batch), usage, task="embed", who=self.name, estimate=estimate,
-            tokens=lambda r: int(r[1] or 0), counter="embedding_calls")
+            lambda: self._embed_batch(batch),
+            usage,
+            task="embed",
+            who=self.name,
+            estimate=estimate,
+            tokens=lambda r: int(r[1] or 0),
+            counter="embedding_calls",
+        )
         arr = np.asarray(arr, dtype=np.float64)
         if arr.ndim != 2 or arr.shape[0] != len(batch):
-            raise JudgeError(f"{self.name}: got {arr.shape[0] if arr.ndim else 0} vectors for {len(batch)} texts",
-                             task="embed", usage=usage)
+            raise JudgeError(
+                f"{self.name}: got {arr.shape[0] if arr.ndim else 0} vectors for {len(batch)} texts",
+                task="embed",
+                usage=usage,
+            )
         usage.prompt_tokens += int(tokens or 0)
         return arr
 
@@ -182,8 +211,12 @@ class _Batcher:
                 if not w.future.done():
                     err = exc
                     if isinstance(exc, JudgeError):
-                        err = JudgeError(str(exc), task=exc.task, attempts=exc.attempts,
-                                         usage=w.usage + (usage if i == 0 else Usage()))
+                        err = JudgeError(
+                            str(exc),
+                            task=exc.task,
+                            attempts=exc.attempts,
+                            usage=w.usage + (usage if i == 0 else Usage()),
+                        )
                     w.future.set_exception(err)
             if not isinstance(exc, Exception):
                 raise
@@ -196,8 +229,11 @@ class _Batcher:
             share = usage.prompt_tokens * chars[w] // total if i else 0
             given += share
             first = i == 0
-            w.usage = w.usage + Usage(retries=usage.retries if first else 0,
-                                      embedding_calls=usage.embedding_calls if first else 0, prompt_tokens=share)
+            w.usage = w.usage + Usage(
+                retries=usage.retries if first else 0,
+                embedding_calls=usage.embedding_calls if first else 0,
+                prompt_tokens=share,
+            )
         waiters[0].usage.prompt_tokens += usage.prompt_tokens - given
         for w, t in taken:
             w.vectors[t] = found[t]

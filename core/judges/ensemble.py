@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ragmeter.data import Score, label_for
 from ragmeter.judges.base import Judge, JudgeError, TaskResult
@@ -45,8 +46,11 @@ class EnsembleJudge(Judge):
         """Backend ``ensemble`` with the members' fingerprints, in order (and the spread that flags)."""
         from ragmeter.judges.fingerprint import JudgeFingerprint
 
-        return JudgeFingerprint(backend="ensemble", model=f"median, max_spread {self.max_spread:g}",
-                                members=tuple(j.fingerprint for j in self.members))
+        return JudgeFingerprint(
+            backend="ensemble",
+            model=f"median, max_spread {self.max_spread:g}",
+            members=tuple(j.fingerprint for j in self.members),
+        )
 
     async def run(self, task: str, inputs: dict) -> TaskResult:
         """Not used: :class:`ragmeter.metrics.scoring.EnsembleScorer` asks each member and combines
@@ -56,23 +60,42 @@ class EnsembleJudge(Judge):
     def combine(self, metric: Any, scores: Sequence[Score]) -> Score:
         """One Score from the members' Scores for ``metric`` (anything with ``name``,
         ``threshold`` and ``warn``; scores in the order of ``members``)."""
-        members = {j.name: {"value": s.value, "label": s.label, "error": s.error, "explanation": s.explanation}
-                   for j, s in zip(self.members, scores)}
+        members = {
+            j.name: {"value": s.value, "label": s.label, "error": s.error, "explanation": s.explanation}
+            for j, s in zip(self.members, scores)
+        }
         values = [s.value for s in scores if s.value is not None]
         if not values:
             errors = [f"{j.name}: {s.error}" for j, s in zip(self.members, scores) if s.error]
             if errors:
-                return Score(metric.name, None, error="no judge produced a value: " + "; ".join(errors),
-                             details={"members": members}, judge=self.name, fingerprint=self.fingerprint.id)
-            return Score(metric.name, None, explanation=scores[0].explanation, details={"members": members},
-                         judge=self.name, fingerprint=self.fingerprint.id)
+                return Score(
+                    metric.name,
+                    None,
+                    error="no judge produced a value: " + "; ".join(errors),
+                    details={"members": members},
+                    judge=self.name,
+                    fingerprint=self.fingerprint.id,
+                )
+            return Score(
+                metric.name,
+                None,
+                explanation=scores[0].explanation,
+                details={"members": members},
+                judge=self.name,
+                fingerprint=self.fingerprint.id,
+            )
         value = float(statistics.median(values))
         spread = max(values) - min(values)
         flagged = spread > self.max_spread
         explanation = f"median of {len(values)} judges ({', '.join(f'{v:.2f}' for v in values)})"
         if flagged:
             explanation += f"; judges disagree (spread {spread:.2f} > {self.max_spread})"
-        return Score(metric.name, value, explanation=explanation,
-                     details={"members": members, "spread": spread, "disagreement": flagged},
-                     judge=self.name, label=label_for(value, metric.threshold, metric.warn),
-                     fingerprint=self.fingerprint.id)
+        return Score(
+            metric.name,
+            value,
+            explanation=explanation,
+            details={"members": members, "spread": spread, "disagreement": flagged},
+            judge=self.name,
+            label=label_for(value, metric.threshold, metric.warn),
+            fingerprint=self.fingerprint.id,
+        )

@@ -39,19 +39,29 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["JudgeFingerprint", "lookup", "register", "fingerprints_of", "task_versions", "endpoint_kind",
-           "offline_rules_version", "CODE_FINGERPRINT", "DECISIVE_FIELDS"]
+__all__ = [
+    "JudgeFingerprint",
+    "lookup",
+    "register",
+    "fingerprints_of",
+    "task_versions",
+    "endpoint_kind",
+    "offline_rules_version",
+    "CODE_FINGERPRINT",
+    "DECISIVE_FIELDS",
+]
 
 #: The fields that decide a score (and make the id); ``ragmeter`` (the version) is recorded beside them.
 DECISIVE_FIELDS = ("backend", "model", "endpoint", "tasks", "temperature", "seed", "rules", "embedder", "members")
 
-_KNOWN: dict[str, "JudgeFingerprint"] = {}
+_KNOWN: dict[str, JudgeFingerprint] = {}
 _LOCK = threading.Lock()
 
 
@@ -80,7 +90,7 @@ class JudgeFingerprint:
     seed: int | None = None
     rules: str | None = None
     embedder: str | None = None
-    members: tuple["JudgeFingerprint", ...] = ()
+    members: tuple[JudgeFingerprint, ...] = ()
     ragmeter: str = field(default_factory=_version)
     id: str = ""
 
@@ -113,15 +123,24 @@ class JudgeFingerprint:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (JSON-serialisable); :meth:`from_dict` reads it back."""
-        out: dict[str, Any] = {"id": self.id, "backend": self.backend, "model": self.model, "endpoint": self.endpoint,
-                               "tasks": dict(self.tasks), "temperature": self.temperature, "seed": self.seed,
-                               "rules": self.rules, "embedder": self.embedder, "ragmeter": self.ragmeter}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "backend": self.backend,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "tasks": dict(self.tasks),
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "rules": self.rules,
+            "embedder": self.embedder,
+            "ragmeter": self.ragmeter,
+        }
         if self.members:
             out["members"] = [m.to_dict() for m in self.members]
         return out
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "JudgeFingerprint":
+    def from_dict(cls, d: Mapping[str, Any]) -> JudgeFingerprint:
         """Inverse of :meth:`to_dict`, registered (see :func:`lookup`); ValueError naming the
         field when ``d`` is malformed."""
         if not isinstance(d, Mapping):
@@ -140,13 +159,22 @@ class JudgeFingerprint:
             raise ValueError(f"judge fingerprint field 'temperature' must be a number, got {temperature!r:.40}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"judge fingerprint field 'seed' must be an integer, got {seed!r:.40}")
-        fp = cls(backend=str(d.get("backend") or ""), model=d.get("model"), endpoint=d.get("endpoint"), tasks=tasks,
-                 temperature=temperature, seed=seed, rules=d.get("rules"), embedder=d.get("embedder"),
-                 members=tuple(cls.from_dict(m) for m in members), ragmeter=str(d.get("ragmeter") or "unknown"),
-                 id=str(d.get("id") or ""))
+        fp = cls(
+            backend=str(d.get("backend") or ""),
+            model=d.get("model"),
+            endpoint=d.get("endpoint"),
+            tasks=tasks,
+            temperature=temperature,
+            seed=seed,
+            rules=d.get("rules"),
+            embedder=d.get("embedder"),
+            members=tuple(cls.from_dict(m) for m in members),
+            ragmeter=str(d.get("ragmeter") or "unknown"),
+            id=str(d.get("id") or ""),
+        )
         return register(fp)
 
-    def diff(self, before: "JudgeFingerprint") -> list[str]:
+    def diff(self, before: JudgeFingerprint) -> list[str]:
         """What changed from ``before`` to this fingerprint, one line per decisive field
         (``"model: gpt-4o-mini -> gpt-4o"``, ``"task verify_claims: 2.1a2b3c4d -> 3.9f8e7d6c"``,
         ``"members[1] model: ..."``); empty when the judges are the same. A ragmeter version
@@ -160,8 +188,10 @@ class JudgeFingerprint:
                         out.append(f"task {task}: {a.get(task) or 'none'} -> {b.get(task) or 'none'}")
             elif key == "members":
                 if len(before.members) != len(self.members):
-                    out.append(f"members: {', '.join(m.name for m in before.members) or 'none'} -> "
-                               f"{', '.join(m.name for m in self.members) or 'none'}")
+                    out.append(
+                        f"members: {', '.join(m.name for m in before.members) or 'none'} -> "
+                        f"{', '.join(m.name for m in self.members) or 'none'}"
+                    )
                 else:
                     for i, (x, y) in enumerate(zip(before.members, self.members)):
                         out += [f"members[{i}] {line}" for line in y.diff(x)]
@@ -169,7 +199,7 @@ class JudgeFingerprint:
                 out.append(f"{key}: {_show(getattr(before, key))} -> {_show(getattr(self, key))}")
         return out
 
-    def version_note(self, before: "JudgeFingerprint") -> str | None:
+    def version_note(self, before: JudgeFingerprint) -> str | None:
         """``"ragmeter 0.1.0 -> 0.2.0"`` when only the recorded ragmeter version differs, else None."""
         return f"ragmeter {before.ragmeter} -> {self.ragmeter}" if before.ragmeter != self.ragmeter else None
 
@@ -177,10 +207,19 @@ class JudgeFingerprint:
         """Flat span attributes: ``<prefix>.fingerprint``, ``.backend``, ``.model``, ``.endpoint``,
         ``.prompts`` (see :attr:`prompts`), ``.temperature``, ``.seed``, ``.rules``, ``.embedder``,
         ``.ragmeter_version`` and ``.members`` (the members' ids), the unset ones left out."""
-        values = {"fingerprint": self.id, "backend": self.backend, "model": self.model, "endpoint": self.endpoint,
-                  "prompts": self.prompts, "temperature": self.temperature, "seed": self.seed, "rules": self.rules,
-                  "embedder": self.embedder, "ragmeter_version": self.ragmeter,
-                  "members": [m.id for m in self.members] or None}
+        values = {
+            "fingerprint": self.id,
+            "backend": self.backend,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "prompts": self.prompts,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "rules": self.rules,
+            "embedder": self.embedder,
+            "ragmeter_version": self.ragmeter,
+            "members": [m.id for m in self.members] or None,
+        }
         return {f"{prefix}.{k}": v for k, v in values.items() if v is not None}
 
 
@@ -234,7 +273,7 @@ def task_versions(names: Iterable[str] | None = None) -> dict[str, str]:
     from ragmeter.judges import tasks as task_module
 
     out = {}
-    for name in (names if names is not None else [*task_module.TASKS, *task_module.COMBINED_TASKS]):
+    for name in names if names is not None else [*task_module.TASKS, *task_module.COMBINED_TASKS]:
         spec = task_module.get_task(name)
         hit = _TASK_VERSIONS.get(id(spec))
         if hit is None or hit[0] is not spec:
@@ -286,6 +325,7 @@ def offline_rules_version(settings: Any) -> str:
     ``ragmeter.judges.offline`` package and the specifics extraction it uses) and of its
     ``settings``; any change to a rule, a list or a threshold changes it."""
     here = Path(__file__).resolve().parent  # ragmeter/judges: the files are hashed, not imported
-    code = _code_hash(str(here / "offline"), (str(here.parent / "specifics.py"),
-                                              str(here.parent / "specifics_extraction.py")))
+    code = _code_hash(
+        str(here / "offline"), (str(here.parent / "specifics.py"), str(here.parent / "specifics_extraction.py"))
+    )
     return f"{code}.{_hash(repr(settings), 8)}"

@@ -47,8 +47,11 @@ def _text_of(content: Any) -> str:
 
 def _truncated(message: Any) -> bool:
     meta = getattr(message, "response_metadata", None) or {}
-    return (meta.get("finish_reason") == "length" or meta.get("stop_reason") == "max_tokens"
-            or meta.get("done_reason") == "length")
+    return (
+        meta.get("finish_reason") == "length"
+        or meta.get("stop_reason") == "max_tokens"
+        or meta.get("done_reason") == "length"
+    )
 
 
 def _tokens(message: Any) -> tuple[int, int]:
@@ -83,8 +86,12 @@ class LangChainTransport(Transport):
             params = safe_params(getattr(self.chat_model, "_identifying_params", {}))
         except Exception:  # noqa: BLE001 - a model's property may fail
             params = {}
-        return {"class": f"{type(self.chat_model).__module__}.{type(self.chat_model).__qualname__}",
-                "params": params, "structured": self.structured, "structured_kwargs": safe_params(self.structured_kwargs)}
+        return {
+            "class": f"{type(self.chat_model).__module__}.{type(self.chat_model).__qualname__}",
+            "params": params,
+            "structured": self.structured,
+            "structured_kwargs": safe_params(self.structured_kwargs),
+        }
 
     def _model(self, max_tokens: int | None) -> Any:
         if max_tokens is None or max_tokens in self._models:
@@ -131,8 +138,9 @@ class LangChainTransport(Transport):
             if runnable is not None:
                 # JSON mode constrains the syntax only: the schema has to be in the prompt
                 schema_in_prompt = self.structured_kwargs.get("method") == "json_mode"
-                out = await asyncio.wait_for(runnable.ainvoke(self._messages(request, plain=schema_in_prompt)),
-                                             request.timeout)
+                out = await asyncio.wait_for(
+                    runnable.ainvoke(self._messages(request, plain=schema_in_prompt)), request.timeout
+                )
             else:
                 out = await asyncio.wait_for(model.ainvoke(self._messages(request, plain=True)), request.timeout)
         except Exception as exc:  # noqa: BLE001
@@ -142,16 +150,27 @@ class LangChainTransport(Transport):
         if runnable is None:
             raw_text = _text_of(getattr(out, "content", out))
             prompt, completion = _tokens(out)
-            return Reply(text=raw_text, truncated=_truncated(out), prompt_tokens=prompt, completion_tokens=completion,
-                         max_tokens=limit, note=f"{self._unsupported}: JSON parsed from plain text")
+            return Reply(
+                text=raw_text,
+                truncated=_truncated(out),
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                max_tokens=limit,
+                note=f"{self._unsupported}: JSON parsed from plain text",
+            )
         raw, parsed, perr = out.get("raw"), out.get("parsed"), out.get("parsing_error")
         prompt, completion = _tokens(raw)
         raw_text = _text_of(getattr(raw, "content", ""))
         calls = getattr(raw, "tool_calls", None) or []
         if not raw_text and calls:
             raw_text = json.dumps(calls[0].get("args", {}), ensure_ascii=False)
-        reply = Reply(text=raw_text, truncated=_truncated(raw), prompt_tokens=prompt, completion_tokens=completion,
-                      max_tokens=limit)
+        reply = Reply(
+            text=raw_text,
+            truncated=_truncated(raw),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            max_tokens=limit,
+        )
         if parsed is not None:
             if hasattr(parsed, "model_dump"):
                 parsed = parsed.model_dump()
@@ -173,8 +192,16 @@ class LangChainJudge(LLMJudge):
     arguments: see :class:`~ragmeter.judges.llm.LLMJudge`.
     """
 
-    def __init__(self, chat_model: Any, embeddings: Any = None, *, structured_kwargs: dict | None = None,
-                 structured: bool = True, cache: Any = _DEFAULT, **kwargs: Any):
+    def __init__(
+        self,
+        chat_model: Any,
+        embeddings: Any = None,
+        *,
+        structured_kwargs: dict | None = None,
+        structured: bool = True,
+        cache: Any = _DEFAULT,
+        **kwargs: Any,
+    ):
         transport = LangChainTransport(chat_model, structured_kwargs=structured_kwargs, structured=structured)
         if cache is _DEFAULT:
             cache = None if transport.identified else False

@@ -50,8 +50,9 @@ def model_from_schema(name: str, schema: dict, description: str | None = None) -
             for key, sub in (s.get("properties") or {}).items():
                 typ = build(sub, path + _camel(key))
                 fields[key] = (typ, ...) if key in required else (typ | None, None)
-            return create_model(path, __config__=ConfigDict(extra="forbid"),
-                                __doc__=s.get("description") or f"{path}.", **fields)
+            return create_model(
+                path, __config__=ConfigDict(extra="forbid"), __doc__=s.get("description") or f"{path}.", **fields
+            )
         if kind == "array":
             return list[build(s.get("items") or {}, path + "Item")]
         if kind in _SCALARS:
@@ -107,7 +108,7 @@ class LlamaIndexTransport(Transport):
         args = {"system": request.system}
         for i, t in enumerate(request.turns):
             role = MessageRole.ASSISTANT if t.role == "assistant" else MessageRole.USER
-            templates.append(ChatMessage(role=role, content="{turn_%d}" % i))
+            templates.append(ChatMessage(role=role, content=f"{{turn_{i}}}"))
             args[f"turn_{i}"] = t.text
         prompt = ChatPromptTemplate(message_templates=templates)
         output_cls = self.output_model(request.task, request.schema)
@@ -118,7 +119,9 @@ class LlamaIndexTransport(Transport):
             if transient or not isinstance(exc, (ValueError, TypeError, KeyError, AttributeError)):
                 raise
             message = f"{type(exc).__name__}: {str(exc)[:800]}"
-            return Reply(error=f"the answer could not be parsed ({message})", turn=Turn("assistant", "(invalid answer)"))
+            return Reply(
+                error=f"the answer could not be parsed ({message})", turn=Turn("assistant", "(invalid answer)")
+            )
         data = result.model_dump() if hasattr(result, "model_dump") else result
         text = json.dumps(data, ensure_ascii=False, default=str)
         return Reply(text=text, data=data, turn=Turn("assistant", text))

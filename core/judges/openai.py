@@ -20,8 +20,15 @@ from ragmeter.judges.embedding import CachedEmbedder
 from ragmeter.judges.llm import LLMJudge
 from ragmeter.judges.retry import within
 from ragmeter.judges.sdk_route import SdkClients, close_routes
-from ragmeter.judges.transport import (ChatRequest, Reply, Transport, Turn, key_secrets, non_json_reply,
-                                       schema_instructions)
+from ragmeter.judges.transport import (
+    ChatRequest,
+    Reply,
+    Transport,
+    Turn,
+    key_secrets,
+    non_json_reply,
+    schema_instructions,
+)
 from ragmeter.loops import PerLoop
 
 __all__ = ["OpenAIJudge", "OpenAIEmbedder", "OpenAITransport"]
@@ -36,8 +43,10 @@ def _resolve(api_key: str | None, base_url: str | None, who: str) -> tuple[str, 
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
     if not api_key:
         if base_url is None:
-            raise ValueError(f"{who}: OPENAI_API_KEY is not set; pass api_key=... or set it "
-                             "(or base_url=... for an OpenAI-compatible server that needs none)")
+            raise ValueError(
+                f"{who}: OPENAI_API_KEY is not set; pass api_key=... or set it "
+                "(or base_url=... for an OpenAI-compatible server that needs none)"
+            )
         api_key = "not-needed"  # local OpenAI-compatible servers ignore it; the SDK insists on one
     return api_key, base_url
 
@@ -90,22 +99,43 @@ class OpenAITransport(Transport):
 
     backend = "openai"
 
-    def __init__(self, model: str, *, api_key: str, base_url: str | None = None, structured: str = "json_schema",
-                 max_tokens_param: str | None = None, seed: int | None = None, timeout: float | None = 120.0,
-                 client_kwargs: dict | None = None, extra_body: dict | None = None, pool_size: int | None = None):
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        structured: str = "json_schema",
+        max_tokens_param: str | None = None,
+        seed: int | None = None,
+        timeout: float | None = 120.0,
+        client_kwargs: dict | None = None,
+        extra_body: dict | None = None,
+        pool_size: int | None = None,
+    ):
         if structured not in _STRUCTURED:
             raise ValueError(f"structured must be one of {_STRUCTURED}, got {structured!r}")
         self.model = model
         self.base_url = base_url
         self.structured = structured
-        self.max_tokens_param = max_tokens_param or ("max_completion_tokens" if _is_official(base_url) else "max_tokens")
+        self.max_tokens_param = max_tokens_param or (
+            "max_completion_tokens" if _is_official(base_url) else "max_tokens"
+        )
         self.seed = seed
         self.extra_body = extra_body
         self.reasoning = bool(_REASONING.match(model))
         self.secrets = key_secrets(api_key)
         self._has_key = bool(api_key)
-        self._factory = SdkClients(_sdk, "AsyncOpenAI", "/chat/completions", api_key=api_key, base_url=base_url,
-                                   timeout=timeout, client_kwargs=dict(client_kwargs or {}), pool_size=pool_size)
+        self._factory = SdkClients(
+            _sdk,
+            "AsyncOpenAI",
+            "/chat/completions",
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            client_kwargs=dict(client_kwargs or {}),
+            pool_size=pool_size,
+        )
         self.clients = PerLoop(self._factory, close_routes)
         self._per_task: dict[str, tuple[dict, str, str]] = {}
 
@@ -127,9 +157,13 @@ class OpenAITransport(Transport):
         if cached is not None and cached[0] is schema:
             return cached[1], cached[2]
         suffix = "" if self.structured == "json_schema" else "\n\n" + schema_instructions(task, schema)
-        fmt = ({"type": "json_schema", "json_schema": {"name": task, "schema": schema, "strict": True}}
-               if self.structured == "json_schema" else {"type": "json_object"} if self.structured == "json_object"
-               else None)
+        fmt = (
+            {"type": "json_schema", "json_schema": {"name": task, "schema": schema, "strict": True}}
+            if self.structured == "json_schema"
+            else {"type": "json_object"}
+            if self.structured == "json_object"
+            else None
+        )
         member = "" if fmt is None else ',"response_format":' + _dumps(fmt)
         self._per_task[task] = (schema, suffix, member)
         return suffix, member
@@ -189,18 +223,33 @@ class OpenAIEmbedder(CachedEmbedder):
 
     backend = "openai"
 
-    def __init__(self, model: str = "text-embedding-3-small", *, api_key: str | None = None, base_url: str | None = None,
-                 dimensions: int | None = None, timeout: float | None = 60.0, client_kwargs: dict | None = None,
-                 **kwargs: Any):
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        timeout: float | None = 60.0,
+        client_kwargs: dict | None = None,
+        **kwargs: Any,
+    ):
         self.model = model
         api_key, base_url = _resolve(api_key, base_url, "OpenAIEmbedder")
         self.secrets = key_secrets(api_key)
         self.base_url = base_url
         self.dimensions = dimensions
         self.timeout = timeout
-        self._factory = SdkClients(_sdk, "AsyncOpenAI", "/embeddings", api_key=api_key, base_url=base_url,
-                                   timeout=timeout, client_kwargs=dict(client_kwargs or {}),
-                                   pool_size=kwargs.get("max_concurrency", 4))
+        self._factory = SdkClients(
+            _sdk,
+            "AsyncOpenAI",
+            "/embeddings",
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout,
+            client_kwargs=dict(client_kwargs or {}),
+            pool_size=kwargs.get("max_concurrency", 4),
+        )
         self.clients = PerLoop(self._factory, close_routes)
         super().__init__(**kwargs)
 
@@ -235,24 +284,48 @@ class OpenAIJudge(LLMJudge):
     arguments: see :class:`LLMJudge`.
     """
 
-    def __init__(self, model: str = "gpt-4o-mini", *, api_key: str | None = None, base_url: str | None = None,
-                 structured: str = "json_schema", embedder: Embedder | None | Any = _DEFAULT,
-                 embedding_model: str = "text-embedding-3-small", seed: int | None = None,
-                 max_tokens_param: str | None = None, timeout: float | None = 120.0,
-                 client_kwargs: dict | None = None, extra_body: dict | None = None, embedding_concurrency: int = 4,
-                 **kwargs: Any):
+    def __init__(
+        self,
+        model: str = "gpt-4o-mini",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        structured: str = "json_schema",
+        embedder: Embedder | None | Any = _DEFAULT,
+        embedding_model: str = "text-embedding-3-small",
+        seed: int | None = None,
+        max_tokens_param: str | None = None,
+        timeout: float | None = 120.0,
+        client_kwargs: dict | None = None,
+        extra_body: dict | None = None,
+        embedding_concurrency: int = 4,
+        **kwargs: Any,
+    ):
         api_key, base_url = _resolve(api_key, base_url, "OpenAIJudge")
-        transport = OpenAITransport(model, api_key=api_key, base_url=base_url, structured=structured,
-                                    max_tokens_param=max_tokens_param, seed=seed, timeout=timeout,
-                                    client_kwargs=client_kwargs, extra_body=extra_body,
-                                    pool_size=kwargs.get("max_concurrency", 64))
+        transport = OpenAITransport(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            structured=structured,
+            max_tokens_param=max_tokens_param,
+            seed=seed,
+            timeout=timeout,
+            client_kwargs=client_kwargs,
+            extra_body=extra_body,
+            pool_size=kwargs.get("max_concurrency", 64),
+        )
         default_embedder = embedder is _DEFAULT
         if default_embedder:
-            embedder = OpenAIEmbedder(embedding_model, api_key=api_key, base_url=base_url,
-                                      client_kwargs=client_kwargs, cache=kwargs.get("cache"),
-                                      max_retries=kwargs.get("max_retries", 4),
-                                      backoff_base=kwargs.get("backoff_base", 0.5),
-                                      max_concurrency=embedding_concurrency)
+            embedder = OpenAIEmbedder(
+                embedding_model,
+                api_key=api_key,
+                base_url=base_url,
+                client_kwargs=client_kwargs,
+                cache=kwargs.get("cache"),
+                max_retries=kwargs.get("max_retries", 4),
+                backoff_base=kwargs.get("backoff_base", 0.5),
+                max_concurrency=embedding_concurrency,
+            )
         super().__init__(transport, embedder=embedder, timeout=timeout, **kwargs)
         if default_embedder:
             embedder.share_limits(self.dispatcher)

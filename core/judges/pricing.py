@@ -57,10 +57,10 @@ def price_for(model: str) -> tuple[float, float] | None:
     name = model.strip().lower()
     name = name.rsplit("/", 1)[-1]
     if name.startswith("anthropic."):
-        name = name[len("anthropic."):]
+        name = name[len("anthropic.") :]
     best = None
     for family in PRICES:
-        if name.startswith(family) and _SUFFIX.match(name[len(family):]):
+        if name.startswith(family) and _SUFFIX.match(name[len(family) :]):
             if best is None or len(family) > len(best):
                 best = family
     return PRICES[best] if best else None

@@ -21,7 +21,8 @@ import collections
 import math
 import threading
 import time
-from typing import Any, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 __all__ = ["TokenBucket", "RateLimiter", "ConcurrencyLimit", "AdaptiveLimit", "Pause", "PauseTooLong"]
 
@@ -36,8 +37,14 @@ class TokenBucket:
     ``clock`` reads the time in seconds and ``sleep`` waits (see the module docstring).
     """
 
-    def __init__(self, per_minute: float, burst: float | None = None, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
+    def __init__(
+        self,
+        per_minute: float,
+        burst: float | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ):
         if per_minute <= 0:
             raise ValueError(f"per_minute must be > 0, got {per_minute}")
         self.rate = float(per_minute) / 60.0
@@ -101,9 +108,16 @@ class RateLimiter:
     estimate is prompt tokens + ``max_tokens``. ``clock`` and ``sleep`` go to both buckets.
     """
 
-    def __init__(self, rpm: float | None = None, tpm: float | None = None, *,
-                 rpm_burst: float | None = None, tpm_burst: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
+    def __init__(
+        self,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        *,
+        rpm_burst: float | None = None,
+        tpm_burst: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ):
         self.rpm = rpm
         self.tpm = tpm
         self.requests = TokenBucket(rpm, rpm_burst, clock=clock, sleep=sleep) if rpm else None
@@ -207,7 +221,7 @@ class ConcurrencyLimit:
         else:
             fut.set_result(None)
 
-    async def __aenter__(self) -> "ConcurrencyLimit":
+    async def __aenter__(self) -> ConcurrencyLimit:
         await self.acquire()
         return self
 
@@ -292,8 +306,9 @@ class Pause:
     (12.0, 2.0)
     """
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep):
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+    ):
         self._clock, self._sleep = clock, sleep
         self._lock = threading.Lock()
         self._until = 0.0  # clock time the pause ends
@@ -380,7 +395,7 @@ class Pause:
             start = self._clock()
             try:
                 await asyncio.wait_for(fut, max(0.0, delay))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 with self._lock:
                     if self._probe == probe:  # no answer from the probe in time: go
                         self._recovering, self._probe = False, 0

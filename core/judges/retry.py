@@ -19,17 +19,27 @@ import math
 import random
 import re
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Iterable, TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from ragmeter.judges.base import JudgeError, Usage
 from ragmeter.judges.ratelimit import AdaptiveLimit, ConcurrencyLimit, Pause, PauseTooLong, RateLimiter
 from ragmeter.privacy import for_log
 from ragmeter.redact import redact
 
-__all__ = ["TransientError", "classify_error", "is_overload", "says_wait", "rate_limit_reset", "RetryPolicy",
-           "Dispatcher", "within", "MAX_SENDS"]
+__all__ = [
+    "TransientError",
+    "classify_error",
+    "is_overload",
+    "says_wait",
+    "rate_limit_reset",
+    "RetryPolicy",
+    "Dispatcher",
+    "within",
+    "MAX_SENDS",
+]
 
 log = logging.getLogger("ragmeter.judges")
 T = TypeVar("T")
@@ -59,8 +69,18 @@ async def within(request: Awaitable[T], timeout: float | None) -> T:
 
 
 _TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
-_TRANSIENT_NAMES = ("timeout", "ratelimit", "connection", "overloaded", "serviceunavailable",
-                    "internalserver", "remoteprotocol", "readerror", "writeerror", "networkerror")
+_TRANSIENT_NAMES = (
+    "timeout",
+    "ratelimit",
+    "connection",
+    "overloaded",
+    "serviceunavailable",
+    "internalserver",
+    "remoteprotocol",
+    "readerror",
+    "writeerror",
+    "networkerror",
+)
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -107,7 +127,7 @@ def _seconds(value: str) -> float | None:
     except ValueError:
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return max(0.0, when.timestamp() - time.time())
 
 
@@ -123,11 +143,16 @@ def rate_limit_reset(headers: Any) -> float | None:
     360.0
     """
     exhausted, other = [], []
-    for prefix, kinds in (("x-ratelimit-", ("requests", "tokens")),
-                          ("anthropic-ratelimit-", ("requests", "tokens", "input-tokens", "output-tokens"))):
+    for prefix, kinds in (
+        ("x-ratelimit-", ("requests", "tokens")),
+        ("anthropic-ratelimit-", ("requests", "tokens", "input-tokens", "output-tokens")),
+    ):
         for kind in kinds:
-            reset_key, remaining_key = ((f"{prefix}reset-{kind}", f"{prefix}remaining-{kind}") if prefix == "x-ratelimit-"
-                                        else (f"{prefix}{kind}-reset", f"{prefix}{kind}-remaining"))
+            reset_key, remaining_key = (
+                (f"{prefix}reset-{kind}", f"{prefix}remaining-{kind}")
+                if prefix == "x-ratelimit-"
+                else (f"{prefix}{kind}-reset", f"{prefix}{kind}-remaining")
+            )
             try:
                 reset, remaining = headers.get(reset_key), headers.get(remaining_key)
             except Exception:  # noqa: BLE001 - odd header objects
@@ -230,7 +255,7 @@ class RetryPolicy:
         """Seconds to wait before retry number ``n`` (0-based)."""
         if retry_after is not None:
             return min(retry_after, self.max_retry_after)
-        return random.uniform(0.0, min(self.backoff_max, self.backoff_base * (2 ** n)))
+        return random.uniform(0.0, min(self.backoff_max, self.backoff_base * (2**n)))
 
     def pause_for(self, streak: int, retry_after: float | None) -> float:
         """How long the judge pauses after the provider said wait, the ``streak``-th time in a row
@@ -238,7 +263,7 @@ class RetryPolicy:
         equal jitter (never near 0)."""
         if retry_after is not None:
             return min(retry_after, self.max_retry_after)
-        top = min(self.backoff_max, self.backoff_base * (2 ** streak))
+        top = min(self.backoff_max, self.backoff_base * (2**streak))
         return random.uniform(top / 2, top)
 
 
@@ -257,10 +282,18 @@ class Dispatcher:
     anything shaped like a credential.
     """
 
-    def __init__(self, *, retry: RetryPolicy | None = None, max_concurrency: int | None = 8,
-                 limiter: RateLimiter | None = None, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                 secrets: Iterable[str] = (), adaptive: bool = False, initial_concurrency: int = 8,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        *,
+        retry: RetryPolicy | None = None,
+        max_concurrency: int | None = 8,
+        limiter: RateLimiter | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        secrets: Iterable[str] = (),
+        adaptive: bool = False,
+        initial_concurrency: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.retry = retry or RetryPolicy()
         self.slots: ConcurrencyLimit | None = None
         if max_concurrency and adaptive:
@@ -273,8 +306,17 @@ class Dispatcher:
         self.secrets = tuple(secrets)
         self._streak = 0  # times in a row the provider said wait (the pause's backoff without Retry-After)
 
-    async def send(self, fn: Callable[[], Awaitable[T]], usage: Usage, *, task: str | None, who: str,
-                   estimate: int = 0, tokens: Callable[[T], int] = lambda r: 0, counter: str = "calls") -> T:
+    async def send(
+        self,
+        fn: Callable[[], Awaitable[T]],
+        usage: Usage,
+        *,
+        task: str | None,
+        who: str,
+        estimate: int = 0,
+        tokens: Callable[[T], int] = lambda r: 0,
+        counter: str = "calls",
+    ) -> T:
         """Call ``fn()`` (one request) with retries; count every request in ``usage.<counter>``
         (re-sends also in ``usage.retries``); raise :class:`JudgeError` when it fails for good."""
         what = f"{who}: {task or 'request'}"
@@ -287,8 +329,9 @@ class Dispatcher:
             setattr(usage, counter, getattr(usage, counter) + 1)
 
         def fail(message: str) -> JudgeError:
-            return JudgeError(f"{what} failed{state.tries()}: {message}", task=task,
-                              attempts=getattr(usage, counter), usage=usage)
+            return JudgeError(
+                f"{what} failed{state.tries()}: {message}", task=task, attempts=getattr(usage, counter), usage=usage
+            )
 
         while True:
             try:
@@ -296,8 +339,10 @@ class Dispatcher:
             except asyncio.CancelledError:
                 raise
             except PauseTooLong as exc:
-                raise fail(f"the provider asks to wait {exc.seconds:.1f} s more, beyond the retry budget left "
-                           f"({state.left:.1f} of max_wait={self.retry.max_wait:g} s)") from None
+                raise fail(
+                    f"the provider asks to wait {exc.seconds:.1f} s more, beyond the retry budget left "
+                    f"({state.left:.1f} of max_wait={self.retry.max_wait:g} s)"
+                ) from None
             except Exception as exc:  # noqa: BLE001 - classified below
                 transient, retry_after = classify_error(exc)
                 why = redact(f"{type(exc).__name__}: {exc}", self.secrets)
@@ -309,10 +354,17 @@ class Dispatcher:
                         raise fail(why) from None
                     asked = max(state.hold, retry_after or 0.0)
                     if asked > state.left:
-                        raise fail(f"{why} (the provider asks to wait {asked:.1f} s, beyond the retry budget "
-                                   f"left: {state.left:.1f} of max_wait={self.retry.max_wait:g} s)") from None
-                    log.info("%s: %s; every request of the judge waits %.2fs (%.1f s of the retry budget left)", what,
-                             for_log(why), state.hold, state.left)
+                        raise fail(
+                            f"{why} (the provider asks to wait {asked:.1f} s, beyond the retry budget "
+                            f"left: {state.left:.1f} of max_wait={self.retry.max_wait:g} s)"
+                        ) from None
+                    log.info(
+                        "%s: %s; every request of the judge waits %.2fs (%.1f s of the retry budget left)",
+                        what,
+                        for_log(why),
+                        state.hold,
+                        state.left,
+                    )
                     await self._sleep(state.hold)
                     state.left -= state.hold
                     continue
@@ -322,12 +374,20 @@ class Dispatcher:
                 if delay > state.left:
                     raise fail(f"{why} (retry budget spent: {self.retry.max_wait:g} s)") from None
                 state.retries += 1
-                log.info("%s: %s; retry %d/%d in %.2fs", what, for_log(why), state.retries, self.retry.max_retries, delay)
+                log.info(
+                    "%s: %s; retry %d/%d in %.2fs", what, for_log(why), state.retries, self.retry.max_retries, delay
+                )
                 await self._sleep(delay)
                 state.left -= delay
 
-    async def _once(self, fn: Callable[[], Awaitable[T]], estimate: int, tokens: Callable[[T], int],
-                    state: "_Request", sent: Callable[[], None]) -> T:
+    async def _once(
+        self,
+        fn: Callable[[], Awaitable[T]],
+        estimate: int,
+        tokens: Callable[[T], int],
+        state: _Request,
+        sent: Callable[[], None],
+    ) -> T:
         slots = self.slots
         while True:
             _, probe, state.served = await self.pause.wait(state.left, state.served)  # as for a slot: not charged

@@ -19,11 +19,20 @@ import inspect
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["SdkRoute", "Routes", "SdkClients", "close_routes", "SHARD", "FAST_PATH_VERSIONS", "fast_path_supported",
-           "release"]
+__all__ = [
+    "SdkRoute",
+    "Routes",
+    "SdkClients",
+    "close_routes",
+    "SHARD",
+    "FAST_PATH_VERSIONS",
+    "fast_path_supported",
+    "release",
+]
 
 #: The SDK releases the fast path is known to work with: SDK -> (lowest, first release not known to
 #: work). The lowest is the oldest release ragmeter supports (.ci/oldest.txt); the upper bound is the
@@ -58,7 +67,7 @@ def fast_path_supported(sdk: str, version: str) -> bool:
     return bool(low and high and low <= found < high)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _post_takes_content(client_type: type) -> bool:
     return "content" in inspect.signature(client_type.post).parameters
 
@@ -118,12 +127,15 @@ class SdkRoute:
         self.http = getattr(client, "_client", None)
         # Reuse needs the SDK internals it builds on: only in the releases it is known to work
         # with, and only when they are there (else every request goes through ``client.post``).
-        self.reuse = (fast_path_supported(sdk.__name__.partition(".")[0], getattr(sdk, "__version__", ""))
-                      and self.http is not None and hasattr(self.http, "_transport_for_url")
-                      and callable(getattr(client, "_make_status_error_from_response", None))
-                      and getattr(client, "custom_auth", None) is None
-                      and not getattr(client, "_idempotency_header", None)
-                      and isinstance(getattr(client, "api_key", None), str))
+        self.reuse = (
+            fast_path_supported(sdk.__name__.partition(".")[0], getattr(sdk, "__version__", ""))
+            and self.http is not None
+            and hasattr(self.http, "_transport_for_url")
+            and callable(getattr(client, "_make_status_error_from_response", None))
+            and getattr(client, "custom_auth", None) is None
+            and not getattr(client, "_idempotency_header", None)
+            and isinstance(getattr(client, "api_key", None), str)
+        )
         self.httpx = _httpx_of(type(self.http)) if self.reuse else None
         self._sent: dict[float | None, _Sent] = {}
 
@@ -153,8 +165,9 @@ class SdkRoute:
         request, http = response.request, self.http
         headers = self.httpx.Headers([(k, v) for k, v in request.headers.raw if k.lower() not in _PER_REQUEST])
         own = any(http.event_hooks.values()) or http.auth is not None
-        self._sent[timeout] = _Sent(request.url, headers, dict(request.extensions),
-                                    None if own else http._transport_for_url(request.url))
+        self._sent[timeout] = _Sent(
+            request.url, headers, dict(request.extensions), None if own else http._transport_for_url(request.url)
+        )
         return response.content
 
     async def _send(self, sent: _Sent, body: bytes) -> bytes:
@@ -214,7 +227,7 @@ class Routes:
 SHARD = 4
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ssl_context(httpx: Any) -> Any:
     """The SSL context each httpx client would load for itself (CA bundle, ``SSL_CERT_FILE`` /
     ``SSL_CERT_DIR``), loaded once per process and shared by the SDK clients of every judge and
@@ -233,8 +246,18 @@ class SdkClients:
     A class, not a closure, so a judge pickles (to a worker process, which makes its own
     clients): the key travels inside the pickle only, never in a repr or a log line."""
 
-    def __init__(self, sdk: Callable[[], Any], client_class: str, path: str, *, api_key: str,
-                 base_url: str | None, timeout: float | None, client_kwargs: dict, pool_size: int | None = None):
+    def __init__(
+        self,
+        sdk: Callable[[], Any],
+        client_class: str,
+        path: str,
+        *,
+        api_key: str,
+        base_url: str | None,
+        timeout: float | None,
+        client_kwargs: dict,
+        pool_size: int | None = None,
+    ):
         sdk()  # imported now, not on first use inside a running event loop
         self.sdk, self.client_class, self.path = sdk, client_class, path
         self.api_key, self.base_url, self.timeout = api_key, base_url, timeout
@@ -253,11 +276,13 @@ class SdkClients:
         sdk = self.sdk()
         kwargs = dict(self.client_kwargs)
         if connections:
-            limits = type(sdk.DEFAULT_CONNECTION_LIMITS)(max_connections=connections,
-                                                         max_keepalive_connections=connections)
+            limits = type(sdk.DEFAULT_CONNECTION_LIMITS)(
+                max_connections=connections, max_keepalive_connections=connections
+            )
             kwargs["http_client"] = sdk.DefaultAsyncHttpxClient(limits=limits, timeout=self.timeout, verify=verify)
-        return getattr(sdk, self.client_class)(api_key=self.api_key, base_url=self.base_url, max_retries=0,
-                                               timeout=self.timeout, **kwargs)
+        return getattr(sdk, self.client_class)(
+            api_key=self.api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout, **kwargs
+        )
 
     def __call__(self) -> Routes:
         sdk = self.sdk()

@@ -23,12 +23,21 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ragmeter.judges.base import Judge
 
-__all__ = ["judge_from_spec", "default_judge", "default_judge_notice", "resolve_judge", "SPECS", "SPEC_HELP",
-           "spec_help", "load_plugins"]
+__all__ = [
+    "judge_from_spec",
+    "default_judge",
+    "default_judge_notice",
+    "resolve_judge",
+    "SPECS",
+    "SPEC_HELP",
+    "spec_help",
+    "load_plugins",
+]
 
 
 def _split(rest: str) -> tuple[str | None, str | None]:
@@ -90,8 +99,9 @@ def _cascade(spec: str, model: str | None, url: str | None, kwargs: dict) -> Jud
         for part in query.split("&"):
             key, _, value = part.partition("=")
             if key.strip() not in ("route", "confidence"):
-                raise ValueError(f"judge spec {spec!r}: unknown cascade option {key.strip()!r} "
-                                 f"(route=SHARE or confidence=CUT)")
+                raise ValueError(
+                    f"judge spec {spec!r}: unknown cascade option {key.strip()!r} (route=SHARE or confidence=CUT)"
+                )
             try:
                 options[key.strip()] = float(value)
             except ValueError:
@@ -99,8 +109,9 @@ def _cascade(spec: str, model: str | None, url: str | None, kwargs: dict) -> Jud
         rest = head
     first, sep, then = rest.partition(">")
     if not sep or not first.strip() or not then.strip():
-        raise ValueError(f"judge spec {spec!r}: expected cascade:offline>JUDGE, "
-                         f"e.g. cascade:offline>openai:gpt-4o-mini")
+        raise ValueError(
+            f"judge spec {spec!r}: expected cascade:offline>JUDGE, e.g. cascade:offline>openai:gpt-4o-mini"
+        )
     if first.strip().lower() != "offline":
         raise ValueError(f"judge spec {spec!r}: a cascade starts with the offline judge (cascade:offline>JUDGE)")
     if then.strip().lower().startswith(("cascade", "offline")):
@@ -157,6 +168,7 @@ def load_plugins() -> None:
 
 def _checked(name: str, build: Callable[..., Any]) -> Callable[[str, str | None, str | None, dict], Judge]:
     """A plugin's builder whose result is checked: a Judge, else a TypeError naming the plugin."""
+
     def builder(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judge:
         judge = build(spec, model, url, kwargs)
         if not isinstance(judge, Judge):
@@ -169,8 +181,10 @@ def _checked(name: str, build: Callable[..., Any]) -> Callable[[str, str | None,
 def spec_help() -> str:
     """The ``--judge`` help: every form of :data:`SPECS` (plugins included) and examples."""
     load_plugins()
-    return (" | ".join(form for form, _ in SPECS.values())
-            + " (e.g. openai:gpt-4o-mini, anthropic:claude-haiku-4-5, openai:qwen2.5@http://localhost:8000/v1)")
+    return (
+        " | ".join(form for form, _ in SPECS.values())
+        + " (e.g. openai:gpt-4o-mini, anthropic:claude-haiku-4-5, openai:qwen2.5@http://localhost:8000/v1)"
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -232,10 +246,15 @@ def default_judge_notice(judge: Judge | str | None, environ: dict | None = None)
         return None
     if any((env.get(k) or "").strip() for k in ("RAGMETER_JUDGE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")):
         return None
-    signals = ("lexical and embedding signals" if name == "offline"
-               else 'lexical signals only, pip install "ragmeter[local]" adds embeddings')
-    return (f"offline judge picked because no API key was found ({name}: {signals}); set OPENAI_API_KEY "
-            f"or ANTHROPIC_API_KEY, or pass --judge openai:gpt-4o-mini (or RAGMETER_JUDGE), to use an LLM judge")
+    signals = (
+        "lexical and embedding signals"
+        if name == "offline"
+        else 'lexical signals only, pip install "ragmeter[local]" adds embeddings'
+    )
+    return (
+        f"offline judge picked because no API key was found ({name}: {signals}); set OPENAI_API_KEY "
+        f"or ANTHROPIC_API_KEY, or pass --judge openai:gpt-4o-mini (or RAGMETER_JUDGE), to use an LLM judge"
+    )
 
 
 def resolve_judge(judge: Any, metrics: Sequence[Any] = ()) -> Judge | None:

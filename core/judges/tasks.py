@@ -65,10 +65,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["InvalidOutput", "TaskSpec", "TASKS", "COMBINED_TASKS", "REVIEW_PARTS", "get_task", "VERDICTS", "QUESTION_KINDS"]
+__all__ = [
+    "InvalidOutput",
+    "TaskSpec",
+    "TASKS",
+    "COMBINED_TASKS",
+    "REVIEW_PARTS",
+    "get_task",
+    "VERDICTS",
+    "QUESTION_KINDS",
+]
 
 
 class InvalidOutput(ValueError):
@@ -140,7 +150,11 @@ def _need_list(value: Any, where: str) -> list:
 
 
 def _int(value: Any, where: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and not value.is_integer())
+    ):
         raise InvalidOutput(f"{where} must be an integer, got {value!r}")
     value = int(value)
     if not lo <= value < hi:
@@ -208,7 +222,9 @@ def _validate_claims(inputs: dict, output: Any) -> dict:
     for j, c in enumerate(_need_list(out["claims"], "claims")):
         if not isinstance(c, dict):
             raise InvalidOutput(f"claims[{j}] must be an object with 'unit' and 'text'")
-        claims.append({"unit": _int(c.get("unit"), f"claims[{j}].unit", 0, n), "text": _text(c.get("text"), f"claims[{j}].text")})
+        claims.append(
+            {"unit": _int(c.get("unit"), f"claims[{j}].unit", 0, n), "text": _text(c.get("text"), f"claims[{j}].text")}
+        )
     return {"claims": claims}
 
 
@@ -238,20 +254,28 @@ def _validate_evidence(value: Any, where: str, n_chunks: int) -> list[dict]:
     """``[{chunk, quote}]`` checked (objects, chunk indices in range, string quotes), the repeats
     of a chunk merged into its first entry, sorted by chunk."""
     if not isinstance(value, list):
-        raise InvalidOutput(f"{where} must be a list of {{\"chunk\": <chunk index>, \"quote\": <verbatim span of "
-                            f"that chunk>}} objects, got {type(value).__name__}")
+        raise InvalidOutput(
+            f"{where} must be a list of {{\"chunk\": <chunk index>, \"quote\": <verbatim span of "
+            f"that chunk>}} objects, got {type(value).__name__}"
+        )
     by_chunk: dict[int, str] = {}
     for j, e in enumerate(value):
         if not isinstance(e, dict):
-            raise InvalidOutput(f"{where}[{j}] must be an object {{\"chunk\": <chunk index>, \"quote\": <verbatim span "
-                                f"of that chunk>}}, got {e!r}")
+            raise InvalidOutput(
+                f"{where}[{j}] must be an object {{\"chunk\": <chunk index>, \"quote\": <verbatim span "
+                f"of that chunk>}}, got {e!r}"
+            )
         if "chunk" not in e:
-            raise InvalidOutput(f"{where}[{j}] has no 'chunk' field (the index of the chunk the quote comes from): {e!r}")
+            raise InvalidOutput(
+                f"{where}[{j}] has no 'chunk' field (the index of the chunk the quote comes from): {e!r}"
+            )
         chunk = _int(e["chunk"], f"{where}[{j}].chunk", 0, n_chunks)
         quote = e.get("quote")
         if not isinstance(quote, str):
-            raise InvalidOutput(f"{where}[{j}].quote must be a string: the shortest verbatim span of chunk {chunk} "
-                                f"that shows it, got {quote!r}")
+            raise InvalidOutput(
+                f"{where}[{j}].quote must be a string: the shortest verbatim span of chunk {chunk} "
+                f"that shows it, got {quote!r}"
+            )
         by_chunk.setdefault(chunk, quote.strip())  # a chunk listed twice: keep its first quote
     return [{"chunk": c, "quote": by_chunk[c]} for c in sorted(by_chunk)]
 
@@ -270,19 +294,30 @@ def _validate_verify(inputs: dict, output: Any) -> dict:
         if verdict not in VERDICTS:
             raise InvalidOutput(f"claim {i}: verdict must be one of {list(VERDICTS)}, got {verdict!r}")
         if "evidence" not in v:
-            raise InvalidOutput(f"claim {i} has no 'evidence' list: give [{{\"chunk\": <chunk index>, \"quote\": "
-                                f"<verbatim span of that chunk>}}, ...] ([] for 'not_found')")
+            raise InvalidOutput(
+                f"claim {i} has no 'evidence' list: give [{{\"chunk\": <chunk index>, \"quote\": "
+                f"<verbatim span of that chunk>}}, ...] ([] for 'not_found')"
+            )
         evidence = _validate_evidence(v["evidence"], f"claim {i}: evidence", n_chunks)
         if verdict in ("supported", "contradicted") and not evidence:
             shows = "supports it on its own" if verdict == "supported" else "contradicts it"
-            raise InvalidOutput(f"claim {i} is {verdict}: list in 'evidence' at least one chunk that {shows}, "
-                                f"as {{\"chunk\": <chunk index>, \"quote\": <verbatim span of that chunk>}}")
+            raise InvalidOutput(
+                f"claim {i} is {verdict}: list in 'evidence' at least one chunk that {shows}, "
+                f"as {{\"chunk\": <chunk index>, \"quote\": <verbatim span of that chunk>}}"
+            )
         if verdict == "not_found":
             evidence = []
         reason = v.get("reason") or ""
-        verdicts.append({"claim": i, "verdict": verdict, "evidence": evidence,
-                         "chunks": [e["chunk"] for e in evidence], "quote": evidence[0]["quote"] if evidence else "",
-                         "reason": reason.strip() if isinstance(reason, str) else ""})
+        verdicts.append(
+            {
+                "claim": i,
+                "verdict": verdict,
+                "evidence": evidence,
+                "chunks": [e["chunk"] for e in evidence],
+                "quote": evidence[0]["quote"] if evidence else "",
+                "reason": reason.strip() if isinstance(reason, str) else "",
+            }
+        )
     return {"verdicts": verdicts}
 
 
@@ -299,9 +334,21 @@ VERIFY_CLAIMS = TaskSpec(
         "that contradict it, each with the span of that chunk that contradicts it; for 'not_found' "
         "none (an empty list). Give a one-sentence 'reason'."
     ),
-    schema=_obj({"verdicts": {"type": "array", "items": _obj({
-        "claim": _INT, "verdict": {"type": "string", "enum": list(VERDICTS)},
-        "evidence": {"type": "array", "items": _obj({"chunk": _INT, "quote": _STR})}, "reason": _STR})}}),
+    schema=_obj(
+        {
+            "verdicts": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "claim": _INT,
+                        "verdict": {"type": "string", "enum": list(VERDICTS)},
+                        "evidence": {"type": "array", "items": _obj({"chunk": _INT, "quote": _STR})},
+                        "reason": _STR,
+                    }
+                ),
+            }
+        }
+    ),
     render=_render_verify,
     validate=_validate_verify,
 )
@@ -324,11 +371,13 @@ def _validate_rate_chunks(inputs: dict, output: Any) -> dict:
     chunks = []
     for i, statements in enumerate(chunks_in):
         e = by_chunk[i]
-        chunks.append({
-            "chunk": i,
-            "relevant": _indices(e.get("relevant", []), f"chunk {i}: relevant", len(statements)),
-            "useful": _bool(e.get("useful"), f"chunk {i}: useful"),
-        })
+        chunks.append(
+            {
+                "chunk": i,
+                "relevant": _indices(e.get("relevant", []), f"chunk {i}: relevant", len(statements)),
+                "useful": _bool(e.get("useful"), f"chunk {i}: useful"),
+            }
+        )
     return {"chunks": chunks, "answerable": _int(out["answerable"], "answerable", 1, 6)}
 
 
@@ -343,8 +392,12 @@ RATE_CHUNKS = TaskSpec(
         "Finally rate 'answerable' from 1 to 5: can the chunks together fully answer the question "
         "(1 = not at all, 3 = partly, 5 = completely)?"
     ),
-    schema=_obj({"chunks": {"type": "array", "items": _obj({"chunk": _INT, "relevant": _INTS, "useful": _BOOL})},
-                 "answerable": _INT}),
+    schema=_obj(
+        {
+            "chunks": {"type": "array", "items": _obj({"chunk": _INT, "relevant": _INTS, "useful": _BOOL})},
+            "answerable": _INT,
+        }
+    ),
     render=_render_rate_chunks,
     validate=_validate_rate_chunks,
 )
@@ -353,8 +406,13 @@ RATE_CHUNKS = TaskSpec(
 
 
 def _render_attribute(inputs: dict) -> str:
-    return _dump({"question": inputs["question"], "reference_statements": _numbered(inputs["statements"]),
-                  "chunks": _numbered(inputs["chunks"])})
+    return _dump(
+        {
+            "question": inputs["question"],
+            "reference_statements": _numbered(inputs["statements"]),
+            "chunks": _numbered(inputs["chunks"]),
+        }
+    )
 
 
 def _validate_attribute(inputs: dict, output: Any) -> dict:
@@ -392,10 +450,12 @@ ATTRIBUTE_STATEMENTS = TaskSpec(
         "statements (people, organisations, places, products, dates, numbers with units) and mark "
         "each 'found' when the chunks mention it (under any name or format)."
     ),
-    schema=_obj({
-        "statements": {"type": "array", "items": _obj({"statement": _INT, "attributed": _BOOL, "chunks": _INTS})},
-        "entities": {"type": "array", "items": _obj({"text": _STR, "found": _BOOL})},
-    }),
+    schema=_obj(
+        {
+            "statements": {"type": "array", "items": _obj({"statement": _INT, "attributed": _BOOL, "chunks": _INTS})},
+            "entities": {"type": "array", "items": _obj({"text": _STR, "found": _BOOL})},
+        }
+    ),
     render=_render_attribute,
     validate=_validate_attribute,
 )
@@ -403,22 +463,32 @@ ATTRIBUTE_STATEMENTS = TaskSpec(
 # --------------------------------------------------------------------------- review_context
 
 #: The tasks ``review_context`` answers in one call, each with the keys of its answer.
-REVIEW_PARTS: dict[str, tuple[str, ...]] = {"rate_chunks": ("chunks", "answerable"),
-                                            "attribute_statements": ("statements", "entities")}
+REVIEW_PARTS: dict[str, tuple[str, ...]] = {
+    "rate_chunks": ("chunks", "answerable"),
+    "attribute_statements": ("statements", "entities"),
+}
 
 
 def _render_review(inputs: dict) -> str:
     rate, attribute = inputs["rate_chunks"], inputs["attribute_statements"]
-    return _dump({"question": rate["question"], "reference_statements": _numbered(attribute["statements"]),
-                  "chunks": [{"index": i, "statements": _numbered(st)} for i, st in enumerate(rate["chunks"])]})
+    return _dump(
+        {
+            "question": rate["question"],
+            "reference_statements": _numbered(attribute["statements"]),
+            "chunks": [{"index": i, "statements": _numbered(st)} for i, st in enumerate(rate["chunks"])],
+        }
+    )
 
 
 def _validate_review(inputs: dict, output: Any) -> dict:
     """Each part checked by its own task's ``validate`` on its own inputs, exactly as when it is
     asked alone; the answer is the union of the two normalised answers."""
     out = _need_dict(output, *(k for keys in REVIEW_PARTS.values() for k in keys))
-    return {k: v for task, keys in REVIEW_PARTS.items()
-            for k, v in TASKS[task].validate(inputs[task], {key: out[key] for key in keys}).items()}
+    return {
+        k: v
+        for task, keys in REVIEW_PARTS.items()
+        for k, v in TASKS[task].validate(inputs[task], {key: out[key] for key in keys}).items()
+    }
 
 
 REVIEW_CONTEXT = TaskSpec(
@@ -457,8 +527,10 @@ def _validate_questions(inputs: dict, output: Any) -> dict:
     n = inputs["n"]
     raw = _need_list(out["questions"], "questions")
     if n == 0 and raw:
-        raise InvalidOutput(f"n is 0: write no question ('questions' must be []), got {len(raw)}; only report "
-                            f"'noncommittal' and the question's 'parts'")
+        raise InvalidOutput(
+            f"n is 0: write no question ('questions' must be []), got {len(raw)}; only report "
+            f"'noncommittal' and the question's 'parts'"
+        )
     questions = [_text(q, f"questions[{i}]") for i, q in enumerate(raw)]
     if len(questions) != n:
         raise InvalidOutput(f"expected exactly {n} questions, got {len(questions)}")
@@ -466,7 +538,12 @@ def _validate_questions(inputs: dict, output: Any) -> dict:
     for j, p in enumerate(_need_list(out["parts"], "parts")):
         if not isinstance(p, dict):
             raise InvalidOutput(f"parts[{j}] must be an object with 'text' and 'covered'")
-        parts.append({"text": _text(p.get("text"), f"parts[{j}].text"), "covered": _bool(p.get("covered"), f"parts[{j}].covered")})
+        parts.append(
+            {
+                "text": _text(p.get("text"), f"parts[{j}].text"),
+                "covered": _bool(p.get("covered"), f"parts[{j}].covered"),
+            }
+        )
     if not parts:
         raise InvalidOutput("list at least one part of the question")
     return {"questions": questions, "noncommittal": _bool(out["noncommittal"], "noncommittal"), "parts": parts}
@@ -482,8 +559,13 @@ GENERATE_QUESTIONS = TaskSpec(
         "substance). (3) Split the question into the distinct parts it asks about and mark each "
         "part 'covered' when the answer addresses it."
     ),
-    schema=_obj({"questions": {"type": "array", "items": _STR}, "noncommittal": _BOOL,
-                 "parts": {"type": "array", "items": _obj({"text": _STR, "covered": _BOOL})}}),
+    schema=_obj(
+        {
+            "questions": {"type": "array", "items": _STR},
+            "noncommittal": _BOOL,
+            "parts": {"type": "array", "items": _obj({"text": _STR, "covered": _BOOL})},
+        }
+    ),
     render=_render_questions,
     validate=_validate_questions,
 )
@@ -492,8 +574,13 @@ GENERATE_QUESTIONS = TaskSpec(
 
 
 def _render_compare(inputs: dict) -> str:
-    return _dump({"question": inputs["question"], "answer_claims": _numbered(inputs["claims"]),
-                  "reference_statements": _numbered(inputs["statements"])})
+    return _dump(
+        {
+            "question": inputs["question"],
+            "answer_claims": _numbered(inputs["claims"]),
+            "reference_statements": _numbered(inputs["statements"]),
+        }
+    )
 
 
 def _validate_compare(inputs: dict, output: Any) -> dict:
@@ -502,8 +589,14 @@ def _validate_compare(inputs: dict, output: Any) -> dict:
     by_c = _one_per_item(_need_list(out["claims"], "claims"), "claim", n_c, "claim")
     by_s = _one_per_item(_need_list(out["statements"], "statements"), "statement", n_s, "statement")
     return {
-        "claims": [{"claim": i, "in_reference": _bool(by_c[i].get("in_reference"), f"claim {i}: in_reference")} for i in range(n_c)],
-        "statements": [{"statement": i, "in_answer": _bool(by_s[i].get("in_answer"), f"statement {i}: in_answer")} for i in range(n_s)],
+        "claims": [
+            {"claim": i, "in_reference": _bool(by_c[i].get("in_reference"), f"claim {i}: in_reference")}
+            for i in range(n_c)
+        ],
+        "statements": [
+            {"statement": i, "in_answer": _bool(by_s[i].get("in_answer"), f"statement {i}: in_answer")}
+            for i in range(n_s)
+        ],
     }
 
 
@@ -515,8 +608,12 @@ COMPARE_CLAIMS = TaskSpec(
         "answer claim set 'in_reference' true when the reference states or directly implies it. For "
         "each reference statement set 'in_answer' true when the answer states or directly implies it."
     ),
-    schema=_obj({"claims": {"type": "array", "items": _obj({"claim": _INT, "in_reference": _BOOL})},
-                 "statements": {"type": "array", "items": _obj({"statement": _INT, "in_answer": _BOOL})}}),
+    schema=_obj(
+        {
+            "claims": {"type": "array", "items": _obj({"claim": _INT, "in_reference": _BOOL})},
+            "statements": {"type": "array", "items": _obj({"statement": _INT, "in_answer": _BOOL})},
+        }
+    ),
     render=_render_compare,
     validate=_validate_compare,
 )
@@ -558,9 +655,16 @@ def _render_criteria(inputs: dict) -> str:
     sample = dict(inputs["sample"])
     if "contexts" in sample:
         sample["contexts"] = _numbered(sample["contexts"])
-    criteria = [{"index": i, "name": c["name"], "criteria": c["criteria"],
-                 "rubric": [{"score": int(s), "description": d} for s, d in c["rubric"]],
-                 "inputs": list(c["inputs"])} for i, c in enumerate(inputs["criteria"])]
+    criteria = [
+        {
+            "index": i,
+            "name": c["name"],
+            "criteria": c["criteria"],
+            "rubric": [{"score": int(s), "description": d} for s, d in c["rubric"]],
+            "inputs": list(c["inputs"]),
+        }
+        for i, c in enumerate(inputs["criteria"])
+    ]
     return _dump({"criteria": criteria, "sample": sample})
 
 
@@ -595,8 +699,14 @@ JUDGE_CRITERIA = TaskSpec(
         "'applicable' false only when the criterion cannot be judged from its inputs (then say why "
         "in 'reason' and set 'score' to 1; it is ignored); otherwise true."
     ),
-    schema=_obj({"results": {"type": "array", "items": _obj({
-        "criterion": _INT, "applicable": _BOOL, "score": _INT, "reason": _STR})}}),
+    schema=_obj(
+        {
+            "results": {
+                "type": "array",
+                "items": _obj({"criterion": _INT, "applicable": _BOOL, "score": _INT, "reason": _STR}),
+            }
+        }
+    ),
     render=_render_criteria,
     validate=_validate_criteria,
 )
@@ -607,23 +717,47 @@ JUDGE_CRITERIA = TaskSpec(
 #: None: no limit). Edge cases: unanswerable, ambiguous, out_of_scope, multi_hop.
 QUESTION_KINDS: dict[str, tuple[str, int, int | None]] = {
     "simple": ("a factual question answered by one statement of one chunk", 1, None),
-    "reasoning": ("a question whose answer needs a short inference, comparison or calculation over facts "
-                  "of the chunks (not a lookup of one sentence)", 1, None),
+    "reasoning": (
+        "a question whose answer needs a short inference, comparison or calculation over facts "
+        "of the chunks (not a lookup of one sentence)",
+        1,
+        None,
+    ),
     "multi_context": ("a question that needs facts from at least two of the chunks together", 2, None),
-    "multi_hop": ("a chained question: a fact from one chunk identifies what to look up in another "
-                  "(e.g. 'the release that introduced X: what did it also change?')", 2, None),
-    "unanswerable": ("a plausible question on the chunks' topic that the chunks do NOT answer; the answer "
-                     "says the information is not available; cite no chunk", 0, 0),
-    "ambiguous": ("a question with two or more reasonable readings given the chunks; the answer names the "
-                  "readings and answers each one the chunks support", 0, None),
-    "out_of_scope": ("a question unrelated to the chunks' subject (as a user might wrongly ask this "
-                     "assistant); the answer says it is outside the corpus; cite no chunk", 0, 0),
+    "multi_hop": (
+        "a chained question: a fact from one chunk identifies what to look up in another "
+        "(e.g. 'the release that introduced X: what did it also change?')",
+        2,
+        None,
+    ),
+    "unanswerable": (
+        "a plausible question on the chunks' topic that the chunks do NOT answer; the answer "
+        "says the information is not available; cite no chunk",
+        0,
+        0,
+    ),
+    "ambiguous": (
+        "a question with two or more reasonable readings given the chunks; the answer names the "
+        "readings and answers each one the chunks support",
+        0,
+        None,
+    ),
+    "out_of_scope": (
+        "a question unrelated to the chunks' subject (as a user might wrongly ask this "
+        "assistant); the answer says it is outside the corpus; cite no chunk",
+        0,
+        0,
+    ),
 }
 
 
 def _render_write_questions(inputs: dict) -> str:
-    data = {"kind": inputs["kind"], "definition": QUESTION_KINDS[inputs["kind"]][0], "n": inputs["n"],
-            "chunks": _numbered(inputs["chunks"])}
+    data = {
+        "kind": inputs["kind"],
+        "definition": QUESTION_KINDS[inputs["kind"]][0],
+        "n": inputs["n"],
+        "chunks": _numbered(inputs["chunks"]),
+    }
     if inputs.get("avoid"):
         data["already_asked"] = inputs["avoid"]
     return _dump(data)
@@ -651,8 +785,9 @@ def _validate_write_questions(inputs: dict, output: Any) -> dict:
         chunks = _indices(e.get("chunks", []), f"items[{j}].chunks", n_chunks)
         if len(chunks) < lo or (hi is not None and len(chunks) > hi):
             need = "no chunk" if hi == 0 else f"at least {lo} chunk(s)"
-            raise InvalidOutput(f"items[{j}] is a {kind} question: 'chunks' must list {need} that the answer "
-                                f"comes from, got {chunks}")
+            raise InvalidOutput(
+                f"items[{j}] is a {kind} question: 'chunks' must list {need} that the answer comes from, got {chunks}"
+            )
         items.append({"question": question, "answer": _text(e.get("answer"), f"items[{j}].answer"), "chunks": chunks})
     return {"items": items}
 
@@ -674,9 +809,20 @@ WRITE_QUESTIONS = TaskSpec(
     validate=_validate_write_questions,
 )
 
-TASKS: dict[str, TaskSpec] = {t.name: t for t in (
-    EXTRACT_CLAIMS, VERIFY_CLAIMS, RATE_CHUNKS, ATTRIBUTE_STATEMENTS, GENERATE_QUESTIONS, COMPARE_CLAIMS, RATE_ANSWER,
-    JUDGE_CRITERIA, WRITE_QUESTIONS)}
+TASKS: dict[str, TaskSpec] = {
+    t.name: t
+    for t in (
+        EXTRACT_CLAIMS,
+        VERIFY_CLAIMS,
+        RATE_CHUNKS,
+        ATTRIBUTE_STATEMENTS,
+        GENERATE_QUESTIONS,
+        COMPARE_CLAIMS,
+        RATE_ANSWER,
+        JUDGE_CRITERIA,
+        WRITE_QUESTIONS,
+    )
+}
 
 
 #: Tasks that answer several tasks of :data:`TASKS` in one call. A judge is asked them only when

@@ -16,15 +16,25 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ragmeter.judges.retry import TransientError
 from ragmeter.judges.tasks import InvalidOutput
 from ragmeter.redact import redact
 
-__all__ = ["Turn", "ChatRequest", "Reply", "Transport", "CallableTransport", "parse_json_answer",
-           "schema_instructions", "non_json_reply", "key_secrets"]
+__all__ = [
+    "Turn",
+    "ChatRequest",
+    "Reply",
+    "Transport",
+    "CallableTransport",
+    "parse_json_answer",
+    "schema_instructions",
+    "non_json_reply",
+    "key_secrets",
+]
 
 
 @dataclass
@@ -177,16 +187,20 @@ def parse_json_answer(text: str) -> Any:
         first, last = s.find("{"), s.rfind("}")
         if 0 <= first < last:
             try:
-                return json.loads(s[first:last + 1])
+                return json.loads(s[first : last + 1])
             except json.JSONDecodeError:
                 pass
-        raise InvalidOutput(f"the answer is not valid JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+        raise InvalidOutput(
+            f"the answer is not valid JSON ({err.msg} at line {err.lineno} column {err.colno})"
+        ) from None
 
 
 def schema_instructions(name: str, schema: dict) -> str:
     """Text that asks for JSON matching ``schema`` (for backends that cannot enforce a schema)."""
-    return (f"Answer with a single JSON object (the '{name}' answer), no prose and no code fence, "
-            f"matching this JSON schema:\n{json.dumps(schema, separators=(',', ':'))}")
+    return (
+        f"Answer with a single JSON object (the '{name}' answer), no prose and no code fence, "
+        f"matching this JSON schema:\n{json.dumps(schema, separators=(',', ':'))}"
+    )
 
 
 def non_json_reply(body: Any, secrets: Iterable[str] = ()) -> TransientError:

@@ -37,11 +37,22 @@ __all__ = ["WordPiece", "normalize", "pre_tokenize"]
 
 _SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 #: ASCII: drop the control characters except tab/newline/CR (which become spaces).
-_ASCII_CLEAN = {c: None for c in [*range(32), 127] if chr(c) not in "\t\n\r"} | {ord("\t"): " ", ord("\n"): " ",
-                                                                                    ord("\r"): " "}
+_ASCII_CLEAN = {c: None for c in [*range(32), 127] if chr(c) not in "\t\n\r"} | {
+    ord("\t"): " ",
+    ord("\n"): " ",
+    ord("\r"): " ",
+}
 _ASCII_WORDS = re.compile("[^%s]+|[%s]" % ((re.escape(string.punctuation),) * 2))
-_CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-        (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # the ranges of `tokenizers`' BertNormalizer
+_CJK = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B920, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)  # the ranges of `tokenizers`' BertNormalizer
 
 
 def _is_cjk(code: int) -> bool:

@@ -21,8 +21,17 @@ between the judge and the annotators).
 from ragmeter._lazy import lazy_getattr
 
 _MODULES = {
-    "ragmeter.labels.agreement": ("alpha_with_ci", "balanced_accuracy", "bootstrap_ci", "cohen_kappa", "confusion",
-                                  "judge_vs_humans", "kappa_with_ci", "krippendorff_alpha", "suggest_threshold"),
+    "ragmeter.labels.agreement": (
+        "alpha_with_ci",
+        "balanced_accuracy",
+        "bootstrap_ci",
+        "cohen_kappa",
+        "confusion",
+        "judge_vs_humans",
+        "kappa_with_ci",
+        "krippendorff_alpha",
+        "suggest_threshold",
+    ),
     "ragmeter.labels.criteria": ("CRITERIA", "CRITERION_METRICS"),  # read from the registered metrics when asked
     "ragmeter.labels.io": ("Label", "LabelSet", "answer_hash", "import_labels"),
     "ragmeter.labels.matching": ("LabeledItem", "MatchedLabels", "match_labels"),
@@ -31,10 +40,32 @@ _MODULES = {
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
-__all__ = ["cohen_kappa", "krippendorff_alpha", "alpha_with_ci", "kappa_with_ci", "bootstrap_ci", "confusion",
-           "balanced_accuracy", "suggest_threshold", "judge_vs_humans", "Label", "LabelSet", "answer_hash",
-           "import_labels", "match_labels", "MatchedLabels", "LabeledItem", "agreement_report",
-           "format_report", "judge_leniency", "CRITERIA", "CRITERION_METRICS", "export_tasks", "review_queue", "task_records"]
+__all__ = [
+    "cohen_kappa",
+    "krippendorff_alpha",
+    "alpha_with_ci",
+    "kappa_with_ci",
+    "bootstrap_ci",
+    "confusion",
+    "balanced_accuracy",
+    "suggest_threshold",
+    "judge_vs_humans",
+    "Label",
+    "LabelSet",
+    "answer_hash",
+    "import_labels",
+    "match_labels",
+    "MatchedLabels",
+    "LabeledItem",
+    "agreement_report",
+    "format_report",
+    "judge_leniency",
+    "CRITERIA",
+    "CRITERION_METRICS",
+    "export_tasks",
+    "review_queue",
+    "task_records",
+]
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
 

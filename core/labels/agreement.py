@@ -9,13 +9,28 @@ intervals are percentile bootstraps over items (units), seeded, so a run repeats
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["cohen_kappa", "krippendorff_alpha", "alpha_with_ci", "kappa_with_ci", "bootstrap_ci", "is_missing", "balanced_accuracy",
-           "confusion", "suggest_threshold", "judge_vs_humans", "ranks", "auroc", "spearman", "reliability",
-           "STATISTICS"]
+__all__ = [
+    "cohen_kappa",
+    "krippendorff_alpha",
+    "alpha_with_ci",
+    "kappa_with_ci",
+    "bootstrap_ci",
+    "is_missing",
+    "balanced_accuracy",
+    "confusion",
+    "suggest_threshold",
+    "judge_vs_humans",
+    "ranks",
+    "auroc",
+    "spearman",
+    "reliability",
+    "STATISTICS",
+]
 
 _LEVELS = ("nominal", "ordinal", "interval", "ratio")
 
@@ -36,8 +51,9 @@ def is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def cohen_kappa(a: Sequence[Any], b: Sequence[Any], weights: str | None = None,
-                labels: Sequence[Any] | None = None) -> float:
+def cohen_kappa(
+    a: Sequence[Any], b: Sequence[Any], weights: str | None = None, labels: Sequence[Any] | None = None
+) -> float:
     """Cohen's kappa of two annotators' labels of the same items (pairs with a missing label are left out).
 
     With categories ``labels`` (default: the sorted labels seen), ``O`` the observed proportions
@@ -117,7 +133,7 @@ def _alpha_from_units(units: list[list[float]], level: str) -> float:
         delta = np.subtract.outer(v, v) ** 2
     elif level == "ratio":
         total = np.add.outer(v, v)
-        delta = np.divide(np.subtract.outer(v, v) ** 2, total ** 2, out=np.zeros((k, k)), where=total != 0)
+        delta = np.divide(np.subtract.outer(v, v) ** 2, total**2, out=np.zeros((k, k)), where=total != 0)
     else:  # ordinal: (sum of n_g for g from c to k) - (n_c + n_k) / 2, squared
         cum = np.concatenate([[0.0], np.cumsum(n_c)])
         lo, hi = np.minimum.outer(np.arange(k), np.arange(k)), np.maximum.outer(np.arange(k), np.arange(k))
@@ -146,8 +162,15 @@ def krippendorff_alpha(ratings: Any, level: str = "ordinal") -> float:
     return _alpha_from_units(_units(ratings), level)
 
 
-def bootstrap_ci(statistic: Callable[[np.ndarray], float], n_items: int, *, n_boot: int = 1000,
-                 confidence: float = 0.95, seed: int = 0, clusters: Sequence[Any] | None = None) -> tuple[float, float]:
+def bootstrap_ci(
+    statistic: Callable[[np.ndarray], float],
+    n_items: int,
+    *,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    clusters: Sequence[Any] | None = None,
+) -> tuple[float, float]:
     """Percentile bootstrap interval of ``statistic(indices)`` over items drawn with replacement
     (``n_boot`` draws from ``numpy.random.default_rng(seed)``; draws giving NaN are dropped).
     (NaN, NaN) when no draw gives a number.
@@ -164,8 +187,11 @@ def bootstrap_ci(statistic: Callable[[np.ndarray], float], n_items: int, *, n_bo
         if len(clusters) != n_items:
             raise ValueError(f"{len(clusters)} cluster keys for {n_items} items")
         members = list(_cluster_members(clusters).values())
-        draws = (np.concatenate([members[k] for k in rng.integers(0, len(members), len(members))])
-                 for _ in range(n_boot)) if n_items else iter(())
+        draws = (
+            (np.concatenate([members[k] for k in rng.integers(0, len(members), len(members))]) for _ in range(n_boot))
+            if n_items
+            else iter(())
+        )
     stats = [statistic(idx) for idx in draws]
     stats = np.array([s for s in stats if s is not None and not math.isnan(s)])
     if not len(stats):
@@ -219,7 +245,7 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
         return float("nan")
     rx, ry = ranks(x), ranks(y)
     rx, ry = rx - rx.mean(), ry - ry.mean()
-    denom = math.sqrt(float((rx ** 2).sum() * (ry ** 2).sum()))
+    denom = math.sqrt(float((rx**2).sum() * (ry**2).sum()))
     return float((rx * ry).sum() / denom) if denom else float("nan")
 
 
@@ -251,20 +277,33 @@ def alpha_with_ci(ratings: Any, level: str = "ordinal", *, n_boot: int = 1000, s
     over items (see :func:`bootstrap_ci`)."""
     units = _units(ratings)
     alpha = _alpha_from_units(units, level)
-    ci = bootstrap_ci(lambda idx: _alpha_from_units([units[i] for i in idx], level), len(units), n_boot=n_boot, seed=seed)
+    ci = bootstrap_ci(
+        lambda idx: _alpha_from_units([units[i] for i in idx], level), len(units), n_boot=n_boot, seed=seed
+    )
     return {"alpha": alpha, "ci": ci, "items": sum(len(u) >= 2 for u in units)}
 
 
-def kappa_with_ci(a: Sequence[Any], b: Sequence[Any], weights: str | None = "quadratic", *,
-                  labels: Sequence[Any] | None = None, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+def kappa_with_ci(
+    a: Sequence[Any],
+    b: Sequence[Any],
+    weights: str | None = "quadratic",
+    *,
+    labels: Sequence[Any] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
     """``{"kappa", "ci": (low, high), "items"}``: :func:`cohen_kappa` (categories ``labels``,
     default the labels seen) and its bootstrap interval."""
     pairs = [(x, y) for x, y in zip(a, b) if not is_missing(x) and not is_missing(y)]
     xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
     labels = sorted(set(xs) | set(ys)) if labels is None else list(labels)
     kappa = cohen_kappa(xs, ys, weights, labels)
-    ci = bootstrap_ci(lambda idx: cohen_kappa([xs[i] for i in idx], [ys[i] for i in idx], weights, labels),
-                      len(pairs), n_boot=n_boot, seed=seed)
+    ci = bootstrap_ci(
+        lambda idx: cohen_kappa([xs[i] for i in idx], [ys[i] for i in idx], weights, labels),
+        len(pairs),
+        n_boot=n_boot,
+        seed=seed,
+    )
     return {"kappa": kappa, "ci": ci, "items": len(pairs)}
 
 
@@ -272,14 +311,20 @@ def confusion(judge_pass: Sequence[bool], human_pass: Sequence[bool]) -> dict[st
     """The confusion table with the humans as truth: ``tp`` both pass, ``fp`` the judge passes what
     the humans fail, ``fn`` the judge fails what the humans pass, ``tn`` both fail."""
     pairs = list(zip(judge_pass, human_pass))
-    return {"tp": sum(j and h for j, h in pairs), "fp": sum(j and not h for j, h in pairs),
-            "fn": sum(h and not j for j, h in pairs), "tn": sum(not j and not h for j, h in pairs)}
+    return {
+        "tp": sum(j and h for j, h in pairs),
+        "fp": sum(j and not h for j, h in pairs),
+        "fn": sum(h and not j for j, h in pairs),
+        "tn": sum(not j and not h for j, h in pairs),
+    }
 
 
 def balanced_accuracy(table: dict[str, int]) -> float:
     """``(tp / (tp + fn) + tn / (tn + fp)) / 2``; with one class absent, the other class's rate."""
-    rates = [table["tp"] / (table["tp"] + table["fn"]) if table["tp"] + table["fn"] else None,
-             table["tn"] / (table["tn"] + table["fp"]) if table["tn"] + table["fp"] else None]
+    rates = [
+        table["tp"] / (table["tp"] + table["fn"]) if table["tp"] + table["fn"] else None,
+        table["tn"] / (table["tn"] + table["fp"]) if table["tn"] + table["fp"] else None,
+    ]
     rates = [r for r in rates if r is not None]
     return sum(rates) / len(rates) if rates else float("nan")
 
@@ -297,8 +342,15 @@ def suggest_threshold(judge: Sequence[float], human_pass: Sequence[bool], curren
     return best
 
 
-def judge_vs_humans(judge: Sequence[float], human: Sequence[float], threshold: float, *, human_pass_at: float = 4.0,
-                    n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+def judge_vs_humans(
+    judge: Sequence[float],
+    human: Sequence[float],
+    threshold: float,
+    *,
+    human_pass_at: float = 4.0,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
     """How one metric's judge values match the humans' ratings (1-5, e.g. the mean over annotators) of the same items.
 
     Returns ``spearman`` and ``kendall`` (scipy's rho and tau-b, with p-values), the confusion
@@ -315,8 +367,12 @@ def judge_vs_humans(judge: Sequence[float], human: Sequence[float], threshold: f
     js, hs = [p[0] for p in pairs], [p[1] for p in pairs]
     human_pass = [h >= human_pass_at for h in hs]
     table = confusion([j >= threshold for j in js], human_pass)
-    out: dict[str, Any] = {"items": len(pairs), "threshold": threshold, "confusion": table,
-                           "balanced_accuracy": balanced_accuracy(table)}
+    out: dict[str, Any] = {
+        "items": len(pairs),
+        "threshold": threshold,
+        "confusion": table,
+        "balanced_accuracy": balanced_accuracy(table),
+    }
     varied = len(pairs) >= 2 and len(set(js)) > 1 and len(set(hs)) > 1
     rho = stats.spearmanr(js, hs) if varied else None  # for its p-value; the statistic is spearman()'s
     tau = stats.kendalltau(js, hs) if varied else None
@@ -327,5 +383,8 @@ def judge_vs_humans(judge: Sequence[float], human: Sequence[float], threshold: f
     out["suggested_threshold"] = suggest_threshold(js, human_pass, threshold)
     out["suggested_ci"] = bootstrap_ci(
         lambda idx: suggest_threshold([js[i] for i in idx], [human_pass[i] for i in idx], threshold),
-        len(pairs), n_boot=n_boot, seed=seed)
+        len(pairs),
+        n_boot=n_boot,
+        seed=seed,
+    )
     return out

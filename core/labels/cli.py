@@ -66,16 +66,25 @@ def _cmd_agreement(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``labels`` (with ``export``, ``import`` and ``agreement``) to the ``ragmeter`` command's subparsers."""
-    p = sub.add_parser("labels", help="human labels: export labeling tasks, import labels, measure agreement",
-                       description="Check the judge against people: export labeling tasks in review-queue order, "
-                                   "import the completed labels into the history store, and measure agreement "
-                                   "between annotators and between the judge and the annotators.")
+    p = sub.add_parser(
+        "labels",
+        help="human labels: export labeling tasks, import labels, measure agreement",
+        description="Check the judge against people: export labeling tasks in review-queue order, "
+        "import the completed labels into the history store, and measure agreement "
+        "between annotators and between the judge and the annotators.",
+    )
     lsub = p.add_subparsers(dest="labels_command", metavar="ACTION", required=True)
 
     e = lsub.add_parser("export", help="write labeling tasks (.jsonl, .csv or an offline .html page)")
-    e.add_argument("results", metavar="RESULTS", help="results file written by 'ragmeter evaluate --out' (.jsonl or .json)")
+    e.add_argument(
+        "results", metavar="RESULTS", help="results file written by 'ragmeter evaluate --out' (.jsonl or .json)"
+    )
     e.add_argument("--out", required=True, metavar="FILE", help="tasks file: .jsonl, .csv or .html")
-    e.add_argument("--criteria", metavar="LIST", help=f"comma-separated criteria to rate (default: {','.join(labeling_criteria())})")
+    e.add_argument(
+        "--criteria",
+        metavar="LIST",
+        help=f"comma-separated criteria to rate (default: {','.join(labeling_criteria())})",
+    )
     e.add_argument("--show-verdicts", action="store_true", help="include the judge's verdicts (hidden by default)")
     e.add_argument("-n", type=int, default=None, metavar="N", help="only the first N tasks of the review queue")
     e.add_argument("--seed", type=int, default=0, help="seed of the random part of the queue (default 0)")
@@ -87,10 +96,18 @@ def register(sub: Any) -> None:
     i.set_defaults(func=_cmd_import)
 
     a = lsub.add_parser("agreement", help="annotator agreement and judge vs humans")
-    a.add_argument("source", metavar="FILE_OR_DB", help="labels file (.json, .jsonl, .csv) or history store (path or URL)")
-    a.add_argument("--results", metavar="RESULTS", help="results file of the judged run, to compare the judge with the humans")
-    a.add_argument("--human-pass-at", type=float, default=4.0, help="a mean human rating at or above this passes (default 4)")
-    a.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap draws for the intervals (default 1000)")
+    a.add_argument(
+        "source", metavar="FILE_OR_DB", help="labels file (.json, .jsonl, .csv) or history store (path or URL)"
+    )
+    a.add_argument(
+        "--results", metavar="RESULTS", help="results file of the judged run, to compare the judge with the humans"
+    )
+    a.add_argument(
+        "--human-pass-at", type=float, default=4.0, help="a mean human rating at or above this passes (default 4)"
+    )
+    a.add_argument(
+        "--bootstrap", type=int, default=1000, metavar="N", help="bootstrap draws for the intervals (default 1000)"
+    )
     a.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.set_defaults(func=_cmd_agreement)

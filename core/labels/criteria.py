@@ -29,10 +29,11 @@ CRITERION_METRICS: dict[str, str]
 COMPOSITE = "composite"
 
 #: The criterion of no single metric: the answer as a whole, compared with the composite score.
-OVERALL = LabelingCriterion("overall", "Would you accept this answer for a user?", {
-    "1": "unacceptable: wrong or harmful",
-    "3": "acceptable with reservations",
-    "5": "good as it is"})
+OVERALL = LabelingCriterion(
+    "overall",
+    "Would you accept this answer for a user?",
+    {"1": "unacceptable: wrong or harmful", "3": "acceptable with reservations", "5": "good as it is"},
+)
 
 
 def _criteria() -> list[tuple[LabelingCriterion, str]]:

@@ -12,9 +12,10 @@ import csv
 import hashlib
 import io
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ragmeter.data import RecordError
 from ragmeter.fileio import JSON_ERRORS, json_problem, parse_json, read_text
@@ -59,8 +60,12 @@ class Label:
 
     def to_dict(self) -> dict[str, Any]:
         """The label as a JSON-ready dict (the unset optional fields left out)."""
-        out: dict[str, Any] = {"sample_id": self.sample_id, "annotator": self.annotator, "criterion": self.criterion,
-                               "value": self.value}
+        out: dict[str, Any] = {
+            "sample_id": self.sample_id,
+            "annotator": self.annotator,
+            "criterion": self.criterion,
+            "value": self.value,
+        }
         for key in ("answer_hash", "cluster", "scale"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -115,8 +120,14 @@ def parse_label(record: Any, location: str, annotator: str | None = None) -> Lab
     try:
         value = check_value(record.get("value"), "1-5" if page_scale else scale)
     except ValueError as exc:
-        hint = (f" (the labeling page rates {criterion} 1-5; a label on another scale names it, e.g. "
-                '"scale": "binary")') if page_scale else ""
+        hint = (
+            (
+                f" (the labeling page rates {criterion} 1-5; a label on another scale names it, e.g. "
+                '"scale": "binary")'
+            )
+            if page_scale
+            else ""
+        )
         raise RecordError(location, "value", str(exc) + hint) from None
     given = _text(record, location, "answer_hash")
     answer = record.get("answer")

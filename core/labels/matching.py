@@ -9,8 +9,9 @@ label left out is reported with the reason, naming where it was read; none is gu
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ragmeter.labels.criteria import COMPOSITE, criterion_metrics
 from ragmeter.labels.io import Label, answer_hash
@@ -86,18 +87,25 @@ def match_labels(result: Any, labels: Iterable[Label], *, metrics: Iterable[str]
         if label.sample_id not in answers:
             out.skipped.append(f"{where}sample {label.sample_id!r} is not in the run")
         elif metric not in known:
-            out.skipped.append(f"{where}the run has no metric {metric!r}"
-                               + (f" (criterion {label.criterion!r})" if metric != label.criterion else ""))
+            out.skipped.append(
+                f"{where}the run has no metric {metric!r}"
+                + (f" (criterion {label.criterion!r})" if metric != label.criterion else "")
+            )
         elif label.answer_hash is not None and label.answer_hash != answers[label.sample_id]:
-            out.skipped.append(f"{where}sample {label.sample_id!r}: the answer changed since it was labeled "
-                               f"(labeled answer {label.answer_hash}, the run's {answers[label.sample_id]})")
+            out.skipped.append(
+                f"{where}sample {label.sample_id!r}: the answer changed since it was labeled "
+                f"(labeled answer {label.answer_hash}, the run's {answers[label.sample_id]})"
+            )
         else:
             kept.setdefault(metric, {}).setdefault(label.sample_id, {})[label.annotator] = label
     for metric, per_sample in kept.items():
         every = [lb for per in per_sample.values() for lb in per.values()]
         try:
-            scale = infer_scale([lb.value for lb in every], [lb.scale for lb in every],
-                                next((lb.criterion for lb in every if lb.criterion != metric), metric))
+            scale = infer_scale(
+                [lb.value for lb in every],
+                [lb.scale for lb in every],
+                next((lb.criterion for lb in every if lb.criterion != metric), metric),
+            )
         except ValueError as exc:
             out.skipped.append(f"{metric}: {len(every)} labels left out: {exc}")
             continue
@@ -114,8 +122,14 @@ def match_labels(result: Any, labels: Iterable[Label], *, metrics: Iterable[str]
             if not ls:
                 continue
             values = [float(lb.value) for lb in ls]  # type: ignore[arg-type]
-            items[sid] = LabeledItem(sid, metric, sum(values) / len(values), values, [lb.annotator for lb in ls],
-                                     next((lb.cluster for lb in ls if lb.cluster), None),
-                                     all(lb.answer_hash is not None for lb in ls))
+            items[sid] = LabeledItem(
+                sid,
+                metric,
+                sum(values) / len(values),
+                values,
+                [lb.annotator for lb in ls],
+                next((lb.cluster for lb in ls if lb.cluster), None),
+                all(lb.answer_hash is not None for lb in ls),
+            )
         out.items[metric] = items
     return out

@@ -16,7 +16,8 @@ are binary, whole numbers up to 5 with one above 1 are 1-5, and numbers in [0, 1
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ragmeter.labels.criteria import criteria
 

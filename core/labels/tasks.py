@@ -8,8 +8,9 @@ import io
 import json
 import os
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ragmeter.fileio import write_text_atomic
 from ragmeter.labels.criteria import criteria as labeling_criteria
@@ -18,8 +19,7 @@ from ragmeter.metrics.scoring import SampleResult
 from ragmeter.privacy import for_output
 from ragmeter.result import EvaluationResult
 
-__all__ = ["DISAGREEMENT_SPREAD", "NEAR_THRESHOLD", "review_queue", "export_tasks",
-           "task_records"]
+__all__ = ["DISAGREEMENT_SPREAD", "NEAR_THRESHOLD", "review_queue", "export_tasks", "task_records"]
 
 #: An ensemble judge's members disagree when their values spread more than this.
 DISAGREEMENT_SPREAD = 0.3
@@ -29,13 +29,19 @@ NEAR_THRESHOLD = 0.05
 
 def _reasons(r: SampleResult, thresholds: dict[str, tuple[float, float]]) -> tuple[int, float, str] | None:
     """(priority, order within it, reason) of a sample that needs a look; None otherwise."""
-    spreads = [(s.details.get("spread"), m) for m, s in r.scores.items()
-               if isinstance(s.details.get("spread"), (int, float)) and s.details["spread"] > DISAGREEMENT_SPREAD]
+    spreads = [
+        (s.details.get("spread"), m)
+        for m, s in r.scores.items()
+        if isinstance(s.details.get("spread"), (int, float)) and s.details["spread"] > DISAGREEMENT_SPREAD
+    ]
     if spreads:
         spread, metric = max(spreads)
         return (0, -spread, f"ensemble disagreement: {metric} spread {spread:.2f} > {DISAGREEMENT_SPREAD}")
-    near = [(abs(s.value - thresholds[m][0]), m, s.value) for m, s in r.scores.items()
-            if s.value is not None and m in thresholds and abs(s.value - thresholds[m][0]) <= NEAR_THRESHOLD]
+    near = [
+        (abs(s.value - thresholds[m][0]), m, s.value)
+        for m, s in r.scores.items()
+        if s.value is not None and m in thresholds and abs(s.value - thresholds[m][0]) <= NEAR_THRESHOLD
+    ]
     if near:
         dist, metric, value = min(near)
         return (1, dist, f"near threshold: {metric} {value:.2f} within {NEAR_THRESHOLD} of {thresholds[metric][0]}")
@@ -63,8 +69,14 @@ def _verdicts(r: SampleResult) -> dict[str, Any]:
     return {m: {"value": s.value, "label": s.label, "error": s.error} for m, s in r.scores.items()}
 
 
-def task_records(result: EvaluationResult, *, criteria: Sequence[str] | None = None, show_verdicts: bool = False,
-                 n: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
+def task_records(
+    result: EvaluationResult,
+    *,
+    criteria: Sequence[str] | None = None,
+    show_verdicts: bool = False,
+    n: int | None = None,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """The tasks :func:`export_tasks` writes, as dicts (the first ``n`` of :func:`review_queue`;
     ``criteria``: None for all of :func:`ragmeter.labels.criteria.criteria`)."""
     guides = labeling_criteria()
@@ -77,9 +89,16 @@ def task_records(result: EvaluationResult, *, criteria: Sequence[str] | None = N
     for rank, (r, reason) in enumerate(queue, start=1):
         r = for_output(r)  # no secrets; no content when captured without
         s = r.sample
-        task = {"sample_id": s.id, "queue_rank": rank, "reason": reason, "question": s.question,
-                "chunks": [getattr(c, "text", c) for c in s.contexts], "answer": s.answer,
-                "answer_hash": answer_hash(s.answer), "criteria": {c: guides[c] for c in criteria}}
+        task = {
+            "sample_id": s.id,
+            "queue_rank": rank,
+            "reason": reason,
+            "question": s.question,
+            "chunks": [getattr(c, "text", c) for c in s.contexts],
+            "answer": s.answer,
+            "answer_hash": answer_hash(s.answer),
+            "criteria": {c: guides[c] for c in criteria},
+        }
         if show_verdicts:
             task["judge_verdicts"] = _verdicts(r)
         tasks.append(task)
@@ -87,12 +106,20 @@ def task_records(result: EvaluationResult, *, criteria: Sequence[str] | None = N
 
 
 def _guide(criteria: dict[str, dict[str, Any]]) -> str:
-    return "\n".join(f"{c}: {g['question']} " + "; ".join(f"{k} = {v}" for k, v in g["anchors"].items())
-                     for c, g in criteria.items())
+    return "\n".join(
+        f"{c}: {g['question']} " + "; ".join(f"{k} = {v}" for k, v in g["anchors"].items()) for c, g in criteria.items()
+    )
 
 
-def export_tasks(result: EvaluationResult, out: str | os.PathLike, *, criteria: Sequence[str] | None = None,
-                 show_verdicts: bool = False, n: int | None = None, seed: int = 0) -> Path:
+def export_tasks(
+    result: EvaluationResult,
+    out: str | os.PathLike,
+    *,
+    criteria: Sequence[str] | None = None,
+    show_verdicts: bool = False,
+    n: int | None = None,
+    seed: int = 0,
+) -> Path:
     """Write labeling tasks for ``result``'s samples to ``out`` (.jsonl, .csv or .html).
 
     Each task has the question, the chunks, the answer and its hash (:func:`answer_hash`: the
@@ -114,12 +141,37 @@ def export_tasks(result: EvaluationResult, out: str | os.PathLike, *, criteria: 
     elif suffix == ".csv":
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(["sample_id", "queue_rank", "reason", "question", "chunks", "answer", "answer_hash", "guide",
-                    *(["judge_verdicts"] if show_verdicts else []), "annotator", *criteria])
+        w.writerow(
+            [
+                "sample_id",
+                "queue_rank",
+                "reason",
+                "question",
+                "chunks",
+                "answer",
+                "answer_hash",
+                "guide",
+                *(["judge_verdicts"] if show_verdicts else []),
+                "annotator",
+                *criteria,
+            ]
+        )
         for t in tasks:
-            w.writerow([t["sample_id"], t["queue_rank"], t["reason"], t["question"], "\n\n".join(t["chunks"]),
-                        t["answer"] or "", t["answer_hash"], _guide(t["criteria"]),
-                        *([json.dumps(t["judge_verdicts"])] if show_verdicts else []), "", *([""] * len(criteria))])
+            w.writerow(
+                [
+                    t["sample_id"],
+                    t["queue_rank"],
+                    t["reason"],
+                    t["question"],
+                    "\n\n".join(t["chunks"]),
+                    t["answer"] or "",
+                    t["answer_hash"],
+                    _guide(t["criteria"]),
+                    *([json.dumps(t["judge_verdicts"])] if show_verdicts else []),
+                    "",
+                    *([""] * len(criteria)),
+                ]
+            )
         write_text_atomic(path, buf.getvalue())
     elif suffix in (".html", ".htm"):
         from ragmeter.labels.page import labeling_page

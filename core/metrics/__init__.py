@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ragmeter._lazy import lazy_getattr
 
@@ -70,15 +71,40 @@ _CLASSES.update({cls: module for module, cls in STRING_METRICS.values()})
 _CLASSES.update({cls: module for module, cls in DOMAIN_METRICS.values()})
 _CLASSES["Criteria"] = _CLASSES["FunctionMetric"] = "ragmeter.metrics.criteria"  # custom metrics (need arguments)
 
-__all__ = ["Metric", "LabelingCriterion", "ScoringContext", "get_metric", "resolve_metrics", "metric_class", "metric_classes", "metric_names",
-           "load_plugins", "metrics_help", "REGISTRY", "STRING_METRICS",
-           "DOMAIN_METRICS", "METRIC_NAMES", "RETRIEVAL_METRICS", "DEFAULT_METRICS", "DEFAULT_RETRIEVAL_METRICS", "retrieval", *_CLASSES]
+__all__ = [
+    "Metric",
+    "LabelingCriterion",
+    "ScoringContext",
+    "get_metric",
+    "resolve_metrics",
+    "metric_class",
+    "metric_classes",
+    "metric_names",
+    "load_plugins",
+    "metrics_help",
+    "REGISTRY",
+    "STRING_METRICS",
+    "DOMAIN_METRICS",
+    "METRIC_NAMES",
+    "RETRIEVAL_METRICS",
+    "DEFAULT_METRICS",
+    "DEFAULT_RETRIEVAL_METRICS",
+    "retrieval",
+    *_CLASSES,
+]
 
 
-_lazy = lazy_getattr(__name__, {**_CLASSES, "Metric": "ragmeter.metrics.base",
-                                "LabelingCriterion": "ragmeter.metrics.base",
-                                "ScoringContext": "ragmeter.metrics.requests",
-                                "retrieval": "ragmeter.metrics.retrieval"}, {"retrieval"})
+_lazy = lazy_getattr(
+    __name__,
+    {
+        **_CLASSES,
+        "Metric": "ragmeter.metrics.base",
+        "LabelingCriterion": "ragmeter.metrics.base",
+        "ScoringContext": "ragmeter.metrics.requests",
+        "retrieval": "ragmeter.metrics.retrieval",
+    },
+    {"retrieval"},
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -108,8 +134,12 @@ def _plugin_problem(name: str, obj: Any) -> str | None:
         return f"its class's name is {obj.name!r}, not the entry point's {name!r}"
     if getattr(importlib.import_module(obj.__module__), obj.__qualname__, None) is not obj:
         return "the class must be a module-level name of its module"
-    if name in REGISTRY or name in STRING_METRICS or name in DOMAIN_METRICS or \
-            name.partition("@")[0] in {m.split("@")[0] for m in RETRIEVAL_METRICS}:
+    if (
+        name in REGISTRY
+        or name in STRING_METRICS
+        or name in DOMAIN_METRICS
+        or name.partition("@")[0] in {m.split("@")[0] for m in RETRIEVAL_METRICS}
+    ):
         return f"ragmeter already has a metric named {name!r}"
     return None
 
@@ -161,7 +191,7 @@ def metric_classes() -> dict[str, type[Metric]]:
     return {name: metric_class(name) for table in (REGISTRY, STRING_METRICS, DOMAIN_METRICS) for name in table}
 
 
-def get_metric(spec: "str | Metric") -> Metric:
+def get_metric(spec: str | Metric) -> Metric:
     """A metric from its name: ``"faithfulness"``, ``"context_precision"``, ``"precision@5"``,
     ``"ndcg@10"``, ``"mrr"`` ... (see :data:`METRIC_NAMES`). Metric instances pass through."""
     from ragmeter.metrics.base import Metric
@@ -185,13 +215,21 @@ def get_metric(spec: "str | Metric") -> Metric:
 def metrics_help() -> str:
     """The ``--metrics`` help text, generated from :data:`REGISTRY` (plugins included) and the defaults."""
     load_plugins()
-    return ("comma-separated metric names (repeatable). Judge metrics: " + ", ".join(REGISTRY)
-            + ". String metrics (answer vs reference; reward wording, not truth): " + ", ".join(STRING_METRICS)
-            + ". Domain checks (the legal and medical profiles add them): " + ", ".join(DOMAIN_METRICS)
-            + ". Retrieval metrics (need relevant_ids): "
-            + ", ".join(m.replace("@k", "@K") for m in RETRIEVAL_METRICS)
-            + ". Default: " + ", ".join(DEFAULT_METRICS) + " (+ " + ", ".join(DEFAULT_RETRIEVAL_METRICS)
-            + " when records carry relevant_ids)")
+    return (
+        "comma-separated metric names (repeatable). Judge metrics: "
+        + ", ".join(REGISTRY)
+        + ". String metrics (answer vs reference; reward wording, not truth): "
+        + ", ".join(STRING_METRICS)
+        + ". Domain checks (the legal and medical profiles add them): "
+        + ", ".join(DOMAIN_METRICS)
+        + ". Retrieval metrics (need relevant_ids): "
+        + ", ".join(m.replace("@k", "@K") for m in RETRIEVAL_METRICS)
+        + ". Default: "
+        + ", ".join(DEFAULT_METRICS)
+        + " (+ "
+        + ", ".join(DEFAULT_RETRIEVAL_METRICS)
+        + " when records carry relevant_ids)"
+    )
 
 
 def resolve_metrics(metrics: Iterable[Any] | None, samples: Sequence[Any] = ()) -> list[Metric]:

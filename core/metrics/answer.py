@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ragmeter.data import Sample, Score
 from ragmeter.judges.base import JudgeError, cosine
@@ -48,13 +48,25 @@ class AnswerRelevancy(Metric):
     requires = ("answer",)
     diagnosis = "generation"
     banded = True
-    criterion = LabelingCriterion("relevance", "Does the answer address the question that was asked?", {
-        "1": "off-topic or answers another question",
-        "3": "partly addresses it, or buries the answer in unrelated text",
-        "5": "directly and only answers the question"})
+    criterion = LabelingCriterion(
+        "relevance",
+        "Does the answer address the question that was asked?",
+        {
+            "1": "off-topic or answers another question",
+            "3": "partly addresses it, or buries the answer in unrelated text",
+            "5": "directly and only answers the question",
+        },
+    )
 
-    def __init__(self, *, n: int = DEFAULT_N_QUESTIONS, method: str = "embeddings", aggregate: str = "mean",
-                 threshold: float | None = None, warn: float | None = None):
+    def __init__(
+        self,
+        *,
+        n: int = DEFAULT_N_QUESTIONS,
+        method: str = "embeddings",
+        aggregate: str = "mean",
+        threshold: float | None = None,
+        warn: float | None = None,
+    ):
         super().__init__(threshold=threshold, warn=warn)
         if method not in ("embeddings", "rating"):
             raise ValueError("method must be 'embeddings' or 'rating'")
@@ -78,34 +90,48 @@ class AnswerRelevancy(Metric):
             return []
         if out["noncommittal"]:
             return []
-        return [ctx.question_text(), *out["questions"][:self.n]]
+        return [ctx.question_text(), *out["questions"][: self.n]]
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         if self.method == "rating":
             out = await ctx.answer_rating()
             reason = out["reason"]
-            return Score(self.name, out["score"], explanation=f"rated {out['score']:.2f} by the judge" + (f": {reason}" if reason else ""),
-                         details={"method": "rating", "reason": reason})
+            return Score(
+                self.name,
+                out["score"],
+                explanation=f"rated {out['score']:.2f} by the judge" + (f": {reason}" if reason else ""),
+                details={"method": "rating", "reason": reason},
+            )
         out = await ctx.generated_questions()
         details: dict = {"method": "embeddings", "aggregate": self.aggregate, "noncommittal": out["noncommittal"]}
         if out["noncommittal"]:
-            return Score(self.name, 0.0, explanation="the answer is noncommittal (evasive, vague or declines to answer): scored 0",
-                         details=details)
+            return Score(
+                self.name,
+                0.0,
+                explanation="the answer is noncommittal (evasive, vague or declines to answer): scored 0",
+                details=details,
+            )
         vectors = await ctx.embeddings()
         q = _vector(vectors, ctx.question_text(), "question")
         if not ctx.generates_questions():
             sim = max(0.0, cosine(q, _vector(vectors, ctx.answer_text(), "answer")))
             details["similarity"] = sim
             judge = getattr(ctx.judge, "name", "this")
-            return Score(self.name, sim, details=details,
-                         explanation=f"the {judge} judge cannot generate questions; score = similarity of question and answer ({sim:.2f})")
-        questions = out["questions"][:self.n]
+            return Score(
+                self.name,
+                sim,
+                details=details,
+                explanation=f"the {judge} judge cannot generate questions; score = similarity of question and answer ({sim:.2f})",
+            )
+        questions = out["questions"][: self.n]
         sims = [cosine(q, _vector(vectors, g, "generated question")) for g in questions]
         details["questions"] = [{"question": g, "similarity": s} for g, s in zip(questions, sims)]
         raw = max(sims) if self.aggregate == "max" else sum(sims) / len(sims)
         value = max(0.0, raw)
-        explanation = (f"{self.aggregate} cosine similarity of the question and {len(sims)} questions generated "
-                       f"from the answer: {value:.2f}")
+        explanation = (
+            f"{self.aggregate} cosine similarity of the question and {len(sims)} questions generated "
+            f"from the answer: {value:.2f}"
+        )
         return Score(self.name, value, explanation=explanation, details=details)
 
 
@@ -153,8 +179,9 @@ class AnswerCorrectness(Metric):
     requires = ("answer", "reference")
     profile_levels = {"legal": (0.8, 0.6), "medical": (0.8, 0.6)}
 
-    def __init__(self, *, weights: Sequence[float] = (0.75, 0.25), threshold: float | None = None,
-                 warn: float | None = None):
+    def __init__(
+        self, *, weights: Sequence[float] = (0.75, 0.25), threshold: float | None = None, warn: float | None = None
+    ):
         super().__init__(threshold=threshold, warn=warn)
         w = [float(x) for x in weights]
         if len(w) != 2 or any(x < 0 for x in w) or sum(w) <= 0:
@@ -178,30 +205,45 @@ class AnswerCorrectness(Metric):
             out = await ctx.claim_comparison(claims, statements)
             # A judge that grades support (the offline judge) gives partial credit per claim and
             # statement; otherwise the verdict counts 1 or 0.
-            claim_records = [{"claim": c["text"], "in_reference": v["in_reference"],
-                              "support": float(v.get("support", v["in_reference"]))}
-                             for c, v in zip(claims, out["claims"])]
-            statement_records = [{"statement": s, "in_answer": v["in_answer"],
-                                  "support": float(v.get("support", v["in_answer"]))}
-                                 for s, v in zip(statements, out["statements"])]
+            claim_records = [
+                {
+                    "claim": c["text"],
+                    "in_reference": v["in_reference"],
+                    "support": float(v.get("support", v["in_reference"])),
+                }
+                for c, v in zip(claims, out["claims"])
+            ]
+            statement_records = [
+                {"statement": s, "in_answer": v["in_answer"], "support": float(v.get("support", v["in_answer"]))}
+                for s, v in zip(statements, out["statements"])
+            ]
         precision = word_share([r["claim"] for r in claim_records], [r["support"] for r in claim_records])
         recall = word_share(statements, [r["support"] for r in statement_records])
         stated = sum(r["support"] >= 0.5 for r in claim_records)
         covered = sum(r["support"] >= 0.5 for r in statement_records)
         f1 = 2 * precision * recall / (precision + recall) if precision and recall else 0.0
         w_f, w_s = self.weights
-        details: dict = {"weights": [w_f, w_s], "f1": f1, "precision": precision, "recall": recall,
-                         "claims": claim_records, "statements": statement_records}
+        details: dict = {
+            "weights": [w_f, w_s],
+            "f1": f1,
+            "precision": precision,
+            "recall": recall,
+            "claims": claim_records,
+            "statements": statement_records,
+        }
         similarity = None
         if w_s > 0:
             vectors = await ctx.embeddings()
-            similarity = max(0.0, cosine(_vector(vectors, ctx.answer_text(), "answer"),
-                                         _vector(vectors, reference, "reference")))
+            similarity = max(
+                0.0, cosine(_vector(vectors, ctx.answer_text(), "answer"), _vector(vectors, reference, "reference"))
+            )
             details["similarity"] = similarity
         value = (w_f * f1 + w_s * (similarity or 0.0)) / (w_f + w_s)
-        explanation = (f"factual F1 {f1:.2f} (precision {precision:.2f}: {stated} of {len(claim_records)} claims "
-                       f"mostly in the reference; recall {recall:.2f}: {covered} of {len(statement_records)} reference "
-                       f"statements mostly covered; shares by words)")
+        explanation = (
+            f"factual F1 {f1:.2f} (precision {precision:.2f}: {stated} of {len(claim_records)} claims "
+            f"mostly in the reference; recall {recall:.2f}: {covered} of {len(statement_records)} reference "
+            f"statements mostly covered; shares by words)"
+        )
         if similarity is not None:
             explanation += f", similarity {similarity:.2f}, weights {w_f:g}/{w_s:g}"
         if not claims:
@@ -234,10 +276,15 @@ class ResponseCompleteness(Metric):
     threshold = 0.8
     warn = 0.6
     requires = ("answer",)
-    criterion = LabelingCriterion("completeness", "Does the answer cover everything the question needs?", {
-        "1": "misses the essential part",
-        "3": "covers the main part, misses secondary parts",
-        "5": "nothing needed is missing"})
+    criterion = LabelingCriterion(
+        "completeness",
+        "Does the answer cover everything the question needs?",
+        {
+            "1": "misses the essential part",
+            "3": "covers the main part, misses secondary parts",
+            "5": "nothing needed is missing",
+        },
+    )
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         if sample.reference and getattr(ctx.judge, "completeness_from_reference", False):
@@ -252,8 +299,9 @@ class ResponseCompleteness(Metric):
         explanation = f"{len(covered)} of {len(parts)} parts of the question covered"
         if missing:
             explanation += ": missing " + "; ".join(repr(m) for m in missing[:5])
-        return Score(self.name, value, explanation=explanation,
-                     details={"parts": parts, "covered": covered, "missing": missing})
+        return Score(
+            self.name, value, explanation=explanation, details={"parts": parts, "covered": covered, "missing": missing}
+        )
 
     async def _against_reference(self, statements: list[str], ctx: ScoringContext) -> Score:
         """The share of the reference's statements the answer covers (graded when the judge grades)."""
@@ -267,9 +315,15 @@ class ResponseCompleteness(Metric):
         # "How much of the reference" counts words, so a long statement weighs more than a short one.
         value = word_share(statements, covers)
         missing = [r["statement"] for r in records if r["covered"] < 0.5]
-        explanation = (f"the answer covers {value:.0%} of the reference ({len(statements) - len(missing)} of "
-                       f"{len(statements)} statements mostly covered)")
+        explanation = (
+            f"the answer covers {value:.0%} of the reference ({len(statements) - len(missing)} of "
+            f"{len(statements)} statements mostly covered)"
+        )
         if not claims:
             explanation += "; the answer makes no factual claim"
-        return Score(self.name, value, explanation=explanation,
-                     details={"method": "reference", "statements": records, "missing": missing})
+        return Score(
+            self.name,
+            value,
+            explanation=explanation,
+            details={"method": "reference", "statements": records, "missing": missing},
+        )

@@ -7,8 +7,8 @@ rate for it, its levels under the domain profiles). Adding a metric is its class
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from ragmeter.data import Sample, Score, label_for
 from ragmeter.judges.base import Embedder, Judge, JudgeError
@@ -97,7 +97,7 @@ class Metric:
     def __init__(self, *, threshold: float | None = None, warn: float | None = None):
         self._set_levels(threshold, warn)
 
-    def with_levels(self, threshold: float | None = None, warn: float | None = None) -> "Metric":
+    def with_levels(self, threshold: float | None = None, warn: float | None = None) -> Metric:
         """This metric with other pass / warn levels: a copy when either is given, else itself.
         Raises ValueError unless 0 <= warn <= threshold <= 1."""
         if threshold is None and warn is None:
@@ -146,8 +146,13 @@ class Metric:
         judge = self.judge_name(ctx)
         missing = self.missing_fields(sample)
         if missing:
-            return Score(self.name, None, explanation=f"not applicable: the sample has no {' / '.join(missing)}",
-                         details={"missing": missing}, judge=judge)
+            return Score(
+                self.name,
+                None,
+                explanation=f"not applicable: the sample has no {' / '.join(missing)}",
+                details={"missing": missing},
+                judge=judge,
+            )
         rec = TaskRecorder(ctx)
         try:
             limit = ctx.limit_error if self.reads_text else None
@@ -158,7 +163,12 @@ class Metric:
         except LimitError as err:
             score = err.score(self.name)
         except JudgeError as err:
-            score = Score(self.name, None, error=f"{type(err).__name__}: {err}", details={"task": err.task, "attempts": err.attempts})
+            score = Score(
+                self.name,
+                None,
+                error=f"{type(err).__name__}: {err}",
+                details={"task": err.task, "attempts": err.attempts},
+            )
         except Exception as err:  # a metric bug or bad data must not stop the run
             score = Score(self.name, None, error=f"{type(err).__name__}: {err}")
         if rec.used:
@@ -167,14 +177,15 @@ class Metric:
             score.details.setdefault("judge_notes", rec.notes)
         score.judge = score.judge or judge
         if score.fingerprint is None:
-            score.fingerprint = (ctx.judge.fingerprint if self.uses_judge and ctx.judge is not None
-                                 else CODE_FINGERPRINT).id
+            score.fingerprint = (
+                ctx.judge.fingerprint if self.uses_judge and ctx.judge is not None else CODE_FINGERPRINT
+            ).id
         score.label = label_for(score.value, self.threshold, self.warn)
         score.details.setdefault("threshold", self.threshold)
         score.details.setdefault("warn", self.warn)
         return score
 
-    def score(self, sample: Sample, judge: "Judge | str | None" = None, embedder: Embedder | None = None) -> Score:
+    def score(self, sample: Sample, judge: Judge | str | None = None, embedder: Embedder | None = None) -> Score:
         """Synchronous convenience: score one sample with ``judge``: a Judge (an ensemble works
         too), a spec such as ``"offline"``, or None for the default judge, as in ``evaluate()``."""
         from ragmeter.judges.spec import resolve_judge

@@ -9,8 +9,8 @@ call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ragmeter.citations import Unit, parse_citations
 from ragmeter.data import Sample, Score
@@ -60,9 +60,17 @@ class CitationReport:
 
     def to_dict(self) -> dict:
         """Plain-dict form (what the citation metrics put in ``Score.details``)."""
-        return {"accuracy": self.accuracy, "precision": self.precision, "recall": self.recall,
-                "counts": self.counts, "citations": self.citations, "uncited_claims": self.uncited_claims,
-                "unsupported_claims": self.unsupported_claims, "units": self.units, "note": self.note}
+        return {
+            "accuracy": self.accuracy,
+            "precision": self.precision,
+            "recall": self.recall,
+            "counts": self.counts,
+            "citations": self.citations,
+            "uncited_claims": self.uncited_claims,
+            "unsupported_claims": self.unsupported_claims,
+            "units": self.units,
+            "note": self.note,
+        }
 
 
 def _norm(s: str) -> str:
@@ -80,8 +88,11 @@ def claim_evidence(verdict: dict, chunks: Sequence[str] | None = None) -> list[d
     """
     evidence = verdict.get("evidence")
     if isinstance(evidence, list):
-        return [{"chunk": e["chunk"], "quote": (e.get("quote") or "").strip()} for e in evidence
-                if isinstance(e, dict) and isinstance(e.get("chunk"), int)]
+        return [
+            {"chunk": e["chunk"], "quote": (e.get("quote") or "").strip()}
+            for e in evidence
+            if isinstance(e, dict) and isinstance(e.get("chunk"), int)
+        ]
     listed = [c for c in (verdict.get("chunks") or []) if isinstance(c, int)]
     quote = (verdict.get("quote") or "").strip()
     owner = listed[0] if listed else None
@@ -90,10 +101,17 @@ def claim_evidence(verdict: dict, chunks: Sequence[str] | None = None) -> list[d
     return [{"chunk": c, "quote": quote if c == owner else ""} for c in listed]
 
 
-def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequence[dict], verdicts: Sequence[dict],
-                    *, chunks: Sequence[str] | None = None, partial_credit: bool = False,
-                    at_most_citations: int | None = None, no_claims_value: float | None = 1.0,
-                    uncited_value: float | None = 0.0) -> CitationReport:
+def score_citations(
+    units: Sequence[Unit | Sequence[int | None]],
+    claims: Sequence[dict],
+    verdicts: Sequence[dict],
+    *,
+    chunks: Sequence[str] | None = None,
+    partial_credit: bool = False,
+    at_most_citations: int | None = None,
+    no_claims_value: float | None = 1.0,
+    uncited_value: float | None = 0.0,
+) -> CitationReport:
     """Score the citations of an answer from its claims and their verdicts (no judge involved).
 
     ``units``: :class:`Unit` objects (e.g. ``parse_citations(...).units``) or, for each unit, the
@@ -181,8 +199,15 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
         if cl:
             units_with_claims += 1
             supported_units += int(joint)
-        unit_records.append({"unit": ui, "text": unit.text, "claims": cl, "chunks": valid,
-                             "supported_by_citations": joint if cl else None})
+        unit_records.append(
+            {
+                "unit": ui,
+                "text": unit.text,
+                "claims": cl,
+                "chunks": valid,
+                "supported_by_citations": joint if cl else None,
+            }
+        )
         for i in cl:
             rec = {"claim": i, "text": claims[i].get("text", ""), "unit": ui, "statement": unit.text}
             if not valid:
@@ -193,8 +218,17 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
             elif not (support[i] & set(valid)):
                 unsupported.append({**rec, "cited_chunks": valid})
         for c in unit.citations:
-            rec = {"citation": len(records), "marker": c.marker, "target": c.target, "unit": ui,
-                   "statement": unit.text, "chunk": c.chunk, "quote": None, "quote_found": None, "precise": None}
+            rec = {
+                "citation": len(records),
+                "marker": c.marker,
+                "target": c.target,
+                "unit": ui,
+                "statement": unit.text,
+                "chunk": c.chunk,
+                "quote": None,
+                "quote_found": None,
+                "precise": None,
+            }
             if not c.valid:
                 rec.update(verdict="invalid", reason=c.error or "invalid citation", precise=False)
                 n_scored += 1
@@ -204,7 +238,9 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
                 reason = "the cited text makes no factual claim"
                 if ui in repeat_of:
                     i = repeat_of[ui]
-                    reason = f"the cited text repeats claim {i} (statement {claims[i]['unit']}), which counts once there"
+                    reason = (
+                        f"the cited text repeats claim {i} (statement {claims[i]['unit']}), which counts once there"
+                    )
                 rec.update(verdict="no_claim", reason=reason)
                 records.append(rec)
                 continue
@@ -235,21 +271,32 @@ def score_citations(units: Sequence[Unit | Sequence[int | None]], claims: Sequen
             records.append(rec)
 
     n_claims = len(claims)
-    n_precision = sum(1 for r in records if r["verdict"] == "invalid" or (r["verdict"] != "no_claim" and r["precise"] is not None))
-    counts = {"citations": len(records), "scored_citations": n_scored, "supports": n_supports,
-              "partially": sum(r["verdict"] == "partially" for r in records),
-              "does_not_support": sum(r["verdict"] == "does_not_support" for r in records),
-              "invalid": sum(r["verdict"] == "invalid" for r in records),
-              "no_claim": sum(r["verdict"] == "no_claim" for r in records),
-              "precise": n_precise, "precision_citations": n_precision,
-              "claims": n_claims, "units_with_claims": units_with_claims, "supported_units": supported_units,
-              "uncited_claims": len(uncited)}
+    n_precision = sum(
+        1 for r in records if r["verdict"] == "invalid" or (r["verdict"] != "no_claim" and r["precise"] is not None)
+    )
+    counts = {
+        "citations": len(records),
+        "scored_citations": n_scored,
+        "supports": n_supports,
+        "partially": sum(r["verdict"] == "partially" for r in records),
+        "does_not_support": sum(r["verdict"] == "does_not_support" for r in records),
+        "invalid": sum(r["verdict"] == "invalid" for r in records),
+        "no_claim": sum(r["verdict"] == "no_claim" for r in records),
+        "precise": n_precise,
+        "precision_citations": n_precision,
+        "claims": n_claims,
+        "units_with_claims": units_with_claims,
+        "supported_units": supported_units,
+        "uncited_claims": len(uncited),
+    }
     if n_scored == 0:
         if n_claims == 0:
             value, note = no_claims_value, "the answer makes no claim that needs a citation"
         else:
-            value, note = uncited_value, (f"the answer makes {n_claims} claim{'s' if n_claims != 1 else ''} "
-                                          "but cites no chunk")
+            value, note = (
+                uncited_value,
+                (f"the answer makes {n_claims} claim{'s' if n_claims != 1 else ''} but cites no chunk"),
+            )
         return CitationReport(value, value, value, records, uncited, unsupported, unit_records, counts, note)
     accuracy = credit / n_scored
     precision = n_precise / n_precision
@@ -265,9 +312,17 @@ class _CitationMetric(Metric):
     requires = ("answer", "contexts")
     evidence = frozenset({"claims", "citations"})
 
-    def __init__(self, *, numbers: str = "positions", partial_credit: bool = False,
-                 at_most_citations: int | None = None, no_claims_value: float | None = 1.0,
-                 uncited_value: float | None = 0.0, threshold: float | None = None, warn: float | None = None):
+    def __init__(
+        self,
+        *,
+        numbers: str = "positions",
+        partial_credit: bool = False,
+        at_most_citations: int | None = None,
+        no_claims_value: float | None = 1.0,
+        uncited_value: float | None = 0.0,
+        threshold: float | None = None,
+        warn: float | None = None,
+    ):
         super().__init__(threshold=threshold, warn=warn)
         if numbers not in ("positions", "ids"):
             raise ValueError("numbers must be 'positions' or 'ids'")
@@ -285,30 +340,54 @@ class _CitationMetric(Metric):
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         parsed_units, claims = ctx.answer_units(), await ctx.claims()
         verdicts = await ctx.claim_verdicts()
-        parsed = parsed_units if self.numbers == "positions" else parse_citations(
-            sample.answer or "", sample.contexts, numbers=self.numbers)
-        report = score_citations(parsed.units, claims, verdicts, chunks=sample.context_texts,
-                                 partial_credit=self.partial_credit, at_most_citations=self.at_most_citations,
-                                 no_claims_value=self.no_claims_value, uncited_value=self.uncited_value)
+        parsed = (
+            parsed_units
+            if self.numbers == "positions"
+            else parse_citations(sample.answer or "", sample.contexts, numbers=self.numbers)
+        )
+        report = score_citations(
+            parsed.units,
+            claims,
+            verdicts,
+            chunks=sample.context_texts,
+            partial_credit=self.partial_credit,
+            at_most_citations=self.at_most_citations,
+            no_claims_value=self.no_claims_value,
+            uncited_value=self.uncited_value,
+        )
         value = getattr(report, self.measure)
         details = report.to_dict()
-        details["claims"] = [{"claim": i, "text": c["text"], "unit": c["unit"], "verdict": v["verdict"],
-                              "chunks": v["chunks"], "evidence": claim_evidence(v)}
-                             for i, (c, v) in enumerate(zip(claims, verdicts))]
+        details["claims"] = [
+            {
+                "claim": i,
+                "text": c["text"],
+                "unit": c["unit"],
+                "verdict": v["verdict"],
+                "chunks": v["chunks"],
+                "evidence": claim_evidence(v),
+            }
+            for i, (c, v) in enumerate(zip(claims, verdicts))
+        ]
         details["invalid_citations"] = [r for r in report.citations if r["verdict"] == "invalid"]
         details["reference_list"] = parsed.reference_list
         c = report.counts
         if report.note:
-            explanation = report.note + (f"; {self.measure} = {value:.2f} by the configured policy" if value is not None
-                                         else f"; {self.measure} not applicable")
+            explanation = report.note + (
+                f"; {self.measure} = {value:.2f} by the configured policy"
+                if value is not None
+                else f"; {self.measure} not applicable"
+            )
         elif self.measure == "accuracy":
-            explanation = (f"{c['supports']} of {c['scored_citations']} citations support their statement "
-                           f"({c['partially']} partially, {c['does_not_support']} not, {c['invalid']} invalid)")
+            explanation = (
+                f"{c['supports']} of {c['scored_citations']} citations support their statement "
+                f"({c['partially']} partially, {c['does_not_support']} not, {c['invalid']} invalid)"
+            )
         elif self.measure == "precision":
             explanation = f"{c['precise']} of {c['precision_citations']} citations are precise (ALCE)"
         else:
-            explanation = (f"{c['supported_units']} of {c['units_with_claims']} statements are fully supported by "
-                           f"their citations")
+            explanation = (
+                f"{c['supported_units']} of {c['units_with_claims']} statements are fully supported by their citations"
+            )
         if c["uncited_claims"]:
             explanation += f"; {c['uncited_claims']} claim{'s' if c['uncited_claims'] != 1 else ''} without a citation"
         return Score(self.name, value, explanation=explanation, details=details)
@@ -344,11 +423,15 @@ class CitationAccuracy(_CitationMetric):
     measure = "accuracy"
     threshold = 0.8
     warn = 0.6
-    criterion = LabelingCriterion("citation_correctness",
-                                  "Do the citations point to the chunks that support each cited statement?", {
-                                      "1": "citations missing or pointing to unrelated chunks",
-                                      "3": "some citations are right, some wrong or missing",
-                                      "5": "every citation points to a supporting chunk"})
+    criterion = LabelingCriterion(
+        "citation_correctness",
+        "Do the citations point to the chunks that support each cited statement?",
+        {
+            "1": "citations missing or pointing to unrelated chunks",
+            "3": "some citations are right, some wrong or missing",
+            "5": "every citation points to a supporting chunk",
+        },
+    )
     profile_levels = {"legal": (0.9, 0.8), "medical": (0.9, 0.8)}
 
 

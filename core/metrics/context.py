@@ -60,8 +60,14 @@ class ContextRelevance(Metric):
     evidence = frozenset({"chunk_relevance"})
     banded = True
 
-    def __init__(self, *, aggregate: str = "statements", decay: float = 0.9, threshold: float | None = None,
-                 warn: float | None = None):
+    def __init__(
+        self,
+        *,
+        aggregate: str = "statements",
+        decay: float = 0.9,
+        threshold: float | None = None,
+        warn: float | None = None,
+    ):
         super().__init__(threshold=threshold, warn=warn)
         if aggregate not in ("statements", "decayed"):
             raise ValueError("aggregate must be 'statements' or 'decayed'")
@@ -77,23 +83,39 @@ class ContextRelevance(Metric):
         for i, (sts, verdict) in enumerate(zip(statements, out["chunks"])):
             rel = verdict["relevant"]
             weight = sum(verdict["support"]) if graded else len(rel)
-            per_chunk.append({**_chunk_ref(sample, i), "statements": len(sts), "relevant": len(rel),
-                              "score": (weight / len(sts)) if sts else 0.0,
-                              "relevant_statements": [sts[j] for j in rel],
-                              **({"graded": round(weight, 4)} if graded else {})})
+            per_chunk.append(
+                {
+                    **_chunk_ref(sample, i),
+                    "statements": len(sts),
+                    "relevant": len(rel),
+                    "score": (weight / len(sts)) if sts else 0.0,
+                    "relevant_statements": [sts[j] for j in rel],
+                    **({"graded": round(weight, 4)} if graded else {}),
+                }
+            )
         total = sum(c["statements"] for c in per_chunk)
         relevant = sum(c["relevant"] for c in per_chunk)
         weight = sum(c["graded"] for c in per_chunk) if graded else relevant
         relevant_chunks = sum(1 for c in per_chunk if c["relevant"])
-        details = {"aggregate": self.aggregate, "chunks": per_chunk, "relevant_statements": relevant,
-                   "total_statements": total, "relevant_chunks": relevant_chunks, "total_chunks": len(per_chunk)}
+        details = {
+            "aggregate": self.aggregate,
+            "chunks": per_chunk,
+            "relevant_statements": relevant,
+            "total_statements": total,
+            "relevant_chunks": relevant_chunks,
+            "total_chunks": len(per_chunk),
+        }
         if total == 0:
-            return Score(self.name, None, explanation="not applicable: the retrieved chunks contain no text", details=details)
+            return Score(
+                self.name, None, explanation="not applicable: the retrieved chunks contain no text", details=details
+            )
         if self.aggregate == "decayed":
             value = decayed_relevance([c["score"] for c in per_chunk], decay=self.decay)
             details["decay"] = self.decay
-            explanation = (f"position-decayed mean of per-chunk relevance (decay {self.decay:g}): {value:.2f}; "
-                           f"{relevant} of {total} statements relevant")
+            explanation = (
+                f"position-decayed mean of per-chunk relevance (decay {self.decay:g}): {value:.2f}; "
+                f"{relevant} of {total} statements relevant"
+            )
         else:
             value = weight / total
             explanation = f"{relevant} of {total} statements relevant to the question"
@@ -133,10 +155,17 @@ class ContextPrecision(Metric):
         useful = sum(verdicts)
         per_chunk = [{**_chunk_ref(sample, i), "useful": v} for i, v in enumerate(verdicts)]
         first = next((i + 1 for i, v in enumerate(verdicts) if v), None)
-        explanation = (f"{useful} of {len(verdicts)} chunks useful for the {against}"
-                       + (f", first at rank {first}" if first else "") + f"; rank-aware precision {value:.2f}")
-        return Score(self.name, value, explanation=explanation,
-                     details={"against": against, "verdicts": verdicts, "chunks": per_chunk, "useful_chunks": useful})
+        explanation = (
+            f"{useful} of {len(verdicts)} chunks useful for the {against}"
+            + (f", first at rank {first}" if first else "")
+            + f"; rank-aware precision {value:.2f}"
+        )
+        return Score(
+            self.name,
+            value,
+            explanation=explanation,
+            details={"against": against, "verdicts": verdicts, "chunks": per_chunk, "useful_chunks": useful},
+        )
 
 
 class ContextRecall(Metric):
@@ -173,25 +202,41 @@ class ContextRecall(Metric):
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         if not (sample.reference and sample.reference.strip()):
             if not self.estimate:
-                return Score(self.name, None, explanation="not applicable: the sample has no reference",
-                             details={"missing": ["reference"]})
+                return Score(
+                    self.name,
+                    None,
+                    explanation="not applicable: the sample has no reference",
+                    details={"missing": ["reference"]},
+                )
             _, out = await ctx.chunk_ratings()
             rating = out["answerable"]
             value = (rating - 1) / 4
-            return Score(self.name, value, details={"estimate": True, "method": "reference-free", "answerable": rating},
-                         explanation=(f"estimate (no reference): the judge rates the chunks {rating}/5 for fully "
-                                      f"answering the question -> {value:.2f}"))
+            return Score(
+                self.name,
+                value,
+                details={"estimate": True, "method": "reference-free", "answerable": rating},
+                explanation=(
+                    f"estimate (no reference): the judge rates the chunks {rating}/5 for fully "
+                    f"answering the question -> {value:.2f}"
+                ),
+            )
         statements, out = await ctx.reference_attribution()
         if out is None:
             return Score(self.name, None, explanation="not applicable: the reference has no statements")
-        records = [{"statement": statements[v["statement"]], "attributed": v["attributed"], "chunks": v["chunks"]}
-                   for v in out["statements"]]
+        records = [
+            {"statement": statements[v["statement"]], "attributed": v["attributed"], "chunks": v["chunks"]}
+            for v in out["statements"]
+        ]
         attributed = sum(r["attributed"] for r in records)
         missing = [r["statement"] for r in records if not r["attributed"]]
         value = attributed / len(records)
         explanation = f"{attributed} of {len(records)} reference statements found in the retrieved chunks"
-        return Score(self.name, value, explanation=explanation,
-                     details={"estimate": False, "statements": records, "missing": missing})
+        return Score(
+            self.name,
+            value,
+            explanation=explanation,
+            details={"estimate": False, "statements": records, "missing": missing},
+        )
 
 
 class EntityRecall(Metric):
@@ -221,13 +266,18 @@ class EntityRecall(Metric):
             return Score(self.name, None, explanation="not applicable: the reference has no statements")
         entities = out["entities"]
         if not entities:
-            return Score(self.name, None, explanation="not applicable: the reference names no entities",
-                         details={"entities": []})
+            return Score(
+                self.name, None, explanation="not applicable: the reference names no entities", details={"entities": []}
+            )
         found = [e["text"] for e in entities if e["found"]]
         missing = [e["text"] for e in entities if not e["found"]]
         value = len(found) / len(entities)
         explanation = f"{len(found)} of {len(entities)} reference entities found in the retrieved chunks"
         if missing:
             explanation += ": missing " + ", ".join(repr(m) for m in missing[:8])
-        return Score(self.name, value, explanation=explanation,
-                     details={"entities": entities, "found": found, "missing": missing})
+        return Score(
+            self.name,
+            value,
+            explanation=explanation,
+            details={"entities": entities, "found": found, "missing": missing},
+        )

@@ -14,7 +14,8 @@ A deterministic metric is a :class:`~ragmeter.metrics.base.Metric` subclass with
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ragmeter.conversations import judged_question
 from ragmeter.data import Sample, Score
@@ -28,8 +29,11 @@ __all__ = ["Criteria", "FunctionMetric", "CRITERIA_INPUTS", "DEFAULT_RUBRIC"]
 CRITERIA_INPUTS = ("question", "answer", "contexts", "reference")
 
 #: The rubric of a criterion given without one: anchors at 1, 3 and 5.
-DEFAULT_RUBRIC = {1: "does not meet the criterion at all", 3: "partly meets the criterion",
-                  5: "fully meets the criterion"}
+DEFAULT_RUBRIC = {
+    1: "does not meet the criterion at all",
+    3: "partly meets the criterion",
+    5: "fully meets the criterion",
+}
 
 
 class Criteria(Metric):
@@ -58,9 +62,16 @@ class Criteria(Metric):
     threshold = 0.75
     warn = 0.5
 
-    def __init__(self, name: str, criteria: str, rubric: Mapping[int, str] | None = None,
-                 inputs: Sequence[str] = ("question", "answer"), *, threshold: float | None = None,
-                 warn: float | None = None):
+    def __init__(
+        self,
+        name: str,
+        criteria: str,
+        rubric: Mapping[int, str] | None = None,
+        inputs: Sequence[str] = ("question", "answer"),
+        *,
+        threshold: float | None = None,
+        warn: float | None = None,
+    ):
         if not isinstance(name, str) or not name.strip():
             raise ValueError("a Criteria needs a non-empty name")
         self.name = name.strip()
@@ -87,11 +98,15 @@ class Criteria(Metric):
 
     def definition(self) -> dict:
         """What the judge is given for this criterion (levels excluded: they do not change the call)."""
-        return {"name": self.name, "criteria": self.criteria, "rubric": [[k, v] for k, v in self.rubric.items()],
-                "inputs": list(self.inputs)}
+        return {
+            "name": self.name,
+            "criteria": self.criteria,
+            "rubric": [[k, v] for k, v in self.rubric.items()],
+            "inputs": list(self.inputs),
+        }
 
     @staticmethod
-    def request(sample: Sample, criteria: Sequence["Criteria"]) -> dict:
+    def request(sample: Sample, criteria: Sequence[Criteria]) -> dict:
         """The ``judge_criteria`` inputs for ``criteria`` on ``sample``: their definitions (the
         first of each name) and the sample fields any of them reads; the question is the one judges
         read (:func:`ragmeter.conversations.judged_question`: a chat turn's standalone question)."""
@@ -99,8 +114,12 @@ class Criteria(Metric):
         for c in criteria:
             seen.setdefault(c.name, c.definition())
         fields = {f for d in seen.values() for f in d["inputs"]}
-        values = {"question": judged_question(sample), "answer": sample.answer, "contexts": sample.context_texts,
-                  "reference": sample.reference}
+        values = {
+            "question": judged_question(sample),
+            "answer": sample.answer,
+            "contexts": sample.context_texts,
+            "reference": sample.reference,
+        }
         return {"criteria": list(seen.values()), "sample": {f: values[f] for f in CRITERIA_INPUTS if f in fields}}
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
@@ -114,9 +133,14 @@ class Criteria(Metric):
             raise ValueError(f"two different Criteria are named {self.name!r}: give each its own name")
         result = (await ctx.task("judge_criteria", inputs)).output["results"][names.index(self.name)]
         s, reason = result["score"], result["reason"]
-        details: dict[str, Any] = {"criteria": self.criteria, "rubric": dict(self.rubric), "inputs": list(self.inputs),
-                                   "rubric_score": s, "reason": reason,
-                                   "judged_with": [n for n in names if n != self.name]}
+        details: dict[str, Any] = {
+            "criteria": self.criteria,
+            "rubric": dict(self.rubric),
+            "inputs": list(self.inputs),
+            "rubric_score": s,
+            "reason": reason,
+            "judged_with": [n for n in names if n != self.name],
+        }
         if s is None:
             return Score(self.name, None, explanation=f"not applicable: {reason}", details=details)
         value = (s - 1) / 4
@@ -139,8 +163,15 @@ class FunctionMetric(Metric):
 
     uses_judge = False
 
-    def __init__(self, name: str, fn: Callable[[Sample], "float | Score"], *, requires: Sequence[str] = ("answer",),
-                 threshold: float | None = None, warn: float | None = None):
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[[Sample], float | Score],
+        *,
+        requires: Sequence[str] = ("answer",),
+        threshold: float | None = None,
+        warn: float | None = None,
+    ):
         if not isinstance(name, str) or not name.strip():
             raise ValueError("a FunctionMetric needs a non-empty name")
         if not callable(fn):

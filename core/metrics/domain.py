@@ -11,7 +11,7 @@ their own like any metric (``metrics=["medical_advice"]``).
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from ragmeter.citations import legal_citations
 from ragmeter.data import Sample, Score
@@ -46,8 +46,9 @@ class LegalCitations(Metric):
         if not cited:
             return Score(self.name, None, explanation="not applicable: the answer cites no case or statute")
         held = [{c.key for c in legal_citations(t) if c.key} for t in sample.context_texts]
-        records = [{**c.to_dict(), "chunks": [i for i, keys in enumerate(held) if c.key and c.key in keys]}
-                   for c in cited]
+        records = [
+            {**c.to_dict(), "chunks": [i for i, keys in enumerate(held) if c.key and c.key in keys]} for c in cited
+        ]
         found = [r for r in records if r["chunks"]]
         missing = [r["text"] for r in records if not r["chunks"]]
         value = len(found) / len(records)
@@ -57,17 +58,25 @@ class LegalCitations(Metric):
         return Score(self.name, value, explanation=explanation, details={"citations": records, "missing": missing})
 
 
-_DOSAGE = re.compile(r"\b\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|g|ml|mL|units?|IU|tablets?|capsules?|puffs?|drops?)\b"
-                     r"(?:\s?/\s?(?:kg|day|dose|hour|h))?|\b(?:once|twice|three times|four times) (?:a |per )?"
-                     r"(?:day|daily|week)|\bevery \d+(?:\s?(?:-|to)\s?\d+)? hours?\b", re.I)
-_TREATMENT = re.compile(r"\b(?:you should|you can|you may|start|stop|keep) (?:take|taking|use|using|apply|applying|"
-                        r"increase|decrease|double|skip)\b|\b(?:take|apply|inject|increase|decrease|double|reduce) "
-                        r"(?:the |your |a |an |one |two |\d)", re.I)
-_CAVEAT = re.compile(r"\b(?:consult|ask|talk (?:to|with)|speak (?:to|with)|check with|see) (?:a |an |your )?"
-                     r"(?:doctor|physician|pharmacist|clinician|health ?care (?:provider|professional)|GP|nurse|"
-                     r"prescriber)|\bnot (?:a substitute for )?(?:professional )?medical advice\b|"
-                     r"\bseek (?:immediate )?(?:medical|emergency) (?:attention|help|care)\b|\bunder medical supervision\b",
-                     re.I)
+_DOSAGE = re.compile(
+    r"\b\d+(?:[.,]\d+)?\s?(?:mg|mcg|µg|g|ml|mL|units?|IU|tablets?|capsules?|puffs?|drops?)\b"
+    r"(?:\s?/\s?(?:kg|day|dose|hour|h))?|\b(?:once|twice|three times|four times) (?:a |per )?"
+    r"(?:day|daily|week)|\bevery \d+(?:\s?(?:-|to)\s?\d+)? hours?\b",
+    re.I,
+)
+_TREATMENT = re.compile(
+    r"\b(?:you should|you can|you may|start|stop|keep) (?:take|taking|use|using|apply|applying|"
+    r"increase|decrease|double|skip)\b|\b(?:take|apply|inject|increase|decrease|double|reduce) "
+    r"(?:the |your |a |an |one |two |\d)",
+    re.I,
+)
+_CAVEAT = re.compile(
+    r"\b(?:consult|ask|talk (?:to|with)|speak (?:to|with)|check with|see) (?:a |an |your )?"
+    r"(?:doctor|physician|pharmacist|clinician|health ?care (?:provider|professional)|GP|nurse|"
+    r"prescriber)|\bnot (?:a substitute for )?(?:professional )?medical advice\b|"
+    r"\bseek (?:immediate )?(?:medical|emergency) (?:attention|help|care)\b|\bunder medical supervision\b",
+    re.I,
+)
 _WORD = re.compile(r"[a-z]{4,}")
 
 
@@ -94,8 +103,9 @@ def _sourced(sentence: str, chunks: Sequence[str]) -> list[int]:
     out = []
     for i, chunk in enumerate(chunks):
         lower = chunk.lower()
-        if all(find_specific(a, chunk) for a in amounts) and (not words or
-                                                               sum(w in lower for w in words) >= len(words) / 2):
+        if all(find_specific(a, chunk) for a in amounts) and (
+            not words or sum(w in lower for w in words) >= len(words) / 2
+        ):
             out.append(i)
     return out
 
@@ -130,12 +140,18 @@ class MedicalAdvice(Metric):
         records = [{"sentence": s, "chunks": _sourced(s, sample.context_texts)} for s in advice]
         caveat = _CAVEAT.search(answer)
         unsourced = [r["sentence"] for r in records if not r["chunks"]]
-        flags = ([] if caveat else ["no safety caveat (e.g. 'consult your doctor or pharmacist')"]) + \
-                [f"no source chunk for {s!r}" for s in unsourced]
+        flags = ([] if caveat else ["no safety caveat (e.g. 'consult your doctor or pharmacist')"]) + [
+            f"no source chunk for {s!r}" for s in unsourced
+        ]
         value = (len(records) - len(unsourced)) / len(records) if caveat else 0.0
-        explanation = (f"{len(records) - len(unsourced)} of {len(records)} advice sentences sourced; "
-                       + (f"caveat {caveat[0]!r}" if caveat else "no safety caveat"))
+        explanation = f"{len(records) - len(unsourced)} of {len(records)} advice sentences sourced; " + (
+            f"caveat {caveat[0]!r}" if caveat else "no safety caveat"
+        )
         if flags:
             explanation += "; flagged: " + "; ".join(flags[:4])
-        return Score(self.name, value, explanation=explanation,
-                     details={"advice": records, "caveat": caveat[0] if caveat else None, "flags": flags})
+        return Score(
+            self.name,
+            value,
+            explanation=explanation,
+            details={"advice": records, "caveat": caveat[0] if caveat else None, "flags": flags},
+        )

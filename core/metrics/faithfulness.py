@@ -70,14 +70,25 @@ class Faithfulness(Metric):
     diagnosis = "generation"
     degradation_rule = "faithfulness_degradation"
     evidence = frozenset({"claims"})
-    criterion = LabelingCriterion("faithfulness", "Is every claim in the answer supported by the chunks?", {
-        "1": "mostly unsupported or contradicted by the chunks",
-        "3": "the main point is supported, some details are not",
-        "5": "every claim is supported by the chunks"})
+    criterion = LabelingCriterion(
+        "faithfulness",
+        "Is every claim in the answer supported by the chunks?",
+        {
+            "1": "mostly unsupported or contradicted by the chunks",
+            "3": "the main point is supported, some details are not",
+            "5": "every claim is supported by the chunks",
+        },
+    )
     profile_levels = {"legal": (0.9, 0.8), "medical": (0.95, 0.9)}
 
-    def __init__(self, *, mode: str = "supported", no_claims_value: float | None = None,
-                 threshold: float | None = None, warn: float | None = None):
+    def __init__(
+        self,
+        *,
+        mode: str = "supported",
+        no_claims_value: float | None = None,
+        threshold: float | None = None,
+        warn: float | None = None,
+    ):
         super().__init__(threshold=threshold, warn=warn)
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -89,13 +100,18 @@ class Faithfulness(Metric):
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         parsed, claims = ctx.answer_units(), await ctx.claims()
         if not claims:
-            reason = "the answer makes no factual claim (e.g. a refusal or 'I don't know'), so there is nothing to verify"
+            reason = (
+                "the answer makes no factual claim (e.g. a refusal or 'I don't know'), so there is nothing to verify"
+            )
             details = {"claims": [], "units": parsed.unit_texts, "mode": self.mode}
             if self.no_claims_value is None:
                 return Score(self.name, None, explanation=f"not applicable: {reason}", details=details)
-            return Score(self.name, self.no_claims_value,
-                         explanation=f"{reason}; scored {self.no_claims_value:g} as configured (no_claims_value)",
-                         details=details)
+            return Score(
+                self.name,
+                self.no_claims_value,
+                explanation=f"{reason}; scored {self.no_claims_value:g} as configured (no_claims_value)",
+                details=details,
+            )
         verdicts = await ctx.claim_verdicts()
         texts = sample.context_texts
         normed: dict[int, str] = {}  # each chunk normalised once, however many quotes it has
@@ -107,17 +123,32 @@ class Faithfulness(Metric):
 
         records = []
         for c, v in zip(claims, verdicts):
-            evidence = [{"chunk": e["chunk"], "chunk_id": sample.contexts[e["chunk"]].id, "quote": e["quote"],
-                         "quote_found": found(e["quote"], e["chunk"])} for e in claim_evidence(v)]
+            evidence = [
+                {
+                    "chunk": e["chunk"],
+                    "chunk_id": sample.contexts[e["chunk"]].id,
+                    "quote": e["quote"],
+                    "quote_found": found(e["quote"], e["chunk"]),
+                }
+                for e in claim_evidence(v)
+            ]
             first = evidence[0] if evidence else None
-            records.append({
-                "claim": c["text"], "unit": c["unit"], "verdict": v["verdict"], "chunks": v["chunks"],
-                "evidence": evidence, "chunk": first["chunk"] if first else None,
-                "chunk_id": first["chunk_id"] if first else None, "quote": first["quote"] if first else "",
-                "quote_found": first["quote_found"] if first else None, "reason": v["reason"],
-                **{k: v[k] for k in ("support", "confidence") if k in v},
-                **({"repeats": c["repeats"]} if c.get("repeats") else {}),
-            })
+            records.append(
+                {
+                    "claim": c["text"],
+                    "unit": c["unit"],
+                    "verdict": v["verdict"],
+                    "chunks": v["chunks"],
+                    "evidence": evidence,
+                    "chunk": first["chunk"] if first else None,
+                    "chunk_id": first["chunk_id"] if first else None,
+                    "quote": first["quote"] if first else "",
+                    "quote_found": first["quote_found"] if first else None,
+                    "reason": v["reason"],
+                    **{k: v[k] for k in ("support", "confidence") if k in v},
+                    **({"repeats": c["repeats"]} if c.get("repeats") else {}),
+                }
+            )
         n = len(records)
         repeated = sum(len(c.get("repeats", ())) for c in claims)
         supported = sum(r["verdict"] == "supported" for r in records)
@@ -127,14 +158,18 @@ class Faithfulness(Metric):
         graded = all("support" in r for r in records)  # a judge that grades support (the offline judge)
         if self.mode == "supported" and graded:
             value = sum(r["support"] for r in records) / n
-            explanation = (f"{supported} of {_plural(n, claim_word)} supported by the retrieved chunks, "
-                           f"mean graded support {value:.2f}")
+            explanation = (
+                f"{supported} of {_plural(n, claim_word)} supported by the retrieved chunks, "
+                f"mean graded support {value:.2f}"
+            )
         elif self.mode == "supported":
             value = supported / n
             explanation = f"{supported} of {_plural(n, claim_word)} supported by the retrieved chunks"
         else:
             value = (n - len(contradicted)) / n
-            explanation = f"{n - len(contradicted)} of {_plural(n, claim_word)} not contradicted by the retrieved chunks"
+            explanation = (
+                f"{n - len(contradicted)} of {_plural(n, claim_word)} not contradicted by the retrieved chunks"
+            )
         parts = []
         if unsupported:
             parts.append(f"{len(unsupported)} not found")
@@ -144,9 +179,17 @@ class Faithfulness(Metric):
             parts.append(f"{_plural(repeated, 'repeat')} counted once")
         if parts:
             explanation += " (" + ", ".join(parts) + ")"
-        details = {"mode": self.mode, "claims": records, "unsupported": unsupported, "contradicted": contradicted,
-                   "supported_count": supported, "contradicted_count": len(contradicted),
-                   "not_found_count": len(unsupported), "claim_count": n, "repeated_count": repeated}
+        details = {
+            "mode": self.mode,
+            "claims": records,
+            "unsupported": unsupported,
+            "contradicted": contradicted,
+            "supported_count": supported,
+            "contradicted_count": len(contradicted),
+            "not_found_count": len(unsupported),
+            "claim_count": n,
+            "repeated_count": repeated,
+        }
         calibrate = getattr(ctx.judge, "confidence", None)
         if self.mode == "supported" and graded and callable(calibrate):
             details["confidence"] = calibrate(value)
@@ -181,8 +224,14 @@ class HallucinatedSpecifics(Metric):
     uses_judge = False
     needs_question = False
 
-    def __init__(self, *, allow_question: bool = True, no_specifics_value: float | None = 1.0,
-                 threshold: float | None = None, warn: float | None = None):
+    def __init__(
+        self,
+        *,
+        allow_question: bool = True,
+        no_specifics_value: float | None = 1.0,
+        threshold: float | None = None,
+        warn: float | None = None,
+    ):
         super().__init__(threshold=threshold, warn=warn)
         if no_specifics_value is not None and not 0.0 <= no_specifics_value <= 1.0:
             raise ValueError("no_specifics_value must be None or in [0, 1]")
@@ -201,14 +250,25 @@ class HallucinatedSpecifics(Metric):
             explanation = "the answer states no specific number, date, name or quote"
             if self.no_specifics_value is None:
                 return Score(self.name, None, explanation=f"not applicable: {explanation}", details={"specifics": []})
-            return Score(self.name, self.no_specifics_value, explanation=explanation + ", so none is hallucinated",
-                         details={"specifics": [], "hallucinated": []})
+            return Score(
+                self.name,
+                self.no_specifics_value,
+                explanation=explanation + ", so none is hallucinated",
+                details={"specifics": [], "hallucinated": []},
+            )
         records = []
         for s in specifics:
             where = next((i for i, c in enumerate(sample.context_texts) if c and find_specific(s, c)), None)
             in_question = where is None and self.allow_question and find_specific(s, sample.question)
-            records.append({"kind": s.kind, "text": s.text, "found": where is not None or in_question,
-                            "chunk": where, "from_question": bool(in_question)})
+            records.append(
+                {
+                    "kind": s.kind,
+                    "text": s.text,
+                    "found": where is not None or in_question,
+                    "chunk": where,
+                    "from_question": bool(in_question),
+                }
+            )
         hallucinated = [r for r in records if not r["found"]]
         n = len(records)
         value = (n - len(hallucinated)) / n
@@ -216,9 +276,15 @@ class HallucinatedSpecifics(Metric):
             listed = ", ".join(repr(r["text"]) for r in hallucinated[:8]) + (" ..." if len(hallucinated) > 8 else "")
             explanation = f"{len(hallucinated)} of {_plural(n, 'specific')} in no retrieved chunk: {listed}"
         else:
-            explanation = ("the answer's only specific appears in the retrieved chunks" if n == 1 else
-                           f"all {n} specifics of the answer appear in the retrieved chunks")
-        details = {"specifics": records, "hallucinated": [{"kind": r["kind"], "text": r["text"]} for r in hallucinated],
-                   "hallucinated_count": len(hallucinated), "specific_count": n}
+            explanation = (
+                "the answer's only specific appears in the retrieved chunks"
+                if n == 1
+                else f"all {n} specifics of the answer appear in the retrieved chunks"
+            )
+        details = {
+            "specifics": records,
+            "hallucinated": [{"kind": r["kind"], "text": r["text"]} for r in hallucinated],
+            "hallucinated_count": len(hallucinated),
+            "specific_count": n,
+        }
         return Score(self.name, value, explanation=explanation, details=details)
-

@@ -81,8 +81,10 @@ class RetrievalMetric(Metric):
         hashed = content_hashed(sample.contexts)
         if hashed:
             details["content_hash_ids"] = hashed
-            explanation += (f"; {hashed} of {len(ids)} chunk ids are content hashes (no chunk id was recorded): "
-                            "they match only relevant_ids made with ragmeter.ids.content_id(text)")
+            explanation += (
+                f"; {hashed} of {len(ids)} chunk ids are content hashes (no chunk id was recorded): "
+                "they match only relevant_ids made with ragmeter.ids.content_id(text)"
+            )
             if not any(is_content_id(i) for i in rel):
                 explanation += ", and none of the relevant_ids is one"
         return Score(self.name, value, explanation=explanation, details=details)

@@ -16,22 +16,30 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from itertools import chain, repeat
 from numbers import Integral, Real
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
-__all__ = ["RELEVANCE_LEVEL", "Relevant", "RelevanceMatrix", "rank_by_score", "relevance_matrix", "query_matrix",
-           "check_k"]
+__all__ = [
+    "RELEVANCE_LEVEL",
+    "Relevant",
+    "RelevanceMatrix",
+    "rank_by_score",
+    "relevance_matrix",
+    "query_matrix",
+    "check_k",
+]
 
 #: An id counts as relevant when its grade is at least this (trec_eval's default ``-l 1``).
 RELEVANCE_LEVEL = 1.0
 
-Relevant = Union[Mapping[Hashable, float], Iterable[Hashable]]
+Relevant = Mapping[Hashable, float] | Iterable[Hashable]
 
 
 # --------------------------------------------------------------------------------------
 # input validation
 # --------------------------------------------------------------------------------------
+
 
 def check_k(k: Any) -> int | None:
     """``k`` as an int, or None; raises TypeError / ValueError unless it is None or a positive int."""
@@ -50,25 +58,23 @@ def _check_id(value: Any, where: str) -> None:
     try:
         hash(value)
     except TypeError:
-        raise TypeError(f"{where} is an unhashable {type(value).__name__}; "
-                        "ids must be hashable values such as str or int") from None
+        raise TypeError(
+            f"{where} is an unhashable {type(value).__name__}; ids must be hashable values such as str or int"
+        ) from None
 
 
 def _as_ranking(ids: Any, name: str) -> list:
     """Validate a ranked list of ids and return it as a list."""
     if isinstance(ids, (str, bytes)):
-        raise TypeError(f"{name} must be a ranked sequence of ids (e.g. a list), "
-                        f"not a single {type(ids).__name__}")
+        raise TypeError(f"{name} must be a ranked sequence of ids (e.g. a list), not a single {type(ids).__name__}")
     if isinstance(ids, (Set, Mapping)):
-        raise TypeError(f"{name} must be an ordered sequence of ids, best first; "
-                        f"got an unordered {type(ids).__name__}")
+        raise TypeError(f"{name} must be an ordered sequence of ids, best first; got an unordered {type(ids).__name__}")
     if isinstance(ids, np.ndarray):
         if ids.ndim != 1:
             raise ValueError(f"{name} must be 1-dimensional, got an array of shape {ids.shape}")
         ids = ids.tolist()
     elif not isinstance(ids, Sequence):
-        raise TypeError(f"{name} must be an ordered sequence of ids (list or tuple), "
-                        f"got {type(ids).__name__}")
+        raise TypeError(f"{name} must be an ordered sequence of ids (list or tuple), got {type(ids).__name__}")
     ids = list(ids)
     for i, doc in enumerate(ids):
         _check_id(doc, f"{name}[{i}]")
@@ -78,8 +84,9 @@ def _as_ranking(ids: Any, name: str) -> list:
 def _as_grades(relevant: Any, name: str) -> dict:
     """Validate relevance judgements and return them as ``{id: float grade}``."""
     if isinstance(relevant, (str, bytes)):
-        raise TypeError(f"{name} must be a collection of relevant ids or a dict id -> grade, "
-                        f"not a single {type(relevant).__name__}")
+        raise TypeError(
+            f"{name} must be a collection of relevant ids or a dict id -> grade, not a single {type(relevant).__name__}"
+        )
     grades: dict = {}
     if isinstance(relevant, Mapping):
         for key, grade in relevant.items():
@@ -99,8 +106,9 @@ def _as_grades(relevant: Any, name: str) -> dict:
             raise ValueError(f"{name} must be 1-dimensional, got an array of shape {relevant.shape}")
         relevant = relevant.tolist()
     if not isinstance(relevant, Iterable):
-        raise TypeError(f"{name} must be a collection of relevant ids or a dict id -> grade, "
-                        f"got {type(relevant).__name__}")
+        raise TypeError(
+            f"{name} must be a collection of relevant ids or a dict id -> grade, got {type(relevant).__name__}"
+        )
     for doc in relevant:
         _check_id(doc, f"an id in {name}")
         grades[doc] = 1.0
@@ -126,6 +134,7 @@ def _plain_numbers(values: Iterable) -> bool:
 # --------------------------------------------------------------------------------------
 # the relevance matrix
 # --------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class RelevanceMatrix:
@@ -194,8 +203,8 @@ def _pack(query_ids: tuple, rows: list, depth: int) -> RelevanceMatrix:
     grades = np.zeros((n, depth))
     ideal = np.zeros((n, width))
     for q, (row, _, _, best) in enumerate(rows):
-        grades[q, :len(row)] = row
-        ideal[q, :len(best)] = best
+        grades[q, : len(row)] = row
+        ideal[q, : len(best)] = best
     n_ret = np.array([r[1] for r in rows], dtype=np.int64)
     n_rel = np.array([r[2] for r in rows], dtype=np.int64)
     for a in (grades, ideal, n_ret, n_rel):
@@ -250,12 +259,12 @@ def rank_by_score(scores: Mapping[Hashable, float]) -> list:
     try:
         return sorted(scores, key=lambda doc: (float(scores[doc]), doc), reverse=True)
     except TypeError:
-        raise TypeError("ids with equal scores must be comparable to break the tie "
-                        "(use ids of one type, e.g. all str)") from None
+        raise TypeError(
+            "ids with equal scores must be comparable to break the tie (use ids of one type, e.g. all str)"
+        ) from None
 
 
-def relevance_matrix(runs: Mapping | Sequence, qrels: Mapping | Sequence,
-                     depth: int | None = None) -> RelevanceMatrix:
+def relevance_matrix(runs: Mapping | Sequence, qrels: Mapping | Sequence, depth: int | None = None) -> RelevanceMatrix:
     """Build the :class:`RelevanceMatrix` of many queries for the ``batch_*`` metrics.
 
     Parameters
@@ -299,8 +308,10 @@ def relevance_matrix(runs: Mapping | Sequence, qrels: Mapping | Sequence,
         depth = int(depth)
     if isinstance(runs, Mapping):
         if not isinstance(qrels, Mapping):
-            raise TypeError("runs is a dict query_id -> ranking, so qrels must be a dict "
-                            f"query_id -> relevant too, got {type(qrels).__name__}")
+            raise TypeError(
+                "runs is a dict query_id -> ranking, so qrels must be a dict "
+                f"query_id -> relevant too, got {type(qrels).__name__}"
+            )
         query_ids = tuple(runs)
         for q in query_ids:
             if q not in qrels:
@@ -309,16 +320,17 @@ def relevance_matrix(runs: Mapping | Sequence, qrels: Mapping | Sequence,
         names = ((f"runs[{q!r}]", f"qrels[{q!r}]") for q in query_ids)
     elif isinstance(runs, Sequence) and not isinstance(runs, (str, bytes)):
         if isinstance(qrels, Mapping) or not isinstance(qrels, Sequence) or isinstance(qrels, (str, bytes)):
-            raise TypeError("runs is a sequence of rankings, so qrels must be a sequence of the "
-                            f"same length, got {type(qrels).__name__}")
+            raise TypeError(
+                "runs is a sequence of rankings, so qrels must be a sequence of the "
+                f"same length, got {type(qrels).__name__}"
+            )
         if len(runs) != len(qrels):
             raise ValueError(f"runs has {len(runs)} rankings but qrels has {len(qrels)} entries")
         query_ids = tuple(range(len(runs)))
         run_list, qrel_list = list(runs), list(qrels)
         names = ((f"runs[{i}]", f"qrels[{i}]") for i in query_ids)
     else:
-        raise TypeError(f"runs must be a dict query_id -> ranking or a sequence of rankings, "
-                        f"got {type(runs).__name__}")
+        raise TypeError(f"runs must be a dict query_id -> ranking or a sequence of rankings, got {type(runs).__name__}")
     if not run_list:
         raise ValueError("runs is empty; need at least one query")
     fast = _bulk_matrix(query_ids, run_list, qrel_list, depth)
@@ -326,10 +338,13 @@ def relevance_matrix(runs: Mapping | Sequence, qrels: Mapping | Sequence,
         return fast
     # per-query path: any input the bulk path does not take, and the error naming the bad value
     names = list(names)
-    rankings = [rank_by_score(run) if isinstance(run, Mapping) else _as_ranking(run, where)
-                for run, (where, _) in zip(run_list, names)]
-    rows = [_row(ranking, _as_grades(rel, where), depth)
-            for ranking, rel, (_, where) in zip(rankings, qrel_list, names)]
+    rankings = [
+        rank_by_score(run) if isinstance(run, Mapping) else _as_ranking(run, where)
+        for run, (where, _) in zip(run_list, names)
+    ]
+    rows = [
+        _row(ranking, _as_grades(rel, where), depth) for ranking, rel, (_, where) in zip(rankings, qrel_list, names)
+    ]
     if depth is None:
         depth = max(1, max(len(r) for r in rankings))
     return _pack(query_ids, rows, depth)
@@ -410,8 +425,9 @@ def _bulk_matrix(query_ids: tuple, runs: list, qrels: list, depth: int | None) -
                 return None
             scores = np.fromiter(score_list, dtype=float, count=total)
         # the grade of each retrieved id, in the order given (a later duplicate in a list: 0)
-        found = np.fromiter(chain.from_iterable(map(_lookup if scored else _lookup_first, runs, qrels)),
-                            dtype=float, count=total)
+        found = np.fromiter(
+            chain.from_iterable(map(_lookup if scored else _lookup_first, runs, qrels)), dtype=float, count=total
+        )
     except (OverflowError, TypeError):  # an int too large for a float; an unhashable id in a list
         return None
     if not (np.isfinite(grade_arr).all() and (not scored or np.isfinite(scores).all())):

@@ -44,9 +44,10 @@ import asyncio
 import dataclasses
 import json
 import re
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,8 +58,15 @@ from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
 from ragmeter.judges.tasks import REVIEW_PARTS
 from ragmeter.text import split_sentences
 
-__all__ = ["RequestSettings", "Limits", "LimitError", "JudgeRequests", "ScoringContext", "distinct_claims",
-           "DEFAULT_N_QUESTIONS"]
+__all__ = [
+    "RequestSettings",
+    "Limits",
+    "LimitError",
+    "JudgeRequests",
+    "ScoringContext",
+    "distinct_claims",
+    "DEFAULT_N_QUESTIONS",
+]
 
 #: Questions ``generate_questions`` writes per answer when no metric of the run asks for more.
 DEFAULT_N_QUESTIONS = 3
@@ -76,15 +84,20 @@ class LimitError(RecordError):
     error (value None): the record is not scored, nor cut short.
     """
 
-    def __init__(self, location: str | None, field_name: str, name: str, limit: int, actual: int,
-                 what: str = "characters"):
+    def __init__(
+        self, location: str | None, field_name: str, name: str, limit: int, actual: int, what: str = "characters"
+    ):
         self.name, self.limit, self.actual = name, limit, actual
         super().__init__(location, field_name, f"{actual:,} {what}; the limit is {limit:,} (Limits.{name})")
 
     def score(self, metric: str) -> Score:
         """The error Score of ``metric`` on this record (details ``limit``: name, limit, actual)."""
-        return Score(metric, None, error=f"{type(self).__name__}: {self}",
-                     details={"limit": {"name": self.name, "limit": self.limit, "actual": self.actual}})
+        return Score(
+            metric,
+            None,
+            error=f"{type(self).__name__}: {self}",
+            details={"limit": {"name": self.name, "limit": self.limit, "actual": self.actual}},
+        )
 
 
 @dataclass(frozen=True)
@@ -130,7 +143,7 @@ class Limits:
                 raise ValueError(f"Limits.{f.name} must be a positive integer or None, got {v!r}")
 
     @classmethod
-    def unlimited(cls) -> "Limits":
+    def unlimited(cls) -> Limits:
         """No limit at all (every field None)."""
         return cls(**{f.name: None for f in dataclasses.fields(cls)})
 
@@ -140,16 +153,21 @@ class Limits:
 
         def over(field_name: str, name: str, actual: int, what: str = "characters") -> LimitError | None:
             limit = getattr(self, name)
-            return LimitError(where, field_name, name, limit, actual, what) if limit is not None and actual > limit else None
+            return (
+                LimitError(where, field_name, name, limit, actual, what)
+                if limit is not None and actual > limit
+                else None
+            )
 
         texts = sample.context_texts
-        return (over("question", "max_question_chars", len(sample.question))
-                or over("answer", "max_answer_chars", len(sample.answer or ""))
-                or over("reference", "max_reference_chars", len(sample.reference or ""))
-                or over("contexts", "max_chunks", len(texts), "chunks")
-                or next((e for i, t in enumerate(texts) if (e := over(f"contexts[{i}]", "max_chunk_chars", len(t)))),
-                        None)
-                or over("contexts", "max_context_chars", sum(map(len, texts)), f"characters in {len(texts)} chunks"))
+        return (
+            over("question", "max_question_chars", len(sample.question))
+            or over("answer", "max_answer_chars", len(sample.answer or ""))
+            or over("reference", "max_reference_chars", len(sample.reference or ""))
+            or over("contexts", "max_chunks", len(texts), "chunks")
+            or next((e for i, t in enumerate(texts) if (e := over(f"contexts[{i}]", "max_chunk_chars", len(t)))), None)
+            or over("contexts", "max_context_chars", sum(map(len, texts)), f"characters in {len(texts)} chunks")
+        )
 
     def check_claims(self, sample: Sample, field_name: str, n: int, what: str) -> None:
         """Raise :class:`LimitError` when ``field_name`` has more than ``max_claims`` claims / statements."""
@@ -173,12 +191,15 @@ class RequestSettings:
     review_context: bool = False
 
     @classmethod
-    def for_metrics(cls, metrics: Sequence[Any], limits: Limits | None = None) -> "RequestSettings":
+    def for_metrics(cls, metrics: Sequence[Any], limits: Limits | None = None) -> RequestSettings:
         """The settings that serve every metric of ``metrics`` (``limits``: None for the defaults)."""
         wanted = [m.n_questions for m in metrics if getattr(m, "n_questions", None)]
         reads = frozenset().union(*(m.reads_requests for m in metrics))
-        return cls(n_questions=max(wanted) if wanted else DEFAULT_N_QUESTIONS, limits=limits or Limits(),
-                   review_context=_REVIEWED_TOGETHER <= reads)
+        return cls(
+            n_questions=max(wanted) if wanted else DEFAULT_N_QUESTIONS,
+            limits=limits or Limits(),
+            review_context=_REVIEWED_TOGETHER <= reads,
+        )
 
 
 _RE_NOT_WORD = re.compile(r"[^\w\s]")
@@ -251,8 +272,9 @@ class JudgeRequests:
         no claims and costs no call. Raises :class:`LimitError` past ``Limits.max_claims``."""
         if not self.parsed.units:
             return []
-        out = (await self.task("extract_claims", {"question": self.question_text(),
-                                                  "units": self.parsed.unit_texts})).output
+        out = (
+            await self.task("extract_claims", {"question": self.question_text(), "units": self.parsed.unit_texts})
+        ).output
         claims = distinct_claims(out["claims"])
         self.settings.limits.check_claims(self.sample, "answer", len(claims), "distinct claims")
         return claims
@@ -263,22 +285,35 @@ class JudgeRequests:
         claims = await self.claims()
         if not claims:
             return []
-        out = (await self.task("verify_claims", {"claims": [c["text"] for c in claims],
-                                                 "chunks": self.sample.context_texts})).output
+        out = (
+            await self.task(
+                "verify_claims", {"claims": [c["text"] for c in claims], "chunks": self.sample.context_texts}
+            )
+        ).output
         return list(out["verdicts"])
 
     def _rating_inputs(self) -> dict:
         """The ``rate_chunks`` inputs (each chunk split into statements), built once per sample."""
-        return self.once("inputs:rate_chunks", lambda: {
-            "question": self.question_text(), "reference": self.sample.reference or None,
-            "chunks": [split_sentences(t) for t in self.sample.context_texts]})
+        return self.once(
+            "inputs:rate_chunks",
+            lambda: {
+                "question": self.question_text(),
+                "reference": self.sample.reference or None,
+                "chunks": [split_sentences(t) for t in self.sample.context_texts],
+            },
+        )
 
     def _attribution_inputs(self) -> dict:
         """The ``attribute_statements`` inputs, built once per sample; :class:`LimitError` past
         ``Limits.max_claims``."""
-        inputs = self.once("inputs:attribute_statements", lambda: {
-            "question": self.question_text(), "statements": split_sentences(self.sample.reference or ""),
-            "chunks": self.sample.context_texts})
+        inputs = self.once(
+            "inputs:attribute_statements",
+            lambda: {
+                "question": self.question_text(),
+                "statements": split_sentences(self.sample.reference or ""),
+                "chunks": self.sample.context_texts,
+            },
+        )
         self.settings.limits.check_claims(self.sample, "reference", len(inputs["statements"]), "statements")
         return inputs
 
@@ -338,8 +373,11 @@ class JudgeRequests:
         """The ``compare_claims`` answer: which claims the reference states and which reference
         ``statements`` the answer covers (at most ``Limits.max_claims`` statements)."""
         self.settings.limits.check_claims(self.sample, "reference", len(statements), "statements")
-        inputs = {"question": self.question_text(), "claims": [c["text"] for c in claims],
-                  "statements": list(statements)}
+        inputs = {
+            "question": self.question_text(),
+            "claims": [c["text"] for c in claims],
+            "statements": list(statements),
+        }
         return (await self.task("compare_claims", inputs)).output
 
     async def answer_rating(self) -> dict:
@@ -356,8 +394,14 @@ class ScoringContext(JudgeRequests):
     embedding call for all texts the sample's metrics declared via ``Metric.embedding_inputs``.
     """
 
-    def __init__(self, sample: Sample, judge: Judge | None = None, embedder: Embedder | None = None,
-                 metrics: Sequence[Any] = (), settings: RequestSettings | None = None):
+    def __init__(
+        self,
+        sample: Sample,
+        judge: Judge | None = None,
+        embedder: Embedder | None = None,
+        metrics: Sequence[Any] = (),
+        settings: RequestSettings | None = None,
+    ):
         self.sample = sample
         self.judge = judge
         self.embedder = embedder if embedder is not None else getattr(judge, "embedder", None)
@@ -411,6 +455,7 @@ class ScoringContext(JudgeRequests):
         """Vectors for every text any metric of this sample declared, from one ``embed()`` call
         (an SDK embedder sends the texts of samples in flight together: see
         :mod:`ragmeter.judges.embedding`)."""
+
         async def compute() -> dict[str, np.ndarray]:
             if self.embedder is None:
                 raise JudgeError("no embedder: pass embedder=... or use a judge that has one")

@@ -76,8 +76,8 @@ import numpy as np
 
 from ragmeter.metrics.relevance import (
     RELEVANCE_LEVEL,
-    Relevant,
     RelevanceMatrix,
+    Relevant,
     check_k,
     query_matrix,
     rank_by_score,
@@ -119,6 +119,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # single-query metrics
 # --------------------------------------------------------------------------------------
+
 
 def precision_at_k(retrieved_ids: Sequence, relevant: Relevant, k: int | None = None) -> float:
     """Fraction of the top ``k`` ranks that hold a relevant id (trec_eval ``P_k``).
@@ -210,8 +211,7 @@ def mean_reciprocal_rank(queries: Iterable[tuple[Sequence, Relevant]], k: int | 
     """
     k = check_k(k)
     if isinstance(queries, (str, bytes, Mapping)) or not isinstance(queries, Iterable):
-        raise TypeError("queries must be an iterable of (retrieved_ids, relevant) pairs, "
-                        f"got {type(queries).__name__}")
+        raise TypeError(f"queries must be an iterable of (retrieved_ids, relevant) pairs, got {type(queries).__name__}")
     runs, qrels = [], []
     for i, pair in enumerate(queries):
         if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
@@ -299,8 +299,9 @@ def context_precision(verdicts: Sequence) -> float:
     0.0
     """
     if isinstance(verdicts, (str, bytes, Set, Mapping)) or not isinstance(verdicts, (Sequence, np.ndarray)):
-        raise TypeError("verdicts must be a sequence of 0/1 or bool values in retrieval order, "
-                        f"got {type(verdicts).__name__}")
+        raise TypeError(
+            f"verdicts must be a sequence of 0/1 or bool values in retrieval order, got {type(verdicts).__name__}"
+        )
     values = list(verdicts.tolist() if isinstance(verdicts, np.ndarray) else verdicts)
     if not values:
         raise ValueError("verdicts is empty; context precision needs at least one retrieved chunk")

@@ -36,6 +36,7 @@ __all__ = [
 # Sums are prefix sums (np.cumsum runs left to right), so zero padding never changes a
 # value and one-row and many-row matrices give bit-identical results.
 
+
 def _prefix(values: np.ndarray) -> np.ndarray:
     """(n, d) -> (n, d + 1): column j is the sum of the first j columns."""
     out = np.zeros((values.shape[0], values.shape[1] + 1))
@@ -59,9 +60,11 @@ def _check_depth(m: RelevanceMatrix, needed: np.ndarray, what: str) -> None:
     bad = np.flatnonzero(needed > m.depth)
     if bad.size:
         q = bad[0]
-        raise ValueError(f"{what} needs the top {int(needed[q])} ranks of query {m.query_ids[q]!r}, "
-                         f"but the RelevanceMatrix stores only depth={m.depth}; "
-                         "rebuild it with a larger depth (or depth=None)")
+        raise ValueError(
+            f"{what} needs the top {int(needed[q])} ranks of query {m.query_ids[q]!r}, "
+            f"but the RelevanceMatrix stores only depth={m.depth}; "
+            "rebuild it with a larger depth (or depth=None)"
+        )
 
 
 def _cutoff(m: RelevanceMatrix, k: int | None, what: str) -> np.ndarray:
@@ -125,6 +128,7 @@ def _r_precision(m: RelevanceMatrix, k: int | None) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 # batched metrics
 # --------------------------------------------------------------------------------------
+
 
 def batch_precision_at_k(matrix: RelevanceMatrix, k: int | None = None) -> np.ndarray:
     """:func:`precision_at_k` of every query: ``|relevant in top k| / k`` (``k=None``: / list length).

@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from ragmeter.data import Sample, Score
 from ragmeter.fileio import finite_number
@@ -45,11 +46,15 @@ class SampleResult:
         """Plain-dict form: one JSONL line of a results file, as every writer writes it
         (:func:`ragmeter.privacy.for_output`: no secrets; no content when captured without)."""
         out = for_output(self)
-        return {"sample": out.sample.to_dict(), "scores": {k: s.to_dict() for k, s in out.scores.items()},
-                "usage": self.usage.to_dict(), "duration_s": round(self.duration_s, 6)}
+        return {
+            "sample": out.sample.to_dict(),
+            "scores": {k: s.to_dict() for k, s in out.scores.items()},
+            "usage": self.usage.to_dict(),
+            "duration_s": round(self.duration_s, 6),
+        }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "SampleResult":
+    def from_dict(cls, d: Mapping) -> SampleResult:
         """Inverse of :meth:`to_dict`; raises ValueError naming what is malformed."""
         if not isinstance(d, Mapping):
             raise ValueError(f"expected an object, got {type(d).__name__}")
@@ -61,15 +66,18 @@ class SampleResult:
         for k, v in usage.items():
             if v is not None or k != "cost_usd":
                 finite_number(v, f"usage.{k}")
-        return cls(sample=Sample.from_dict(d.get("sample")), scores={k: Score.from_dict(v) for k, v in scores.items()},
-                   usage=Usage.from_dict(usage), duration_s=finite_number(d.get("duration_s", 0.0), "duration_s"))
+        return cls(
+            sample=Sample.from_dict(d.get("sample")),
+            scores={k: Score.from_dict(v) for k, v in scores.items()},
+            usage=Usage.from_dict(usage),
+            duration_s=finite_number(d.get("duration_s", 0.0), "duration_s"),
+        )
 
 
 class Scorer(Protocol):
     """Scores ``metrics`` on ``sample``: per metric name a Score, and what it cost."""
 
-    async def score(self, sample: Sample, metrics: Sequence[Any]) -> tuple[dict[str, Score], Usage]:
-        ...
+    async def score(self, sample: Sample, metrics: Sequence[Any]) -> tuple[dict[str, Score], Usage]: ...
 
 
 class JudgeScorer:
@@ -109,8 +117,14 @@ class EnsembleScorer:
         return {m.name: self.ensemble.combine(m, [s[m.name] for s in per_member]) for m in metrics}, usage
 
 
-def scorer_for(judge: Judge | None, embedder: Embedder | None = None, limits: Limits | None = None, *,
-               repeats: int = 1, repeat_band: float | None = None) -> Scorer:
+def scorer_for(
+    judge: Judge | None,
+    embedder: Embedder | None = None,
+    limits: Limits | None = None,
+    *,
+    repeats: int = 1,
+    repeat_band: float | None = None,
+) -> Scorer:
     """The scorer of a judge: an :class:`EnsembleScorer` for an ensemble, the judge's own
     ``scorer(embedder, limits)`` when it has one (a :class:`~ragmeter.judges.cascade.CascadeJudge`),
     else a :class:`JudgeScorer`; wrapped in a :class:`~ragmeter.trust.repeats.RepeatScorer` when
@@ -129,9 +143,17 @@ def scorer_for(judge: Judge | None, embedder: Embedder | None = None, limits: Li
     return scorer
 
 
-async def score_sample(sample: Sample, metrics: Sequence[Any], judge: Judge | None = None,
-                       embedder: Embedder | None = None, *, limits: Limits | None = None, repeats: int = 1,
-                       repeat_band: float | None = None, capture_content: bool = True) -> SampleResult:
+async def score_sample(
+    sample: Sample,
+    metrics: Sequence[Any],
+    judge: Judge | None = None,
+    embedder: Embedder | None = None,
+    *,
+    limits: Limits | None = None,
+    repeats: int = 1,
+    repeat_band: float | None = None,
+    capture_content: bool = True,
+) -> SampleResult:
     """All ``metrics`` on one ``sample``; judge tasks are shared between metrics. Never raises.
     ``limits``: the run's :class:`~ragmeter.metrics.requests.Limits` (None: the defaults);
     ``repeats`` / ``repeat_band``: ask the judge again (see :mod:`ragmeter.trust.repeats`).
@@ -148,11 +170,25 @@ async def score_sample(sample: Sample, metrics: Sequence[Any], judge: Judge | No
     return result if capture_content else without_content(result)
 
 
-def sample_scorer(metrics: Sequence[Any], judge: Judge | None, embedder: Embedder | None = None,
-                  limits: Limits | None = None, repeats: int = 1, repeat_band: float | None = None,
-                  capture_content: bool = True) -> Any:
+def sample_scorer(
+    metrics: Sequence[Any],
+    judge: Judge | None,
+    embedder: Embedder | None = None,
+    limits: Limits | None = None,
+    repeats: int = 1,
+    repeat_band: float | None = None,
+    capture_content: bool = True,
+) -> Any:
     """``fn(sample) -> SampleResult`` for an :class:`~ragmeter.executors.Executor`: :func:`score_sample`
     with the run's metrics, judge, embedder, limits, repeats and content setting (a picklable
     ``functools.partial``, for executors that score in other processes)."""
-    return functools.partial(score_sample, metrics=metrics, judge=judge, embedder=embedder, limits=limits,
-                             repeats=repeats, repeat_band=repeat_band, capture_content=capture_content)
+    return functools.partial(
+        score_sample,
+        metrics=metrics,
+        judge=judge,
+        embedder=embedder,
+        limits=limits,
+        repeats=repeats,
+        repeat_band=repeat_band,
+        capture_content=capture_content,
+    )

@@ -40,8 +40,7 @@ from ragmeter.data import Sample, Score
 from ragmeter.metrics.base import Metric
 from ragmeter.metrics.requests import ScoringContext
 
-__all__ = ["ExactMatch", "TokenF1", "RougeL", "Bleu", "normalize_answer", "exact_match", "token_f1",
-           "rouge_l", "bleu"]
+__all__ = ["ExactMatch", "TokenF1", "RougeL", "Bleu", "normalize_answer", "exact_match", "token_f1", "rouge_l", "bleu"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
@@ -134,7 +133,7 @@ def _tokenize_13a(line: str) -> list[str]:
 
 
 def _ngrams(tokens: list[str], n: int) -> Counter:
-    return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
 def bleu(answer: str, reference: str, max_order: int = 4) -> float:
@@ -178,8 +177,11 @@ class _StringMetric(Metric):
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         """Apply the formula to ``sample.answer`` and ``sample.reference``."""
         value = type(self)._fn(sample.answer, sample.reference)
-        return Score(self.name, value, explanation=f"{self.name} of the answer against the reference "
-                     "(rewards wording, not truth)")
+        return Score(
+            self.name,
+            value,
+            explanation=f"{self.name} of the answer against the reference (rewards wording, not truth)",
+        )
 
 
 class ExactMatch(_StringMetric):

@@ -24,14 +24,14 @@ import bisect
 import collections
 import threading
 import weakref
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from ragmeter.guard import never_raise
 from ragmeter.judges.base import Embedder, cosine
-from ragmeter.monitor.rules import PSI_EPSILON, psi_of_shares, shares
 from ragmeter.metrics.scoring import SampleResult
+from ragmeter.monitor.rules import PSI_EPSILON, psi_of_shares, shares
 
 __all__ = ["DriftValues", "QuestionDrift", "RETRIEVAL_SCORE"]
 
@@ -79,7 +79,7 @@ class DriftValues:
 
     def set_reference(self, values: Iterable[float]) -> None:
         """Use ``values`` as the reference (at most ``reference_size``, the last ones kept)."""
-        self.reference = list(values)[-self.reference_size:]
+        self.reference = list(values)[-self.reference_size :]
         self._edges = self._ref_shares = None
         self.recent.clear()
         self._recent_bins.clear()
@@ -110,8 +110,16 @@ class QuestionDrift:
     ``on_update()`` runs on that thread after each batch. At most ``max_pending`` questions wait;
     beyond that new ones are dropped and counted in ``dropped``."""
 
-    def __init__(self, embedder: Embedder, *, reference_size: int, recent: int, on_update: Callable[[], None],
-                 batch: int = 64, max_pending: int = 1024):
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        reference_size: int,
+        recent: int,
+        on_update: Callable[[], None],
+        batch: int = 64,
+        max_pending: int = 1024,
+    ):
         self.embedder, self.reference_size, self.batch = embedder, reference_size, batch
         # weakly: the worker thread must not keep a discarded monitor alive
         self._on_update = weakref.WeakMethod(on_update) if hasattr(on_update, "__self__") else lambda: on_update
@@ -144,7 +152,7 @@ class QuestionDrift:
         with self._cond:
             self._ref_sum, self._ref_n, self._ref_fixed = None, 0, True
             self.recent.clear()
-        for q in list(questions)[-self.reference_size:]:
+        for q in list(questions)[-self.reference_size :]:
             self.add(q, reference=True)
 
     def distance(self, min_samples: int) -> float | None:
@@ -170,8 +178,10 @@ class QuestionDrift:
                     self._cond.wait_for(lambda: bool(self._pending))
                     items = [self._pending.popleft() for _ in range(min(self.batch, len(self._pending)))]
                     self._busy = True
-                with never_raise("monitor: embed questions for drift",
-                                 on_error=lambda exc, n=len(items): self._count_error(n)):
+                with never_raise(
+                    "monitor: embed questions for drift",
+                    on_error=lambda exc, n=len(items): self._count_error(n),  # noqa: B008 (binds the count now)
+                ):
                     vectors, _ = loop.run_until_complete(self.embedder.embed([q for q, _ in items]))
                     self._take(np.asarray(vectors, dtype=float), [ref for _, ref in items])
                 update = self._on_update()
@@ -197,4 +207,3 @@ class QuestionDrift:
                     self._ref_n += 1
                 else:
                     self.recent.append(vec)
-

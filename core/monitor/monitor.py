@@ -7,15 +7,16 @@ import logging
 import math
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ragmeter.guard import never_raise
 from ragmeter.inline import sampled
 from ragmeter.judges.base import Embedder
 from ragmeter.metrics import metric_classes
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.monitor.drift import RETRIEVAL_SCORE, DriftValues, QuestionDrift
 from ragmeter.monitor.rules import Alert, Trigger, percentile
-from ragmeter.metrics.scoring import SampleResult
 from ragmeter.verdicts import latency_seconds
 
 __all__ = ["Monitor", "DEFAULT_THRESHOLDS", "RULES", "default_thresholds", "degradation_rules"]
@@ -25,8 +26,17 @@ log = logging.getLogger("ragmeter.monitor")
 #: The default score floors, metric -> floor (:func:`default_thresholds`, read when asked).
 DEFAULT_THRESHOLDS: dict[str, float]
 #: The rules, in the order they are checked.
-RULES = ("score_floor", "faithfulness_degradation", "retrieval_degradation", "no_retrieval_rate", "latency_p95",
-         "judge_error_rate", "judge_cost_per_hour", "drift_psi", "drift_centroid")
+RULES = (
+    "score_floor",
+    "faithfulness_degradation",
+    "retrieval_degradation",
+    "no_retrieval_rate",
+    "latency_p95",
+    "judge_error_rate",
+    "judge_cost_per_hour",
+    "drift_psi",
+    "drift_centroid",
+)
 
 
 def default_thresholds() -> dict[str, float]:
@@ -136,16 +146,36 @@ class Monitor:
     cost hour; inject one in tests and simulations.
     """
 
-    def __init__(self, window: int = 500, min_samples: int = 50, thresholds: Mapping[str, float] | None = None, *,
-                 recent: int = 50, on_alert: Callable[[Alert], Any] | None = None, meter_provider: Any = None,
-                 sample_rate: float = 1.0, should_score: Callable[[Any], bool | None] | None = None,
-                 max_drop: float | None = 0.1, no_retrieval_limit: float | None = 0.2, relevance_floor: float = 0.0,
-                 retrieval_score_floor: float | None = None, latency_p95_limit: float | None = None,
-                 error_rate_limit: float | None = 0.1, cost_per_hour_limit: float | None = None,
-                 drift_on: str = "context_relevance", reference_size: int | None = None, psi_limit: float | None = 0.25,
-                 psi_bins: int = 10, embedder: Embedder | None = None, centroid_limit: float | None = 0.15,
-                 resolve_margin: float = 0.05, store: Any = None, store_tags: Iterable[str] | None = None,
-                 attributes: Mapping[str, str] | None = None, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        window: int = 500,
+        min_samples: int = 50,
+        thresholds: Mapping[str, float] | None = None,
+        *,
+        recent: int = 50,
+        on_alert: Callable[[Alert], Any] | None = None,
+        meter_provider: Any = None,
+        sample_rate: float = 1.0,
+        should_score: Callable[[Any], bool | None] | None = None,
+        max_drop: float | None = 0.1,
+        no_retrieval_limit: float | None = 0.2,
+        relevance_floor: float = 0.0,
+        retrieval_score_floor: float | None = None,
+        latency_p95_limit: float | None = None,
+        error_rate_limit: float | None = 0.1,
+        cost_per_hour_limit: float | None = None,
+        drift_on: str = "context_relevance",
+        reference_size: int | None = None,
+        psi_limit: float | None = 0.25,
+        psi_bins: int = 10,
+        embedder: Embedder | None = None,
+        centroid_limit: float | None = 0.15,
+        resolve_margin: float = 0.05,
+        store: Any = None,
+        store_tags: Iterable[str] | None = None,
+        attributes: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
         if window < 1 or recent < 1 or min_samples < 1:
             raise ValueError("window, recent and min_samples must be >= 1")
         if recent > window:
@@ -176,8 +206,11 @@ class Monitor:
         self.alerts: collections.deque[Alert] = collections.deque(maxlen=100)
         size = window if reference_size is None else reference_size
         self._drift = DriftValues(drift_on, reference_size=size, recent=recent, bins=psi_bins)
-        self._questions = (QuestionDrift(embedder, reference_size=size, recent=recent, on_update=self._check_centroid)
-                           if embedder is not None else None)
+        self._questions = (
+            QuestionDrift(embedder, reference_size=size, recent=recent, on_update=self._check_centroid)
+            if embedder is not None
+            else None
+        )
         self._writer = None
         if store is not None:
             from ragmeter.store.writer import StoreWriter
@@ -190,8 +223,9 @@ class Monitor:
                 register_instruments(self, meter_provider, dict(attributes or {}))
             except ImportError:
                 if meter_provider is not None:
-                    raise ImportError("ragmeter: Monitor(meter_provider=...) needs opentelemetry "
-                                      "(pip install 'ragmeter[otel]')") from None
+                    raise ImportError(
+                        "ragmeter: Monitor(meter_provider=...) needs opentelemetry (pip install 'ragmeter[otel]')"
+                    ) from None
                 log.debug("ragmeter monitor: opentelemetry is not installed; no OTel metrics")
 
     # ------------------------------------------------------------------ feeding
@@ -252,14 +286,22 @@ class Monitor:
         ``firing`` ((rule, metric) -> bool), ``counts``, ``alerts`` ((rule, metric, state) -> n).
         A value is None until there is something to compute it from."""
         with self._lock:
-            means = {m: {"recent": s.recent_mean(), "full": math.fsum(s.full) / len(s.full), "count": len(s.full)}
-                     for m, s in self._series.items() if s.full}
-            out = {"means": means, "no_retrieval": _rate(self._no_retrieval),
-                   "latency_p95": percentile(self._latency, 95) if self._latency else None,
-                   "error_rate": self._error_rate(), "cost_per_hour": self._cost_last_hour(self.clock()),
-                   "drift": {"psi": self._drift.psi(self.min_samples), "centroid_distance": None},
-                   "firing": {k: t.firing for k, t in self._triggers.items()},
-                   "counts": dict(self._counts), "alerts": dict(self._alert_counts)}
+            means = {
+                m: {"recent": s.recent_mean(), "full": math.fsum(s.full) / len(s.full), "count": len(s.full)}
+                for m, s in self._series.items()
+                if s.full
+            }
+            out = {
+                "means": means,
+                "no_retrieval": _rate(self._no_retrieval),
+                "latency_p95": percentile(self._latency, 95) if self._latency else None,
+                "error_rate": self._error_rate(),
+                "cost_per_hour": self._cost_last_hour(self.clock()),
+                "drift": {"psi": self._drift.psi(self.min_samples), "centroid_distance": None},
+                "firing": {k: t.firing for k, t in self._triggers.items()},
+                "counts": dict(self._counts),
+                "alerts": dict(self._alert_counts),
+            }
         if self._questions is not None:
             out["drift"]["centroid_distance"] = self._questions.distance(self.min_samples)
         return out
@@ -268,9 +310,15 @@ class Monitor:
         """How many entries each window holds now (to check that state stays bounded)."""
         with self._lock:
             out = {f"series.{m}.{k}": len(getattr(s, k)) for m, s in self._series.items() for k in ("full", "recent")}
-            out.update(latency=len(self._latency), no_retrieval=len(self._no_retrieval), judged=len(self._judged),
-                       cost_buckets=len(self._cost), drift_reference=len(self._drift.reference),
-                       drift_recent=len(self._drift.recent), alerts=len(self.alerts))
+            out.update(
+                latency=len(self._latency),
+                no_retrieval=len(self._no_retrieval),
+                judged=len(self._judged),
+                cost_buckets=len(self._cost),
+                drift_reference=len(self._drift.reference),
+                drift_recent=len(self._drift.recent),
+                alerts=len(self.alerts),
+            )
         if self._questions is not None:
             out["drift_question_vectors"] = len(self._questions.recent)
         return out
@@ -369,8 +417,14 @@ class Monitor:
                 key = (self._degradation[m], m)
                 base, count = self._baselines.get(key) or series.baseline()
                 if count >= self.recent:
-                    out += self._update(*key, base - mean, self.max_drop, True, now,
-                                        detail=f"recent mean {mean:.3f} vs earlier {base:.3f}")
+                    out += self._update(
+                        *key,
+                        base - mean,
+                        self.max_drop,
+                        True,
+                        now,
+                        detail=f"recent mean {mean:.3f} vs earlier {base:.3f}",
+                    )
                     # while firing, the baseline stays the one before the drop (else the degraded
                     # values, moving into it, would "resolve" the alert while quality is still low)
                     if self._triggers[key].firing:
@@ -378,19 +432,28 @@ class Monitor:
                     else:
                         self._baselines.pop(key, None)
         if self.no_retrieval_limit is not None and len(self._no_retrieval) >= min(n, self.recent):
-            out += self._update("no_retrieval_rate", None, _rate(self._no_retrieval), self.no_retrieval_limit, True, now)
+            out += self._update(
+                "no_retrieval_rate", None, _rate(self._no_retrieval), self.no_retrieval_limit, True, now
+            )
         if self.latency_p95_limit is not None and len(self._latency) >= min(n, self.recent):
             out += self._update("latency_p95", None, percentile(self._latency, 95), self.latency_p95_limit, True, now)
         rate = self._error_rate()
         if self.error_rate_limit is not None and rate is not None and len(self._judged) >= min(n, self.recent):
             out += self._update("judge_error_rate", None, rate, self.error_rate_limit, True, now)
         if self.cost_per_hour_limit is not None and self._counts["observed"] >= n:
-            out += self._update("judge_cost_per_hour", None, self._cost_last_hour(now) or 0.0,
-                                self.cost_per_hour_limit, True, now)
+            out += self._update(
+                "judge_cost_per_hour", None, self._cost_last_hour(now) or 0.0, self.cost_per_hour_limit, True, now
+            )
         value = self._drift.psi(min(n, self.recent)) if drifted and self.psi_limit is not None else None
         if value is not None:
-            out += self._update("drift_psi", self._drift.on if self._drift.on != RETRIEVAL_SCORE else None,
-                                value, self.psi_limit, True, now)
+            out += self._update(
+                "drift_psi",
+                self._drift.on if self._drift.on != RETRIEVAL_SCORE else None,
+                value,
+                self.psi_limit,
+                True,
+                now,
+            )
         return out
 
     def _check_centroid(self) -> None:
@@ -404,8 +467,9 @@ class Monitor:
             alerts = self._update("drift_centroid", None, value, self.centroid_limit, True, self.clock())
         self._emit(alerts)
 
-    def _update(self, rule: str, metric: str | None, value: float, limit: float, above: bool, now: float,
-                detail: str = "") -> list[Alert]:
+    def _update(
+        self, rule: str, metric: str | None, value: float, limit: float, above: bool, now: float, detail: str = ""
+    ) -> list[Alert]:
         key = (rule, metric)
         trigger = self._triggers.get(key)
         if trigger is None:
@@ -414,8 +478,15 @@ class Monitor:
         if state is None:
             return []
         self._alert_counts[(rule, metric, state)] += 1
-        alert = Alert(rule, metric, value, limit, state, now, _message(rule, metric, value, limit, state, above,
-                                                                        self.recent, detail))
+        alert = Alert(
+            rule,
+            metric,
+            value,
+            limit,
+            state,
+            now,
+            _message(rule, metric, value, limit, state, above, self.recent, detail),
+        )
         self.alerts.append(alert)
         return [alert]
 
@@ -435,15 +506,22 @@ def _rate(flags: Iterable[bool]) -> float | None:
     return sum(flags) / len(flags) if flags else None
 
 
-_WHAT = {"score_floor": "{metric} mean of the last {n} samples", "faithfulness_degradation": "drop in {metric}",
-         "retrieval_degradation": "drop in {metric}", "no_retrieval_rate": "no-retrieval rate of the last {n} samples",
-         "latency_p95": "p95 latency of the last {n} samples (s)", "judge_error_rate": "judge error rate of the last {n} samples",
-         "judge_cost_per_hour": "judge cost over the last hour (USD)", "drift_psi": "PSI of {metric} (drift)",
-         "drift_centroid": "question centroid distance (drift)"}
+_WHAT = {
+    "score_floor": "{metric} mean of the last {n} samples",
+    "faithfulness_degradation": "drop in {metric}",
+    "retrieval_degradation": "drop in {metric}",
+    "no_retrieval_rate": "no-retrieval rate of the last {n} samples",
+    "latency_p95": "p95 latency of the last {n} samples (s)",
+    "judge_error_rate": "judge error rate of the last {n} samples",
+    "judge_cost_per_hour": "judge cost over the last hour (USD)",
+    "drift_psi": "PSI of {metric} (drift)",
+    "drift_centroid": "question centroid distance (drift)",
+}
 
 
-def _message(rule: str, metric: str | None, value: float, limit: float, state: str, above: bool, n: int,
-             detail: str) -> str:
+def _message(
+    rule: str, metric: str | None, value: float, limit: float, state: str, above: bool, n: int, detail: str
+) -> str:
     what = _WHAT[rule].format(metric=metric or "retrieval scores", n=n)
     if state == "firing":
         side = "above" if above else "below"

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 __all__ = ["register_instruments", "METER_NAME"]
 
@@ -43,7 +44,7 @@ METER_NAME = "ragmeter.monitor"
 
 _lock = threading.Lock()
 # provider -> the monitors reporting through it (weakly: a discarded monitor stops reporting)
-_monitors: "weakref.WeakKeyDictionary[Any, list[tuple[weakref.ref, dict[str, str]]]]" = weakref.WeakKeyDictionary()
+_monitors: weakref.WeakKeyDictionary[Any, list[tuple[weakref.ref, dict[str, str]]]] = weakref.WeakKeyDictionary()
 
 
 def register_instruments(monitor: Any, meter_provider: Any = None, attributes: dict[str, str] | None = None) -> None:
@@ -88,41 +89,86 @@ def _create(provider: Any) -> None:
         return each(lambda snap, base: obs(base, snap[key]))
 
     def means(snap: dict[str, Any], base: dict[str, str]) -> list:
-        return [o for metric, row in sorted(snap["means"].items())
-                for o in obs(base, row["recent"], metric=metric, window="recent")
-                + obs(base, row["full"], metric=metric, window="full")]
+        return [
+            o
+            for metric, row in sorted(snap["means"].items())
+            for o in obs(base, row["recent"], metric=metric, window="recent")
+            + obs(base, row["full"], metric=metric, window="full")
+        ]
 
     def drift(snap: dict[str, Any], base: dict[str, str]) -> list:
         d = snap["drift"]
         return obs(base, d["psi"], drift="psi") + obs(base, d["centroid_distance"], drift="centroid_distance")
 
     def firing(snap: dict[str, Any], base: dict[str, str]) -> list:
-        return [o for (rule, metric), on in sorted(snap["firing"].items(), key=str)
-                for o in obs(base, int(on), rule=rule, metric=metric)]
+        return [
+            o
+            for (rule, metric), on in sorted(snap["firing"].items(), key=str)
+            for o in obs(base, int(on), rule=rule, metric=metric)
+        ]
 
     def samples(snap: dict[str, Any], base: dict[str, str]) -> list:
-        return [o for outcome in ("observed", "sampled_out", "dropped")
-                for o in obs(base, snap["counts"][outcome], outcome=outcome)]
+        return [
+            o
+            for outcome in ("observed", "sampled_out", "dropped")
+            for o in obs(base, snap["counts"][outcome], outcome=outcome)
+        ]
 
     def alerts(snap: dict[str, Any], base: dict[str, str]) -> list:
-        return [o for (rule, metric, state), n in sorted(snap["alerts"].items(), key=str)
-                for o in obs(base, n, rule=rule, metric=metric, state=state)]
+        return [
+            o
+            for (rule, metric, state), n in sorted(snap["alerts"].items(), key=str)
+            for o in obs(base, n, rule=rule, metric=metric, state=state)
+        ]
 
-    meter.create_observable_gauge("ragmeter.monitor.score.mean", [each(means)], unit="1",
-                                  description="Rolling mean of a metric's scores (recent: the rules' last N samples)")
-    meter.create_observable_gauge("ragmeter.monitor.no_retrieval", [gauge("no_retrieval")], unit="1",
-                                  description="Share of recent samples with no chunk above the relevance floor")
-    meter.create_observable_gauge("ragmeter.monitor.latency.p95", [gauge("latency_p95")], unit="s",
-                                  description="95th percentile of the app's response time over recent samples")
-    meter.create_observable_gauge("ragmeter.monitor.judge.errors", [gauge("error_rate")], unit="1",
-                                  description="Errored scores / computed scores over recent samples")
-    meter.create_observable_gauge("ragmeter.monitor.judge.cost", [gauge("cost_per_hour")], unit="{USD}/h",
-                                  description="Judge spend over the last hour")
-    meter.create_observable_gauge("ragmeter.monitor.drift", [each(drift)], unit="1",
-                                  description="Drift of recent traffic against the reference window")
-    meter.create_observable_gauge("ragmeter.monitor.alert.firing", [each(firing)], unit="1",
-                                  description="1 while a rule is firing, 0 once resolved")
-    meter.create_observable_counter("ragmeter.monitor.samples", [each(samples)], unit="{sample}",
-                                    description="Samples handed to the monitor, by outcome")
-    meter.create_observable_counter("ragmeter.monitor.alerts", [each(alerts)], unit="{alert}",
-                                    description="Alert state changes, by rule and state")
+    meter.create_observable_gauge(
+        "ragmeter.monitor.score.mean",
+        [each(means)],
+        unit="1",
+        description="Rolling mean of a metric's scores (recent: the rules' last N samples)",
+    )
+    meter.create_observable_gauge(
+        "ragmeter.monitor.no_retrieval",
+        [gauge("no_retrieval")],
+        unit="1",
+        description="Share of recent samples with no chunk above the relevance floor",
+    )
+    meter.create_observable_gauge(
+        "ragmeter.monitor.latency.p95",
+        [gauge("latency_p95")],
+        unit="s",
+        description="95th percentile of the app's response time over recent samples",
+    )
+    meter.create_observable_gauge(
+        "ragmeter.monitor.judge.errors",
+        [gauge("error_rate")],
+        unit="1",
+        description="Errored scores / computed scores over recent samples",
+    )
+    meter.create_observable_gauge(
+        "ragmeter.monitor.judge.cost",
+        [gauge("cost_per_hour")],
+        unit="{USD}/h",
+        description="Judge spend over the last hour",
+    )
+    meter.create_observable_gauge(
+        "ragmeter.monitor.drift",
+        [each(drift)],
+        unit="1",
+        description="Drift of recent traffic against the reference window",
+    )
+    meter.create_observable_gauge(
+        "ragmeter.monitor.alert.firing",
+        [each(firing)],
+        unit="1",
+        description="1 while a rule is firing, 0 once resolved",
+    )
+    meter.create_observable_counter(
+        "ragmeter.monitor.samples",
+        [each(samples)],
+        unit="{sample}",
+        description="Samples handed to the monitor, by outcome",
+    )
+    meter.create_observable_counter(
+        "ragmeter.monitor.alerts", [each(alerts)], unit="{alert}", description="Alert state changes, by rule and state"
+    )

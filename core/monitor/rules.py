@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -38,8 +38,15 @@ class Alert:
 
     def to_dict(self) -> dict:
         """Plain-dict form (for JSON logs and webhooks)."""
-        return {"rule": self.rule, "metric": self.metric, "value": self.value, "limit": self.limit,
-                "state": self.state, "time": self.time, "message": self.message}
+        return {
+            "rule": self.rule,
+            "metric": self.metric,
+            "value": self.value,
+            "limit": self.limit,
+            "state": self.state,
+            "time": self.time,
+            "message": self.message,
+        }
 
 
 class Trigger:

@@ -65,8 +65,16 @@ _LAZY = {
     "StoreWriter": "ragmeter.store.writer",
 }
 
-__all__ = ["Store", "StoreWriter", "RunInfo", "StoredSample", "TrendPoint", "StoreVersionError", "SCHEMA_VERSION",
-           "load_run"]
+__all__ = [
+    "Store",
+    "StoreWriter",
+    "RunInfo",
+    "StoredSample",
+    "TrendPoint",
+    "StoreVersionError",
+    "SCHEMA_VERSION",
+    "load_run",
+]
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
 

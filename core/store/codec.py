@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from ragmeter.data import CONVERSATION_FIELDS, Sample, Score
 from ragmeter.fileio import json_text
@@ -26,8 +27,19 @@ from ragmeter.verdicts import latency_seconds
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _SURROGATES_AND_NUL = re.compile("[\ud800-\udfff\x00]")
 
-__all__ = ["dumps", "loads", "sample_row", "score_rows", "sample_result", "tags_of", "utc", "naive_utc", "started_at", "judge_of",
-           "TextCleaner"]
+__all__ = [
+    "dumps",
+    "loads",
+    "sample_row",
+    "score_rows",
+    "sample_result",
+    "tags_of",
+    "utc",
+    "naive_utc",
+    "started_at",
+    "judge_of",
+    "TextCleaner",
+]
 
 
 def dumps(obj: Any) -> str:
@@ -43,13 +55,13 @@ def loads(text: str | None, default: Any = None) -> Any:
 
 def utc(value: datetime) -> datetime:
     """A stored (naive UTC) datetime as an aware UTC datetime."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def naive_utc(value: datetime | None = None) -> datetime:
     """``value`` (now when None) as a naive UTC datetime, the form stored."""
-    value = value or datetime.now(timezone.utc)
-    return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+    value = value or datetime.now(UTC)
+    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
 
 
 def started_at(sample: Sample) -> datetime | None:
@@ -61,7 +73,7 @@ def started_at(sample: Sample) -> datetime | None:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return naive_utc(parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc))
+    return naive_utc(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
 
 
 def tags_of(extra: Iterable[str] | None, sample: Sample | None = None) -> list[str]:
@@ -94,11 +106,21 @@ def sample_row(result: SampleResult, run_id: int, created_at: datetime, tags: li
     """The ``samples`` row of ``result``."""
     s = result.sample
     contexts = [{"text": c.text, "id": c.id, "score": c.score, "metadata": c.metadata} for c in s.contexts]
-    return {"run_id": run_id, "sample_id": text(s.id), "created_at": created_at, "question": text(s.question),
-            "answer": text(s.answer), "contexts": dumps(contexts), "reference": text(s.reference),
-            "relevant_ids": None if s.relevant_ids is None else dumps(s.relevant_ids),
-            "metadata": dumps(_with_turn(s)), "usage": dumps(result.usage.to_dict()),
-            "scoring_s": float(result.duration_s), "tags": dumps(tags), "latency_s": latency_seconds(s.metadata)}
+    return {
+        "run_id": run_id,
+        "sample_id": text(s.id),
+        "created_at": created_at,
+        "question": text(s.question),
+        "answer": text(s.answer),
+        "contexts": dumps(contexts),
+        "reference": text(s.reference),
+        "relevant_ids": None if s.relevant_ids is None else dumps(s.relevant_ids),
+        "metadata": dumps(_with_turn(s)),
+        "usage": dumps(result.usage.to_dict()),
+        "scoring_s": float(result.duration_s),
+        "tags": dumps(tags),
+        "latency_s": latency_seconds(s.metadata),
+    }
 
 
 #: Key of the ``metadata`` JSON column that holds a chat turn's conversation fields (no column of its own).
@@ -113,22 +135,50 @@ def _with_turn(sample: Sample) -> dict:
 
 def score_rows(result: SampleResult, sample_row_id: int, run_id: int, text: TextCleaner) -> list[dict]:
     """The ``scores`` rows of ``result``, in its metric order."""
-    return [{"sample_row_id": sample_row_id, "run_id": run_id, "metric": text(name), "value": s.value,
-             "label": s.label, "error": text(s.error), "explanation": text(s.explanation or ""),
-             "details": dumps(s.details), "judge": text(s.judge), "judge_fingerprint": text(s.fingerprint)}
-            for name, s in result.scores.items()]
+    return [
+        {
+            "sample_row_id": sample_row_id,
+            "run_id": run_id,
+            "metric": text(name),
+            "value": s.value,
+            "label": s.label,
+            "error": text(s.error),
+            "explanation": text(s.explanation or ""),
+            "details": dumps(s.details),
+            "judge": text(s.judge),
+            "judge_fingerprint": text(s.fingerprint),
+        }
+        for name, s in result.scores.items()
+    ]
 
 
 def sample_result(row: Any, score_rows_: Iterable[Any]) -> SampleResult:
     """A :class:`SampleResult` from a ``samples`` row and its ``scores`` rows (in id order)."""
     metadata = loads(row.metadata, {})
     turn = metadata.pop(TURN_KEY, None) or {}
-    sample = Sample(question=row.question, contexts=loads(row.contexts, []), answer=row.answer,
-                    reference=row.reference, relevant_ids=loads(row.relevant_ids), id=row.sample_id,
-                    metadata=metadata, **{k: v for k, v in turn.items() if k in CONVERSATION_FIELDS})
-    scores = {r.metric: Score(metric=r.metric, value=r.value, explanation=r.explanation or "",
-                              details=loads(r.details, {}), error=r.error, judge=r.judge, label=r.label,
-                              fingerprint=r.judge_fingerprint)
-              for r in score_rows_}
-    return SampleResult(sample=sample, scores=scores, usage=Usage.from_dict(loads(row.usage, {})),
-                        duration_s=row.scoring_s or 0.0)
+    sample = Sample(
+        question=row.question,
+        contexts=loads(row.contexts, []),
+        answer=row.answer,
+        reference=row.reference,
+        relevant_ids=loads(row.relevant_ids),
+        id=row.sample_id,
+        metadata=metadata,
+        **{k: v for k, v in turn.items() if k in CONVERSATION_FIELDS},
+    )
+    scores = {
+        r.metric: Score(
+            metric=r.metric,
+            value=r.value,
+            explanation=r.explanation or "",
+            details=loads(r.details, {}),
+            error=r.error,
+            judge=r.judge,
+            label=r.label,
+            fingerprint=r.judge_fingerprint,
+        )
+        for r in score_rows_
+    }
+    return SampleResult(
+        sample=sample, scores=scores, usage=Usage.from_dict(loads(row.usage, {})), duration_s=row.scoring_s or 0.0
+    )

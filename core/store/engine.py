@@ -23,8 +23,9 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -33,8 +34,19 @@ from sqlalchemy.exc import OperationalError
 
 from ragmeter.redact import redact
 
-__all__ = ["DEFAULT_PATH", "database_url", "create_engine", "write", "read", "environment_info", "StoreError",
-           "transient", "describe", "store_name", "writable"]
+__all__ = [
+    "DEFAULT_PATH",
+    "database_url",
+    "create_engine",
+    "write",
+    "read",
+    "environment_info",
+    "StoreError",
+    "transient",
+    "describe",
+    "store_name",
+    "writable",
+]
 
 T = TypeVar("T")
 
@@ -53,9 +65,20 @@ _TRANSIENT_CLASSES = ("08", "53")
 
 #: Where the app version and the git commit are read from, first hit wins.
 APP_VERSION_VARS = ("RAGMETER_APP_VERSION",)
-GIT_COMMIT_VARS = ("RAGMETER_GIT_COMMIT", "GIT_COMMIT", "GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT",
-                   "CIRCLE_SHA1", "BITBUCKET_COMMIT", "TRAVIS_COMMIT", "DRONE_COMMIT_SHA",
-                   "VERCEL_GIT_COMMIT_SHA", "SOURCE_VERSION", "COMMIT_SHA")
+GIT_COMMIT_VARS = (
+    "RAGMETER_GIT_COMMIT",
+    "GIT_COMMIT",
+    "GITHUB_SHA",
+    "CI_COMMIT_SHA",
+    "BUILDKITE_COMMIT",
+    "CIRCLE_SHA1",
+    "BITBUCKET_COMMIT",
+    "TRAVIS_COMMIT",
+    "DRONE_COMMIT_SHA",
+    "VERCEL_GIT_COMMIT_SHA",
+    "SOURCE_VERSION",
+    "COMMIT_SHA",
+)
 
 
 def database_url(url_or_path: str | os.PathLike | None = None) -> sa.URL:
@@ -77,8 +100,9 @@ def database_url(url_or_path: str | os.PathLike | None = None) -> sa.URL:
         return url
     if backend in ("postgresql", "postgres"):
         return url.set(drivername="postgresql+psycopg")
-    raise ValueError(f"unsupported database URL {store_name(url)!r}: "
-                     "use a file path, sqlite:///path or postgresql://user@host/db")
+    raise ValueError(
+        f"unsupported database URL {store_name(url)!r}: use a file path, sqlite:///path or postgresql://user@host/db"
+    )
 
 
 def store_name(url: sa.URL) -> str:
@@ -181,7 +205,7 @@ def _retryable(exc: OperationalError) -> bool:
 
 
 def _backoff(attempt: int) -> None:
-    time.sleep(min(2.0, 0.02 * 2 ** attempt) * (0.5 + random.random()))
+    time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
 
 
 def transient(exc: BaseException) -> bool:
@@ -227,7 +251,7 @@ class StoreError(RuntimeError):
         self.where, self.cause, self.transient = where, cause, transient
 
     @classmethod
-    def of(cls, engine: Engine, exc: BaseException) -> "StoreError":
+    def of(cls, engine: Engine, exc: BaseException) -> StoreError:
         """The StoreError for ``exc`` raised by ``engine``'s database."""
         return cls(store_name(engine.url), describe(exc), transient(exc))
 

@@ -51,12 +51,12 @@ class RunRecorder:
         self._info: dict[str, Any] | None = None
 
     @classmethod
-    def new(cls, store: Store, dataset: str | None, key: str | None = None) -> "RunRecorder":
+    def new(cls, store: Store, dataset: str | None, key: str | None = None) -> RunRecorder:
         """A new run (``key``: a new random one when None)."""
         return cls(store, dataset, key=key or uuid.uuid4().hex)
 
     @classmethod
-    def for_file(cls, store: Store, dataset: str | None, path: str | os.PathLike) -> "RunRecorder":
+    def for_file(cls, store: Store, dataset: str | None, path: str | os.PathLike) -> RunRecorder:
         """The run linked to the results file ``path`` (by the ``run_key`` of its header), or a new
         one linked to it when the file has no key or the store has no such run."""
         from ragmeter.streaming import run_key_of
@@ -66,7 +66,7 @@ class RunRecorder:
         return cls(store, dataset, key=key or uuid.uuid4().hex, run=run)
 
     @classmethod
-    def for_dataset(cls, store: Store, dataset: str | None) -> "RunRecorder":
+    def for_dataset(cls, store: Store, dataset: str | None) -> RunRecorder:
         """The newest evaluation run of ``dataset``, or a new one when there is none."""
         run = store.find_run(dataset=dataset)
         return cls(store, dataset, run=run) if run is not None else cls.new(store, dataset)
@@ -81,9 +81,11 @@ class RunRecorder:
             stored = [m for m in self.run.metrics if m != RESPONSE_TIME]
             wanted = [m for m in info["metrics"] if m != RESPONSE_TIME]
             if stored != wanted or (self.run.judge or "code") != info["judge"]:
-                raise ValueError(f"run {self.run.id} in {self.store.where} was scored by judge {self.run.judge!r} with "
-                                 f"metrics {stored}; this run has judge {info['judge']!r} with metrics {wanted}: "
-                                 "resume with the same ones, or run without --resume")
+                raise ValueError(
+                    f"run {self.run.id} in {self.store.where} was scored by judge {self.run.judge!r} with "
+                    f"metrics {stored}; this run has judge {info['judge']!r} with metrics {wanted}: "
+                    "resume with the same ones, or run without --resume"
+                )
         else:
             try:
                 self.run_id = self._begin(info)
@@ -105,12 +107,22 @@ class RunRecorder:
             self.writer.close(self.writer.retry_timeout)
         try:
             if self.run_id is None:  # the store failed at the start: it may be back
-                self.run_id = self._begin(self._info or {"judge": result.judge, "metrics": result.metrics,
-                                                         "thresholds": result.thresholds, "profile": result.profile})
+                self.run_id = self._begin(
+                    self._info
+                    or {
+                        "judge": result.judge,
+                        "metrics": result.metrics,
+                        "thresholds": result.thresholds,
+                        "profile": result.profile,
+                    }
+                )
             self.store.finish_run(self.run_id, result)
         except StoreError as err:
-            self.error = (f"{err}; the run is not recorded there" if self.run_id is None else
-                          f"{err}; run {self.run_id} there is incomplete: --resume records the rest")
+            self.error = (
+                f"{err}; the run is not recorded there"
+                if self.run_id is None
+                else f"{err}; run {self.run_id} there is incomplete: --resume records the rest"
+            )
             return None, self.error
         self.error = None
         return f"recorded run {self.run_id} in {self.store.where}", None
@@ -123,5 +135,11 @@ class RunRecorder:
         self.store.close()
 
     def _begin(self, info: dict[str, Any]) -> int:
-        return self.store.begin_run(self.dataset, judge=info["judge"], metrics=info["metrics"],
-                                    thresholds=info["thresholds"], profile=info.get("profile"), key=self.key)
+        return self.store.begin_run(
+            self.dataset,
+            judge=info["judge"],
+            metrics=info["metrics"],
+            thresholds=info["thresholds"],
+            profile=info.get("profile"),
+            key=self.key,
+        )

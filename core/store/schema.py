@@ -17,8 +17,8 @@ is a function of a Connection that uses only portable DDL (SQLAlchemy ``Index.cr
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -26,50 +26,67 @@ from sqlalchemy.engine import Connection
 from ragmeter.store.engine import StoreError
 from ragmeter.verdicts import latency_seconds
 
-__all__ = ["metadata", "runs", "samples", "scores", "labels", "judges", "trust_cards", "anchor_results", "schema_version", "SCHEMA_VERSION", "MIGRATIONS",
-           "StoreVersionError", "current_version", "migrate"]
+__all__ = [
+    "metadata",
+    "runs",
+    "samples",
+    "scores",
+    "labels",
+    "judges",
+    "trust_cards",
+    "anchor_results",
+    "schema_version",
+    "SCHEMA_VERSION",
+    "MIGRATIONS",
+    "StoreVersionError",
+    "current_version",
+    "migrate",
+]
 
 metadata = sa.MetaData()
 _JSON = sa.Text  # JSON is stored as text (json.dumps, allow_nan=False): same on every database
 
 runs = sa.Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("created_at", sa.DateTime, nullable=False),           # UTC, naive
-    sa.Column("kind", sa.String(16), nullable=False),                # "evaluate" | "inline"
+    sa.Column("created_at", sa.DateTime, nullable=False),  # UTC, naive
+    sa.Column("kind", sa.String(16), nullable=False),  # "evaluate" | "inline"
     sa.Column("dataset", sa.String(512)),
-    sa.Column("source", sa.String(64)),                              # inline: langchain / llamaindex / otel
-    sa.Column("process", sa.String(256)),                            # inline: "host:pid:token"
+    sa.Column("source", sa.String(64)),  # inline: langchain / llamaindex / otel
+    sa.Column("process", sa.String(256)),  # inline: "host:pid:token"
     sa.Column("app_version", sa.String(128)),
     sa.Column("git_commit", sa.String(64)),
     sa.Column("judge", sa.String(256)),
-    sa.Column("settings", _JSON, nullable=False),                    # {"metrics": [...], "thresholds": {m: [t, w]}}
-    sa.Column("usage", _JSON, nullable=False),                       # Usage.to_dict()
+    sa.Column("settings", _JSON, nullable=False),  # {"metrics": [...], "thresholds": {m: [t, w]}}
+    sa.Column("usage", _JSON, nullable=False),  # Usage.to_dict()
     sa.Column("duration_s", sa.Double, nullable=False, default=0.0),
-    sa.Column("tags", _JSON, nullable=False),                        # ["tag", ...]
-    sa.Column("invalid", _JSON, nullable=False),                     # [RecordError.to_dict(), ...]
+    sa.Column("tags", _JSON, nullable=False),  # ["tag", ...]
+    sa.Column("invalid", _JSON, nullable=False),  # [RecordError.to_dict(), ...]
 )
 
 samples = sa.Table(
-    "samples", metadata,
+    "samples",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
     sa.Column("sample_id", sa.String(256), nullable=False, index=True),
     sa.Column("created_at", sa.DateTime, nullable=False),
     sa.Column("question", sa.Text, nullable=False),
     sa.Column("answer", sa.Text),
-    sa.Column("contexts", _JSON, nullable=False),                    # [{"text", "id", "score", "metadata"}, ...]
+    sa.Column("contexts", _JSON, nullable=False),  # [{"text", "id", "score", "metadata"}, ...]
     sa.Column("reference", sa.Text),
     sa.Column("relevant_ids", _JSON),
     sa.Column("metadata", _JSON, nullable=False),
     sa.Column("usage", _JSON, nullable=False),
     sa.Column("scoring_s", sa.Double, nullable=False, default=0.0),  # SampleResult.duration_s
     sa.Column("tags", _JSON, nullable=False),
-    sa.Column("latency_s", sa.Double),                               # v2: the app's response time
+    sa.Column("latency_s", sa.Double),  # v2: the app's response time
 )
 
 scores = sa.Table(
-    "scores", metadata,
+    "scores",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("sample_row_id", sa.Integer, sa.ForeignKey("samples.id", ondelete="CASCADE"), nullable=False, index=True),
     sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
@@ -80,13 +97,14 @@ scores = sa.Table(
     sa.Column("explanation", sa.Text, nullable=False),
     sa.Column("details", _JSON, nullable=False),
     sa.Column("judge", sa.String(256)),
-    sa.Column("judge_fingerprint", sa.String(32)),                   # v4: the judge's fingerprint id (judges.id)
+    sa.Column("judge_fingerprint", sa.String(32)),  # v4: the judge's fingerprint id (judges.id)
 )
 
-judges = sa.Table(                                                   # v4: judge fingerprints, content-addressed
-    "judges", metadata,
+judges = sa.Table(  # v4: judge fingerprints, content-addressed
+    "judges",
+    metadata,
     sa.Column("id", sa.String(32), primary_key=True, autoincrement=False),
-    sa.Column("fingerprint", _JSON, nullable=False),                 # JudgeFingerprint.to_dict()
+    sa.Column("fingerprint", _JSON, nullable=False),  # JudgeFingerprint.to_dict()
     sa.Column("created_at", sa.DateTime, nullable=False),
 )
 
@@ -97,51 +115,60 @@ def _labels_table(meta: sa.MetaData, name: str, v3: bool = False) -> sa.Table:
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("sample_id", sa.String(256), nullable=False, index=True),  # the samples' sample_id (any run)
         sa.Column("annotator", sa.String(256), nullable=False),
-        sa.Column("criterion", sa.String(64), nullable=False),            # a criterion or a metric name (v4)
-        sa.Column("value", sa.Integer if v3 else sa.Double),              # NULL: the annotator left it out
+        sa.Column("criterion", sa.String(64), nullable=False),  # a criterion or a metric name (v4)
+        sa.Column("value", sa.Integer if v3 else sa.Double),  # NULL: the annotator left it out
     ]
     if not v3:
-        columns += [sa.Column("answer_hash", sa.String(64)),             # the answer the label was given on
-                    sa.Column("cluster", sa.String(256)),                 # document / conversation / query
-                    sa.Column("scale", sa.String(8))]                     # binary / 1-5 / 0-1 (NULL: inferred)
-    columns += [sa.Column("source", sa.String(512)),                      # the file the label was imported from
-                sa.Column("created_at", sa.DateTime, nullable=False)]
+        columns += [
+            sa.Column("answer_hash", sa.String(64)),  # the answer the label was given on
+            sa.Column("cluster", sa.String(256)),  # document / conversation / query
+            sa.Column("scale", sa.String(8)),
+        ]  # binary / 1-5 / 0-1 (NULL: inferred)
+    columns += [
+        sa.Column("source", sa.String(512)),  # the file the label was imported from
+        sa.Column("created_at", sa.DateTime, nullable=False),
+    ]
     return sa.Table(name, meta, *columns)
 
 
-labels = _labels_table(metadata, "labels")                           # v3: human labels; v4: any scale, answer hash
+labels = _labels_table(metadata, "labels")  # v3: human labels; v4: any scale, answer hash
 
-trust_cards = sa.Table(                                              # v4: trust cards, stored with their run
-    "trust_cards", metadata,
+trust_cards = sa.Table(  # v4: trust cards, stored with their run
+    "trust_cards",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
     sa.Column("created_at", sa.DateTime, nullable=False),
-    sa.Column("card", _JSON, nullable=False),                        # TrustCard.to_dict()
+    sa.Column("card", _JSON, nullable=False),  # TrustCard.to_dict()
 )
 
-anchor_results = sa.Table(                                           # v4: a judge's results on an anchor set
-    "anchor_results", metadata,
+anchor_results = sa.Table(  # v4: a judge's results on an anchor set
+    "anchor_results",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("created_at", sa.DateTime, nullable=False),
-    sa.Column("anchor_set", sa.String(256), nullable=False),         # its name (the file's stem)
+    sa.Column("anchor_set", sa.String(256), nullable=False),  # its name (the file's stem)
     sa.Column("anchor_hash", sa.String(64), nullable=False, index=True),  # its content (samples and labels)
     sa.Column("fingerprint", sa.String(32), nullable=False, index=True),  # the judge's fingerprint id
     sa.Column("judge", sa.String(256)),
     sa.Column("metric", sa.String(128), nullable=False),
     sa.Column("n", sa.Integer, nullable=False),
     sa.Column("mean", sa.Double),
-    sa.Column("result", _JSON, nullable=False),                      # statistics and per-item values
+    sa.Column("result", _JSON, nullable=False),  # statistics and per-item values
 )
 
 schema_version = sa.Table(
-    "schema_version", metadata,
+    "schema_version",
+    metadata,
     sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("applied_at", sa.DateTime, nullable=False),
 )
 
 # v2 query indexes: trends read scores by (metric, run); day trends and "newest" read samples by time.
-_V2_INDEXES = (sa.Index("ix_scores_metric_run", scores.c.metric, scores.c.run_id),
-               sa.Index("ix_samples_created_at", samples.c.created_at))
+_V2_INDEXES = (
+    sa.Index("ix_scores_metric_run", scores.c.metric, scores.c.run_id),
+    sa.Index("ix_samples_created_at", samples.c.created_at),
+)
 
 
 class StoreVersionError(StoreError):
@@ -156,8 +183,10 @@ def _v2_latency_and_indexes(conn: Connection) -> None:
     updates = [{"row": row_id, "latency": latency_seconds(json.loads(md))} for row_id, md in rows]
     updates = [u for u in updates if u["latency"] is not None]
     if updates:
-        conn.execute(samples.update().where(samples.c.id == sa.bindparam("row"))
-                     .values(latency_s=sa.bindparam("latency")), updates)
+        conn.execute(
+            samples.update().where(samples.c.id == sa.bindparam("row")).values(latency_s=sa.bindparam("latency")),
+            updates,
+        )
     for index in _V2_INDEXES:
         index.create(conn)
 
@@ -200,7 +229,7 @@ SCHEMA_VERSION = len(MIGRATIONS) + 1
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _version(conn: Connection) -> int | None:
@@ -211,8 +240,11 @@ def _version(conn: Connection) -> int | None:
 
 def _check_not_newer(version: int | None, where: str) -> None:
     if version is not None and version > SCHEMA_VERSION:
-        raise StoreVersionError(where, f"schema version {version}, newer than this ragmeter reads "
-                                       f"({SCHEMA_VERSION}): upgrade ragmeter (pip install -U ragmeter)")
+        raise StoreVersionError(
+            where,
+            f"schema version {version}, newer than this ragmeter reads "
+            f"({SCHEMA_VERSION}): upgrade ragmeter (pip install -U ragmeter)",
+        )
 
 
 def current_version(conn: Connection, where: str) -> int | None:

@@ -7,29 +7,31 @@ import socket
 import threading
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
+
 from ragmeter.data import RecordError
 from ragmeter.judges.base import Usage
+from ragmeter.judges.fingerprint import JudgeFingerprint, fingerprints_of, lookup
+from ragmeter.labels.io import Label
 from ragmeter.metrics.scoring import SampleResult
 from ragmeter.privacy import for_output
 from ragmeter.result import EvaluationResult
 from ragmeter.store import codec
 from ragmeter.store.engine import StoreError, create_engine, database_url, environment_info, read, store_name, write
 from ragmeter.store.schema import SCHEMA_VERSION, current_version, migrate, runs, samples, scores
-from ragmeter.store.schema import judges as judge_rows
-from ragmeter.store.schema import trust_cards as card_rows
 from ragmeter.store.schema import anchor_results as anchor_rows
+from ragmeter.store.schema import judges as judge_rows
 from ragmeter.store.schema import labels as label_rows
-from ragmeter.judges.fingerprint import JudgeFingerprint, fingerprints_of, lookup
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from ragmeter.labels.io import Label
-from sqlalchemy.engine import Connection
+from ragmeter.store.schema import trust_cards as card_rows
 
 __all__ = ["Store", "RunInfo", "StoredSample", "TrendPoint", "load_run"]
 
@@ -126,9 +128,13 @@ class Store:
         try:
             version = read(self.engine, lambda conn: current_version(conn, self.where))
             if version != SCHEMA_VERSION and read_only:
-                raise StoreError(self.where, "no ragmeter tables" if version is None else
-                                 f"schema version {version}, older than this ragmeter reads ({SCHEMA_VERSION}); "
-                                 "opened read-only, so it cannot be upgraded here")
+                raise StoreError(
+                    self.where,
+                    "no ragmeter tables"
+                    if version is None
+                    else f"schema version {version}, older than this ragmeter reads ({SCHEMA_VERSION}); "
+                    "opened read-only, so it cannot be upgraded here",
+                )
             if version != SCHEMA_VERSION:
                 write(self.engine, lambda conn: migrate(conn, self.where))
         except BaseException:
@@ -138,7 +144,7 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({self.where!r})"
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -156,9 +162,17 @@ class Store:
 
     # ------------------------------------------------------------------ writing
 
-    def record_run(self, result: EvaluationResult, dataset: str | None = None, tags: Iterable[str] | None = None, *,
-                   source: str | None = None, app_version: str | None = None, git_commit: str | None = None,
-                   kind: str = "evaluate") -> int:
+    def record_run(
+        self,
+        result: EvaluationResult,
+        dataset: str | None = None,
+        tags: Iterable[str] | None = None,
+        *,
+        source: str | None = None,
+        app_version: str | None = None,
+        git_commit: str | None = None,
+        kind: str = "evaluate",
+    ) -> int:
         """Store an evaluation run with every sample and Score; returns the run id. The app
         version and git commit default to the environment's (see
         :func:`ragmeter.store.engine.environment_info`); ``tags`` label the run and each sample.
@@ -168,22 +182,45 @@ class Store:
         tags = codec.tags_of(tags)
 
         def tx(conn: Connection) -> int:
-            run_id = conn.execute(runs.insert(), {
-                "created_at": now, "kind": kind, "dataset": text(dataset), "source": text(source), "process": None,
-                "app_version": text(app_version or env["app_version"]), "git_commit": text(git_commit or env["git_commit"]),
-                "judge": text(result.judge), "duration_s": float(result.duration_s), "tags": codec.dumps(tags),
-                "settings": codec.dumps({"metrics": result.metrics, "thresholds": result.thresholds,
-                                         **({"profile": result.profile} if result.profile else {})}),
-                "usage": codec.dumps(result.usage.to_dict()),
-                "invalid": codec.dumps([e.to_dict() for e in result.invalid])}).inserted_primary_key[0]
+            run_id = conn.execute(
+                runs.insert(),
+                {
+                    "created_at": now,
+                    "kind": kind,
+                    "dataset": text(dataset),
+                    "source": text(source),
+                    "process": None,
+                    "app_version": text(app_version or env["app_version"]),
+                    "git_commit": text(git_commit or env["git_commit"]),
+                    "judge": text(result.judge),
+                    "duration_s": float(result.duration_s),
+                    "tags": codec.dumps(tags),
+                    "settings": codec.dumps(
+                        {
+                            "metrics": result.metrics,
+                            "thresholds": result.thresholds,
+                            **({"profile": result.profile} if result.profile else {}),
+                        }
+                    ),
+                    "usage": codec.dumps(result.usage.to_dict()),
+                    "invalid": codec.dumps([e.to_dict() for e in result.invalid]),
+                },
+            ).inserted_primary_key[0]
             self._insert(conn, run_id, result.results, tags, now)
             self._insert_judges(conn, result.results, now)
             return run_id
 
         return write(self._engine(), tx)
 
-    def record_samples(self, results: Iterable[SampleResult], source: str, *, tags: Iterable[str] | None = None,
-                       judge: str | None = None, thresholds: dict[str, tuple[float, float]] | None = None) -> int | None:
+    def record_samples(
+        self,
+        results: Iterable[SampleResult],
+        source: str,
+        *,
+        tags: Iterable[str] | None = None,
+        judge: str | None = None,
+        thresholds: dict[str, tuple[float, float]] | None = None,
+    ) -> int | None:
         """Store inline-scored samples in one transaction, in this process's ``source`` run
         (created on first use); returns its id, None for an empty batch. Each sample's time is
         its ``metadata["started_at"]`` when the capture set one. Thread-safe; meant for the
@@ -195,8 +232,15 @@ class Store:
         with self._lock:
             return write(self._engine(), lambda conn: self._record_inline(conn, batch, source, tags, judge, thresholds))
 
-    def _record_inline(self, conn: Connection, batch: list[SampleResult], source: str, tags: list[str],
-                       judge: str | None, thresholds: dict | None) -> int:
+    def _record_inline(
+        self,
+        conn: Connection,
+        batch: list[SampleResult],
+        source: str,
+        tags: list[str],
+        judge: str | None,
+        thresholds: dict | None,
+    ) -> int:
         token, now = process_token(), codec.naive_utc()
         cols = (runs.c.id, runs.c.created_at, runs.c.settings, runs.c.usage, runs.c.judge)
         where = [runs.c.kind == "inline", runs.c.source == source, runs.c.process == token]
@@ -206,11 +250,24 @@ class Store:
         run = conn.execute(sa.select(*cols).where(*where).order_by(runs.c.id).limit(1).with_for_update()).first()
         if run is None:
             env = environment_info()
-            run_id = conn.execute(runs.insert(), {
-                "created_at": now, "kind": "inline", "dataset": None, "source": source, "process": token,
-                "app_version": self._text(env["app_version"]), "git_commit": self._text(env["git_commit"]), "judge": None,
-                "duration_s": 0.0, "tags": codec.dumps(tags), "settings": codec.dumps({"metrics": [], "thresholds": {}}),
-                "usage": "{}", "invalid": "[]"}).inserted_primary_key[0]
+            run_id = conn.execute(
+                runs.insert(),
+                {
+                    "created_at": now,
+                    "kind": "inline",
+                    "dataset": None,
+                    "source": source,
+                    "process": token,
+                    "app_version": self._text(env["app_version"]),
+                    "git_commit": self._text(env["git_commit"]),
+                    "judge": None,
+                    "duration_s": 0.0,
+                    "tags": codec.dumps(tags),
+                    "settings": codec.dumps({"metrics": [], "thresholds": {}}),
+                    "usage": "{}",
+                    "invalid": "[]",
+                },
+            ).inserted_primary_key[0]
             run = conn.execute(sa.select(*cols).where(runs.c.id == run_id)).one()
         self._inline[source] = (token, run.id)
         settings = codec.loads(run.settings, {})
@@ -220,10 +277,16 @@ class Store:
         usage = Usage.from_dict(codec.loads(run.usage, {}))
         for r in batch:
             usage = usage + r.usage
-        conn.execute(runs.update().where(runs.c.id == run.id).values(
-            settings=codec.dumps(settings), usage=codec.dumps(usage.to_dict()),
-            judge=run.judge or self._text(judge or codec.judge_of(batch)),
-            duration_s=max(0.0, (now - run.created_at).total_seconds())))
+        conn.execute(
+            runs.update()
+            .where(runs.c.id == run.id)
+            .values(
+                settings=codec.dumps(settings),
+                usage=codec.dumps(usage.to_dict()),
+                judge=run.judge or self._text(judge or codec.judge_of(batch)),
+                duration_s=max(0.0, (now - run.created_at).total_seconds()),
+            )
+        )
         self._insert(conn, run.id, batch, tags, None)
         self._insert_judges(conn, batch, now)
         return run.id
@@ -239,13 +302,21 @@ class Store:
         if not table:
             return
         have = {i for (i,) in conn.execute(sa.select(judge_rows.c.id).where(judge_rows.c.id.in_(list(table))))}
-        rows = [{"id": i, "fingerprint": codec.dumps(fp), "created_at": now} for i, fp in table.items() if i not in have]
+        rows = [
+            {"id": i, "fingerprint": codec.dumps(fp), "created_at": now} for i, fp in table.items() if i not in have
+        ]
         if rows:
             insert = (pg_insert if self._dialect == "postgresql" else sqlite_insert)(judge_rows)
             conn.execute(insert.on_conflict_do_nothing(index_elements=["id"]), rows)
 
-    def _insert(self, conn: Connection, run_id: int, results: Iterable[SampleResult], tags: list[str],
-                created_at: datetime | None) -> None:
+    def _insert(
+        self,
+        conn: Connection,
+        run_id: int,
+        results: Iterable[SampleResult],
+        tags: list[str],
+        created_at: datetime | None,
+    ) -> None:
         rows: list[dict] = []
         now = codec.naive_utc()
         for r in map(for_output, results):  # no secrets; no content when captured without
@@ -261,19 +332,44 @@ class Store:
 
     # ------------------------------------------------------------------ runs recorded as they go
 
-    def begin_run(self, dataset: str | None, *, judge: str | None, metrics: list[str],
-                  thresholds: dict[str, tuple[float, float]], profile: str | None = None, key: str | None = None,
-                  tags: Iterable[str] | None = None, kind: str = "evaluate") -> int:
+    def begin_run(
+        self,
+        dataset: str | None,
+        *,
+        judge: str | None,
+        metrics: list[str],
+        thresholds: dict[str, tuple[float, float]],
+        profile: str | None = None,
+        key: str | None = None,
+        tags: Iterable[str] | None = None,
+        kind: str = "evaluate",
+    ) -> int:
         """Start a run whose samples are added as they are scored (:meth:`add_results`); it is
         incomplete (:attr:`RunInfo.complete` False) until :meth:`finish_run`. ``key`` (e.g. the
         one a results file's header carries) finds it again with :meth:`find_run`. Returns its id."""
         env, now, text = environment_info(), codec.naive_utc(), self._text
-        settings = {"metrics": list(metrics), "thresholds": thresholds, **({"profile": profile} if profile else {}),
-                    "incomplete": True, **({"key": key} if key else {})}
-        row = {"created_at": now, "kind": kind, "dataset": text(dataset), "source": None, "process": None,
-               "app_version": text(env["app_version"]), "git_commit": text(env["git_commit"]), "judge": text(judge),
-               "duration_s": 0.0, "tags": codec.dumps(codec.tags_of(tags)), "settings": codec.dumps(settings),
-               "usage": codec.dumps(Usage().to_dict()), "invalid": "[]"}
+        settings = {
+            "metrics": list(metrics),
+            "thresholds": thresholds,
+            **({"profile": profile} if profile else {}),
+            "incomplete": True,
+            **({"key": key} if key else {}),
+        }
+        row = {
+            "created_at": now,
+            "kind": kind,
+            "dataset": text(dataset),
+            "source": None,
+            "process": None,
+            "app_version": text(env["app_version"]),
+            "git_commit": text(env["git_commit"]),
+            "judge": text(judge),
+            "duration_s": 0.0,
+            "tags": codec.dumps(codec.tags_of(tags)),
+            "settings": codec.dumps(settings),
+            "usage": codec.dumps(Usage().to_dict()),
+            "invalid": "[]",
+        }
         return write(self._engine(), lambda conn: conn.execute(runs.insert(), row).inserted_primary_key[0])
 
     def add_results(self, run_id: int, results: Iterable[SampleResult]) -> None:
@@ -299,20 +395,26 @@ class Store:
         (by id) and scores not stored yet are added (what a killed process or a failed write left
         out; nothing is stored twice), and the metrics, thresholds, judge, usage, duration and
         invalid records are ``result``'s. Returns how many samples were added."""
+
         def tx(conn: Connection) -> int:
             run = self._run_row(conn, run_id)
-            rows: dict[str, int] = dict(conn.execute(sa.select(samples.c.sample_id, samples.c.id)  # type: ignore[arg-type]
-                                                     .where(samples.c.run_id == run_id)).all())
-            have = set(conn.execute(sa.select(scores.c.sample_row_id, scores.c.metric)
-                                    .where(scores.c.run_id == run_id)).all())
+            rows: dict[str, int] = dict(
+                conn.execute(
+                    sa.select(samples.c.sample_id, samples.c.id).where(samples.c.run_id == run_id)  # type: ignore[arg-type]
+                ).all()
+            )
+            have = set(
+                conn.execute(sa.select(scores.c.sample_row_id, scores.c.metric).where(scores.c.run_id == run_id)).all()
+            )
             tags, added, missing, extra = codec.loads(run.tags, []), 0, [], []
             for r in result.results:
                 row_id = rows.get(self._text(r.sample.id))
                 if row_id is None:
                     missing.append(r)
                 else:
-                    extra += [s for s in codec.score_rows(r, row_id, run_id, self._text)
-                              if (row_id, s["metric"]) not in have]
+                    extra += [
+                        s for s in codec.score_rows(r, row_id, run_id, self._text) if (row_id, s["metric"]) not in have
+                    ]
                 if len(missing) >= _SCORE_BATCH:
                     self._insert(conn, run_id, missing, tags, run.created_at)
                     added, missing = added + len(missing), []
@@ -320,12 +422,24 @@ class Store:
             if extra:
                 conn.execute(scores.insert(), extra)
             self._insert_judges(conn, result.results, codec.naive_utc())
-            settings = {**codec.loads(run.settings, {}), "metrics": result.metrics, "thresholds": result.thresholds,
-                        **({"profile": result.profile} if result.profile else {})}
+            settings = {
+                **codec.loads(run.settings, {}),
+                "metrics": result.metrics,
+                "thresholds": result.thresholds,
+                **({"profile": result.profile} if result.profile else {}),
+            }
             settings.pop("incomplete", None)
-            conn.execute(runs.update().where(runs.c.id == run_id).values(
-                judge=self._text(result.judge), settings=codec.dumps(settings), duration_s=float(result.duration_s),
-                usage=codec.dumps(result.usage.to_dict()), invalid=codec.dumps([e.to_dict() for e in result.invalid])))
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == run_id)
+                .values(
+                    judge=self._text(result.judge),
+                    settings=codec.dumps(settings),
+                    duration_s=float(result.duration_s),
+                    usage=codec.dumps(result.usage.to_dict()),
+                    invalid=codec.dumps([e.to_dict() for e in result.invalid]),
+                )
+            )
             return added + len(missing)
 
         return write(self._engine(), tx)
@@ -358,8 +472,9 @@ class Store:
 
     # ------------------------------------------------------------------ reading
 
-    def runs(self, limit: int | None = 50, *, kind: str | None = None, dataset: str | None = None,
-             tag: str | None = None) -> list[RunInfo]:
+    def runs(
+        self, limit: int | None = 50, *, kind: str | None = None, dataset: str | None = None, tag: str | None = None
+    ) -> list[RunInfo]:
         """Stored runs, newest first (at most ``limit``; None for all), optionally of one
         ``kind`` ("evaluate" / "inline" / "sweep"), ``dataset`` or run ``tag``."""
         count = sa.select(sa.func.count()).where(samples.c.run_id == runs.c.id).scalar_subquery()
@@ -385,13 +500,15 @@ class Store:
     def run(self, run_id: int) -> EvaluationResult:
         """A stored run as the :class:`~ragmeter.EvaluationResult` that was recorded (every
         sample, Score with its details, usage and duration); KeyError when there is no such run."""
+
         def tx(conn: Connection):
             run = conn.execute(sa.select(runs).where(runs.c.id == run_id)).first()
             if run is None:
                 return None
             rows = conn.execute(sa.select(samples).where(samples.c.run_id == run_id).order_by(samples.c.id)).all()
-            score_rows = conn.execute(sa.select(scores).where(scores.c.run_id == run_id)
-                                      .order_by(scores.c.sample_row_id, scores.c.id)).all()
+            score_rows = conn.execute(
+                sa.select(scores).where(scores.c.run_id == run_id).order_by(scores.c.sample_row_id, scores.c.id)
+            ).all()
             return run, rows, score_rows
 
         found = read(self._engine(), tx)
@@ -403,15 +520,29 @@ class Store:
         for s in score_rows:
             by_row[s.sample_row_id].append(s)
         settings = codec.loads(run.settings, {})
-        invalid = [RecordError(e.get("location"), e.get("field"), e.get("message", "")) for e in codec.loads(run.invalid, [])]
-        return EvaluationResult([codec.sample_result(row, by_row[row.id]) for row in rows],
-                                settings.get("metrics") or [], judge=run.judge or "code", invalid=invalid,
-                                duration_s=run.duration_s,
-                                thresholds={k: tuple(v) for k, v in (settings.get("thresholds") or {}).items()},
-                                profile=settings.get("profile"))
+        invalid = [
+            RecordError(e.get("location"), e.get("field"), e.get("message", "")) for e in codec.loads(run.invalid, [])
+        ]
+        return EvaluationResult(
+            [codec.sample_result(row, by_row[row.id]) for row in rows],
+            settings.get("metrics") or [],
+            judge=run.judge or "code",
+            invalid=invalid,
+            duration_s=run.duration_s,
+            thresholds={k: tuple(v) for k, v in (settings.get("thresholds") or {}).items()},
+            profile=settings.get("profile"),
+        )
 
-    def metric_trend(self, metric: str, by: str = "run", *, kind: str | None = None, dataset: str | None = None,
-                     source: str | None = None, limit: int | None = None) -> list[TrendPoint]:
+    def metric_trend(
+        self,
+        metric: str,
+        by: str = "run",
+        *,
+        kind: str | None = None,
+        dataset: str | None = None,
+        source: str | None = None,
+        limit: int | None = None,
+    ) -> list[TrendPoint]:
         """``metric`` per run (``by="run"``, oldest run first) or per UTC day of the samples'
         time (``by="day"``, e.g. inline samples): mean value, value count and error count.
         Filters: run ``kind``, ``dataset``, inline ``source``; ``limit`` keeps the latest points."""
@@ -428,11 +559,21 @@ class Store:
             q = q.where(*[col == value for col, value in filters if value is not None])
         q = q.where(scores.c.metric == metric).group_by(key).order_by(key.desc()).limit(limit)
         rows = read(self._engine(), lambda conn: conn.execute(q).all())
-        return [TrendPoint(k if by == "run" else str(k), None if mean is None else float(mean), int(n), int(e or 0))
-                for k, mean, n, e in reversed(rows)]
+        return [
+            TrendPoint(k if by == "run" else str(k), None if mean is None else float(mean), int(n), int(e or 0))
+            for k, mean, n, e in reversed(rows)
+        ]
 
-    def samples(self, run_id: int | None = None, metric: str | None = None, label: str | None = None,
-                worst_first: bool = True, limit: int | None = 100, *, tag: str | None = None) -> list[StoredSample]:
+    def samples(
+        self,
+        run_id: int | None = None,
+        metric: str | None = None,
+        label: str | None = None,
+        worst_first: bool = True,
+        limit: int | None = 100,
+        *,
+        tag: str | None = None,
+    ) -> list[StoredSample]:
         """Stored samples. ``worst_first``: errors first, then the lowest value of ``metric``
         (or of the sample's worst metric), samples without a value last; otherwise newest first.
         Filters: ``run_id``, ``metric`` (samples scored on it), ``label`` (pass / warn / fail, on
@@ -447,8 +588,11 @@ class Store:
                 q = q.where(s.c.label == label)
             worst = (sa.case((s.c.error.is_not(None), 0), (s.c.value.is_(None), 2), else_=1), s.c.value)
         else:
-            agg = sa.select(scores.c.sample_row_id.label("row"), sa.func.min(scores.c.value).label("worst"),
-                            sa.func.sum(sa.case((scores.c.error.is_not(None), 1), else_=0)).label("errors"))
+            agg = sa.select(
+                scores.c.sample_row_id.label("row"),
+                sa.func.min(scores.c.value).label("worst"),
+                sa.func.sum(sa.case((scores.c.error.is_not(None), 1), else_=0)).label("errors"),
+            )
             if run_id is not None:
                 agg = agg.where(scores.c.run_id == run_id)
             agg = agg.group_by(scores.c.sample_row_id).subquery()
@@ -468,16 +612,26 @@ class Store:
             ids = [row.id for row in rows]
             found: list = []
             for i in range(0, len(ids), 500):
-                found += conn.execute(sa.select(scores).where(scores.c.sample_row_id.in_(ids[i:i + 500]))
-                                      .order_by(scores.c.id)).all()
+                found += conn.execute(
+                    sa.select(scores).where(scores.c.sample_row_id.in_(ids[i : i + 500])).order_by(scores.c.id)
+                ).all()
             return rows, found
 
         rows, score_rows = read(self._engine(), tx)
         by_row: dict[int, list] = defaultdict(list)
         for s in score_rows:
             by_row[s.sample_row_id].append(s)
-        return [StoredSample(row.id, row.run_id, codec.utc(row.created_at), codec.loads(row.tags, []), row.latency_s,
-                             codec.sample_result(row, by_row[row.id])) for row in rows]
+        return [
+            StoredSample(
+                row.id,
+                row.run_id,
+                codec.utc(row.created_at),
+                codec.loads(row.tags, []),
+                row.latency_s,
+                codec.sample_result(row, by_row[row.id]),
+            )
+            for row in rows
+        ]
 
     def judges(self, ids: Iterable[str] | None = None) -> dict[str, JudgeFingerprint]:
         """The stored judge fingerprints (``ids``: only these), registered in this process so the
@@ -500,9 +654,11 @@ class Store:
     def run_fingerprints(self, run_id: int) -> dict[str, list[str]]:
         """Metric -> the fingerprint ids of the judges that scored it in run ``run_id``, most
         scores first (one query; no sample is read)."""
-        q = (sa.select(scores.c.metric, scores.c.judge_fingerprint, sa.func.count())
-             .where(scores.c.run_id == run_id, scores.c.judge_fingerprint.is_not(None))
-             .group_by(scores.c.metric, scores.c.judge_fingerprint))
+        q = (
+            sa.select(scores.c.metric, scores.c.judge_fingerprint, sa.func.count())
+            .where(scores.c.run_id == run_id, scores.c.judge_fingerprint.is_not(None))
+            .group_by(scores.c.metric, scores.c.judge_fingerprint)
+        )
         rows = read(self._engine(), lambda conn: conn.execute(q).all())
         out: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for metric, fid, n in rows:
@@ -516,8 +672,12 @@ class Store:
         returns its id. KeyError when there is no such run."""
         self.run_info(run_id)
         now = codec.naive_utc()
-        return write(self._engine(), lambda conn: conn.execute(card_rows.insert(), {
-            "run_id": run_id, "created_at": now, "card": codec.dumps(card)}).inserted_primary_key[0])
+        return write(
+            self._engine(),
+            lambda conn: conn.execute(
+                card_rows.insert(), {"run_id": run_id, "created_at": now, "card": codec.dumps(card)}
+            ).inserted_primary_key[0],
+        )
 
     def trust_card(self, run_id: int) -> dict | None:
         """The newest trust card stored with run ``run_id`` (its dict), None when it has none."""
@@ -525,17 +685,28 @@ class Store:
         text = read(self._engine(), lambda conn: conn.execute(q).scalar())
         return codec.loads(text) if text is not None else None
 
-    def record_anchor_results(self, anchor_set: str, anchor_hash: str, fingerprint: str, judge: str | None,
-                              results: dict[str, dict]) -> None:
+    def record_anchor_results(
+        self, anchor_set: str, anchor_hash: str, fingerprint: str, judge: str | None, results: dict[str, dict]
+    ) -> None:
         """Store one judge's results on an anchor set (:func:`ragmeter.trust.check_anchors`): one
         row per metric (``n``, ``mean`` and the rest of the metric's ``results`` as JSON), all
         with the same time, and the judge's fingerprint (so a later check in another process can
         say which of its fields changed)."""
         now, text = codec.naive_utc(), self._text
-        rows = [{"created_at": now, "anchor_set": text(anchor_set), "anchor_hash": anchor_hash, "fingerprint": fingerprint,
-                 "judge": text(judge), "metric": text(metric), "n": int(r["n"]), "mean": r["mean"],
-                 "result": codec.dumps({k: v for k, v in r.items() if k not in ("n", "mean")})}
-                for metric, r in results.items()]
+        rows = [
+            {
+                "created_at": now,
+                "anchor_set": text(anchor_set),
+                "anchor_hash": anchor_hash,
+                "fingerprint": fingerprint,
+                "judge": text(judge),
+                "metric": text(metric),
+                "n": int(r["n"]),
+                "mean": r["mean"],
+                "result": codec.dumps({k: v for k, v in r.items() if k not in ("n", "mean")}),
+            }
+            for metric, r in results.items()
+        ]
 
         def tx(conn: Connection) -> None:
             conn.execute(anchor_rows.insert(), rows)
@@ -554,9 +725,20 @@ class Store:
             q = q.where(anchor_rows.c.anchor_hash == anchor_hash)
         rows = read(self._engine(), lambda conn: conn.execute(q).all())
         self.judges({r.fingerprint for r in rows})
-        return [{**codec.loads(r.result, {}), "anchor_set": r.anchor_set, "anchor_hash": r.anchor_hash,
-                 "fingerprint": r.fingerprint, "judge": r.judge, "metric": r.metric, "n": r.n, "mean": r.mean,
-                 "created_at": codec.utc(r.created_at).isoformat(timespec="microseconds")} for r in rows]
+        return [
+            {
+                **codec.loads(r.result, {}),
+                "anchor_set": r.anchor_set,
+                "anchor_hash": r.anchor_hash,
+                "fingerprint": r.fingerprint,
+                "judge": r.judge,
+                "metric": r.metric,
+                "n": r.n,
+                "mean": r.mean,
+                "created_at": codec.utc(r.created_at).isoformat(timespec="microseconds"),
+            }
+            for r in rows
+        ]
 
     # ------------------------------------------------------------------ human labels
 
@@ -570,15 +752,32 @@ class Store:
 
         def tx(conn: Connection) -> int:
             for sample_id, hashed, annotator, criterion in rows:
-                conn.execute(label_rows.delete().where(
-                    label_rows.c.sample_id == sample_id, label_rows.c.annotator == annotator,
-                    label_rows.c.criterion == criterion,
-                    label_rows.c.answer_hash.is_(None) if hashed is None else label_rows.c.answer_hash == hashed))
+                conn.execute(
+                    label_rows.delete().where(
+                        label_rows.c.sample_id == sample_id,
+                        label_rows.c.annotator == annotator,
+                        label_rows.c.criterion == criterion,
+                        label_rows.c.answer_hash.is_(None) if hashed is None else label_rows.c.answer_hash == hashed,
+                    )
+                )
             if rows:
-                conn.execute(label_rows.insert(), [
-                    {"sample_id": k[0], "answer_hash": k[1], "annotator": k[2], "criterion": k[3],
-                     "value": None if lb.value is None else float(lb.value), "cluster": text(lb.cluster),
-                     "scale": lb.scale, "source": text(source), "created_at": now} for k, lb in rows.items()])
+                conn.execute(
+                    label_rows.insert(),
+                    [
+                        {
+                            "sample_id": k[0],
+                            "answer_hash": k[1],
+                            "annotator": k[2],
+                            "criterion": k[3],
+                            "value": None if lb.value is None else float(lb.value),
+                            "cluster": text(lb.cluster),
+                            "scale": lb.scale,
+                            "source": text(source),
+                            "created_at": now,
+                        }
+                        for k, lb in rows.items()
+                    ],
+                )
             return len(rows)
 
         return write(self._engine(), tx)
@@ -591,8 +790,19 @@ class Store:
         if criterion is not None:
             q = q.where(label_rows.c.criterion == criterion)
         rows = read(self._engine(), lambda conn: conn.execute(q).all())
-        return [Label(r.sample_id, r.annotator, r.criterion, _number(r.value), r.answer_hash, r.cluster, r.scale,
-                      where=f"stored label {r.id}" + (f" ({r.source})" if r.source else "")) for r in rows]
+        return [
+            Label(
+                r.sample_id,
+                r.annotator,
+                r.criterion,
+                _number(r.value),
+                r.answer_hash,
+                r.cluster,
+                r.scale,
+                where=f"stored label {r.id}" + (f" ({r.source})" if r.source else ""),
+            )
+            for r in rows
+        ]
 
 
 def _number(value: float | None) -> float | int | None:
@@ -602,12 +812,24 @@ def _number(value: float | None) -> float | int | None:
 
 def _run_info(row: Any) -> RunInfo:
     settings = codec.loads(row.settings, {})
-    return RunInfo(id=row.id, created_at=codec.utc(row.created_at), kind=row.kind, dataset=row.dataset,
-                   source=row.source, process=row.process, app_version=row.app_version, git_commit=row.git_commit,
-                   judge=row.judge, metrics=list(settings.get("metrics") or []),
-                   thresholds={k: tuple(v) for k, v in (settings.get("thresholds") or {}).items()},
-                   usage=Usage.from_dict(codec.loads(row.usage, {})), duration_s=row.duration_s,
-                   tags=codec.loads(row.tags, []), samples=row.n_samples, complete=not settings.get("incomplete"))
+    return RunInfo(
+        id=row.id,
+        created_at=codec.utc(row.created_at),
+        kind=row.kind,
+        dataset=row.dataset,
+        source=row.source,
+        process=row.process,
+        app_version=row.app_version,
+        git_commit=row.git_commit,
+        judge=row.judge,
+        metrics=list(settings.get("metrics") or []),
+        thresholds={k: tuple(v) for k, v in (settings.get("thresholds") or {}).items()},
+        usage=Usage.from_dict(codec.loads(row.usage, {})),
+        duration_s=row.duration_s,
+        tags=codec.loads(row.tags, []),
+        samples=row.n_samples,
+        complete=not settings.get("incomplete"),
+    )
 
 
 def load_run(ref: Any, db: str | os.PathLike | None = None) -> tuple[EvaluationResult, str]:
@@ -623,8 +845,9 @@ def load_run(ref: Any, db: str | os.PathLike | None = None) -> tuple[EvaluationR
         return EvaluationResult.load(path), path.name
     db = db or os.environ.get("RAGMETER_DB")
     if not db and not Path("ragmeter.db").exists():
-        raise FileNotFoundError(f"{text}: no such results file, and no history store to look it up in "
-                                "(give --db / db=, or set RAGMETER_DB)")
+        raise FileNotFoundError(
+            f"{text}: no such results file, and no history store to look it up in (give --db / db=, or set RAGMETER_DB)"
+        )
     with Store(db) as store:
         if text.isdigit():
             return store.run(int(text)), f"run {text}"

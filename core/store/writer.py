@@ -25,7 +25,7 @@ import os
 import random
 import threading
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from ragmeter.guard import never_raise, register_exit_hook, weak_hook
 from ragmeter.metrics.scoring import SampleResult
@@ -76,10 +76,21 @@ class StoreWriter:
     #: The keys of :attr:`stats`.
     STATS_KEYS = ("store_written", "store_dropped", "store_errors")
 
-    def __init__(self, store: Store | str | os.PathLike, source: str, *, tags: Iterable[str] | None = None,
-                 judge: str | None = None, thresholds: dict[str, tuple[float, float]] | None = None,
-                 max_queue: int = 1000, batch: int = 100, interval: float = 1.0, exit_timeout: float = 30.0,
-                 retry_timeout: float | None = None, run_id: int | None = None):
+    def __init__(
+        self,
+        store: Store | str | os.PathLike,
+        source: str,
+        *,
+        tags: Iterable[str] | None = None,
+        judge: str | None = None,
+        thresholds: dict[str, tuple[float, float]] | None = None,
+        max_queue: int = 1000,
+        batch: int = 100,
+        interval: float = 1.0,
+        exit_timeout: float = 30.0,
+        retry_timeout: float | None = None,
+        run_id: int | None = None,
+    ):
         retry_timeout = retry_timeout_default() if retry_timeout is None else retry_timeout
         if max_queue < 1 or batch < 1 or interval < 0 or retry_timeout < 0:
             raise ValueError("max_queue and batch must be >= 1, interval and retry_timeout >= 0")
@@ -93,8 +104,9 @@ class StoreWriter:
                 if not err.transient:  # unusable (another schema, not a ragmeter store): an error now
                     raise
                 # down right now (an app starting while its database restarts): opened on the first write
-                log.warning("ragmeter: the store %s is unavailable (%s); it is opened on the first write", err.where,
-                            err.cause)
+                log.warning(
+                    "ragmeter: the store %s is unavailable (%s); it is opened on the first write", err.where, err.cause
+                )
         self.where = self.store.where if self.store is not None else store_name(database_url(store))
         self.source, self.tags, self.judge, self.thresholds = source, list(tags or ()), judge, thresholds
         self.max_queue, self.batch, self.interval, self.exit_timeout = max_queue, batch, interval, exit_timeout
@@ -169,8 +181,13 @@ class StoreWriter:
             thread = self._thread
             left += self._writing
         if left:
-            log.warning("ragmeter: the store %s did not take %d queued sample(s) within %g s; they were dropped "
-                        "(counted in stats['store_dropped'])", self.where, left, timeout or 0.0)
+            log.warning(
+                "ragmeter: the store %s did not take %d queued sample(s) within %g s; they were dropped "
+                "(counted in stats['store_dropped'])",
+                self.where,
+                left,
+                timeout or 0.0,
+            )
         if done and thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
         if done and self._own and self.store is not None:
@@ -189,8 +206,11 @@ class StoreWriter:
         now = time.monotonic()
         if not self._closed and now - self._last_drop_log >= 60.0:
             self._last_drop_log = now
-            log.warning("ragmeter: the store queue is full (max_queue=%d); %d sample(s) not recorded so far",
-                        self.max_queue, self._counts["store_dropped"])
+            log.warning(
+                "ragmeter: the store queue is full (max_queue=%d); %d sample(s) not recorded so far",
+                self.max_queue,
+                self._counts["store_dropped"],
+            )
 
     def _take(self) -> list[SampleResult] | None:
         """The next batch, once it is full, due or flushed; None when stopping with nothing left."""
@@ -232,8 +252,7 @@ class StoreWriter:
         if self.run_id is not None:
             self.store.add_results(self.run_id, items)
         else:
-            self.store.record_samples(items, self.source, tags=self.tags, judge=self.judge,
-                                      thresholds=self.thresholds)
+            self.store.record_samples(items, self.source, tags=self.tags, judge=self.judge, thresholds=self.thresholds)
 
     def _write(self, items: list[SampleResult]) -> str:
         """Record ``items``, retrying transient failures (see the class docstring); returns the
@@ -250,15 +269,24 @@ class StoreWriter:
                     self._error_log("refused %d sample(s) (%s); not retried, dropped", len(items), cause)
                     return "store_errors"
                 now = time.monotonic()
-                delay = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** attempt) * (0.5 + random.random())
+                delay = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2**attempt) * (0.5 + random.random())
                 if now + delay - started > self.retry_timeout:
-                    self._error_log("did not take %d sample(s) within %g s (%s); they were dropped",
-                                    len(items), self.retry_timeout, cause)
+                    self._error_log(
+                        "did not take %d sample(s) within %g s (%s); they were dropped",
+                        len(items),
+                        self.retry_timeout,
+                        cause,
+                    )
                     return "store_errors"
                 if self._failing_since is None:
                     self._failing_since = now
-                    log.warning("ragmeter: the store %s is unavailable (%s); retrying for up to %g s while samples "
-                                "wait in the queue", self.where, cause, self.retry_timeout)
+                    log.warning(
+                        "ragmeter: the store %s is unavailable (%s); retrying for up to %g s while samples "
+                        "wait in the queue",
+                        self.where,
+                        cause,
+                        self.retry_timeout,
+                    )
                 else:
                     log.debug("ragmeter: the store %s is still unavailable (%s)", self.where, cause)
                 with self._cond:
@@ -267,8 +295,9 @@ class StoreWriter:
                 attempt += 1
                 continue
             if self._failing_since is not None:
-                log.info("ragmeter: the store %s is back after %.1f s", self.where,
-                         time.monotonic() - self._failing_since)
+                log.info(
+                    "ragmeter: the store %s is back after %.1f s", self.where, time.monotonic() - self._failing_since
+                )
                 self._failing_since = None
             return "store_written"
 
@@ -278,8 +307,7 @@ class StoreWriter:
         level = logging.WARNING if now - self._last_error_log >= 60.0 else logging.DEBUG
         if level == logging.WARNING:
             self._last_error_log = now
-        log.log(level, "ragmeter: the store %s " + message + " (counted in stats['store_errors'])", self.where,
-                *args)
+        log.log(level, "ragmeter: the store %s " + message + " (counted in stats['store_errors'])", self.where, *args)
 
     def _at_exit(self) -> None:
         if not self._closed:

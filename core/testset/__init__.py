@@ -29,8 +29,9 @@ import itertools
 import math
 import random
 import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ragmeter.data import Context, Dataset, Sample
 from ragmeter.fileio import json_text, write_text_atomic
@@ -41,8 +42,16 @@ from ragmeter.readers import save_samples
 from ragmeter.testset.documents import chunk_documents, load_documents, tokens
 from ragmeter.testset.extractive import OFFLINE_EDGE_KINDS, STOPWORDS, offline_items
 
-__all__ = ["generate", "quotas", "TestSet", "DEFAULT_MIX", "EDGE_KINDS", "OFFLINE_EDGE_KINDS", "load_documents",
-           "chunk_documents"]
+__all__ = [
+    "generate",
+    "quotas",
+    "TestSet",
+    "DEFAULT_MIX",
+    "EDGE_KINDS",
+    "OFFLINE_EDGE_KINDS",
+    "load_documents",
+    "chunk_documents",
+]
 
 DEFAULT_MIX = {"simple": 0.5, "reasoning": 0.25, "multi_context": 0.25}
 EDGE_KINDS = ("unanswerable", "ambiguous", "out_of_scope", "multi_hop")
@@ -56,8 +65,15 @@ class TestSet(Dataset):
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, samples: Iterable[Sample], chunks: list[Context], quotas: dict[str, int],
-                 usage: Usage, duplicates: int = 0, notes: Iterable[str] = ()):
+    def __init__(
+        self,
+        samples: Iterable[Sample],
+        chunks: list[Context],
+        quotas: dict[str, int],
+        usage: Usage,
+        duplicates: int = 0,
+        notes: Iterable[str] = (),
+    ):
         super().__init__(samples)
         self.chunks, self.quotas, self.usage, self.duplicates = chunks, quotas, usage, duplicates
         self.notes = list(notes)
@@ -74,8 +90,10 @@ class TestSet(Dataset):
         ``chunks_path`` (JSONL of ``{id, text, metadata}``)."""
         save_samples(self, path)
         if chunks_path is not None:
-            write_text_atomic(Path(chunks_path), "".join(
-                json_text({"id": c.id, "text": c.text, "metadata": c.metadata}) + "\n" for c in self.chunks))
+            write_text_atomic(
+                Path(chunks_path),
+                "".join(json_text({"id": c.id, "text": c.text, "metadata": c.metadata}) + "\n" for c in self.chunks),
+            )
 
 
 def quotas(n: int, mix: Mapping[str, float] | None = None, edge_cases: float = 0.1) -> dict[str, int]:
@@ -85,8 +103,10 @@ def quotas(n: int, mix: Mapping[str, float] | None = None, edge_cases: float = 0
     mix = dict(DEFAULT_MIX if mix is None else mix)
     unknown = [k for k in mix if k not in QUESTION_KINDS or k in EDGE_KINDS]
     if unknown:
-        raise ValueError(f"unknown question kind(s) in mix: {unknown}; use {[k for k in QUESTION_KINDS if k not in EDGE_KINDS]} "
-                         f"(edge cases come from edge_cases=)")
+        raise ValueError(
+            f"unknown question kind(s) in mix: {unknown}; use {[k for k in QUESTION_KINDS if k not in EDGE_KINDS]} "
+            f"(edge cases come from edge_cases=)"
+        )
     if not 0 <= edge_cases <= 1 or any(w < 0 for w in mix.values()) or (sum(mix.values()) <= 0 and edge_cases < 1):
         raise ValueError("mix weights must be >= 0 with a positive sum, edge_cases between 0 and 1")
     n_edge = round(n * edge_cases)
@@ -149,14 +169,16 @@ class _Groups:
 
 async def _ask(judge: Judge, kind: str, group: list[int], chunks: list[Context], avoid: list[str]) -> Any:
     try:
-        return await judge.run("write_questions", {"kind": kind, "n": 1, "chunks": [chunks[i].text for i in group],
-                                                   "avoid": avoid})
+        return await judge.run(
+            "write_questions", {"kind": kind, "n": 1, "chunks": [chunks[i].text for i in group], "avoid": avoid}
+        )
     except JudgeError as err:
         return err
 
 
-async def _generate_llm(judge: Judge, chunks: list[Context], wanted: dict[str, int], seed: int,
-                        accept: Any) -> tuple[dict[str, list[dict]], Usage, list[str]]:
+async def _generate_llm(
+    judge: Judge, chunks: list[Context], wanted: dict[str, int], seed: int, accept: Any
+) -> tuple[dict[str, list[dict]], Usage, list[str]]:
     """Ask for each kind's quota, one question per request; ask again for what duplicates and
     failures left short (up to ``_ROUNDS`` rounds). The questions already asked from the same
     chunks go along (``avoid``), so a repeated request is a new one, for the model and the cache."""
@@ -168,8 +190,9 @@ async def _generate_llm(judge: Judge, chunks: list[Context], wanted: dict[str, i
         todo = [(k, groups.take(k)) for k, q in wanted.items() for _ in range(q - len(got[k]))]
         if not todo:
             break
-        answers = await asyncio.gather(*(_ask(judge, k, g, chunks, list(asked.get((k, tuple(g)), ())))
-                                         for k, g in todo))
+        answers = await asyncio.gather(
+            *(_ask(judge, k, g, chunks, list(asked.get((k, tuple(g)), ()))) for k, g in todo)
+        )
         for (kind, group), result in zip(todo, answers):
             usage = usage + result.usage
             if isinstance(result, JudgeError):
@@ -201,9 +224,17 @@ def _resolve(judge: Any) -> Judge:
     return judge
 
 
-def generate(documents: Iterable[Any], n: int = 50, judge: Judge | str | None = None, *,
-             mix: Mapping[str, float] | None = None, edge_cases: float = 0.1, seed: int = 0,
-             chunk_size: int = 1000, dedup: float = 0.8) -> TestSet:
+def generate(
+    documents: Iterable[Any],
+    n: int = 50,
+    judge: Judge | str | None = None,
+    *,
+    mix: Mapping[str, float] | None = None,
+    edge_cases: float = 0.1,
+    seed: int = 0,
+    chunk_size: int = 1000,
+    dedup: float = 0.8,
+) -> TestSet:
     """Generate ``n`` questions over ``documents`` (strings, ``{id, text}`` dicts, LangChain /
     LlamaIndex documents; longer than ``chunk_size`` characters: chunked, see
     :func:`~ragmeter.testset.documents.chunk_documents`).
@@ -241,9 +272,11 @@ def generate(documents: Iterable[Any], n: int = 50, judge: Judge | str | None = 
         wanted = {"extractive": n - n_edge, **_split(n_edge, {k: 1.0 for k in OFFLINE_EDGE_KINDS})}
         wanted = {k: v for k, v in wanted.items() if v}
         usage = Usage()
-        notes = [f"{judge.name} judge: extractive questions (one sentence of one chunk each, by rules) and the edge "
-                 f"cases rules can make ({', '.join(OFFLINE_EDGE_KINDS)}); ambiguous, out-of-scope, multi-hop and "
-                 f"reasoning questions need an LLM judge"]
+        notes = [
+            f"{judge.name} judge: extractive questions (one sentence of one chunk each, by rules) and the edge "
+            f"cases rules can make ({', '.join(OFFLINE_EDGE_KINDS)}); ambiguous, out-of-scope, multi-hop and "
+            f"reasoning questions need an LLM judge"
+        ]
         got, short = offline_items(chunks, wanted, seed, accept)
         notes += short
         if len(got.get("extractive", [])) < wanted.get("extractive", 0):
@@ -259,14 +292,28 @@ def generate(documents: Iterable[Any], n: int = 50, judge: Judge | str | None = 
         notes += [f"{k}: {len(got.get(k, []))} of {q} questions" for k, q in wanted.items() if len(got.get(k, [])) < q]
     made = sum(len(v) for v in got.values())
     if made < n:
-        why = ("the documents give no more: each sentence of 6-40 words is used once, near-duplicates are dropped"
-               if not judge.generates_questions else "see the notes for the kinds that fell short")
+        why = (
+            "the documents give no more: each sentence of 6-40 words is used once, near-duplicates are dropped"
+            if not judge.generates_questions
+            else "see the notes for the kinds that fell short"
+        )
         notes.append(f"{made} of {n} questions: {why}")
         warnings.warn(f"ragmeter.testset.generate: {notes[-1]}", stacklevel=2)
     samples = []
     for i, (kind, item) in enumerate(_interleave(got), 1):
         ids = [chunks[j].id for j in item["chunks"]]
-        samples.append(Sample(item["question"], reference=item["answer"], relevant_ids=ids or None, id=f"q{i:04d}",
-                              metadata={"kind": kind, "edge_case": kind in EDGE_KINDS or kind in OFFLINE_EDGE_KINDS,
-                                        "source_chunks": [chunks[j].id for j in item["shown"]], "generator": judge.name}))
+        samples.append(
+            Sample(
+                item["question"],
+                reference=item["answer"],
+                relevant_ids=ids or None,
+                id=f"q{i:04d}",
+                metadata={
+                    "kind": kind,
+                    "edge_case": kind in EDGE_KINDS or kind in OFFLINE_EDGE_KINDS,
+                    "source_chunks": [chunks[j].id for j in item["shown"]],
+                    "generator": judge.name,
+                },
+            )
+        )
     return TestSet(samples, chunks, wanted, usage, duplicates, notes)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ragmeter.data import Context
 
@@ -47,8 +48,10 @@ def document_text(obj: Any) -> str:
             return value
     if callable(getattr(node, "get_content", None)):
         return str(node.get_content())
-    raise ValueError(f"cannot read the text of a {type(obj).__name__} (expected a string, a dict, a LangChain "
-                     f"Document or a LlamaIndex node)")
+    raise ValueError(
+        f"cannot read the text of a {type(obj).__name__} (expected a string, a dict, a LangChain "
+        f"Document or a LlamaIndex node)"
+    )
 
 
 def document_id(obj: Any) -> str | None:
@@ -58,7 +61,11 @@ def document_id(obj: Any) -> str | None:
         return None
     if isinstance(obj, dict):
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        found = obj.get("id") if obj.get("id") is not None else next((meta[k] for k in _ID_KEYS if meta.get(k) is not None), None)
+        found = (
+            obj.get("id")
+            if obj.get("id") is not None
+            else next((meta[k] for k in _ID_KEYS if meta.get(k) is not None), None)
+        )
         return None if found is None else str(found)
     node = _node(obj)
     for attr in ("id", "node_id", "id_"):
@@ -79,9 +86,13 @@ def as_context(obj: Any, position: int = 0) -> Context:
         return Context(obj, rank=position + 1)
     score = obj.get("score") if isinstance(obj, dict) else getattr(obj, "score", None)
     meta = obj.get("metadata") if isinstance(obj, dict) else getattr(_node(obj), "metadata", None)
-    return Context(document_text(obj), id=document_id(obj), rank=position + 1,
-                   score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
-                   metadata=dict(meta) if isinstance(meta, dict) else {})
+    return Context(
+        document_text(obj),
+        id=document_id(obj),
+        rank=position + 1,
+        score=float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None,
+        metadata=dict(meta) if isinstance(meta, dict) else {},
+    )
 
 
 def load_documents(path: str | Path) -> list[dict]:

@@ -43,7 +43,7 @@ import math
 import random
 import re
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from ragmeter.data import Context
 from ragmeter.specifics import extract_specifics
@@ -53,10 +53,12 @@ from ragmeter.text import split_sentences
 __all__ = ["extractive_items", "offline_items", "question_for", "STOPWORDS", "OFFLINE_EDGE_KINDS"]
 
 #: Words that never make a question's topic (and that near-duplicate detection ignores).
-STOPWORDS = frozenset("""a an the of in on at to for from by with without and or but not no is are was were be been
+STOPWORDS = frozenset(
+    """a an the of in on at to for from by with without and or but not no is are was were be been
 being it its this that these those as into than then there their they them he she his her we our you your i what which
 who whom whose when where why how does do did can could should would may might will shall has have had also such
-about over under between after before since until while more most less least so if only other each all any some very""".split())
+about over under between after before since until while more most less least so if only other each all any some very""".split()
+)
 
 #: The edge-case kinds the offline generator makes (see the module doc).
 OFFLINE_EDGE_KINDS = ("numeric", "negation", "unanswerable", "multi_chunk")
@@ -64,28 +66,42 @@ OFFLINE_EDGE_KINDS = ("numeric", "negation", "unanswerable", "multi_chunk")
 _NP = r"(?P<subject>[A-Z][\w'’-]*(?: [\w'’-]+){0,4}?)"
 _DEFINITION = re.compile(r"^(?P<subject>[A-Z][^,;:()]{1,60}?) (?P<verb>is|are|was|were) (?P<rest>[^.]{3,}\.?)$")
 _PARTICIPLE = r"[a-z]+(?:ed|en|wn|lt|nt|ght)"
-_PASSIVE = re.compile(_NP + r" (?P<aux>is|are|was|were|can be|could be|must be|should be|may be|will be)"
-                      r"(?: (?:[a-z]+ly|then|also|first|now|only))? (?P<part>" + _PARTICIPLE + r")"
-                      r"(?P<adverb> [a-z]+ly)? (?P<prep>from|by|with|using|through|as|via|in|on|at|inside|within|into|"
-                      r"onto|when)\b")
-_PRESENT = re.compile(_NP + r" (?P<adverb>(?:[a-z]+ly|also|then|often|usually|always|still) )?"
-                      r"(?P<verb>[a-z]{2,}[a-hj-rtv-z]s) (?P<next>[\w'’-]+)")
-_NEGATED = re.compile(_NP + r" (?P<aux>is|are|was|were|can|could|will|would|should|must|may|might|has|have|had|"
-                      r"does|do|did) (?P<neg>not|never) (?P<rest>.{3,})$")
+_PASSIVE = re.compile(
+    _NP + r" (?P<aux>is|are|was|were|can be|could be|must be|should be|may be|will be)"
+    r"(?: (?:[a-z]+ly|then|also|first|now|only))? (?P<part>" + _PARTICIPLE + r")"
+    r"(?P<adverb> [a-z]+ly)? (?P<prep>from|by|with|using|through|as|via|in|on|at|inside|within|into|"
+    r"onto|when)\b"
+)
+_PRESENT = re.compile(
+    _NP + r" (?P<adverb>(?:[a-z]+ly|also|then|often|usually|always|still) )?"
+    r"(?P<verb>[a-z]{2,}[a-hj-rtv-z]s) (?P<next>[\w'’-]+)"
+)
+_NEGATED = re.compile(
+    _NP + r" (?P<aux>is|are|was|were|can|could|will|would|should|must|may|might|has|have|had|"
+    r"does|do|did) (?P<neg>not|never) (?P<rest>.{3,})$"
+)
 _NEVER = re.compile(_NP + r" never (?P<verb>[a-z]{3,}s) (?P<rest>.{3,})$")
 _INTRO = re.compile(r"^(?P<word>[A-Z][a-z]+) (?P<clause>[^,]{3,}), (?P<main>.+)$")
 #: Intro words after which the clause is a condition of the main clause (kept in front of its question).
 _CONDITION = ("When", "If", "Once", "After", "Before", "Under", "With", "In", "For", "During")
 #: Intro words after which the clause states a fact of its own.
 _CAUSE = ("Because", "Since")
-_CONTRACTIONS = ((r"\bcannot\b", "can not"), (r"\bcan't\b", "can not"), (r"\bwon't\b", "will not"),
-                 (r"\b(is|are|was|were|does|do|did|has|have|had|could|would|should|must)n't\b", r"\1 not"))
+_CONTRACTIONS = (
+    (r"\bcannot\b", "can not"),
+    (r"\bcan't\b", "can not"),
+    (r"\bwon't\b", "will not"),
+    (r"\b(is|are|was|were|does|do|did|has|have|had|could|would|should|must)n't\b", r"\1 not"),
+)
 #: Words that never start a subject: pronouns, subordinators, question words.
-_NOT_SUBJECT = frozenset("""it they this these those he she we you i there that which who what when where why how if
+_NOT_SUBJECT = frozenset(
+    """it they this these those he she we you i there that which who what when where why how if
 while although though because since as once after before unless until whereas starting using following under with
-in for during by from on at to all both most many some such""".split())
-_NOT_VERBS = frozenset("""this its thus plus always perhaps whereas towards across unless less various news series
-species means yes process access address basis analysis lens bus gas class""".split())
+in for during by from on at to all both most many some such""".split()
+)
+_NOT_VERBS = frozenset(
+    """this its thus plus always perhaps whereas towards across unless less various news series
+species means yes process access address basis analysis lens bus gas class""".split()
+)
 _AUX_NEXT = frozenset("is are was were be been has have had can could will would should must may might do does".split())
 _DETERMINERS = frozenset("the a an each every its their this".split())
 #: Endings of a word that is no noun (the head of a subject is one): adjectives and participles.
@@ -94,8 +110,32 @@ _PAST = re.compile(_NP + r" (?P<adverb>(?:[a-z]+ly|also|then|first|later) )?(?P<
 _MODAL = re.compile(_NP + r" (?P<modal>must|can|may|should|will|could|would) (?P<verb>[a-z]{3,}) (?P<next>[\w'’-]+)")
 _PLACES = frozenset("through into in across along past near around inside within".split())
 _PREPOSITIONS = frozenset("with by in on at from for as to into onto of over under through about after before".split())
-_WH = ("What", "How", "Where", "Which", "When", "Who", "Is", "Are", "Was", "Were", "Does", "Do", "Did", "Can", "Could",
-       "Will", "Would", "Should", "Must", "May", "Might", "Has", "Have", "Had")
+_WH = (
+    "What",
+    "How",
+    "Where",
+    "Which",
+    "When",
+    "Who",
+    "Is",
+    "Are",
+    "Was",
+    "Were",
+    "Does",
+    "Do",
+    "Did",
+    "Can",
+    "Could",
+    "Will",
+    "Would",
+    "Should",
+    "Must",
+    "May",
+    "Might",
+    "Has",
+    "Have",
+    "Had",
+)
 _HEDGE = re.compile(r"(?:about|roughly|around|approximately|nearly|almost|over|under|some|just|only|up to) $", re.I)
 _WORDS = re.compile(r"[\w][\w.+#-]*[\w+#]|\w")
 _RANGE = re.compile(r"(?:\d\s?(?:-|–|to|and|or)\s?|\d,\s)$")
@@ -125,12 +165,18 @@ class Vocabulary:
             return None
         if words[0].lower() in _DETERMINERS and len(words) < 2:
             return None
-        if any(w.lower() in ("that", "which", "who", "whose", "and", "or", "but", "not") or w.lower() in _AUX_NEXT
-               or w.isdigit() for w in words):
+        if any(
+            w.lower() in ("that", "which", "who", "whose", "and", "or", "but", "not")
+            or w.lower() in _AUX_NEXT
+            or w.isdigit()
+            for w in words
+        ):
             return None  # a clause, a verb or a value inside: "The river is 777" is no subject
         first = words[0]
-        if first.lower() in _DETERMINERS or (first[:1].isupper() and first[1:].islower() and first.lower() in self.lower):
-            return first.lower() + np[len(first):]
+        if first.lower() in _DETERMINERS or (
+            first[:1].isupper() and first[1:].islower() and first.lower() in self.lower
+        ):
+            return first.lower() + np[len(first) :]
         return np
 
     def name(self, np: str) -> bool:
@@ -139,8 +185,7 @@ class Vocabulary:
         words = np.split()
         if any(w[:1].islower() for w in words):
             return False
-        return any(any(c.isupper() for c in w[1:]) or any(c.isdigit() for c in w) or w in self.names
-                   for w in words)
+        return any(any(c.isupper() for c in w[1:]) or any(c.isdigit() for c in w) or w in self.names for w in words)
 
     def topical(self, np: str) -> bool:
         """Whether ``np`` holds a rare word (at least half as rare as the rarest, by idf)."""
@@ -183,8 +228,16 @@ def _passive(sentence: str, vocab: Vocabulary) -> str | None:
     subject = vocab.subject(m["subject"]) if m else None
     if not m or subject is None:
         return None
-    wh = {"in": "Where", "on": "Where", "at": "Where", "inside": "Where", "within": "Where", "into": "Where",
-          "onto": "Where", "when": "When"}.get(m["prep"], "How")
+    wh = {
+        "in": "Where",
+        "on": "Where",
+        "at": "Where",
+        "inside": "Where",
+        "within": "Where",
+        "into": "Where",
+        "onto": "Where",
+        "when": "When",
+    }.get(m["prep"], "How")
     if m["adverb"] and wh == "Where":
         wh = "How"  # "... is compounded daily on the balance": how, not where
     aux = m["aux"].split()
@@ -224,8 +277,12 @@ def _base_past(verb: str) -> str:
     if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in "lsfz":
         return stem[:-1]
     vowels = "aeiou"
-    cvc = (len(stem) >= 2 and stem[-1] not in vowels + "wxy" and stem[-2] in vowels
-           and (len(stem) == 2 or stem[-3] not in vowels or stem[-4:-2] == "qu"))
+    cvc = (
+        len(stem) >= 2
+        and stem[-1] not in vowels + "wxy"
+        and stem[-2] in vowels
+        and (len(stem) == 2 or stem[-3] not in vowels or stem[-4:-2] == "qu")
+    )
     if cvc and not (stem[-2] == "e" and stem[-1] in "rnlt"):
         return stem + "e"
     if stem.endswith(("c", "g", "v", "z")) or stem.endswith(("ur", "ir")) and stem[-3:-2] in ("q", "u"):
@@ -266,7 +323,7 @@ def _wh_phrase(spec, sentence: str) -> tuple[int, int, str] | None:
     2007") or of a formula."""
     start, end = spec.start, spec.end
     before, after = sentence[:start], sentence[end:]
-    if re.search(r"[A-Z][\w-]*\s$", before) or re.search(r"[=^/]", sentence[max(0, start - 3):end + 3]):
+    if re.search(r"[A-Z][\w-]*\s$", before) or re.search(r"[=^/]", sentence[max(0, start - 3) : end + 3]):
         return None
     if _RANGE.search(before) or re.match(r"\s?(?:-|–|to|and|or)\s?\d|,\s?\d", after):
         return None
@@ -374,8 +431,15 @@ def _template(sentence: str, vocab: Vocabulary) -> str | None:
 
 
 #: The rules of an extractive question, best first (see the module doc).
-RULES = (("definition", _definition), ("passive", _passive), ("present", _present), ("past", _past),
-         ("modal", _modal), ("value", _valued), ("template", _template))
+RULES = (
+    ("definition", _definition),
+    ("passive", _passive),
+    ("present", _present),
+    ("past", _past),
+    ("modal", _modal),
+    ("value", _valued),
+    ("template", _template),
+)
 
 
 def question_for(sentence: str, vocab: Vocabulary) -> tuple[str, str] | None:
@@ -427,8 +491,10 @@ class _Corpus:
         """Chunk ``i``'s unused sentences, the most informative (highest summed idf) first. Sums run
         over sorted words: a set's order changes with the process's hash seed, and so would the
         float sum's last bit, and with it the order of sentences that tie."""
-        return sorted((s for s in self.sentences[i] if (i, s) not in self.used),
-                      key=lambda s: -sum(self.idf.get(t, 0.0) for t in sorted(set(tokens(s)) - STOPWORDS)))
+        return sorted(
+            (s for s in self.sentences[i] if (i, s) not in self.used),
+            key=lambda s: -sum(self.idf.get(t, 0.0) for t in sorted(set(tokens(s)) - STOPWORDS)),
+        )
 
     def partner(self, i: int) -> int | None:
         """The chunk sharing the most rare words with chunk ``i`` (another document's when there
@@ -490,8 +556,12 @@ def _multi_chunk(corpus: _Corpus, i: int) -> dict | None:
     q2 = second["question"]
     if q2.split()[0] in _WH:
         q2 = q2[0].lower() + q2[1:]
-    return {"question": f"{first['question'][:-1]}, and {q2}", "answer": f"{first['answer']} {second['answer']}",
-            "chunks": [i, j], "shown": [i, j]}
+    return {
+        "question": f"{first['question'][:-1]}, and {q2}",
+        "answer": f"{first['answer']} {second['answer']}",
+        "chunks": [i, j],
+        "shown": [i, j],
+    }
 
 
 def _terms(corpus: _Corpus) -> list[str]:
@@ -531,8 +601,9 @@ def _unanswerable_items(corpus: _Corpus) -> list[dict]:
     return items[0] + items[1]
 
 
-def offline_items(chunks: list[Context], wanted: dict[str, int], seed: int = 0,
-                  accept: Callable[[str], bool] = lambda q: True) -> tuple[dict[str, list[dict]], list[str]]:
+def offline_items(
+    chunks: list[Context], wanted: dict[str, int], seed: int = 0, accept: Callable[[str], bool] = lambda q: True
+) -> tuple[dict[str, list[dict]], list[str]]:
     """Items ``{question, answer, chunks, shown}`` (chunk indices) per kind of ``wanted``
     (``extractive`` and :data:`OFFLINE_EDGE_KINDS`), and notes. The chunks are taken in a seeded
     turn, each sentence used once; ``accept`` may refuse a question (a near-duplicate). An edge
@@ -540,7 +611,11 @@ def offline_items(chunks: list[Context], wanted: dict[str, int], seed: int = 0,
     ``extractive``; each move is noted."""
     corpus = _Corpus(chunks, seed)
     makers: dict[str, Callable[[_Corpus, int], dict | None]] = {
-        "extractive": _simple, "numeric": _numeric, "negation": _negation, "multi_chunk": _multi_chunk}
+        "extractive": _simple,
+        "numeric": _numeric,
+        "negation": _negation,
+        "multi_chunk": _multi_chunk,
+    }
     unanswerable = iter(_unanswerable_items(corpus))
     got: dict[str, list[dict]] = {k: [] for k in wanted}
     notes: list[str] = []

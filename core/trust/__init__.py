@@ -30,8 +30,21 @@ _LAZY = {
     "ppi_mean_diff": "ragmeter.trust.ppi",
 }
 
-__all__ = ["trust_card", "TrustCard", "USES", "ppi_mean", "ppi_mean_diff", "PPIEstimate", "human_estimates",
-           "judge_changes", "describe_changes", "check_anchors", "load_anchors", "judge_drift", "AnchorCheck"]
+__all__ = [
+    "trust_card",
+    "TrustCard",
+    "USES",
+    "ppi_mean",
+    "ppi_mean_diff",
+    "PPIEstimate",
+    "human_estimates",
+    "judge_changes",
+    "describe_changes",
+    "check_anchors",
+    "load_anchors",
+    "judge_drift",
+    "AnchorCheck",
+]
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
 

@@ -24,9 +24,10 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -37,8 +38,16 @@ from ragmeter.labels.matching import metric_of
 from ragmeter.labels.scales import check_value
 from ragmeter.readers import load_samples
 
-__all__ = ["AnchorSet", "AnchorCheck", "load_anchors", "check_anchors", "anchor_shift", "judge_drift",
-           "anchor_attribution", "new_judge_lines"]
+__all__ = [
+    "AnchorSet",
+    "AnchorCheck",
+    "load_anchors",
+    "check_anchors",
+    "anchor_shift",
+    "judge_drift",
+    "anchor_attribution",
+    "new_judge_lines",
+]
 
 
 @dataclass
@@ -67,7 +76,7 @@ def load_anchors(path: str | os.PathLike) -> AnchorSet:
     dataset = load_samples(path)
     errors = [str(e) for e in dataset.errors]
     samples, labels = [], []
-    for n, s in enumerate(dataset, start=1):
+    for _n, s in enumerate(dataset, start=1):
         meta = dict(s.metadata)
         raw, scales, cluster = meta.pop("labels", None), meta.pop("scale", None), meta.pop("cluster", None)
         where = f"{path}: sample {s.id!r}"
@@ -82,8 +91,18 @@ def load_anchors(path: str | os.PathLike) -> AnchorSet:
                 except ValueError as exc:
                     raise RecordError(where, f"labels.{metric}", str(exc)) from None
                 if value is not None:
-                    mine.append(Label(str(s.id), "anchor", str(metric), value, answer_hash(s.answer),
-                                      None if cluster is None else str(cluster), scale, where=where))
+                    mine.append(
+                        Label(
+                            str(s.id),
+                            "anchor",
+                            str(metric),
+                            value,
+                            answer_hash(s.answer),
+                            None if cluster is None else str(cluster),
+                            scale,
+                            where=where,
+                        )
+                    )
         except RecordError as err:
             errors.append(str(err))
             continue
@@ -119,15 +138,22 @@ class AnchorCheck:
     def to_text(self) -> str:
         """What ``ragmeter trust check`` prints."""
         a = self.anchors
-        lines = [f"anchor set {a.name} ({a.hash}): {len(a.samples)} anchors, {len(a.labels)} labels; judge {self.judge} "
-                 f"(fingerprint {self.fingerprint}, {'new' if self.new else 'checked before'} on this set)"]
+        lines = [
+            f"anchor set {a.name} ({a.hash}): {len(a.samples)} anchors, {len(a.labels)} labels; judge {self.judge} "
+            f"(fingerprint {self.fingerprint}, {'new' if self.new else 'checked before'} on this set)"
+        ]
         lines += [f"  left out: {e}" for e in a.errors[:10]]
         for metric, row in self.results.items():
             stats = row["statistics"]
-            shown = ", ".join(f"{STATISTICS[k][0]} {stats[k]['value']:.3f}" for k in ("auroc", "kappa", "spearman", "bias")
-                              if stats.get(k, {}).get("value") is not None)
-            lines.append(f"{metric}: mean {_num(row['mean'])} over {row['n']} anchors; {shown or 'no statistic'}; "
-                         f"fit for {row['verdict']}")
+            shown = ", ".join(
+                f"{STATISTICS[k][0]} {stats[k]['value']:.3f}"
+                for k in ("auroc", "kappa", "spearman", "bias")
+                if stats.get(k, {}).get("value") is not None
+            )
+            lines.append(
+                f"{metric}: mean {_num(row['mean'])} over {row['n']} anchors; {shown or 'no statistic'}; "
+                f"fit for {row['verdict']}"
+            )
         if self.drift is None:
             lines.append("no other judge was checked on this anchor set: nothing to compare with")
         else:
@@ -142,21 +168,33 @@ def _num(x: Any, signed: bool = False) -> str:
 
 
 def _drift_lines(drift: Mapping[str, Any]) -> list[str]:
-    lines = [f"shift against {drift['before']} (checked {drift['before_at']}): "
-             + ("; ".join(drift["changes"]) or "judge fields not recorded")]
+    lines = [
+        f"shift against {drift['before']} (checked {drift['before_at']}): "
+        + ("; ".join(drift["changes"]) or "judge fields not recorded")
+    ]
     for metric, d in drift["metrics"].items():
         if d.get("shift") is None:
             lines.append(f"  {metric}: n/a ({d.get('note')})")
         else:
             lo, hi = d["ci"] if d.get("ci") else (float("nan"), float("nan"))
-            lines.append(f"  {metric}: mean {_num(d['before'])} -> {_num(d['after'])}, shift {_num(d['shift'], True)} "
-                         f"95% CI [{_num(lo, True)}, {_num(hi, True)}] over {d['n']} anchors"
-                         + (f"; {d['note']}" if d.get("note") else ""))
+            lines.append(
+                f"  {metric}: mean {_num(d['before'])} -> {_num(d['after'])}, shift {_num(d['shift'], True)} "
+                f"95% CI [{_num(lo, True)}, {_num(hi, True)}] over {d['n']} anchors"
+                + (f"; {d['note']}" if d.get("note") else "")
+            )
     return lines
 
 
-def check_anchors(anchors: str | os.PathLike | AnchorSet, judge: Any, *, metrics: Iterable[str] | None = None,
-                  store: Any = None, n_boot: int = 1000, seed: int = 0, progress: bool = False) -> AnchorCheck:
+def check_anchors(
+    anchors: str | os.PathLike | AnchorSet,
+    judge: Any,
+    *,
+    metrics: Iterable[str] | None = None,
+    store: Any = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    progress: bool = False,
+) -> AnchorCheck:
     """Score the anchor set with ``judge`` (a Judge or a spec) on its labeled ``metrics`` (default:
     all), measure the judge against the labels (the trust card's statistics), store the results
     per metric under the judge's fingerprint in ``store`` (a :class:`~ragmeter.store.Store`, or
@@ -169,7 +207,9 @@ def check_anchors(anchors: str | os.PathLike | AnchorSet, judge: Any, *, metrics
     wanted = list(metrics) if metrics is not None else anchor_set.metrics
     unknown = [m for m in wanted if m not in anchor_set.metrics]
     if unknown:
-        raise ValueError(f"the anchors have no labels for {', '.join(unknown)} (labeled: {', '.join(anchor_set.metrics)})")
+        raise ValueError(
+            f"the anchors have no labels for {', '.join(unknown)} (labeled: {', '.join(anchor_set.metrics)})"
+        )
     judge_obj = resolve_judge(judge, [])
     if judge_obj is None:
         raise ValueError("an anchor check needs a judge (--judge SPEC)")
@@ -180,10 +220,14 @@ def check_anchors(anchors: str | os.PathLike | AnchorSet, judge: Any, *, metrics
     for metric in wanted:
         values = {str(r.sample.id): r.scores[metric].value for r in result if r.scores[metric].value is not None}
         m = card.metrics.get(metric, {})
-        results[metric] = {"n": len(values), "mean": float(np.mean(list(values.values()))) if values else None,
-                           "statistics": m.get("statistics", {}), "verdict": m.get("verdict", "exploration only"),
-                           "values": values,
-                           "clusters": {lb.sample_id: lb.cluster for lb in anchor_set.labels if lb.cluster}}
+        results[metric] = {
+            "n": len(values),
+            "mean": float(np.mean(list(values.values()))) if values else None,
+            "statistics": m.get("statistics", {}),
+            "verdict": m.get("verdict", "exploration only"),
+            "values": values,
+            "clusters": {lb.sample_id: lb.cluster for lb in anchor_set.labels if lb.cluster},
+        }
     check = AnchorCheck(anchor_set, fp, judge_obj.name, results, card)
     if store is not None:
         seen = store.anchor_results(anchor_set.hash)
@@ -191,15 +235,25 @@ def check_anchors(anchors: str | os.PathLike | AnchorSet, judge: Any, *, metrics
         previous = next((r for r in seen if r["fingerprint"] != fp), None)
         store.record_anchor_results(anchor_set.name, anchor_set.hash, fp, judge_obj.name, results)
         if previous is not None:
-            before = {r["metric"]: r for r in seen if r["fingerprint"] == previous["fingerprint"]
-                      and r["created_at"] == previous["created_at"]}
+            before = {
+                r["metric"]: r
+                for r in seen
+                if r["fingerprint"] == previous["fingerprint"] and r["created_at"] == previous["created_at"]
+            }
             check.drift = anchor_shift(before, results, previous["fingerprint"], fp, n_boot=n_boot, seed=seed)
             check.drift.update(anchor_set=anchor_set.name, before_at=previous["created_at"])
     return check
 
 
-def anchor_shift(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]], before_id: str,
-                 after_id: str, *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+def anchor_shift(
+    before: Mapping[str, Mapping[str, Any]],
+    after: Mapping[str, Mapping[str, Any]],
+    before_id: str,
+    after_id: str,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
     """The judge's shift on the anchors from fingerprint ``before_id`` to ``after_id``: per
     metric the means, the mean of the per-item differences (after - before, over the anchors
     both scored) with its 95% bootstrap interval (clusters resampled when the anchors name
@@ -207,8 +261,12 @@ def anchor_shift(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Ma
     from ragmeter.judges.fingerprint import lookup
 
     a, b = lookup(before_id), lookup(after_id)
-    out: dict[str, Any] = {"before": before_id, "after": after_id,
-                           "changes": b.diff(a) if a is not None and b is not None else [], "metrics": {}}
+    out: dict[str, Any] = {
+        "before": before_id,
+        "after": after_id,
+        "changes": b.diff(a) if a is not None and b is not None else [],
+        "metrics": {},
+    }
     for metric, new in after.items():
         old = before.get(metric)
         if old is None:
@@ -223,7 +281,7 @@ def anchor_shift(before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Ma
             entry.update(shift=None, note=f"{len(ids)} anchors scored by both")
         else:
             entry["shift"] = float(d.mean())
-            ci = bootstrap_ci(lambda idx: float(d[idx].mean()), len(ids), n_boot=n_boot, seed=seed, clusters=keys)
+            ci = bootstrap_ci(lambda idx, d=d: float(d[idx].mean()), len(ids), n_boot=n_boot, seed=seed, clusters=keys)
             entry["ci"] = list(ci)
             old_k = (old.get("statistics") or {}).get("kappa", {}).get("value")
             new_k = (new.get("statistics") or {}).get("kappa", {}).get("value")
@@ -249,16 +307,20 @@ def judge_drift(store: Any, fingerprint: str | None = None) -> dict[str, Any] | 
         return None
 
     def group(head: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        return {r["metric"]: r for r in same_set if r["fingerprint"] == head["fingerprint"]
-                and r["created_at"] == head["created_at"]}
+        return {
+            r["metric"]: r
+            for r in same_set
+            if r["fingerprint"] == head["fingerprint"] and r["created_at"] == head["created_at"]
+        }
 
     drift = anchor_shift(group(previous), group(mine), previous["fingerprint"], target)
     drift.update(anchor_set=mine["anchor_set"], before_at=previous["created_at"])
     return drift
 
 
-def anchor_attribution(store: Any, before_id: str, after_id: str, metric: str, change: float,
-                       n_boot: int = 1000, seed: int = 0) -> dict[str, Any] | None:
+def anchor_attribution(
+    store: Any, before_id: str, after_id: str, metric: str, change: float, n_boot: int = 1000, seed: int = 0
+) -> dict[str, Any] | None:
     """How much of ``change`` (a metric's change in means between a run judged by ``before_id``
     and one judged by ``after_id``) the judge's shift on the anchors accounts for: the shift
     with its interval (:func:`anchor_shift`, on the newest anchor set both judges were checked
@@ -266,16 +328,30 @@ def anchor_attribution(store: Any, before_id: str, after_id: str, metric: str, c
     results in common."""
     rows = [r for r in store.anchor_results() if r["metric"] == metric]
     after = next((r for r in rows if r["fingerprint"] == after_id), None)
-    before = next((r for r in rows if r["fingerprint"] == before_id and after is not None
-                   and r["anchor_hash"] == after["anchor_hash"]), None)
+    before = next(
+        (
+            r
+            for r in rows
+            if r["fingerprint"] == before_id and after is not None and r["anchor_hash"] == after["anchor_hash"]
+        ),
+        None,
+    )
     if after is None or before is None:
         return None
     shift = anchor_shift({metric: before}, {metric: after}, before_id, after_id, n_boot=n_boot, seed=seed)
     d = shift["metrics"][metric]
     if d.get("shift") is None:
         return None
-    out = {"anchor_set": after["anchor_set"], "n": d["n"], "shift": d["shift"], "ci": d["ci"], "change": change,
-           "share": d["shift"] / change if change else None, "left": change - d["shift"], "changes": shift["changes"]}
+    out = {
+        "anchor_set": after["anchor_set"],
+        "n": d["n"],
+        "shift": d["shift"],
+        "ci": d["ci"],
+        "change": change,
+        "share": d["shift"] / change if change else None,
+        "left": change - d["shift"],
+        "changes": shift["changes"],
+    }
     return out
 
 
@@ -287,8 +363,9 @@ def new_judge_lines(store: Any, run_id: int) -> list[str]:
         return []
     infos = store.runs(limit=None)
     this = next((i for i in infos if i.id == run_id), None)
-    earlier = [i for i in infos if this is not None and i.id < run_id and i.kind == this.kind
-               and i.dataset == this.dataset]
+    earlier = [
+        i for i in infos if this is not None and i.id < run_id and i.kind == this.kind and i.dataset == this.dataset
+    ]
     if not earlier:
         return []
     now, before = store.run_fingerprints(run_id), store.run_fingerprints(earlier[0].id)
@@ -300,7 +377,9 @@ def new_judge_lines(store: Any, run_id: int) -> list[str]:
         att = anchor_attribution(store, a[0], b[0], metric, 0.0)
         if att is not None:
             what = "; ".join(att["changes"]) or f"fingerprint {a[0]} -> {b[0]}"
-            lines.append(f"new judge for {metric} since run {earlier[0].id} ({what}): its shift on the anchor set "
-                         f"{att['anchor_set']} is {att['shift']:+.4f} [{att['ci'][0]:+.4f}, {att['ci'][1]:+.4f}] over "
-                         f"{att['n']} anchors")
+            lines.append(
+                f"new judge for {metric} since run {earlier[0].id} ({what}): its shift on the anchor set "
+                f"{att['anchor_set']} is {att['shift']:+.4f} [{att['ci'][0]:+.4f}, {att['ci'][1]:+.4f}] over "
+                f"{att['n']} anchors"
+            )
     return lines

@@ -31,14 +31,23 @@ from __future__ import annotations
 
 import math
 import os
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from ragmeter.labels.agreement import (STATISTICS, auroc, balanced_accuracy, bootstrap_ci, cohen_kappa, confusion,
-                                       reliability, spearman)
+from ragmeter.labels.agreement import (
+    STATISTICS,
+    auroc,
+    balanced_accuracy,
+    bootstrap_ci,
+    cohen_kappa,
+    confusion,
+    reliability,
+    spearman,
+)
 from ragmeter.labels.io import load_labels
 from ragmeter.labels.matching import COMPOSITE, OVERALL_THRESHOLD, MatchedLabels, match_labels
 from ragmeter.labels.scales import human_pass, in_human_units
@@ -50,15 +59,20 @@ __all__ = ["TrustCard", "trust_card", "USES"]
 #: The uses a judge may be fit for, strictest first: (use, the rule, why that rule). A judge is
 #: fit for the first use whose rule holds; "exploration only" always does.
 USES = (
-    ("release gate", "kappa's 95% lower bound >= 0.6 on >= 100 labeled items",
-     "a gate acts on pass / fail calls: they must agree with people's well beyond chance (0.6 is "
-     "'substantial' on Landis and Koch's scale), with 95% confidence, on enough items for the bound to mean something"),
-    ("trend monitoring", "rank agreement's 95% lower bound (AUROC >= 0.7 on binary labels, Spearman >= 0.4 on "
-     "graded ones) on >= 50 labeled items",
-     "a trend follows a mean over many items: each call need not be right, but the judge's scores must order "
-     "items the way people do"),
-    ("exploration only", "always",
-     "below both: read the judge's numbers as hints and look at the items yourself"),
+    (
+        "release gate",
+        "kappa's 95% lower bound >= 0.6 on >= 100 labeled items",
+        "a gate acts on pass / fail calls: they must agree with people's well beyond chance (0.6 is "
+        "'substantial' on Landis and Koch's scale), with 95% confidence, on enough items for the bound to mean something",
+    ),
+    (
+        "trend monitoring",
+        "rank agreement's 95% lower bound (AUROC >= 0.7 on binary labels, Spearman >= 0.4 on "
+        "graded ones) on >= 50 labeled items",
+        "a trend follows a mean over many items: each call need not be right, but the judge's scores must order "
+        "items the way people do",
+    ),
+    ("exploration only", "always", "below both: read the judge's numbers as hints and look at the items yourself"),
 )
 _GATE_KAPPA, _GATE_N = 0.6, 100
 _TREND_AUROC, _TREND_SPEARMAN, _TREND_N = 0.7, 0.4, 50
@@ -113,8 +127,9 @@ def _evidence(score: Any, r: Any) -> dict[str, Any]:
     return {"label": score.label, "explanation": score.explanation or None, "evidence": evidence_lines(score.details)}
 
 
-def _metric_card(result: Any, metric: str, matched: MatchedLabels, *, n_boot: int, seed: int, worst: int,
-                 min_labels: int) -> dict[str, Any]:
+def _metric_card(
+    result: Any, metric: str, matched: MatchedLabels, *, n_boot: int, seed: int, worst: int, min_labels: int
+) -> dict[str, Any]:
     from ragmeter.capture import content_captured
 
     scale, threshold = matched.scales[metric], _threshold(result, metric)
@@ -150,7 +165,7 @@ def _metric_card(result: Any, metric: str, matched: MatchedLabels, *, n_boot: in
     }
     stats: dict[str, dict[str, Any]] = {}
     both = 0 < int(hpass.sum()) < n
-    for key, (name, applies) in STATISTICS.items():
+    for key, (_name, applies) in STATISTICS.items():
         if applies == "binary" and scale != "binary":
             stats[key] = _stat(None, None, f"for binary labels ({scale} labels: see Spearman)")
         elif applies == "graded" and scale == "binary":
@@ -158,12 +173,19 @@ def _metric_card(result: Any, metric: str, matched: MatchedLabels, *, n_boot: in
         elif n < min_labels:
             stats[key] = _stat(None, None, f"too few labels: {n} < {min_labels}")
         elif key in ("auroc", "balanced_accuracy", "kappa") and not both:
-            stats[key] = _stat(None, None, f"people {'pass' if hpass.all() else 'fail'} all {n} items: "
-                                            "it needs items they pass and items they fail")
+            stats[key] = _stat(
+                None,
+                None,
+                f"people {'pass' if hpass.all() else 'fail'} all {n} items: "
+                "it needs items they pass and items they fail",
+            )
         else:
             full = np.arange(n)
-            stats[key] = _stat(fns[key](full), interval(fns[key]),
-                               "the judge gives every item the same verdict" if key == "kappa" else None)
+            stats[key] = _stat(
+                fns[key](full),
+                interval(fns[key]),
+                "the judge gives every item the same verdict" if key == "kappa" else None,
+            )
     table = confusion(list(jpass), list(hpass))
     rel = reliability(v, hpass) if n else {"bins": [], "ece": None}
     ppi = estimate(result, matched, metric, min_labels)  # the mean over the whole run, in human units
@@ -175,18 +197,36 @@ def _metric_card(result: Any, metric: str, matched: MatchedLabels, *, n_boot: in
     for i in order:
         value, score, r = judged[ids[i]]
         shown = content_captured(r.sample)
-        rows.append({"sample_id": ids[i], "question": r.sample.question if shown else None,
-                     "answer": r.sample.answer if shown else None,
-                     "judge": {"value": float(value), "pass": bool(jpass[i]), **_evidence(score, r)},
-                     "human": {"value": float(h[i]), "pass": bool(hpass[i]), "annotators": len(items[ids[i]].values)},
-                     "gap": float(abs(v[i] - h01[i]))})
-    unstable = [{"sample_id": s, **judged[s][1].details["repeats"]} for s in ids
-                if judged[s][1] is not None and (judged[s][1].details.get("repeats") or {}).get("unstable")]
-    card = {"metric": metric, "scale": scale, "threshold": threshold, "n": n,
-            "clusters": len(set(clusters)) if clusters else None, "without_value": no_value,
-            "statistics": stats, "confusion": table, "reliability": rel["bins"],
-            "pass_rates": {"judge": float(jpass.mean()) if n else None, "humans": float(hpass.mean()) if n else None},
-            "ppi": ppi.to_dict(), "worst": rows, "unstable": unstable}
+        rows.append(
+            {
+                "sample_id": ids[i],
+                "question": r.sample.question if shown else None,
+                "answer": r.sample.answer if shown else None,
+                "judge": {"value": float(value), "pass": bool(jpass[i]), **_evidence(score, r)},
+                "human": {"value": float(h[i]), "pass": bool(hpass[i]), "annotators": len(items[ids[i]].values)},
+                "gap": float(abs(v[i] - h01[i])),
+            }
+        )
+    unstable = [
+        {"sample_id": s, **judged[s][1].details["repeats"]}
+        for s in ids
+        if judged[s][1] is not None and (judged[s][1].details.get("repeats") or {}).get("unstable")
+    ]
+    card = {
+        "metric": metric,
+        "scale": scale,
+        "threshold": threshold,
+        "n": n,
+        "clusters": len(set(clusters)) if clusters else None,
+        "without_value": no_value,
+        "statistics": stats,
+        "confusion": table,
+        "reliability": rel["bins"],
+        "pass_rates": {"judge": float(jpass.mean()) if n else None, "humans": float(hpass.mean()) if n else None},
+        "ppi": ppi.to_dict(),
+        "worst": rows,
+        "unstable": unstable,
+    }
     card["fitness"], card["verdict"] = fitness(card)
     return card
 
@@ -211,7 +251,10 @@ def fitness(card: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
     elif low is None:
         gate = (False, why)
     else:
-        gate = (low >= _GATE_KAPPA, f"kappa's lower bound {low:.3f} {'>=' if low >= _GATE_KAPPA else '<'} {_GATE_KAPPA}")
+        gate = (
+            low >= _GATE_KAPPA,
+            f"kappa's lower bound {low:.3f} {'>=' if low >= _GATE_KAPPA else '<'} {_GATE_KAPPA}",
+        )
     checks.append(gate)
     key, floor = ("auroc", _TREND_AUROC) if card["scale"] == "binary" else ("spearman", _TREND_SPEARMAN)
     low, why = bound(key)
@@ -225,15 +268,17 @@ def fitness(card: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
     checks.append(trend)
     checks.append((True, "always"))
     rules = [USES[0][1], f"{name}'s 95% lower bound >= {floor} on >= {_TREND_N} labeled items", USES[2][1]]
-    out = [{"use": use, "rule": rule, "why": reason, "fit": fit, "because": because}
-           for (use, _, reason), rule, (fit, because) in zip(USES, rules, checks)]
+    out = [
+        {"use": use, "rule": rule, "why": reason, "fit": fit, "because": because}
+        for (use, _, reason), rule, (fit, because) in zip(USES, rules, checks)
+    ]
     return out, next(str(o["use"]) for o in out if o["fit"])
 
 
 def _load_result(result: Any, db: Any = None) -> tuple[Any, str, int | None]:
     """(result, its name, its store run id or None) from a result, a results file or a store ref."""
-    from ragmeter.store.store import load_run
     from ragmeter.result import EvaluationResult
+    from ragmeter.store.store import load_run
 
     if isinstance(result, EvaluationResult):
         return result, "run", None
@@ -242,8 +287,17 @@ def _load_result(result: Any, db: Any = None) -> tuple[Any, str, int | None]:
     return loaded, name, run_id
 
 
-def trust_card(result: Any, labels: Any, *, metrics: Iterable[str] | None = None, n_boot: int = 1000, seed: int = 0,
-               worst: int = 5, min_labels: int = MIN_LABELS, db: Any = None) -> "TrustCard":
+def trust_card(
+    result: Any,
+    labels: Any,
+    *,
+    metrics: Iterable[str] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    worst: int = 5,
+    min_labels: int = MIN_LABELS,
+    db: Any = None,
+) -> TrustCard:
     """The trust card of ``result`` (an :class:`~ragmeter.EvaluationResult`, a results file, or a
     run id / tag in the store at ``db``) against ``labels`` (a labels file, or
     :class:`~ragmeter.labels.Label` objects); see the module doc. ``metrics``: only these;
@@ -255,16 +309,26 @@ def trust_card(result: Any, labels: Any, *, metrics: Iterable[str] | None = None
     from ragmeter.report import judge_lines
 
     data: dict[str, Any] = {
-        "ragmeter": "trust card", "run": name, "run_id": run_id, "judge": run.judge,
-        "judges": judge_lines(run), "samples": len(run),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "labels": {"read": len(read), "counted": sum(len(it.values) for per in matched.items.values()
-                                                     for it in per.values()),
-                   "blank": matched.blank, "unhashed": matched.unhashed, "left_out": matched.skipped,
-                   "errors": errors},
+        "ragmeter": "trust card",
+        "run": name,
+        "run_id": run_id,
+        "judge": run.judge,
+        "judges": judge_lines(run),
+        "samples": len(run),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "labels": {
+            "read": len(read),
+            "counted": sum(len(it.values) for per in matched.items.values() for it in per.values()),
+            "blank": matched.blank,
+            "unhashed": matched.unhashed,
+            "left_out": matched.skipped,
+            "errors": errors,
+        },
         "bootstrap": {"draws": n_boot, "seed": seed, "confidence": _CONFIDENCE},
-        "metrics": {m: _metric_card(run, m, matched, n_boot=n_boot, seed=seed, worst=worst, min_labels=min_labels)
-                    for m in matched.items},
+        "metrics": {
+            m: _metric_card(run, m, matched, n_boot=n_boot, seed=seed, worst=worst, min_labels=min_labels)
+            for m in matched.items
+        },
     }
     return TrustCard(data)
 
@@ -292,31 +356,42 @@ def _stat_cells(key: str, s: Mapping[str, Any]) -> tuple[str, str, str]:
 
 def _scale_text(m: Mapping[str, Any]) -> str:
     clusters = f" in {m['clusters']} clusters" if m.get("clusters") else ""
-    return (f"{m['metric']} ({m['scale']} labels, threshold {m['threshold']:g}): {m['n']} labeled items{clusters}"
-            + (f", {len(m['without_value'])} without a judge value" if m["without_value"] else ""))
+    return f"{m['metric']} ({m['scale']} labels, threshold {m['threshold']:g}): {m['n']} labeled items{clusters}" + (
+        f", {len(m['without_value'])} without a judge value" if m["without_value"] else ""
+    )
 
 
 def _ppi_lines(p: Mapping[str, Any]) -> list[str]:
     """The mean in human units: PPI++ (or why not), then the judge's and the labels' own."""
-    labels = (f"labels alone {_num(p['labels'])} {_ci(p['labels_ci'])} ({p['n']} items)"
-              if p.get("labels") is not None else "labels alone n/a")
+    labels = (
+        f"labels alone {_num(p['labels'])} {_ci(p['labels_ci'])} ({p['n']} items)"
+        if p.get("labels") is not None
+        else "labels alone n/a"
+    )
     judge = f"judge alone {_num(p['judge'])}" if p.get("judge") is not None else "judge alone n/a"
-    first = (f"PPI++ n/a: {p['reason']}" if p["mean"] is None else
-             f"PPI++ {_num(p['mean'])} {_ci(p['ci'])} ({p['n']} labeled + {p['N']} judged items, "
-             f"lambda {_num(p['lam'], 2)})")
+    first = (
+        f"PPI++ n/a: {p['reason']}"
+        if p["mean"] is None
+        else f"PPI++ {_num(p['mean'])} {_ci(p['ci'])} ({p['n']} labeled + {p['N']} judged items, "
+        f"lambda {_num(p['lam'], 2)})"
+    )
     return [first, f"{judge}; {labels}"]
 
 
 def _confusion_text(c: Mapping[str, int]) -> str:
-    return (f"both pass {c['tp']}, judge passes what people fail {c['fp']}, judge fails what people pass "
-            f"{c['fn']}, both fail {c['tn']}")
+    return (
+        f"both pass {c['tp']}, judge passes what people fail {c['fp']}, judge fails what people pass "
+        f"{c['fn']}, both fail {c['tn']}"
+    )
 
 
 def _disagreement_lines(row: Mapping[str, Any]) -> list[str]:
     j, h = row["judge"], row["human"]
     who = f"{h['annotators']} annotators" if h["annotators"] > 1 else "1 annotator"
-    lines = [f"{row['sample_id']}: judge {_num(j['value'], 2)} ({'pass' if j['pass'] else 'fail'}), people "
-             f"{_num(h['value'], 2)} ({'pass' if h['pass'] else 'fail'}, {who})"]
+    lines = [
+        f"{row['sample_id']}: judge {_num(j['value'], 2)} ({'pass' if j['pass'] else 'fail'}), people "
+        f"{_num(h['value'], 2)} ({'pass' if h['pass'] else 'fail'}, {who})"
+    ]
     if row.get("question"):
         lines.append(f"  question: {_short(row['question'])}")
     if row.get("answer"):
@@ -354,7 +429,7 @@ class TrustCard:
         return self.data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TrustCard":
+    def from_dict(cls, data: Mapping[str, Any]) -> TrustCard:
         """A card from :meth:`to_dict` (as the store keeps it)."""
         return cls(data)
 
@@ -364,10 +439,12 @@ class TrustCard:
 
     def _header(self) -> list[str]:
         d, lab = self.data, self.data["labels"]
-        lines = [f"trust card: {d['run']}, {d['samples']} samples, judge {d['judge']}",
-                 f"labels: {lab['counted']} counted, {len(lab['left_out'])} left out, {lab['blank']} blank, "
-                 f"{len(lab['errors'])} unreadable" + (f"; {lab['unhashed']} items matched by sample id alone "
-                                                        "(no answer hash)" if lab["unhashed"] else "")]
+        lines = [
+            f"trust card: {d['run']}, {d['samples']} samples, judge {d['judge']}",
+            f"labels: {lab['counted']} counted, {len(lab['left_out'])} left out, {lab['blank']} blank, "
+            f"{len(lab['errors'])} unreadable"
+            + (f"; {lab['unhashed']} items matched by sample id alone (no answer hash)" if lab["unhashed"] else ""),
+        ]
         return lines
 
     def to_text(self, *, max_notes: int = 10) -> str:
@@ -379,7 +456,9 @@ class TrustCard:
         for note in (lab["errors"] + lab["left_out"])[:max_notes]:
             lines.append(f"  left out: {note}")
         if len(lab["errors"]) + len(lab["left_out"]) > max_notes:
-            lines.append(f"  ... {len(lab['errors']) + len(lab['left_out']) - max_notes} more (--out card.json lists all)")
+            lines.append(
+                f"  ... {len(lab['errors']) + len(lab['left_out']) - max_notes} more (--out card.json lists all)"
+            )
         if not self.metrics:
             lines.append("no metric of the run has labels that count for it")
         for m in self.metrics.values():
@@ -398,8 +477,10 @@ class TrustCard:
                 if f["because"] == "always":
                     lines.append(f"    {f['use']:<{width}}  {status:<7}  always")
                 else:
-                    lines += [f"    {f['use']:<{width}}  {status:<7}  {f['because']}",
-                              f"    {'':<{width}}  {'':<7}  rule: {f['rule']}"]
+                    lines += [
+                        f"    {f['use']:<{width}}  {status:<7}  {f['because']}",
+                        f"    {'':<{width}}  {'':<7}  rule: {f['rule']}",
+                    ]
             lines.append(f"  -> fit for {m['verdict']}")
             if m["worst"]:
                 lines.append("  worst disagreements:")
@@ -408,8 +489,11 @@ class TrustCard:
             if m["unstable"]:
                 lines.append(f"  unstable under repeats: {', '.join(u['sample_id'] for u in m['unstable'])}")
         b = self.data["bootstrap"]
-        lines += ["", f"intervals: {b['confidence']:.0%} percentile bootstrap, {b['draws']} draws (seed {b['seed']}), "
-                      "resampling clusters when the labels name them"]
+        lines += [
+            "",
+            f"intervals: {b['confidence']:.0%} percentile bootstrap, {b['draws']} draws (seed {b['seed']}), "
+            "resampling clusters when the labels name them",
+        ]
         return "\n".join(lines) + "\n"
 
     def to_markdown(self) -> str:
@@ -421,14 +505,31 @@ class TrustCard:
         if lab["errors"] or lab["left_out"]:
             out += ["", "Labels left out:", ""] + [f"- {_md_cell(x)}" for x in lab["errors"] + lab["left_out"]]
         for m in self.metrics.values():
-            out += ["", f"## {_md_cell(m['metric'])}", "", _md_cell(_scale_text(m)), "",
-                    "| statistic | value | 95% CI |", "|---|---|---|"]
-            out += ["| " + " | ".join(_md_cell(c) for c in _stat_cells(k, s)) + " |" for k, s in m["statistics"].items()]
-            out += ["", f"- at threshold {m['threshold']:g}: {_confusion_text(m['confusion'])}",
-                    f"- mean in human units: {_md_cell('; '.join(_ppi_lines(m['ppi'])))}", "",
-                    "| use | fit | rule | why |", "|---|---|---|---|"]
-            out += [f"| {f['use']} | {'**fit**' if f['fit'] else 'not fit'} | {_md_cell(f['rule'])} | "
-                    f"{_md_cell(f['because'])} |" for f in m["fitness"]]
+            out += [
+                "",
+                f"## {_md_cell(m['metric'])}",
+                "",
+                _md_cell(_scale_text(m)),
+                "",
+                "| statistic | value | 95% CI |",
+                "|---|---|---|",
+            ]
+            out += [
+                "| " + " | ".join(_md_cell(c) for c in _stat_cells(k, s)) + " |" for k, s in m["statistics"].items()
+            ]
+            out += [
+                "",
+                f"- at threshold {m['threshold']:g}: {_confusion_text(m['confusion'])}",
+                f"- mean in human units: {_md_cell('; '.join(_ppi_lines(m['ppi'])))}",
+                "",
+                "| use | fit | rule | why |",
+                "|---|---|---|---|",
+            ]
+            out += [
+                f"| {f['use']} | {'**fit**' if f['fit'] else 'not fit'} | {_md_cell(f['rule'])} | "
+                f"{_md_cell(f['because'])} |"
+                for f in m["fitness"]
+            ]
             out += ["", f"**Fit for {m['verdict']}.**"]
             if m["worst"]:
                 out += ["", "Worst disagreements:", ""]
@@ -448,8 +549,14 @@ class TrustCard:
         from ragmeter.fileio import json_text, write_text_atomic
 
         path = Path(path)
-        writers = {".html": self.to_html, ".htm": self.to_html, ".md": self.to_markdown, ".markdown": self.to_markdown,
-                   ".json": lambda: json_text(self.data, indent=1), ".txt": self.to_text}
+        writers = {
+            ".html": self.to_html,
+            ".htm": self.to_html,
+            ".md": self.to_markdown,
+            ".markdown": self.to_markdown,
+            ".json": lambda: json_text(self.data, indent=1),
+            ".txt": self.to_text,
+        }
         suffix = path.suffix.lower()
         if suffix not in writers:
             raise ValueError(f"unknown trust card type {suffix or '(none)'!r} (use .html, .md, .json or .txt)")

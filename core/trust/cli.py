@@ -20,8 +20,10 @@ from ragmeter.cli import EXIT_OK
 
 __all__ = ["register"]
 
-_USAGE = ("ragmeter trust RESULTS [--labels LABELS] [--out PATH] [--db STORE] [options]\n"
-          "       ragmeter trust check --anchors ANCHORS --judge SPEC [--db STORE] [options]")
+_USAGE = (
+    "ragmeter trust RESULTS [--labels LABELS] [--out PATH] [--db STORE] [options]\n"
+    "       ragmeter trust check --anchors ANCHORS --judge SPEC [--db STORE] [options]"
+)
 
 
 def _store(args: argparse.Namespace, required: bool = False) -> Any:
@@ -51,14 +53,22 @@ def _cmd_card(args: argparse.Namespace) -> int:
     labels: Any = args.labels
     if labels is None:
         if not db:
-            raise ValueError("give --labels LABELS (a labels file), or --db STORE holding labels "
-                             "('ragmeter labels import')")
+            raise ValueError(
+                "give --labels LABELS (a labels file), or --db STORE holding labels ('ragmeter labels import')"
+            )
         with _store(args, required=True) as store:
             labels = store.labels()
         if not labels:
             raise ValueError(f"{db}: no labels stored; give --labels LABELS")
-    card = trust_card(args.results, labels, metrics=_metrics(args.metric), n_boot=args.bootstrap, seed=args.seed,
-                      worst=args.worst, db=db)
+    card = trust_card(
+        args.results,
+        labels,
+        metrics=_metrics(args.metric),
+        n_boot=args.bootstrap,
+        seed=args.seed,
+        worst=args.worst,
+        db=db,
+    )
     print(card.to_text(), end="")
     for path in args.out or []:
         card.save(path)
@@ -83,8 +93,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise ValueError("--labels belongs to 'ragmeter trust RESULTS'; an anchor set carries its labels")
     store = _store(args)
     try:
-        check = check_anchors(args.anchors, args.judge, metrics=_metrics(args.metric), store=store,
-                              n_boot=args.bootstrap, seed=args.seed, progress=not args.no_progress)
+        check = check_anchors(
+            args.anchors,
+            args.judge,
+            metrics=_metrics(args.metric),
+            store=store,
+            n_boot=args.bootstrap,
+            seed=args.seed,
+            progress=not args.no_progress,
+        )
     finally:
         if store is not None:
             store.close()
@@ -92,9 +109,20 @@ def _cmd_check(args: argparse.Namespace) -> int:
     for path in args.out or []:
         if os.path.splitext(path)[1].lower() != ".json":
             raise ValueError(f"--out {path}: an anchor check is written as .json")
-        write_text_atomic(path, json_text({"anchor_set": check.anchors.name, "anchor_hash": check.anchors.hash,
-                                           "fingerprint": check.fingerprint, "judge": check.judge,
-                                           "results": check.results, "drift": check.drift}, indent=1))
+        write_text_atomic(
+            path,
+            json_text(
+                {
+                    "anchor_set": check.anchors.name,
+                    "anchor_hash": check.anchors.hash,
+                    "fingerprint": check.fingerprint,
+                    "judge": check.judge,
+                    "results": check.results,
+                    "drift": check.drift,
+                },
+                indent=1,
+            ),
+        )
         print(f"wrote {path}")
     if store is not None:
         print(f"stored the results of judge {check.judge} (fingerprint {check.fingerprint}) in {store.where}")
@@ -112,33 +140,54 @@ def _cmd_trust(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add ``trust`` (the trust card, and ``trust check`` for anchor sets) to the ``ragmeter``
     command's subparsers."""
-    p = sub.add_parser("trust", help="how far the judge can be trusted: trust card against labels; anchor-set drift",
-                       usage=_USAGE, formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="ragmeter trust RESULTS --labels LABELS: the run's judge against human labels, "
-                                   "per metric: AUROC, balanced accuracy and Cohen's kappa at the threshold, Spearman, "
-                                   "bias in human units, calibration, each with a 95% (cluster) bootstrap interval; "
-                                   "the confusion at the threshold; the mean in human units corrected with the labels "
-                                   "(PPI++); the worst disagreements; and the uses the judge is fit for, with the "
-                                   "rule beside each.\n\nragmeter trust check --anchors ANCHORS --judge SPEC: score "
-                                   "a frozen labeled anchor set, store the results under the judge's fingerprint and "
-                                   "show the shift against the judge checked before on it.")
-    p.add_argument("results", nargs="?", metavar="RESULTS",
-                   help="results .jsonl / .json, or a run id or tag in the store (--db); 'check' for an anchor check")
-    p.add_argument("--labels", metavar="LABELS",
-                   help="labels file (.jsonl, .json, .csv: sample_id, answer or answer_hash, metric or criterion, "
-                        "value, annotator, optional cluster and scale; or what the labeling page downloads); "
-                        "default: the store's labels")
+    p = sub.add_parser(
+        "trust",
+        help="how far the judge can be trusted: trust card against labels; anchor-set drift",
+        usage=_USAGE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="ragmeter trust RESULTS --labels LABELS: the run's judge against human labels, "
+        "per metric: AUROC, balanced accuracy and Cohen's kappa at the threshold, Spearman, "
+        "bias in human units, calibration, each with a 95% (cluster) bootstrap interval; "
+        "the confusion at the threshold; the mean in human units corrected with the labels "
+        "(PPI++); the worst disagreements; and the uses the judge is fit for, with the "
+        "rule beside each.\n\nragmeter trust check --anchors ANCHORS --judge SPEC: score "
+        "a frozen labeled anchor set, store the results under the judge's fingerprint and "
+        "show the shift against the judge checked before on it.",
+    )
+    p.add_argument(
+        "results",
+        nargs="?",
+        metavar="RESULTS",
+        help="results .jsonl / .json, or a run id or tag in the store (--db); 'check' for an anchor check",
+    )
+    p.add_argument(
+        "--labels",
+        metavar="LABELS",
+        help="labels file (.jsonl, .json, .csv: sample_id, answer or answer_hash, metric or criterion, "
+        "value, annotator, optional cluster and scale; or what the labeling page downloads); "
+        "default: the store's labels",
+    )
     p.add_argument("--anchors", metavar="ANCHORS", help="check: the anchor set (JSONL samples, each with 'labels')")
     p.add_argument("-j", "--judge", metavar="SPEC", help="check: the judge to score the anchors with")
     p.add_argument("-m", "--metric", action="append", metavar="LIST", help="only these metrics (comma-separated)")
-    p.add_argument("-o", "--out", action="append", metavar="PATH",
-                   help="write the card: .html, .md, .json or .txt (check: .json); repeatable")
-    p.add_argument("--db", metavar="PATH|URL",
-                   help="the store: run ids and tags, labels, where cards and anchor results are kept (default "
-                        "$RAGMETER_DB)")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap draws per interval (default 1000)")
+    p.add_argument(
+        "-o",
+        "--out",
+        action="append",
+        metavar="PATH",
+        help="write the card: .html, .md, .json or .txt (check: .json); repeatable",
+    )
+    p.add_argument(
+        "--db",
+        metavar="PATH|URL",
+        help="the store: run ids and tags, labels, where cards and anchor results are kept (default $RAGMETER_DB)",
+    )
+    p.add_argument(
+        "--bootstrap", type=int, default=1000, metavar="N", help="bootstrap draws per interval (default 1000)"
+    )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--worst", type=int, default=5, metavar="N", help="worst disagreements listed per metric (default 5)")
+    p.add_argument(
+        "--worst", type=int, default=5, metavar="N", help="worst disagreements listed per metric (default 5)"
+    )
     p.add_argument("--no-progress", action="store_true", help="check: no progress bar")
     p.set_defaults(func=_cmd_trust)
-

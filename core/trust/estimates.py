@@ -12,7 +12,8 @@ near the threshold, are not).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ragmeter.labels.io import load_labels
 from ragmeter.labels.matching import COMPOSITE, OVERALL_THRESHOLD, MatchedLabels, match_labels
@@ -36,8 +37,11 @@ def judged_in_human_units(result: Any, metric: str, scale: str) -> dict[str, flo
         sid = str(r.sample.id)
         if sid in out:
             continue
-        value = composite_score(r.scores) if metric == COMPOSITE else (
-            r.scores[metric].value if metric in r.scores else None)
+        value = (
+            composite_score(r.scores)
+            if metric == COMPOSITE
+            else (r.scores[metric].value if metric in r.scores else None)
+        )
         if value is not None:
             out[sid] = in_human_units(value, scale, threshold)
     return out
@@ -49,16 +53,23 @@ def estimate(result: Any, matched: MatchedLabels, metric: str, min_labels: int) 
     items, scale = matched.items[metric], matched.scales[metric]
     judged = judged_in_human_units(result, metric, scale)
     ids = [s for s in items if s in judged]
-    return ppi_mean([items[s].human for s in ids], [judged[s] for s in ids],
-                    [v for s, v in judged.items() if s not in items], min_labels=min_labels)
+    return ppi_mean(
+        [items[s].human for s in ids],
+        [judged[s] for s in ids],
+        [v for s, v in judged.items() if s not in items],
+        min_labels=min_labels,
+    )
 
 
-def human_estimates(result: Any, labels: Any, *, metrics: Iterable[str] | None = None,
-                    min_labels: int = MIN_LABELS) -> dict[str, dict[str, Any]]:
+def human_estimates(
+    result: Any, labels: Any, *, metrics: Iterable[str] | None = None, min_labels: int = MIN_LABELS
+) -> dict[str, dict[str, Any]]:
     """Per labeled metric of ``result``: ``{"scale", **PPIEstimate.to_dict()}``, the metric's
     mean in human units from every judged sample and the labeled ones (labels: a file, Label
     objects or :class:`~ragmeter.labels.MatchedLabels`)."""
-    matched = labels if isinstance(labels, MatchedLabels) else match_labels(result, load_labels(labels)[0],
-                                                                             metrics=metrics)
-    return {m: {"scale": matched.scales[m], **estimate(result, matched, m, min_labels).to_dict()}
-            for m in matched.items}
+    matched = (
+        labels if isinstance(labels, MatchedLabels) else match_labels(result, load_labels(labels)[0], metrics=metrics)
+    )
+    return {
+        m: {"scale": matched.scales[m], **estimate(result, matched, m, min_labels).to_dict()} for m in matched.items
+    }

@@ -4,7 +4,8 @@ plugin say what it finds."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ragmeter.judges.fingerprint import lookup
 
@@ -49,8 +50,14 @@ def judge_changes(a: Any, b: Any, metrics: Iterable[str]) -> tuple[dict[str, lis
             note = fb.version_note(fa) if fa is not None and fb is not None else None
             if note:
                 versions.add(note)
-    notes = [f"judge not recorded for {', '.join(unknown)} in one run (written before judge fingerprints): "
-             "cannot tell whether the judge changed"] if unknown else []
+    notes = (
+        [
+            f"judge not recorded for {', '.join(unknown)} in one run (written before judge fingerprints): "
+            "cannot tell whether the judge changed"
+        ]
+        if unknown
+        else []
+    )
     notes += [f"{v}; same prompts, rules and settings" for v in sorted(versions)]
     return changes, notes
 

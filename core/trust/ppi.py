@@ -47,8 +47,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -68,8 +69,12 @@ def t_quantile(df: float, z: float = _Z) -> float:
     >>> round(t_quantile(9), 3), round(t_quantile(49), 3), round(t_quantile(1e9), 3)
     (2.262, 2.01, 1.96)
     """
-    return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
-            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ class PPIEstimate:
         return out
 
     @classmethod
-    def missing(cls, reason: str, n: int = 0, N: int = 0, method: str = "PPI++") -> "PPIEstimate":
+    def missing(cls, reason: str, n: int = 0, N: int = 0, method: str = "PPI++") -> PPIEstimate:
         """An estimate that could not be made, with the reason."""
         return cls(None, None, None, None, n, N, method=method, reason=reason)
 
@@ -109,8 +114,14 @@ def _var(x: np.ndarray) -> float:
     return float(x.var(ddof=1)) if len(x) > 1 else 0.0
 
 
-def ppi_mean(labeled: Sequence[float], predicted: Sequence[float], unlabeled: Sequence[float], *,
-             lam: float | None = None, min_labels: int = MIN_LABELS) -> PPIEstimate:
+def ppi_mean(
+    labeled: Sequence[float],
+    predicted: Sequence[float],
+    unlabeled: Sequence[float],
+    *,
+    lam: float | None = None,
+    min_labels: int = MIN_LABELS,
+) -> PPIEstimate:
     """The PPI++ mean (see the module doc) of the human values ``labeled`` given the judge's
     values on the same items (``predicted``) and on the items nobody labeled (``unlabeled``),
     all in human units. ``lam``: a fixed weight instead of the tuned one. Fewer than
@@ -127,22 +138,36 @@ def ppi_mean(labeled: Sequence[float], predicted: Sequence[float], unlabeled: Se
     labels_se = math.sqrt(_var(y) / n)
     labels_ci = (float(y.mean() - q * labels_se), float(y.mean() + q * labels_se))
     if N == 0:
-        return PPIEstimate(None, None, None, None, n, N, float(f.mean()), float(y.mean()), labels_ci,
-                           reason="every judged item is labeled: the labels' own mean is the estimate")
+        return PPIEstimate(
+            None,
+            None,
+            None,
+            None,
+            n,
+            N,
+            float(f.mean()),
+            float(y.mean()),
+            labels_ci,
+            reason="every judged item is labeled: the labels' own mean is the estimate",
+        )
     if lam is None:
         spread = _var(np.concatenate([f, g]))
         cov = float(np.cov(y, f, ddof=1)[0, 1]) if n > 1 else 0.0
         lam = 0.0 if spread == 0 else cov / ((1 + n / N) * spread)
         lam = min(1.0, max(0.0, lam))
     mean = float((y - lam * f).mean() + lam * g.mean())
-    se = math.sqrt(_var(y - lam * f) / n + lam ** 2 * _var(g) / N)
+    se = math.sqrt(_var(y - lam * f) / n + lam**2 * _var(g) / N)
     judge = float(np.concatenate([f, g]).mean())
     return PPIEstimate(mean, (mean - q * se, mean + q * se), se, float(lam), n, N, judge, float(y.mean()), labels_ci)
 
 
-def ppi_mean_diff(a: PPIEstimate | None = None, b: PPIEstimate | None = None, *,
-                  paired: tuple[Sequence[float], Sequence[float], Sequence[float]] | None = None,
-                  min_labels: int = MIN_LABELS) -> PPIEstimate:
+def ppi_mean_diff(
+    a: PPIEstimate | None = None,
+    b: PPIEstimate | None = None,
+    *,
+    paired: tuple[Sequence[float], Sequence[float], Sequence[float]] | None = None,
+    min_labels: int = MIN_LABELS,
+) -> PPIEstimate:
     """The difference ``B - A`` of two runs' means in human units (see the module doc).
 
     ``paired``: ``(Y_B - Y_A on the samples labeled in both runs, f_B - f_A on those samples,
@@ -154,16 +179,22 @@ def ppi_mean_diff(a: PPIEstimate | None = None, b: PPIEstimate | None = None, *,
     if paired is not None and len(paired[0]) >= min_labels:
         est = ppi_mean(*paired, min_labels=min_labels)
         if est.mean is not None:
-            return PPIEstimate(est.mean, est.ci, est.se, est.lam, est.n, est.N, est.judge, est.labels, est.labels_ci,
-                               "PPI++ paired")
+            return PPIEstimate(
+                est.mean, est.ci, est.se, est.lam, est.n, est.N, est.judge, est.labels, est.labels_ci, "PPI++ paired"
+            )
     if a is None or b is None or a.mean is None or b.mean is None:
-        why = "; ".join(f"{name}: {e.reason}" for name, e in (("baseline", a), ("current", b))
-                        if e is not None and e.reason) or "no estimate for one of the runs"
+        why = (
+            "; ".join(
+                f"{name}: {e.reason}" for name, e in (("baseline", a), ("current", b)) if e is not None and e.reason
+            )
+            or "no estimate for one of the runs"
+        )
         return PPIEstimate.missing(why, method="PPI++ independent")
     mean = b.mean - a.mean
-    se = math.sqrt(a.se ** 2 + b.se ** 2)  # type: ignore[operator]
+    se = math.sqrt(a.se**2 + b.se**2)  # type: ignore[operator]
     q = t_quantile(min(a.n, b.n) - 1)  # the smaller run's degrees of freedom: the conservative choice
     judge = b.judge - a.judge if a.judge is not None and b.judge is not None else None
     labels = b.labels - a.labels if a.labels is not None and b.labels is not None else None
-    return PPIEstimate(mean, (mean - q * se, mean + q * se), se, None, a.n + b.n, a.N + b.N, judge, labels,
-                       method="PPI++ independent")
+    return PPIEstimate(
+        mean, (mean - q * se, mean + q * se), se, None, a.n + b.n, a.N + b.N, judge, labels, method="PPI++ independent"
+    )

@@ -22,7 +22,7 @@ A deterministic judge (``kind == "CODE"``: the offline judge) repeats exactly: i
 from __future__ import annotations
 
 import statistics
-from typing import Sequence
+from collections.abc import Sequence
 
 from ragmeter.data import Sample, Score, label_for
 from ragmeter.judges.base import REPEAT, Usage
@@ -87,13 +87,25 @@ def _combine(metric: object, first: Score, rest: list[Score], extra: Usage) -> S
     threshold = metric.threshold  # type: ignore[attr-defined]
     spread = max(values) - min(values)  # type: ignore[type-var, operator]
     flips = len({v >= threshold for v in values}) > 1  # type: ignore[operator]
-    repeats = {"k": len(rest) + 1, "values": values, "mean": mean, "spread": spread,
-               "sd": statistics.pstdev(values), "errors": errors, "calls": extra.calls,  # type: ignore[arg-type]
-               "unstable": bool(flips or spread > UNSTABLE_SPREAD)}
+    repeats = {
+        "k": len(rest) + 1,
+        "values": values,
+        "mean": mean,
+        "spread": spread,
+        "sd": statistics.pstdev(values),
+        "errors": errors,
+        "calls": extra.calls,  # type: ignore[arg-type]
+        "unstable": bool(flips or spread > UNSTABLE_SPREAD),
+    }
     note = f"mean of {len(values)} judge runs ({', '.join(f'{v:.2f}' for v in values)})"  # type: ignore[str-format]
     if repeats["unstable"]:
         note += "; unstable: " + ("the runs' verdicts differ" if flips else f"spread {spread:.2f} > {UNSTABLE_SPREAD}")
-    return Score(first.metric, mean, explanation=f"{first.explanation}; {note}" if first.explanation else note,
-                 details={**first.details, "repeats": repeats}, judge=first.judge,
-                 label=label_for(mean, threshold, metric.warn),  # type: ignore[attr-defined]
-                 fingerprint=first.fingerprint)
+    return Score(
+        first.metric,
+        mean,
+        explanation=f"{first.explanation}; {note}" if first.explanation else note,
+        details={**first.details, "repeats": repeats},
+        judge=first.judge,
+        label=label_for(mean, threshold, metric.warn),  # type: ignore[attr-defined]
+        fingerprint=first.fingerprint,
+    )

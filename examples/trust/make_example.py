@@ -39,14 +39,23 @@ def _begin(folder: Path, rng: random.Random, n: int) -> list[tuple[dict, int, st
     items = [it for it in items if it["begin_label"] != "Generic"]
     out = []
     for it in rng.sample(items, n):
-        record = {"id": it["id"], "question": it["message"].strip() or "Continue the conversation.",
-                  "contexts": [it["knowledge"]], "answer": it["response"], "metadata": {"source": f"BEGIN {it['data_source']}"}}
-        out.append((record, int(it["begin_label"] == "Fully attributable"), "snippet-" + answer_hash(it["knowledge"])[:10]))
+        record = {
+            "id": it["id"],
+            "question": it["message"].strip() or "Continue the conversation.",
+            "contexts": [it["knowledge"]],
+            "answer": it["response"],
+            "metadata": {"source": f"BEGIN {it['data_source']}"},
+        }
+        out.append(
+            (record, int(it["begin_label"] == "Fully attributable"), "snippet-" + answer_hash(it["knowledge"])[:10])
+        )
     return out
 
 
 def _summedits(folder: Path, rng: random.Random, docs: int, per_doc: int) -> list[tuple[dict, int, str]]:
-    documents = {d["doc_id"]: d for d in map(json.loads, (folder / "docs.jsonl").read_text(encoding="utf-8").splitlines())}
+    documents = {
+        d["doc_id"]: d for d in map(json.loads, (folder / "docs.jsonl").read_text(encoding="utf-8").splitlines())
+    }
     items = [json.loads(line) for line in (folder / "items.jsonl").read_text(encoding="utf-8").splitlines()]
     by_doc: dict[str, list[dict]] = {}
     for it in items:
@@ -54,14 +63,25 @@ def _summedits(folder: Path, rng: random.Random, docs: int, per_doc: int) -> lis
     domains = sorted({documents[d]["domain"] for d in by_doc})
     chosen: list[str] = []
     for i in range(docs):  # round robin over the domains, a seeded document from each
-        pool = sorted(d for d in by_doc if documents[d]["domain"] == domains[i % len(domains)] and d not in chosen
-                      and len(by_doc[d]) >= per_doc and len(documents[d]["doc"]) <= 2500)
+        pool = sorted(
+            d
+            for d in by_doc
+            if documents[d]["domain"] == domains[i % len(domains)]
+            and d not in chosen
+            and len(by_doc[d]) >= per_doc
+            and len(documents[d]["doc"]) <= 2500
+        )
         chosen.append(rng.choice(pool))
     out = []
     for doc_id in chosen:
         for it in rng.sample(sorted(by_doc[doc_id], key=lambda x: x["id"]), per_doc):
-            record = {"id": it["id"], "question": "Summarize the document.", "contexts": [documents[doc_id]["doc"]],
-                      "answer": it["summary"], "metadata": {"source": f"SummEdits {it['domain']}"}}
+            record = {
+                "id": it["id"],
+                "question": "Summarize the document.",
+                "contexts": [documents[doc_id]["doc"]],
+                "answer": it["summary"],
+                "metadata": {"source": f"SummEdits {it['domain']}"},
+            }
             out.append((record, int(it["label"]), f"doc-{doc_id}"))
     return out
 
@@ -72,12 +92,22 @@ def main() -> None:
     args = ap.parse_args()
     rng = random.Random(SEED)
     rows = _begin(args.data / "begin_dev", rng, 200) + _summedits(args.data / "summedits", rng, 12, 5)
-    (HERE / "samples.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r, _, _ in rows),
-                                        encoding="utf-8")
+    (HERE / "samples.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r, _, _ in rows), encoding="utf-8"
+    )
     labeled = sorted(rng.sample(range(len(rows)), 150))
-    labels = [{"sample_id": rows[i][0]["id"], "answer_hash": answer_hash(rows[i][0]["answer"]), "metric": "faithfulness",
-               "value": rows[i][1], "scale": "binary", "annotator": rows[i][0]["metadata"]["source"].split()[0],
-               "cluster": rows[i][2]} for i in labeled]
+    labels = [
+        {
+            "sample_id": rows[i][0]["id"],
+            "answer_hash": answer_hash(rows[i][0]["answer"]),
+            "metric": "faithfulness",
+            "value": rows[i][1],
+            "scale": "binary",
+            "annotator": rows[i][0]["metadata"]["source"].split()[0],
+            "cluster": rows[i][2],
+        }
+        for i in labeled
+    ]
     (HERE / "labels.jsonl").write_text("".join(json.dumps(lb) + "\n" for lb in labels), encoding="utf-8")
     print(f"wrote {len(rows)} samples and {len(labels)} labels to {HERE}")
 

@@ -33,5 +33,12 @@ with needs_extra("ragmeter.integrations.langchain", "langchain", "langchain_core
     from ragmeter.integrations.langchain.hook import instrument, uninstrument
     from ragmeter.integrations.langchain.runs import ANSWER_KEYS, ID_KEYS, QUESTION_KEYS, SCORE_KEYS
 
-__all__ = ["RagmeterCallbackHandler", "instrument", "uninstrument",
-           "QUESTION_KEYS", "ANSWER_KEYS", "SCORE_KEYS", "ID_KEYS"]
+__all__ = [
+    "RagmeterCallbackHandler",
+    "instrument",
+    "uninstrument",
+    "QUESTION_KEYS",
+    "ANSWER_KEYS",
+    "SCORE_KEYS",
+    "ID_KEYS",
+]

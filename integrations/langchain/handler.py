@@ -16,8 +16,9 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar, copy_context
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -47,14 +48,14 @@ class _Installed:
     """
 
     def __init__(self) -> None:
-        self.handler: "RagmeterCallbackHandler | None" = None
+        self.handler: RagmeterCallbackHandler | None = None
         self._paused: ContextVar[bool] = ContextVar("ragmeter_langchain_paused", default=False)
 
-    def get(self) -> "RagmeterCallbackHandler | None":
+    def get(self) -> RagmeterCallbackHandler | None:
         """The installed handler, or None (none installed, or inside ragmeter's own scoring)."""
         return None if self._paused.get() else self.handler
 
-    def set(self, handler: "RagmeterCallbackHandler | None") -> None:
+    def set(self, handler: RagmeterCallbackHandler | None) -> None:
         """Install ``handler`` (None: stop capturing new runs)."""
         self.handler = handler
 
@@ -122,13 +123,27 @@ class RagmeterCallbackHandler(RunTracker):
 
     name = "ragmeter"
 
-    def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, mode: str = "inline",
-                 question_key: str | None = None, answer_key: str | None = None, sample_rate: float = 1.0,
-                 should_score: Callable[[Sample], bool | None] | None = None,
-                 on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
-                 concurrency: int = 4, embedder: Any = None, keep: int | None = 10_000,
-                 attach_to_trace: bool = True, tracer_provider: Any = None, capture_content: bool | None = None,
-                 store: Any = None, max_history: int = MAX_HISTORY):
+    def __init__(
+        self,
+        metrics: Iterable[Any] | None = None,
+        judge: Any = None,
+        *,
+        mode: str = "inline",
+        question_key: str | None = None,
+        answer_key: str | None = None,
+        sample_rate: float = 1.0,
+        should_score: Callable[[Sample], bool | None] | None = None,
+        on_result: Callable[[SampleResult], None] | None = None,
+        max_queue: int = 1000,
+        concurrency: int = 4,
+        embedder: Any = None,
+        keep: int | None = 10_000,
+        attach_to_trace: bool = True,
+        tracer_provider: Any = None,
+        capture_content: bool | None = None,
+        store: Any = None,
+        max_history: int = MAX_HISTORY,
+    ):
         super().__init__()
         if isinstance(max_history, bool) or not isinstance(max_history, int) or max_history < 0:
             raise ValueError(f"max_history must be a non-negative integer, got {max_history!r}")
@@ -139,10 +154,23 @@ class RagmeterCallbackHandler(RunTracker):
         self._judge_spec = _wrap_chat_model(judge)
         self._trace = TraceLink(tracer_provider)
         self._recorder = CaptureRecorder(
-            metrics, self._judge_spec, mode=mode, embedder=embedder, sample_rate=sample_rate,
-            should_score=should_score, on_result=on_result, max_queue=max_queue, concurrency=concurrency,
-            keep=keep, write_trace=self._trace.write, counters=_COUNTERS, name="ragmeter-langchain",
-            capture_content=capture_content, store=store, store_source="langchain")
+            metrics,
+            self._judge_spec,
+            mode=mode,
+            embedder=embedder,
+            sample_rate=sample_rate,
+            should_score=should_score,
+            on_result=on_result,
+            max_queue=max_queue,
+            concurrency=concurrency,
+            keep=keep,
+            write_trace=self._trace.write,
+            counters=_COUNTERS,
+            name="ragmeter-langchain",
+            capture_content=capture_content,
+            store=store,
+            store_source="langchain",
+        )
         self.mode = mode
         self._lock = threading.Lock()
         self._targets: dict[Any, Any] = {}  # root run id -> the span active when it started
@@ -247,7 +275,6 @@ class RagmeterCallbackHandler(RunTracker):
 
     def _sample_from_run(self, run: Any, target: Any) -> tuple[Sample | None, str]:
         return sample_from_run(run, target, self.question_key, self.answer_key, self.max_history)
-
 
 
 def _outside_capture(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:

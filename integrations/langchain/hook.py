@@ -14,7 +14,8 @@ it twice.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from langchain_core.tracers.context import register_configure_hook
 

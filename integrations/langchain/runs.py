@@ -46,8 +46,13 @@ _PARTIAL_ERRORS = ("GeneratorExit", "CancelledError")
 _LLM_TYPES = ("llm", "chat_model")
 
 
-def sample_from_run(root: Any, target: Any, question_key: str | None = None,
-                    answer_key: str | None = None, max_history: int = MAX_HISTORY) -> tuple[Sample | None, str]:
+def sample_from_run(
+    root: Any,
+    target: Any,
+    question_key: str | None = None,
+    answer_key: str | None = None,
+    max_history: int = MAX_HISTORY,
+) -> tuple[Sample | None, str]:
     """One finished root run as a Sample, or ``(None, reason)`` when it is not a RAG run
     (``"skipped_no_retriever"``: no retriever ran; ``"skipped_no_question"``: no question
     found). ``target`` is the span active when the run started (its ids go to
@@ -122,17 +127,19 @@ def sample_from_run(root: Any, target: Any, question_key: str | None = None,
     if extra:  # the application's own keys: kept, without credentials
         metadata["run_metadata"] = redact_value(_jsonable(extra))
 
-    fields = {"reference": reference if reference is None or isinstance(reference, str) else str(reference),
-              "relevant_ids": relevant}
+    fields = {
+        "reference": reference if reference is None or isinstance(reference, str) else str(reference),
+        "relevant_ids": relevant,
+    }
     turn = turn_fields(tree.retrievers, question, run_meta, history, max_history)
     try:
-        sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id),
-                        metadata=metadata, **fields, **turn)
+        sample = Sample(
+            question, contexts, answer=answer, id=_sample_id(sample_id, root.id), metadata=metadata, **fields, **turn
+        )
     except RecordError as err:  # bad ground truth in config metadata: keep the run, drop the field
         log.warning("ragmeter: ignoring config metadata for run %s: %s", root.id, redact(str(err)))
         metadata["capture_warning"] = redact(str(err))
-        sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id),
-                        metadata=metadata, **turn)
+        sample = Sample(question, contexts, answer=answer, id=_sample_id(sample_id, root.id), metadata=metadata, **turn)
     return sample, "captured"
 
 
@@ -297,8 +304,11 @@ def _contexts(retrievers: list[Any]) -> tuple[list[Context], list[dict]]:
     info: list[dict] = []
     for run in retrievers:
         docs = (run.outputs or {}).get("documents") or []
-        entry: dict[str, Any] = {"name": run.name, "query": _str((run.inputs or {}).get("query")),
-                                 "documents": len(docs)}
+        entry: dict[str, Any] = {
+            "name": run.name,
+            "query": _str((run.inputs or {}).get("query")),
+            "documents": len(docs),
+        }
         if run.start_time is not None and run.end_time is not None:
             entry["latency_s"] = _round((run.end_time - run.start_time).total_seconds())
         if run.error:
@@ -320,7 +330,11 @@ def _context(doc: Any) -> Context | None:
     if isinstance(doc, dict):
         text, meta, doc_id = doc.get("page_content"), doc.get("metadata"), doc.get("id")
     else:
-        text, meta, doc_id = getattr(doc, "page_content", None), getattr(doc, "metadata", None), getattr(doc, "id", None)
+        text, meta, doc_id = (
+            getattr(doc, "page_content", None),
+            getattr(doc, "metadata", None),
+            getattr(doc, "id", None),
+        )
     if not isinstance(text, str):
         return None
     meta = meta if isinstance(meta, dict) else {}
@@ -480,4 +494,3 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
         except Exception:
             pass
     return repr(value)[:200]
-

@@ -32,17 +32,40 @@ __all__ = ["CapturedRun", "RunTracker", "TRACK"]
 
 #: Where the guard reports failures of the run-tracking callbacks.
 TRACK = "LangChain run tracking"
-_UTC = _dt.timezone.utc
+_UTC = _dt.UTC
 
 
 class CapturedRun:
     """One run of a tree: LangChain ``Run`` attribute names, the values ragmeter reads."""
 
-    __slots__ = ("id", "parent_run_id", "run_type", "name", "inputs", "outputs", "error", "start_time",
-                 "end_time", "tags", "extra", "events", "child_runs", "dotted_order")
+    __slots__ = (
+        "id",
+        "parent_run_id",
+        "run_type",
+        "name",
+        "inputs",
+        "outputs",
+        "error",
+        "start_time",
+        "end_time",
+        "tags",
+        "extra",
+        "events",
+        "child_runs",
+        "dotted_order",
+    )
 
-    def __init__(self, run_id: UUID, parent_run_id: UUID | None, run_type: str, name: str, inputs: Any,
-                 tags: Any, extra: dict, order: str):
+    def __init__(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        run_type: str,
+        name: str,
+        inputs: Any,
+        tags: Any,
+        extra: dict,
+        order: str,
+    ):
         self.id = run_id
         self.parent_run_id = parent_run_id
         self.run_type = run_type
@@ -80,8 +103,10 @@ def _chain_io(value: Any, key: str) -> Any:
 
 
 def _llm_outputs(response: Any) -> dict:
-    return {"generations": getattr(response, "generations", None) or [],
-            "llm_output": getattr(response, "llm_output", None)}
+    return {
+        "generations": getattr(response, "generations", None) or [],
+        "llm_output": getattr(response, "llm_output", None),
+    }
 
 
 class RunTracker(BaseCallbackHandler):
@@ -112,22 +137,40 @@ class RunTracker(BaseCallbackHandler):
 
     # ------------------------------------------------------------------ tracking
 
-    def _start(self, run_type: str, run_id: UUID, parent_run_id: UUID | None, name: str, inputs: Any,
-               tags: Any, metadata: Any, kwargs: dict) -> None:
+    def _start(
+        self,
+        run_type: str,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        name: str,
+        inputs: Any,
+        tags: Any,
+        metadata: Any,
+        kwargs: dict,
+    ) -> None:
         extra = dict(kwargs)
         if metadata:
             extra["metadata"] = metadata
         parent = self.run_map.get(parent_run_id) if parent_run_id is not None else None
-        run = CapturedRun(run_id, parent_run_id if parent is not None else None, run_type, name, inputs, tags, extra,
-                          f"{next(self._order):016d}")
+        run = CapturedRun(
+            run_id,
+            parent_run_id if parent is not None else None,
+            run_type,
+            name,
+            inputs,
+            tags,
+            extra,
+            f"{next(self._order):016d}",
+        )
         if parent is not None:
             parent.child_runs.append(run)
         self.run_map[run_id] = run
         if parent is None:
             self._on_root_start(run)
 
-    def _end(self, run_id: UUID, *, outputs: Any = None, error: BaseException | None = None,
-             inputs: Any = None) -> None:
+    def _end(
+        self, run_id: UUID, *, outputs: Any = None, error: BaseException | None = None, inputs: Any = None
+    ) -> None:
         run = self.run_map.pop(run_id, None)
         if run is None:
             return
@@ -144,12 +187,30 @@ class RunTracker(BaseCallbackHandler):
     # ------------------------------------------------------------------ LangChain callbacks
 
     @guarded(TRACK)
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
-                       tags: Any = None, metadata: Any = None, run_type: str | None = None, name: str | None = None,
-                       **kwargs: Any) -> None:
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: Any = None,
+        metadata: Any = None,
+        run_type: str | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A chain (runnable) started."""
-        self._start(run_type or "chain", run_id, parent_run_id, _name(serialized, name), _chain_io(inputs, "input"),
-                    tags, metadata, kwargs)
+        self._start(
+            run_type or "chain",
+            run_id,
+            parent_run_id,
+            _name(serialized, name),
+            _chain_io(inputs, "input"),
+            tags,
+            metadata,
+            kwargs,
+        )
 
     @guarded(TRACK)
     def on_chain_end(self, outputs: Any, *, run_id: UUID, inputs: Any = None, **kwargs: Any) -> None:
@@ -162,14 +223,34 @@ class RunTracker(BaseCallbackHandler):
         self._end(run_id, error=error, inputs=inputs)
 
     @guarded(TRACK)
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
-                            tags: Any = None, metadata: Any = None, name: str | None = None, **kwargs: Any) -> None:
+    def on_chat_model_start(
+        self,
+        serialized: Any,
+        messages: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: Any = None,
+        metadata: Any = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A chat model call started (its messages are not kept: ragmeter does not read them)."""
         self._start("chat_model", run_id, parent_run_id, _name(serialized, name), {}, tags, metadata, kwargs)
 
     @guarded(TRACK)
-    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
-                     tags: Any = None, metadata: Any = None, name: str | None = None, **kwargs: Any) -> None:
+    def on_llm_start(
+        self,
+        serialized: Any,
+        prompts: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: Any = None,
+        metadata: Any = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A completion model call started."""
         self._start("llm", run_id, parent_run_id, _name(serialized, name), {"prompts": prompts}, tags, metadata, kwargs)
 
@@ -193,8 +274,18 @@ class RunTracker(BaseCallbackHandler):
         self._end(run_id, error=error, outputs=_llm_outputs(response) if response else None)
 
     @guarded(TRACK)
-    def on_retriever_start(self, serialized: Any, query: str, *, run_id: UUID, parent_run_id: UUID | None = None,
-                           tags: Any = None, metadata: Any = None, name: str | None = None, **kwargs: Any) -> None:
+    def on_retriever_start(
+        self,
+        serialized: Any,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: Any = None,
+        metadata: Any = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         """A retriever started."""
         self._start("retriever", run_id, parent_run_id, name or "Retriever", {"query": query}, tags, metadata, kwargs)
 
@@ -209,12 +300,30 @@ class RunTracker(BaseCallbackHandler):
         self._end(run_id, error=error)
 
     @guarded(TRACK)
-    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID, parent_run_id: UUID | None = None,
-                      tags: Any = None, metadata: Any = None, name: str | None = None, inputs: Any = None,
-                      **kwargs: Any) -> None:
+    def on_tool_start(
+        self,
+        serialized: Any,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: Any = None,
+        metadata: Any = None,
+        name: str | None = None,
+        inputs: Any = None,
+        **kwargs: Any,
+    ) -> None:
         """A tool started."""
-        self._start("tool", run_id, parent_run_id, _name(serialized, name),
-                    inputs if isinstance(inputs, dict) else {"input": input_str}, tags, metadata, kwargs)
+        self._start(
+            "tool",
+            run_id,
+            parent_run_id,
+            _name(serialized, name),
+            inputs if isinstance(inputs, dict) else {"input": input_str},
+            tags,
+            metadata,
+            kwargs,
+        )
 
     @guarded(TRACK)
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:

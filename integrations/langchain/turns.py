@@ -36,15 +36,22 @@ CONVERSATION_KEYS = ("conversation_id", "session_id", "thread_id")
 _LLM_TYPES = ("llm", "chat_model")
 
 
-def turn_fields(retrievers: list[Any], question: str, run_meta: dict, history: list[dict] | None,
-                max_history: int = MAX_HISTORY) -> dict:
+def turn_fields(
+    retrievers: list[Any], question: str, run_meta: dict, history: list[dict] | None, max_history: int = MAX_HISTORY
+) -> dict:
     """``conversation_id``, ``turn``, ``history`` (the last ``max_history`` user / assistant
     messages) and ``standalone_question`` of a chat turn (see the module docstring) from the root
     run's config ``metadata``, the retriever runs and the :func:`chat_history`; only the
     conversation id (when given) for a run without history."""
     out: dict[str, Any] = {}
-    conv = next((run_meta[k] for k in CONVERSATION_KEYS if isinstance(run_meta.get(k), (str, int))
-                 and not isinstance(run_meta.get(k), bool)), None)
+    conv = next(
+        (
+            run_meta[k]
+            for k in CONVERSATION_KEYS
+            if isinstance(run_meta.get(k), (str, int)) and not isinstance(run_meta.get(k), bool)
+        ),
+        None,
+    )
     if conv is not None:
         out["conversation_id"] = str(conv)
     if history is None:
@@ -81,8 +88,11 @@ def _is_graph(root: Any) -> bool:
     """Whether ``root`` is a LangGraph graph run with a message state: a ``messages`` list in its
     input and node runs under it (their metadata has ``langgraph_node``)."""
     inputs = root.inputs if isinstance(root.inputs, dict) else {}
-    return (isinstance(inputs.get(GRAPH_MESSAGES_KEY), (list, tuple)) and root.run_type == "chain"
-            and any("langgraph_node" in ((c.extra or {}).get("metadata") or {}) for c in root.child_runs or ()))
+    return (
+        isinstance(inputs.get(GRAPH_MESSAGES_KEY), (list, tuple))
+        and root.run_type == "chain"
+        and any("langgraph_node" in ((c.extra or {}).get("metadata") or {}) for c in root.child_runs or ())
+    )
 
 
 def _graph_history(root: Any) -> list[dict]:
@@ -90,10 +100,16 @@ def _graph_history(root: Any) -> list[dict]:
     the first node ran on (with a checkpointer it holds the earlier turns; LangGraph's own
     ``__start__`` node sees only the input), else the root input's messages, up to the last user
     message."""
-    nodes = sorted((c for c in root.child_runs or () if isinstance(c.inputs, dict)
-                    and isinstance(c.inputs.get(GRAPH_MESSAGES_KEY), (list, tuple))
-                    and not str(((c.extra or {}).get("metadata") or {}).get("langgraph_node", "")).startswith("__")),
-                   key=lambda c: (c.start_time, c.dotted_order or ""))
+    nodes = sorted(
+        (
+            c
+            for c in root.child_runs or ()
+            if isinstance(c.inputs, dict)
+            and isinstance(c.inputs.get(GRAPH_MESSAGES_KEY), (list, tuple))
+            and not str(((c.extra or {}).get("metadata") or {}).get("langgraph_node", "")).startswith("__")
+        ),
+        key=lambda c: (c.start_time, c.dotted_order or ""),
+    )
     state = (nodes[0] if nodes else root).inputs[GRAPH_MESSAGES_KEY]
     messages = [m for m in map(_message, state) if m is not None]
     last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages))

@@ -34,9 +34,9 @@ core (:class:`ragmeter.capture.CaptureRecorder`, :func:`ragmeter.metrics.scoring
 
 from __future__ import annotations
 
-from ragmeter._extras import needs_extra
-
 from typing import Any
+
+from ragmeter._extras import needs_extra
 
 with needs_extra("ragmeter.integrations.llamaindex", "llamaindex", "llama_index"):
     from ragmeter.integrations.llamaindex import evaluators

@@ -11,7 +11,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from llama_index.core.instrumentation import get_dispatcher
 
@@ -24,11 +25,10 @@ from ragmeter.integrations._tracing import TraceLink, trace_metadata
 from ragmeter.integrations.llamaindex.chat import turn_fields
 from ragmeter.integrations.llamaindex.nodes import _as_embedder, _as_judge, _dedup_nodes, _node_context
 from ragmeter.integrations.llamaindex.spans import _Capture, _EventSink, _Query, _SpanTracker
-from ragmeter.metrics import Metric
+from ragmeter.metrics import Metric, resolve_metrics
+from ragmeter.metrics.scoring import SampleResult
 from ragmeter.redact import redact, redact_value
 from ragmeter.result import EvaluationResult as RagmeterEvaluationRun
-from ragmeter.metrics.scoring import SampleResult
-from ragmeter.metrics import resolve_metrics
 
 __all__ = ["RagmeterInstrumentation"]
 
@@ -95,19 +95,44 @@ class RagmeterInstrumentation:
     ``store_dropped`` and ``store_errors``.
     """
 
-    def __init__(self, metrics: Iterable[Any] | None = None, judge: Any = None, *, mode: str = "inline",
-                 embedder: Any = None, sample_rate: float = 1.0,
-                 should_score: Callable[[Sample], Optional[bool]] | None = None,
-                 on_result: Callable[[SampleResult], None] | None = None, max_queue: int = 1000,
-                 concurrency: int = 4, keep: Optional[int] = 10_000, stream_timeout: float = 600.0,
-                 attach_to_trace: bool = True, tracer_provider: Any = None, dispatcher: Any = None,
-                 capture_content: Optional[bool] = None, store: Any = None):
+    def __init__(
+        self,
+        metrics: Iterable[Any] | None = None,
+        judge: Any = None,
+        *,
+        mode: str = "inline",
+        embedder: Any = None,
+        sample_rate: float = 1.0,
+        should_score: Callable[[Sample], bool | None] | None = None,
+        on_result: Callable[[SampleResult], None] | None = None,
+        max_queue: int = 1000,
+        concurrency: int = 4,
+        keep: int | None = 10_000,
+        stream_timeout: float = 600.0,
+        attach_to_trace: bool = True,
+        tracer_provider: Any = None,
+        dispatcher: Any = None,
+        capture_content: bool | None = None,
+        store: Any = None,
+    ):
         self._trace = TraceLink(tracer_provider)
         self._recorder = CaptureRecorder(
-            resolve_metrics(metrics), _as_judge(judge), mode=mode, embedder=_as_embedder(embedder),
-            sample_rate=sample_rate, should_score=should_score, on_result=on_result, max_queue=max_queue,
-            concurrency=concurrency, keep=keep, write_trace=self._trace.write, name="ragmeter-llamaindex",
-            capture_content=capture_content, store=store, store_source="llamaindex")
+            resolve_metrics(metrics),
+            _as_judge(judge),
+            mode=mode,
+            embedder=_as_embedder(embedder),
+            sample_rate=sample_rate,
+            should_score=should_score,
+            on_result=on_result,
+            max_queue=max_queue,
+            concurrency=concurrency,
+            keep=keep,
+            write_trace=self._trace.write,
+            name="ragmeter-llamaindex",
+            capture_content=capture_content,
+            store=store,
+            store_source="llamaindex",
+        )
         self.mode = mode
         self.stream_timeout = float(stream_timeout)
         self.max_open = 10_000
@@ -119,8 +144,10 @@ class RagmeterInstrumentation:
         self._attached_to: Any = None
 
     def __repr__(self) -> str:
-        return (f"RagmeterInstrumentation(mode={self.mode!r}, attached={self.attached}, "
-                f"captured={self._recorder.stats['captured']})")
+        return (
+            f"RagmeterInstrumentation(mode={self.mode!r}, attached={self.attached}, "
+            f"captured={self._recorder.stats['captured']})"
+        )
 
     @property
     def metrics(self) -> list[Metric]:
@@ -150,7 +177,7 @@ class RagmeterInstrumentation:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def attach(self) -> "RagmeterInstrumentation":
+    def attach(self) -> RagmeterInstrumentation:
         """Register the span and event handlers on LlamaIndex's root dispatcher (or the
         ``dispatcher`` given); returns self."""
         if self._attached_to is None:
@@ -176,20 +203,20 @@ class RagmeterInstrumentation:
         """True while the handlers are registered."""
         return self._attached_to is not None
 
-    def flush(self, timeout: Optional[float] = None) -> bool:
+    def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued sample is scored (inline mode) and written to the ``store``;
         False if ``timeout`` seconds passed first. Streams unconsumed for ``stream_timeout`` are recorded as partial first."""
         self._capture.sweep()
         return self._recorder.flush(timeout)
 
-    def shutdown(self, timeout: Optional[float] = None) -> bool:
+    def shutdown(self, timeout: float | None = None) -> bool:
         """Detach, record streams still open as partial, wait for pending scoring (up to
         ``timeout``) and stop the worker. Interpreter exit waits for pending scoring on its own."""
         self.detach()
         self._capture.sweep(force=True)
         return self._recorder.shutdown(timeout)
 
-    def __enter__(self) -> "RagmeterInstrumentation":
+    def __enter__(self) -> RagmeterInstrumentation:
         return self.attach()
 
     def __exit__(self, *exc: Any) -> None:
@@ -240,7 +267,7 @@ class RagmeterInstrumentation:
     # ---------------------------------------------------------------- internals
 
     def _metadata(self, q: _Query, contexts: list[Context]) -> dict:
-        def span(a: Optional[float], b: Optional[float]) -> Optional[float]:
+        def span(a: float | None, b: float | None) -> float | None:
             return round(b - a, 6) if a is not None and b is not None and b >= a else None
 
         latency = {
@@ -262,8 +289,11 @@ class RagmeterInstrumentation:
         if q.models:
             md["models"] = list(q.models)
         if q.usage_reported:
-            md["token_usage"] = {"prompt": q.prompt_tokens, "completion": q.completion_tokens,
-                                 "total": q.prompt_tokens + q.completion_tokens}
+            md["token_usage"] = {
+                "prompt": q.prompt_tokens,
+                "completion": q.completion_tokens,
+                "total": q.prompt_tokens + q.completion_tokens,
+            }
         ids = (getattr(getattr(n, "node", n), "node_id", None) for n in _dedup_nodes(q.retrieved))
         retrieved = [str(i) for i in ids if i is not None]
         if retrieved and retrieved != [c.id for c in contexts]:
@@ -282,20 +312,26 @@ class RagmeterInstrumentation:
             md["tags"] = redact_value(extra)
         return md
 
-    def _record(self, q: _Query, answer: Optional[str], *, error: Optional[str], partial_text: Optional[str],
-                partial_reason: Optional[str]) -> None:
+    def _record(
+        self, q: _Query, answer: str | None, *, error: str | None, partial_text: str | None, partial_reason: str | None
+    ) -> None:
         """Hand a finished query over: it becomes a Sample on the recorder's capture thread (the
         query is complete and no longer changed, so the request thread returns at once)."""
-        self._recorder.defer(functools.partial(self._record_now, q, answer, error=error, partial_text=partial_text,
-                                               partial_reason=partial_reason))
+        self._recorder.defer(
+            functools.partial(
+                self._record_now, q, answer, error=error, partial_text=partial_text, partial_reason=partial_reason
+            )
+        )
 
-    def _record_now(self, q: _Query, answer: Optional[str], *, error: Optional[str], partial_text: Optional[str],
-                    partial_reason: Optional[str]) -> None:
+    def _record_now(
+        self, q: _Query, answer: str | None, *, error: str | None, partial_text: str | None, partial_reason: str | None
+    ) -> None:
         """Record a finished query as a Sample; a query that cannot be turned into one is counted
         in ``capture_errors``."""
         sample: Sample | None = None
-        with never_raise("LlamaIndex capture: record a query",
-                         on_error=lambda err: self._recorder.count("capture_errors")):
+        with never_raise(
+            "LlamaIndex capture: record a query", on_error=lambda err: self._recorder.count("capture_errors")
+        ):
             sample = self._sample(q, answer, error=error, partial_text=partial_text, partial_reason=partial_reason)
         if sample is None:
             return
@@ -303,8 +339,9 @@ class RagmeterInstrumentation:
         key = sample.metadata["trace"]["trace_id"] if q.target is not None else None
         self._recorder.record(sample, q.target, key=key)
 
-    def _sample(self, q: _Query, answer: Optional[str], *, error: Optional[str], partial_text: Optional[str],
-                partial_reason: Optional[str]) -> Sample:
+    def _sample(
+        self, q: _Query, answer: str | None, *, error: str | None, partial_text: str | None, partial_reason: str | None
+    ) -> Sample:
         if q.kind == "query":
             nodes = q.nodes or q.reranked or _dedup_nodes(q.retrieved)
         else:  # the chat engine's source nodes, else the query engines' and retrievers' inside the turn

@@ -32,7 +32,7 @@ import collections
 import threading
 import uuid
 import weakref
-from typing import Any, Optional
+from typing import Any
 
 from llama_index.core.agent.workflow import AgentOutput, AgentWorkflow, BaseWorkflowAgent
 from llama_index.core.chat_engine import (
@@ -45,8 +45,20 @@ from llama_index.core.tools import QueryEngineTool, RetrieverTool
 
 from ragmeter.data import MAX_HISTORY
 
-__all__ = ["CHAT_ENGINES", "CHAT_METHODS", "STREAM_WRITERS", "RETRIEVAL_TOOLS", "CONVERSATION_KEYS", "Conversations",
-           "turn_kind", "turn_result", "run_tags", "message_text", "messages_as_history", "turn_fields"]
+__all__ = [
+    "CHAT_ENGINES",
+    "CHAT_METHODS",
+    "STREAM_WRITERS",
+    "RETRIEVAL_TOOLS",
+    "CONVERSATION_KEYS",
+    "Conversations",
+    "turn_kind",
+    "turn_result",
+    "run_tags",
+    "message_text",
+    "messages_as_history",
+    "turn_fields",
+]
 
 #: Chat engines whose turns are captured (and their subclasses).
 CHAT_ENGINES = (CondenseQuestionChatEngine, ContextChatEngine, CondensePlusContextChatEngine)
@@ -64,7 +76,7 @@ MAX_CONVERSATIONS = 10_000
 _ASSISTANT_ROLES = ("assistant", "chatbot", "model")
 
 
-def turn_kind(instance: Any, method: str) -> Optional[str]:
+def turn_kind(instance: Any, method: str) -> str | None:
     """``"chat"`` for a turn of a chat engine of :data:`CHAT_ENGINES`, ``"agent"`` for the run of
     an agent with a retrieval tool, else None."""
     if method in CHAT_METHODS and isinstance(instance, CHAT_ENGINES):
@@ -89,7 +101,7 @@ def run_tags(arguments: dict) -> dict:
     return {k: v for k, v in (tags or {}).items() if not str(k).startswith("llamaindex.")}
 
 
-def message_text(message: Any) -> Optional[str]:
+def message_text(message: Any) -> str | None:
     """The text of a user message given as a string or a LlamaIndex ``ChatMessage``."""
     if message is None or isinstance(message, str):
         return message
@@ -114,7 +126,7 @@ def messages_as_history(messages: Any) -> list[dict]:
     return out
 
 
-def _history_before(messages: Any, question: Optional[str]) -> list[dict]:
+def _history_before(messages: Any, question: str | None) -> list[dict]:
     """The user / assistant messages an LLM call received before the turn's question (the last
     user message with that text, else the last user message)."""
     msgs = list(messages or [])
@@ -122,10 +134,10 @@ def _history_before(messages: Any, question: Optional[str]) -> list[dict]:
     if not users:
         return messages_as_history(msgs)
     same = [i for i in users if message_text(msgs[i]) == question]
-    return messages_as_history(msgs[:(same or users)[-1]])
+    return messages_as_history(msgs[: (same or users)[-1]])
 
 
-def turn_result(result: Any) -> tuple[Optional[str], Optional[list], Optional[StreamingAgentChatResponse]]:
+def turn_result(result: Any) -> tuple[str | None, list | None, StreamingAgentChatResponse | None]:
     """What a turn returned: ``(answer, source nodes, stream)``; ``stream`` is the
     ``StreamingAgentChatResponse`` whose text is not complete yet (answer None then)."""
     if isinstance(result, StreamingAgentChatResponse):
@@ -160,8 +172,14 @@ class Conversations:
     def start(self, q: Any, instance: Any, arguments: dict, kind: str) -> None:
         """Set the question, conversation id, and (chat engines) turn and history of a turn
         that starts; ``arguments`` are the call's bound arguments."""
-        tagged = next((q.tags[k] for k in CONVERSATION_KEYS if isinstance(q.tags.get(k), (str, int))
-                       and not isinstance(q.tags.get(k), bool) and str(q.tags.get(k))), None)
+        tagged = next(
+            (
+                q.tags[k]
+                for k in CONVERSATION_KEYS
+                if isinstance(q.tags.get(k), (str, int)) and not isinstance(q.tags.get(k), bool) and str(q.tags.get(k))
+            ),
+            None,
+        )
         if kind == "agent":
             event = arguments.get("start_event")
             get = getattr(event, "get", None) or (lambda key, default=None: default)
@@ -198,7 +216,7 @@ class Conversations:
             q.turn = state.turns
             q.history = list(state.messages)
 
-    def ended(self, q: Any, answer: Optional[str]) -> None:
+    def ended(self, q: Any, answer: str | None) -> None:
         """A chat engine turn ended: its question (and answer) join its conversation's history."""
         if q.kind != "chat" or q.conversation_id is None or not q.question:
             return

@@ -18,7 +18,8 @@ from __future__ import annotations
 import collections
 import inspect
 import threading
-from typing import Any, Dict, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
@@ -33,16 +34,21 @@ from ragmeter.metrics import REGISTRY, Metric, get_metric, load_plugins, metric_
 from ragmeter.metrics.scoring import SampleResult, score_sample
 from ragmeter.sharing import share_embedder, share_judge
 
-__all__ = ["RagmeterEvaluator", "RagmeterEvaluationResult", "make_evaluators", "evaluator_classes", "EVALUATOR_CLASSES",
-           "QUERY_OPTIONAL"]
+__all__ = [
+    "RagmeterEvaluator",
+    "RagmeterEvaluationResult",
+    "make_evaluators",
+    "evaluator_classes",
+    "EVALUATOR_CLASSES",  # noqa: F822 (made on first access, module __getattr__)
+    "QUERY_OPTIONAL",  # noqa: F822
+]
 
 #: Judges resolved from a spec (``"offline"``, ``"openai:gpt-4o-mini"``; ``"<default>"`` for
 #: None), so that evaluators built separately from the same spec use one judge and share its
 #: work. Process-wide and bounded: the :data:`_MAX_SPECS` most recently used specs are kept.
-_SPEC_JUDGES: "collections.OrderedDict[str, Judge | None]" = collections.OrderedDict()
+_SPEC_JUDGES: collections.OrderedDict[str, Judge | None] = collections.OrderedDict()
 _MAX_SPECS = 16
 _SPEC_LOCK = threading.Lock()
-
 
 
 def _judge_for(judge: Any, metrics: Sequence[Metric]) -> Judge | None:
@@ -76,21 +82,28 @@ class RagmeterEvaluationResult(EvaluationResult):
     come from the ragmeter Score; :attr:`ragmeter_score` rebuilds it.
     """
 
-    metric: Optional[str] = None
-    label: Optional[str] = None
-    judge: Optional[str] = None
-    error: Optional[str] = None
-    details: Dict[str, Any] = {}
-    sample_id: Optional[str] = None
-    usage: Optional[Dict[str, Any]] = None
+    metric: str | None = None
+    label: str | None = None
+    judge: str | None = None
+    error: str | None = None
+    details: dict[str, Any] = {}
+    sample_id: str | None = None
+    usage: dict[str, Any] | None = None
 
     @property
     def ragmeter_score(self) -> Score | None:
         """The ragmeter :class:`~ragmeter.Score` behind this result (None if scoring never ran)."""
         if self.metric is None or (self.score is None and not (self.error or self.feedback)):
             return None
-        return Score(self.metric, self.score, explanation=self.feedback or "", details=dict(self.details),
-                     error=self.error, judge=self.judge, label=self.label)
+        return Score(
+            self.metric,
+            self.score,
+            explanation=self.feedback or "",
+            details=dict(self.details),
+            error=self.error,
+            judge=self.judge,
+            label=self.label,
+        )
 
 
 def _scored(sample: Sample, score: Score, result: SampleResult) -> RagmeterEvaluationResult:
@@ -99,21 +112,40 @@ def _scored(sample: Sample, score: Score, result: SampleResult) -> RagmeterEvalu
     if score.value is None:
         reason = score.error or score.explanation or "no value"
     return RagmeterEvaluationResult(
-        query=sample.question or None, response=sample.answer, contexts=sample.context_texts, passing=score.passed,
-        score=score.value, feedback=score.explanation or None, invalid_result=score.value is None,
-        invalid_reason=reason, metric=score.metric, label=score.label, judge=score.judge, error=score.error,
-        details=score.details, sample_id=sample.id, usage=result.usage.to_dict())
+        query=sample.question or None,
+        response=sample.answer,
+        contexts=sample.context_texts,
+        passing=score.passed,
+        score=score.value,
+        feedback=score.explanation or None,
+        invalid_result=score.value is None,
+        invalid_reason=reason,
+        metric=score.metric,
+        label=score.label,
+        judge=score.judge,
+        error=score.error,
+        details=score.details,
+        sample_id=sample.id,
+        usage=result.usage.to_dict(),
+    )
 
 
-def _invalid(metric: str, reason: str, query: Any = None, response: Any = None,
-             contexts: Any = None) -> RagmeterEvaluationResult:
+def _invalid(
+    metric: str, reason: str, query: Any = None, response: Any = None, contexts: Any = None
+) -> RagmeterEvaluationResult:
     """A result without a value: ``reason`` says why (what could be read of the input is kept)."""
     return RagmeterEvaluationResult(
         query=query if isinstance(query, str) else None,
         response=response if isinstance(response, str) else None,
         contexts=[c for c in contexts if isinstance(c, str)] if isinstance(contexts, (list, tuple)) else None,
-        passing=None, score=None, feedback=None, invalid_result=True, invalid_reason=reason,
-        metric=metric, error=reason)
+        passing=None,
+        score=None,
+        feedback=None,
+        invalid_result=True,
+        invalid_reason=reason,
+        metric=metric,
+        error=reason,
+    )
 
 
 class RagmeterEvaluator(BaseEvaluator):
@@ -138,9 +170,16 @@ class RagmeterEvaluator(BaseEvaluator):
 
     metric_name: str | None = None
 
-    def __init__(self, metric: "str | Metric | None" = None, judge: "Judge | str | None" = None, *,
-                 embedder: Embedder | None = None, threshold: float | None = None, warn: float | None = None,
-                 share: bool = True):
+    def __init__(
+        self,
+        metric: str | Metric | None = None,
+        judge: Judge | str | None = None,
+        *,
+        embedder: Embedder | None = None,
+        threshold: float | None = None,
+        warn: float | None = None,
+        share: bool = True,
+    ):
         spec = metric if metric is not None else self.metric_name
         if spec is None:
             raise TypeError("RagmeterEvaluator needs a metric (a name such as 'faithfulness' or a Metric)")
@@ -168,10 +207,18 @@ class RagmeterEvaluator(BaseEvaluator):
     def _update_prompts(self, prompts: Any) -> None:
         return None
 
-    async def aevaluate(self, query: Optional[str] = None, response: Optional[str] = None,
-                        contexts: Optional[Sequence[Any]] = None, reference: Optional[str] = None, *,
-                        relevant_ids: Any = None, sample_id: Optional[str] = None,
-                        metadata: Optional[dict] = None, **kwargs: Any) -> RagmeterEvaluationResult:
+    async def aevaluate(
+        self,
+        query: str | None = None,
+        response: str | None = None,
+        contexts: Sequence[Any] | None = None,
+        reference: str | None = None,
+        *,
+        relevant_ids: Any = None,
+        sample_id: str | None = None,
+        metadata: dict | None = None,
+        **kwargs: Any,
+    ) -> RagmeterEvaluationResult:
         """Score one query / response / contexts (plus ``reference`` and ``relevant_ids`` for the
         metrics that need them). Extra LlamaIndex kwargs (``sleep_time_in_seconds`` ...) are ignored."""
         sample: Sample | None = None
@@ -179,10 +226,15 @@ class RagmeterEvaluator(BaseEvaluator):
         no_query = not self.metric.needs_question and (query is None or (isinstance(query, str) and not query.strip()))
         with never_raise("LlamaIndex evaluator: reading the input", on_error=failure.append):
             try:
-                sample = Sample(question="(no query)" if no_query else query if query is not None else "",
-                                contexts=_contexts_from(contexts), answer=response, reference=reference,
-                                relevant_ids=relevant_ids, id=sample_id,
-                                metadata=dict(metadata or {}, source="llamaindex.evaluator"))
+                sample = Sample(
+                    question="(no query)" if no_query else query if query is not None else "",
+                    contexts=_contexts_from(contexts),
+                    answer=response,
+                    reference=reference,
+                    relevant_ids=relevant_ids,
+                    id=sample_id,
+                    metadata=dict(metadata or {}, source="llamaindex.evaluator"),
+                )
                 if no_query:  # validated with a stand-in; the metric and the judge see no question
                     sample.question = ""
             except RecordError as err:  # the caller's input: said on the result, not logged
@@ -191,10 +243,11 @@ class RagmeterEvaluator(BaseEvaluator):
             return _invalid(self.metric.name, f"invalid input: {failure[0]}", query, response, contexts)
         return await self._score(sample)
 
-    async def aevaluate_response(self, query: Optional[str] = None, response: Any = None,
-                                 **kwargs: Any) -> RagmeterEvaluationResult:
+    async def aevaluate_response(
+        self, query: str | None = None, response: Any = None, **kwargs: Any
+    ) -> RagmeterEvaluationResult:
         """Score a query engine's Response: its text and its source nodes (ids and scores kept)."""
-        read: tuple[Optional[str], list] | None = None
+        read: tuple[str | None, list] | None = None
         failure: list[BaseException] = []
         with never_raise("LlamaIndex evaluator: reading the response", on_error=failure.append):
             read = await _read_response(response)
@@ -205,13 +258,19 @@ class RagmeterEvaluator(BaseEvaluator):
         contexts = kwargs.pop("contexts", None) or nodes
         return await self.aevaluate(query=query, response=text, contexts=contexts, **kwargs)
 
-    def evaluate(self, query: Optional[str] = None, response: Optional[str] = None,
-                 contexts: Optional[Sequence[Any]] = None, **kwargs: Any) -> RagmeterEvaluationResult:
+    def evaluate(
+        self,
+        query: str | None = None,
+        response: str | None = None,
+        contexts: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> RagmeterEvaluationResult:
         """Synchronous :meth:`aevaluate` (also inside a running event loop)."""
         return run_sync(self.aevaluate(query=query, response=response, contexts=contexts, **kwargs))
 
-    def evaluate_response(self, query: Optional[str] = None, response: Any = None,
-                          **kwargs: Any) -> RagmeterEvaluationResult:
+    def evaluate_response(
+        self, query: str | None = None, response: Any = None, **kwargs: Any
+    ) -> RagmeterEvaluationResult:
         """Synchronous :meth:`aevaluate_response` (also inside a running event loop)."""
         return run_sync(self.aevaluate_response(query=query, response=response, **kwargs))
 
@@ -222,11 +281,16 @@ class RagmeterEvaluator(BaseEvaluator):
             result = await score_sample(sample, [self.metric], self.judge, self.embedder)
             return _scored(sample, result.scores[self.metric.name], result)
         err = failure[0]
-        return _invalid(self.metric.name, f"{type(err).__name__}: {err}", sample.question or None, sample.answer,
-                        sample.context_texts)
+        return _invalid(
+            self.metric.name,
+            f"{type(err).__name__}: {err}",
+            sample.question or None,
+            sample.answer,
+            sample.context_texts,
+        )
 
 
-async def _read_response(response: Any) -> tuple[Optional[str], list]:
+async def _read_response(response: Any) -> tuple[str | None, list]:
     """The answer text and source nodes of a query engine's response (a stream is read to its end)."""
     if response is None:
         return None, []
@@ -243,9 +307,16 @@ class _NamedEvaluator(RagmeterEvaluator):
     threshold=None, warn=None, share=True, **metric_options)``; ``metric_options`` go to the
     metric class (e.g. ``RagmeterFaithfulnessEvaluator(judge, mode="not_contradicted")``)."""
 
-    def __init__(self, judge: "Judge | str | None" = None, *, embedder: Embedder | None = None,
-                 threshold: float | None = None, warn: float | None = None, share: bool = True,
-                 **metric_options: Any):
+    def __init__(
+        self,
+        judge: Judge | str | None = None,
+        *,
+        embedder: Embedder | None = None,
+        threshold: float | None = None,
+        warn: float | None = None,
+        share: bool = True,
+        **metric_options: Any,
+    ):
         assert self.metric_name is not None
         metric = metric_class(self.metric_name)(threshold=threshold, warn=warn, **metric_options)
         super().__init__(metric, judge, embedder=embedder, share=share)
@@ -257,11 +328,16 @@ def _evaluator_class(name: str) -> type[RagmeterEvaluator]:
     cls = metric_class(name)
     class_name = f"Ragmeter{REGISTRY[name][1]}Evaluator"
     summary = " ".join((inspect.getdoc(cls) or name).split("\n\n")[0].split())
-    doc = (f"{summary}\n\nThe ``{name}`` metric as a LlamaIndex evaluator: ``{class_name}(judge=None, *, "
-           f"embedder=None, threshold=None, warn=None, share=True, **metric_options)``, the options going "
-           f"to :class:`{cls.__module__}.{cls.__name__}`.")
-    return type(class_name, (_NamedEvaluator,),
-                {"__doc__": doc, "__module__": __name__, "__qualname__": class_name, "metric_name": name})
+    doc = (
+        f"{summary}\n\nThe ``{name}`` metric as a LlamaIndex evaluator: ``{class_name}(judge=None, *, "
+        f"embedder=None, threshold=None, warn=None, share=True, **metric_options)``, the options going "
+        f"to :class:`{cls.__module__}.{cls.__name__}`."
+    )
+    return type(
+        class_name,
+        (_NamedEvaluator,),
+        {"__doc__": doc, "__module__": __name__, "__qualname__": class_name, "metric_name": name},
+    )
 
 
 _EVALUATORS: dict[str, type[RagmeterEvaluator]] = {}
@@ -295,8 +371,13 @@ def __getattr__(name: str) -> Any:
 __all__ += [c.__name__ for c in evaluator_classes().values()]
 
 
-def make_evaluators(metrics: Iterable[Any] | None = None, judge: "Judge | str | None" = None, *,
-                    embedder: Embedder | None = None, share: bool = True) -> dict[str, RagmeterEvaluator]:
+def make_evaluators(
+    metrics: Iterable[Any] | None = None,
+    judge: Judge | str | None = None,
+    *,
+    embedder: Embedder | None = None,
+    share: bool = True,
+) -> dict[str, RagmeterEvaluator]:
     """``{metric name: evaluator}`` for ``BatchEvalRunner(evaluators=...)``.
 
     ``metrics`` are names or Metric instances (default: ragmeter's default metrics); the judge is

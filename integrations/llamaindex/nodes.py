@@ -4,7 +4,8 @@ responses as token counts, LlamaIndex LLMs and embedding models as judges and em
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding

@@ -17,7 +17,7 @@ import datetime as _dt
 import threading
 import time
 import weakref
-from typing import Any, Optional
+from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
@@ -44,56 +44,89 @@ from ragmeter.integrations.llamaindex.nodes import _jsonable, _query_text, _resp
 
 #: Set while a wrapped stream pulls its next chunk: LLM spans and events started lazily by the
 #: consumer (their LlamaIndex parent span is the consumer's, not the query's) join this query.
-_STREAM_ROOT: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("ragmeter_llamaindex_stream", default=None)
+_STREAM_ROOT: contextvars.ContextVar[str | None] = contextvars.ContextVar("ragmeter_llamaindex_stream", default=None)
 
 
 class _Query:
     """What has been seen of one root query so far (internal)."""
 
-    __slots__ = ("root_id", "engine", "question", "t0", "started_at", "t_end", "t_retr0", "t_retr1", "t_rerank1",
-                 "t_synth0", "t_synth1", "t_first_token", "retrieved", "reranked", "nodes", "response",
-                 "llm_calls", "prompt_tokens", "completion_tokens", "usage_reported", "span_ids",
-                 "tags", "target", "streaming", "llm_open", "llm_nested", "models",
-                 "kind", "conversation_id", "turn", "history", "retrieval_query", "query_nodes", "llm_messages",
-                 "stream_text", "stream_parts", "returned")
+    __slots__ = (
+        "root_id",
+        "engine",
+        "question",
+        "t0",
+        "started_at",
+        "t_end",
+        "t_retr0",
+        "t_retr1",
+        "t_rerank1",
+        "t_synth0",
+        "t_synth1",
+        "t_first_token",
+        "retrieved",
+        "reranked",
+        "nodes",
+        "response",
+        "llm_calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "usage_reported",
+        "span_ids",
+        "tags",
+        "target",
+        "streaming",
+        "llm_open",
+        "llm_nested",
+        "models",
+        "kind",
+        "conversation_id",
+        "turn",
+        "history",
+        "retrieval_query",
+        "query_nodes",
+        "llm_messages",
+        "stream_text",
+        "stream_parts",
+        "returned",
+    )
 
     def __init__(self, root_id: str, engine: str, kind: str = "query"):
         self.root_id = root_id
         self.engine = engine
         self.kind = kind  # "query"; a turn: "chat" (chat engine) or "agent"
-        self.question: Optional[str] = None
+        self.question: str | None = None
         self.t0 = time.perf_counter()
-        self.started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
-        self.t_end: Optional[float] = None
-        self.t_retr0: Optional[float] = None
-        self.t_retr1: Optional[float] = None
-        self.t_rerank1: Optional[float] = None
-        self.t_synth0: Optional[float] = None
-        self.t_synth1: Optional[float] = None
-        self.t_first_token: Optional[float] = None
+        self.started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
+        self.t_end: float | None = None
+        self.t_retr0: float | None = None
+        self.t_retr1: float | None = None
+        self.t_rerank1: float | None = None
+        self.t_synth0: float | None = None
+        self.t_synth1: float | None = None
+        self.t_first_token: float | None = None
         self.retrieved: list = []
-        self.reranked: Optional[list] = None
-        self.nodes: Optional[list] = None
+        self.reranked: list | None = None
+        self.nodes: list | None = None
         self.response: Any = None
         self.llm_calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.usage_reported = False
         self.models: list[str] = []
-        self.span_ids: dict[str, Optional[str]] = {}  # span id -> parent span id, for this query
+        self.span_ids: dict[str, str | None] = {}  # span id -> parent span id, for this query
         self.tags: dict = {}
         self.target: Any = None
         self.streaming = False
         self.llm_open: set = set()  # spans of LLM chat / completion calls in progress
         self.llm_nested: set[str] = set()  # LLM calls made inside another (CustomLLM.acomplete -> complete)
         # turns only (see ragmeter.integrations.llamaindex.chat)
-        self.conversation_id: Optional[str] = None
-        self.turn: Optional[int] = None
-        self.history: Optional[list] = None
-        self.retrieval_query: Optional[str] = None  # the query the first retriever ran with
+        self.conversation_id: str | None = None
+        self.turn: int | None = None
+        self.history: list | None = None
+        self.retrieval_query: str | None = None  # the query the first retriever ran with
         self.query_nodes: list = []  # source nodes of the query engines called inside the turn
-        self.llm_messages: Optional[list] = None  # an agent's first LLM call's messages
-        self.stream_text: Optional[str] = None  # a streamed turn's text, once its stream is consumed
+        self.llm_messages: list | None = None  # an agent's first LLM call's messages
+        self.stream_text: str | None = None  # a streamed turn's text, once its stream is consumed
         self.stream_parts: list[str] = []  # a streamed turn's text so far
         self.returned = False  # a streamed turn's call has returned
 
@@ -106,7 +139,7 @@ def _method_of(span_id: str) -> str:
 class _SpanTracker(BaseSpanHandler):
     """LlamaIndex span handler that forwards span enter / exit / drop to the capture (internal)."""
 
-    def __init__(self, capture: "_Capture"):
+    def __init__(self, capture: _Capture):
         super().__init__()
         object.__setattr__(self, "_ragmeter_capture", capture)
 
@@ -115,8 +148,9 @@ class _SpanTracker(BaseSpanHandler):
         """Class name."""
         return "RagmeterSpanTracker"
 
-    def span_enter(self, id_: str, bound_args: Any, instance: Any = None, parent_id: Any = None,
-                   tags: Any = None, **kwargs: Any) -> None:
+    def span_enter(
+        self, id_: str, bound_args: Any, instance: Any = None, parent_id: Any = None, tags: Any = None, **kwargs: Any
+    ) -> None:
         """Forward to the capture (open_spans is not used)."""
         self._ragmeter_capture.on_span_enter(id_, parent_id, instance, tags, bound_args)
 
@@ -144,7 +178,7 @@ class _SpanTracker(BaseSpanHandler):
 class _EventSink(BaseEventHandler):
     """LlamaIndex event handler that forwards events to the capture (internal)."""
 
-    def __init__(self, capture: "_Capture"):
+    def __init__(self, capture: _Capture):
         super().__init__()
         object.__setattr__(self, "_ragmeter_capture", capture)
 
@@ -177,13 +211,12 @@ class _Capture:
 
     # ---------------------------------------------------------------- spans
 
-    def on_span_enter(self, id_: str, parent_id: Optional[str], instance: Any, tags: Any,
-                      bound_args: Any = None) -> None:
+    def on_span_enter(self, id_: str, parent_id: str | None, instance: Any, tags: Any, bound_args: Any = None) -> None:
         """A span opened: a new root query, or a span inside an open query."""
         self._span_entered(id_, parent_id, instance, tags, bound_args)
 
     @guarded("LlamaIndex capture: span enter")  # a plain try/except: this runs for every span
-    def _span_entered(self, id_: str, parent_id: Optional[str], instance: Any, tags: Any, bound_args: Any) -> None:
+    def _span_entered(self, id_: str, parent_id: str | None, instance: Any, tags: Any, bound_args: Any) -> None:
         root = self.span_root.get(parent_id) if parent_id else None
         kind = None
         if root is None:
@@ -250,8 +283,12 @@ class _Capture:
         turn = self._writer_turn(id_, instance) if q is None else None
         if turn is not None:
             with never_raise("LlamaIndex capture: chat stream error"):
-                self.stream_incomplete(turn, "".join(turn.stream_parts), "the stream raised",
-                                       error=f"{type(err).__name__}: {err}" if err is not None else None)
+                self.stream_incomplete(
+                    turn,
+                    "".join(turn.stream_parts),
+                    "the stream raised",
+                    error=f"{type(err).__name__}: {err}" if err is not None else None,
+                )
         if q is None or q.root_id != id_:
             return
         with never_raise("LlamaIndex capture: span drop"):
@@ -278,7 +315,7 @@ class _Capture:
         self._apply(q, event, sid)
 
     @guarded("LlamaIndex capture: read an event")  # a plain try/except: this runs for every event
-    def _apply(self, q: _Query, event: Any, sid: Optional[str]) -> None:
+    def _apply(self, q: _Query, event: Any, sid: str | None) -> None:
         now = time.perf_counter()
         if isinstance(event, QueryStartEvent):
             if sid == q.root_id:
@@ -383,7 +420,7 @@ class _Capture:
         if text is not None:
             self.stream_done(q, text)
 
-    def _writer_turn(self, id_: str, instance: Any) -> Optional[_Query]:
+    def _writer_turn(self, id_: str, instance: Any) -> _Query | None:
         """The open turn whose stream the span ``id_`` consumes (LlamaIndex's chat stream writer), or None."""
         if not isinstance(instance, StreamingAgentChatResponse) or _method_of(id_) not in STREAM_WRITERS:
             return None
@@ -409,7 +446,7 @@ class _Capture:
         q.t_end = time.perf_counter()
         self.finalize(q, text)
 
-    def stream_incomplete(self, q: _Query, text: str, reason: str, error: Optional[str] = None) -> None:
+    def stream_incomplete(self, q: _Query, text: str, reason: str, error: str | None = None) -> None:
         """The stream of ``q`` will not end (closed, raised, discarded): record it as partial."""
         q.t_end = time.perf_counter()
         self.finalize(q, None, partial_text=text, partial_reason=reason, error=error)
@@ -435,16 +472,28 @@ class _Capture:
             queries = list(self.open.values())
         for q in queries:
             if q.streaming and q.t_end is not None and (force or now - q.t_end > timeout):
-                self.stream_incomplete(q, "".join(q.stream_parts), "the stream was not consumed within stream_timeout"
-                                       if not force else "the stream was still open when capture was closed")
+                self.stream_incomplete(
+                    q,
+                    "".join(q.stream_parts),
+                    "the stream was not consumed within stream_timeout"
+                    if not force
+                    else "the stream was still open when capture was closed",
+                )
         with self.lock:
             excess = len(self.open) - self.owner.max_open
             oldest = sorted(self.open.values(), key=lambda x: x.t0)[:excess] if excess > 0 else []
         for q in oldest:
             self.finalize(q, None, partial_reason="evicted: too many queries still open (max_open)")
 
-    def finalize(self, q: _Query, answer: Optional[str], *, error: Optional[str] = None,
-                 partial_text: Optional[str] = None, partial_reason: Optional[str] = None) -> None:
+    def finalize(
+        self,
+        q: _Query,
+        answer: str | None,
+        *,
+        error: str | None = None,
+        partial_text: str | None = None,
+        partial_reason: str | None = None,
+    ) -> None:
         """Turn a finished query into a Sample; score it unless it failed or is partial."""
         with self.lock:
             if self.open.pop(q.root_id, None) is None:
@@ -506,4 +555,3 @@ async def _atap_stream(capture: _Capture, q: _Query, inner: Any):
         capture.stream_incomplete(q, "".join(parts), "the stream raised", error=f"{type(err).__name__}: {err}")
         raise
     capture.stream_done(q, "".join(parts))
-

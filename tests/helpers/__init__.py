@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -46,6 +47,7 @@ class FakeClock:
 def cancel_when_lines(run: Callable[[], Awaitable[Any]], out: Path, lines: int, poll: float = 0.01) -> None:
     """Run the coroutine ``run()`` and cancel it once ``out`` holds ``lines`` lines (a streamed
     run interrupted midway); it must end cancelled."""
+
     async def go() -> None:
         task = asyncio.ensure_future(run())
         while not out.exists() or len(out.read_text().splitlines()) < lines:

@@ -26,9 +26,19 @@ __all__ = ["REQUIRE", "find_binaries", "start_browser", "browser", "screenshot",
 #: CI sets ``RAGMETER_REQUIRE_BROWSER=1``: a missing browser fails the tests instead of skipping them.
 REQUIRE = os.environ.get("RAGMETER_REQUIRE_BROWSER") == "1"
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1400,1000", "--force-device-scale-factor=1")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+    "--force-device-scale-factor=1",
+)
 
 
 def _binary(env: str, default: str, name: str) -> str | None:
@@ -77,8 +87,10 @@ def browser(tmp_path_factory):
     except ImportError:
         _unavailable("selenium is not installed (pip install selenium)")
     if find_binaries() is None:
-        _unavailable("no chromium / chromedriver (apt-get install chromium chromium-driver, or set "
-                     "RAGMETER_CHROMIUM and RAGMETER_CHROMEDRIVER)")
+        _unavailable(
+            "no chromium / chromedriver (apt-get install chromium chromium-driver, or set "
+            "RAGMETER_CHROMIUM and RAGMETER_CHROMEDRIVER)"
+        )
     driver = start_browser(tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield driver

@@ -62,8 +62,9 @@ class LangfuseServer(ThreadingHTTPServer):
                     if path == "/api/public/scores":
                         items = body if isinstance(body, list) else [body]
                     else:
-                        items = [ev["body"] for ev in (body or {}).get("batch") or []
-                                 if ev.get("type") == "score-create"]
+                        items = [
+                            ev["body"] for ev in (body or {}).get("batch") or [] if ev.get("type") == "score-create"
+                        ]
                     for score in items:
                         server._upsert(score)
                     if server.fail_first > 0:  # stored, but the answer says otherwise: the client retries

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 import numpy as np
+import pytest
 from llama_index.core import VectorStoreIndex
 from llama_index.core.embeddings import BaseEmbedding
 from llama_index.core.instrumentation import get_dispatcher
@@ -19,13 +20,40 @@ from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.schema import TextNode
 
-import pytest
-
 from helpers.scripted import ScriptedJudge
 
-ANIMALS = ["falcon", "otter", "badger", "heron", "lynx", "walrus", "gecko", "bison", "marten", "ibis",
-           "jackal", "koala", "lemur", "manatee", "narwhal", "ocelot", "puffin", "quokka", "raven", "salmon",
-           "tapir", "urchin", "vole", "wombat", "yak", "zebra", "alpaca", "beaver", "cougar", "dingo"]
+ANIMALS = [
+    "falcon",
+    "otter",
+    "badger",
+    "heron",
+    "lynx",
+    "walrus",
+    "gecko",
+    "bison",
+    "marten",
+    "ibis",
+    "jackal",
+    "koala",
+    "lemur",
+    "manatee",
+    "narwhal",
+    "ocelot",
+    "puffin",
+    "quokka",
+    "raven",
+    "salmon",
+    "tapir",
+    "urchin",
+    "vole",
+    "wombat",
+    "yak",
+    "zebra",
+    "alpaca",
+    "beaver",
+    "cougar",
+    "dingo",
+]
 
 
 def code_of(animal: str) -> str:
@@ -89,8 +117,9 @@ class EchoLLM(CustomLLM):
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         text = self._answer(prompt)
-        return CompletionResponse(text=text, additional_kwargs={"prompt_tokens": len(prompt.split()),
-                                                                 "completion_tokens": len(text.split())})
+        return CompletionResponse(
+            text=text, additional_kwargs={"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}
+        )
 
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
@@ -122,8 +151,14 @@ def verify(inputs: dict) -> dict:
     verdicts = []
     for i, claim in enumerate(inputs["claims"]):
         hits = [j for j, chunk in enumerate(inputs["chunks"]) if set(words(claim)) <= set(words(chunk))]
-        verdicts.append({"claim": i, "verdict": "supported" if hits else "not_found",
-                         "evidence": [{"chunk": j, "quote": claim} for j in hits[:1]], "reason": "word overlap"})
+        verdicts.append(
+            {
+                "claim": i,
+                "verdict": "supported" if hits else "not_found",
+                "evidence": [{"chunk": j, "quote": claim} for j in hits[:1]],
+                "reason": "word overlap",
+            }
+        )
     return {"verdicts": verdicts}
 
 
@@ -134,8 +169,14 @@ def scripted_judge(name: str = "scripted") -> ScriptedJudge:
 
 def build_index(delay: float = 0.0, metadata: bool = True) -> VectorStoreIndex:
     """The index of the thirty codes (node ids ``doc-<animal>``)."""
-    nodes = [TextNode(id_=f"doc-{a}", text=f"The secret code of the {a} is {code_of(a)}.",
-                      metadata={"animal": a, "page": ANIMALS.index(a)} if metadata else {}) for a in ANIMALS]
+    nodes = [
+        TextNode(
+            id_=f"doc-{a}",
+            text=f"The secret code of the {a} is {code_of(a)}.",
+            metadata={"animal": a, "page": ANIMALS.index(a)} if metadata else {},
+        )
+        for a in ANIMALS
+    ]
     return VectorStoreIndex(nodes, embed_model=HashEmbedding(delay=delay))
 
 

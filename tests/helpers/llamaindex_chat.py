@@ -64,7 +64,7 @@ class ChatLLM(EchoLLM):
             raise RuntimeError("LLM backend unavailable")
         m = _CONDENSE.search(prompt + "\n")
         if m:
-            history = prompt[:m.start()]
+            history = prompt[: m.start()]
             return condensed(history, m.group(1).strip())
         if "Query: " in prompt:
             return super()._answer(prompt)
@@ -85,14 +85,19 @@ def condense_question_engine(index: Any, **kw: Any) -> CondenseQuestionChatEngin
 
 def context_engine(index: Any, **kw: Any) -> ContextChatEngine:
     """A context chat engine over ``index``."""
-    return ContextChatEngine.from_defaults(index.as_retriever(similarity_top_k=kw.pop("top_k", 1)), llm=ChatLLM(),
-                                           memory=kw.pop("memory", None) or ChatMemoryBuffer.from_defaults(), **kw)
+    return ContextChatEngine.from_defaults(
+        index.as_retriever(similarity_top_k=kw.pop("top_k", 1)),
+        llm=ChatLLM(),
+        memory=kw.pop("memory", None) or ChatMemoryBuffer.from_defaults(),
+        **kw,
+    )
 
 
 def condense_plus_context_engine(index: Any, **kw: Any) -> CondensePlusContextChatEngine:
     """A condense-plus-context chat engine over ``index``."""
-    return CondensePlusContextChatEngine.from_defaults(index.as_retriever(similarity_top_k=kw.pop("top_k", 1)),
-                                                       llm=ChatLLM(), **kw)
+    return CondensePlusContextChatEngine.from_defaults(
+        index.as_retriever(similarity_top_k=kw.pop("top_k", 1)), llm=ChatLLM(), **kw
+    )
 
 
 def agent_reply(messages: list, **kwargs: Any) -> ChatMessage:
@@ -103,19 +108,29 @@ def agent_reply(messages: list, **kwargs: Any) -> ChatMessage:
         return ChatMessage(role="assistant", content=str(last.content).strip())
     text = last.content or ""
     if "code" in text.lower():
-        return ChatMessage(role="assistant", blocks=[
-            ToolCallBlock(tool_call_id=f"call-{len(messages)}", tool_name="codes", tool_kwargs={"input": text})])
+        return ChatMessage(
+            role="assistant",
+            blocks=[
+                ToolCallBlock(tool_call_id=f"call-{len(messages)}", tool_name="codes", tool_kwargs={"input": text})
+            ],
+        )
     return ChatMessage(role="assistant", content="Hello! Ask me for the secret code of an animal.")
 
 
 def agent(index: Any, tool: str = "query_engine") -> FunctionAgent:
     """A FunctionAgent with one ``codes`` tool over ``index``: a QueryEngineTool or a RetrieverTool."""
     if tool == "query_engine":
-        t = QueryEngineTool.from_defaults(index.as_query_engine(llm=ChatLLM(), similarity_top_k=1), name="codes",
-                                          description="Looks up the secret code of an animal.")
+        t = QueryEngineTool.from_defaults(
+            index.as_query_engine(llm=ChatLLM(), similarity_top_k=1),
+            name="codes",
+            description="Looks up the secret code of an animal.",
+        )
     else:
-        t = RetrieverTool.from_defaults(index.as_retriever(similarity_top_k=1), name="codes",
-                                        description="Finds the passage with the secret code of an animal.")
+        t = RetrieverTool.from_defaults(
+            index.as_retriever(similarity_top_k=1),
+            name="codes",
+            description="Finds the passage with the secret code of an animal.",
+        )
     return FunctionAgent(tools=[t], llm=MockFunctionCallingLLM(response_generator=agent_reply))
 
 
@@ -124,17 +139,25 @@ def react_reply(messages: list, **kwargs: Any) -> ChatMessage:
     the ``codes`` tool; otherwise answer at once."""
     last = messages[-1].content or ""
     if "Observation:" in last:
-        return ChatMessage(role="assistant", content="Thought: I can answer without using any more tools.\n"
-                                                     "Answer: " + last.split("Observation:", 1)[1].strip())
+        return ChatMessage(
+            role="assistant",
+            content="Thought: I can answer without using any more tools.\n"
+            "Answer: " + last.split("Observation:", 1)[1].strip(),
+        )
     user = [m for m in messages if m.role == "user"][-1].content or ""
     if "code" in user.lower():
-        return ChatMessage(role="assistant", content="Thought: I need the tool.\nAction: codes\n"
-                                                     "Action Input: " + json.dumps({"input": user}))
+        return ChatMessage(
+            role="assistant",
+            content="Thought: I need the tool.\nAction: codes\nAction Input: " + json.dumps({"input": user}),
+        )
     return ChatMessage(role="assistant", content="Thought: I can answer without using any more tools.\nAnswer: Hello!")
 
 
 def react_agent(index: Any) -> ReActAgent:
     """A ReActAgent with a ``codes`` QueryEngineTool over ``index``."""
-    tool = QueryEngineTool.from_defaults(index.as_query_engine(llm=ChatLLM(), similarity_top_k=1), name="codes",
-                                         description="Looks up the secret code of an animal.")
+    tool = QueryEngineTool.from_defaults(
+        index.as_query_engine(llm=ChatLLM(), similarity_top_k=1),
+        name="codes",
+        description="Looks up the secret code of an animal.",
+    )
     return ReActAgent(tools=[tool], llm=MockFunctionCallingLLM(response_generator=react_reply, is_chat_model=True))

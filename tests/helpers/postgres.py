@@ -35,14 +35,23 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from helpers.process import ServerProcess
 
-__all__ = ["PostgresServer", "PostgresUnavailable", "find_bindir", "require", "REQUIRE", "postgres_server", "make_db", "db_url"]
+__all__ = [
+    "PostgresServer",
+    "PostgresUnavailable",
+    "find_bindir",
+    "require",
+    "REQUIRE",
+    "postgres_server",
+    "make_db",
+    "db_url",
+]
 
 #: CI sets ``RAGMETER_REQUIRE_POSTGRES=1``: a missing or broken server fails the tests instead of skipping them.
 REQUIRE = os.environ.get("RAGMETER_REQUIRE_POSTGRES") == "1"
@@ -75,8 +84,9 @@ def _default_bindirs() -> list[str]:
     initdb = shutil.which("initdb")
     if initdb:
         candidates.append(str(Path(initdb).resolve().parent))
-    return candidates + sorted(glob.glob("/usr/lib/postgresql/*/bin") + glob.glob("/usr/pgsql-*/bin"),
-                               key=_version_key, reverse=True)
+    return candidates + sorted(
+        glob.glob("/usr/lib/postgresql/*/bin") + glob.glob("/usr/pgsql-*/bin"), key=_version_key, reverse=True
+    )
 
 
 def _run_as() -> tuple[int, int] | None:
@@ -87,8 +97,10 @@ def _run_as() -> tuple[int, int] | None:
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        raise PostgresUnavailable(f"running as root and there is no user {name!r} to run PostgreSQL as "
-                                  "(set RAGMETER_PG_USER to an unprivileged user)") from None
+        raise PostgresUnavailable(
+            f"running as root and there is no user {name!r} to run PostgreSQL as "
+            "(set RAGMETER_PG_USER to an unprivileged user)"
+        ) from None
     return entry.pw_uid, entry.pw_gid
 
 
@@ -102,13 +114,15 @@ class PostgresServer(ServerProcess):
         self._databases = 0
 
     @classmethod
-    def start(cls, timeout: float = 60.0) -> "PostgresServer":
+    def start(cls, timeout: float = 60.0) -> PostgresServer:
         """initdb + start; raises :class:`PostgresUnavailable` without binaries, RuntimeError when
         the server does not come up (with the end of its log)."""
         bindir = find_bindir()
         if bindir is None:
-            raise PostgresUnavailable("no PostgreSQL server binaries (initdb, postgres): install the "
-                                      "`postgresql` system package or set RAGMETER_PG_BINDIR")
+            raise PostgresUnavailable(
+                "no PostgreSQL server binaries (initdb, postgres): install the "
+                "`postgresql` system package or set RAGMETER_PG_BINDIR"
+            )
         if importlib.util.find_spec("psycopg") is None:
             raise PostgresUnavailable("psycopg is not installed (pip install 'ragmeter[postgres]')")
         run_as = _run_as()
@@ -117,8 +131,12 @@ class PostgresServer(ServerProcess):
             if run_as:
                 os.chown(root, *run_as)
             cls._initdb(bindir, root, run_as)
-            return cls.first_ready(lambda port: cls(bindir, root, port, cls._spawn(bindir, root, port, run_as), run_as),
-                                   timeout, "could not bind", "PostgreSQL")
+            return cls.first_ready(
+                lambda port: cls(bindir, root, port, cls._spawn(bindir, root, port, run_as), run_as),
+                timeout,
+                "could not bind",
+                "PostgreSQL",
+            )
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
@@ -133,9 +151,25 @@ class PostgresServer(ServerProcess):
 
     @classmethod
     def _initdb(cls, bindir: Path, root: Path, run_as) -> None:
-        out = subprocess.run([str(bindir / "initdb"), "-D", str(root / "data"), "-U", SUPERUSER, "-A", "trust",
-                              "-E", "UTF8", "--locale=C", "--no-sync"],
-                             capture_output=True, text=True, timeout=120, **cls._popen_kwargs(root, run_as))
+        out = subprocess.run(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(root / "data"),
+                "-U",
+                SUPERUSER,
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            **cls._popen_kwargs(root, run_as),
+        )
         if out.returncode != 0:
             raise RuntimeError(f"initdb failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
 
@@ -144,10 +178,30 @@ class PostgresServer(ServerProcess):
         log = open(root / "postgres.log", "ab")
         try:
             return subprocess.Popen(
-                [str(bindir / "postgres"), "-D", str(root / "data"), "-p", str(port), "-k", str(root),
-                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-                 "-c", "full_page_writes=off", "-c", "max_connections=300"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **cls._popen_kwargs(root, run_as))
+                [
+                    str(bindir / "postgres"),
+                    "-D",
+                    str(root / "data"),
+                    "-p",
+                    str(port),
+                    "-k",
+                    str(root),
+                    "-c",
+                    "listen_addresses=127.0.0.1",
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "synchronous_commit=off",
+                    "-c",
+                    "full_page_writes=off",
+                    "-c",
+                    "max_connections=300",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **cls._popen_kwargs(root, run_as),
+            )
         finally:
             log.close()
 

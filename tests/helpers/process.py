@@ -7,8 +7,9 @@ import shutil
 import signal
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 S = TypeVar("S", bound="ServerProcess")
 
@@ -35,7 +36,7 @@ class ServerProcess:
         raise NotImplementedError
 
     @staticmethod
-    def first_ready(launch: "Callable[[int], S]", timeout: float, busy: str, name: str) -> "S":
+    def first_ready(launch: Callable[[int], S], timeout: float, busy: str, name: str) -> S:
         """``launch(port)`` on a free port until the server is ready; a port taken between the
         probe and the bind (the log says ``busy``) is retried, up to 5 times. RuntimeError with
         the log's tail when it does not come up."""

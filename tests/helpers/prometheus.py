@@ -58,27 +58,45 @@ class PrometheusServer(ServerProcess):
         self.root, self.port, self.proc = root, port, proc
 
     @classmethod
-    def start(cls, targets: list[str], *, scrape_interval: str = "250ms", timeout: float = 60.0) -> "PrometheusServer":
+    def start(cls, targets: list[str], *, scrape_interval: str = "250ms", timeout: float = 60.0) -> PrometheusServer:
         """Write the config, start the server and wait until it is ready; raises
         :class:`PrometheusUnavailable` without a binary, RuntimeError when it does not come up."""
         binary = find_binary()
         if binary is None:
-            raise PrometheusUnavailable("no prometheus binary: install the `prometheus` system package "
-                                        "or set RAGMETER_PROMETHEUS_BIN")
+            raise PrometheusUnavailable(
+                "no prometheus binary: install the `prometheus` system package or set RAGMETER_PROMETHEUS_BIN"
+            )
         root = Path(tempfile.mkdtemp(prefix="ragmeter-prometheus-"))
         try:
-            (root / "prometheus.yml").write_text(json.dumps({  # JSON is YAML
-                "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
-                           "evaluation_interval": "1s"},
-                "scrape_configs": [{"job_name": "ragmeter", "static_configs": [{"targets": targets}]}]}))
+            (root / "prometheus.yml").write_text(
+                json.dumps(
+                    {  # JSON is YAML
+                        "global": {
+                            "scrape_interval": scrape_interval,
+                            "scrape_timeout": scrape_interval,
+                            "evaluation_interval": "1s",
+                        },
+                        "scrape_configs": [{"job_name": "ragmeter", "static_configs": [{"targets": targets}]}],
+                    }
+                )
+            )
 
-            def launch(port: int) -> "PrometheusServer":
+            def launch(port: int) -> PrometheusServer:
                 with open(root / "prometheus.log", "ab") as log:
                     proc = subprocess.Popen(
-                        [str(binary), f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={root / 'data'}",
-                         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root,
-                        start_new_session=True)
+                        [
+                            str(binary),
+                            f"--config.file={root / 'prometheus.yml'}",
+                            f"--storage.tsdb.path={root / 'data'}",
+                            f"--web.listen-address=127.0.0.1:{port}",
+                            "--log.level=warn",
+                        ],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        cwd=root,
+                        start_new_session=True,
+                    )
                 return cls(root, port, proc)
 
             return cls.first_ready(launch, timeout, "address already in use", "Prometheus")
@@ -107,8 +125,9 @@ class PrometheusServer(ServerProcess):
 
     def query(self, promql: str) -> list[dict]:
         """An instant query through the HTTP API (``/api/v1/query``): the ``result`` list."""
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql}),
-                                    timeout=5) as r:
+        with urllib.request.urlopen(
+            f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql}), timeout=5
+        ) as r:
             body = json.load(r)
         if body.get("status") != "success":
             raise RuntimeError(f"Prometheus query {promql!r} failed: {body}")

@@ -26,8 +26,14 @@ def read_response(sock: socket.socket, method: str = "POST") -> tuple[int, dict[
     return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
 
 
-def request(port: int, body: bytes = b"", headers: dict[str, str] | None = None, path: str = "/v1/traces",
-            method: str = "POST", tls: ssl.SSLContext | None = None) -> tuple[int, dict[str, str], bytes]:
+def request(
+    port: int,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    path: str = "/v1/traces",
+    method: str = "POST",
+    tls: ssl.SSLContext | None = None,
+) -> tuple[int, dict[str, str], bytes]:
     """One request over a fresh connection with exactly ``headers`` (only ``Host`` added)."""
     with connect(port, tls=tls) as sock:
         head = f"{method} {path} HTTP/1.1\r\nHost: x\r\n" + "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
@@ -39,9 +45,30 @@ def self_signed(folder: Path) -> tuple[str, str]:
     """A self-signed certificate for 127.0.0.1 and localhost (EC P-256, one day) and its key,
     written by the ``openssl`` command into ``folder``: ``(cert path, key path)``."""
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                    "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return str(cert), str(key)
 
 

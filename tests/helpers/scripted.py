@@ -8,8 +8,7 @@ from collections import Counter
 from typing import Any
 
 from ragmeter.judges.base import Judge, JudgeError, TaskResult, Usage
-from ragmeter.judges.tasks import InvalidOutput
-from ragmeter.judges.tasks import REVIEW_PARTS, get_task
+from ragmeter.judges.tasks import REVIEW_PARTS, InvalidOutput, get_task
 
 
 class ScriptedJudge(Judge):
@@ -25,8 +24,14 @@ class ScriptedJudge(Judge):
 
     kind = "LLM"
 
-    def __init__(self, script: dict[str, Any], name: str = "scripted", embedder=None, generates_questions: bool = True,
-                 combines_tasks: bool = True):
+    def __init__(
+        self,
+        script: dict[str, Any],
+        name: str = "scripted",
+        embedder=None,
+        generates_questions: bool = True,
+        combines_tasks: bool = True,
+    ):
         self.script = script
         self.name = name
         self.embedder = embedder

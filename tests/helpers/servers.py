@@ -37,14 +37,30 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-__all__ = ["FakeLLMServer", "Answer", "Fail", "Raw", "Recorded", "answer", "text", "truncated", "error", "hang",
-           "trickle", "html", "echo_key", "oracle", "fake_embedding"]
+__all__ = [
+    "FakeLLMServer",
+    "Answer",
+    "Fail",
+    "Raw",
+    "Recorded",
+    "answer",
+    "text",
+    "truncated",
+    "error",
+    "hang",
+    "trickle",
+    "html",
+    "echo_key",
+    "oracle",
+    "fake_embedding",
+]
 
 
 # --------------------------------------------------------------------------- scripted replies
@@ -118,8 +134,10 @@ def trickle(every: float, then: Any = None) -> Answer:
     return a
 
 
-def html(body: str = "<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>",
-         status: int = 200) -> Raw:
+def html(
+    body: str = "<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>",
+    status: int = 200,
+) -> Raw:
     """A non-JSON page (by default a proxy's HTML error page) with ``status`` (default 200)."""
     return Raw(body, status)
 
@@ -171,7 +189,9 @@ class Recorded:
         if self.protocol == "anthropic":
             s = self.body.get("system") or ""
             return s if isinstance(s, str) else " ".join(b.get("text", "") for b in s)
-        return "\n".join(_content_text(m.get("content")) for m in self.messages if m.get("role") in ("system", "developer"))
+        return "\n".join(
+            _content_text(m.get("content")) for m in self.messages if m.get("role") in ("system", "developer")
+        )
 
     @property
     def task(self) -> str | None:
@@ -208,7 +228,7 @@ class Recorded:
         s = self.user_text
         first, last = s.find("{"), s.rfind("}")
         try:
-            return json.loads(s[first:last + 1]) if 0 <= first < last else {}
+            return json.loads(s[first : last + 1]) if 0 <= first < last else {}
         except json.JSONDecodeError:
             return {}
 
@@ -251,34 +271,69 @@ def oracle(req: Recorded) -> Answer:
         return answer({"claims": [{"unit": u["index"], "text": u["text"]} for u in data.get("answer_units", [])]})
     if task == "verify_claims":
         chunks = data.get("chunks", [])
-        return answer({"verdicts": [
-            {"claim": c["index"], "verdict": "supported" if chunks else "not_found",
-             "evidence": [{"chunk": 0, "quote": chunks[0]["text"][:30]}] if chunks else [],
-             "reason": "stated in chunk 0"}
-            for c in data.get("claims", [])]})
+        return answer(
+            {
+                "verdicts": [
+                    {
+                        "claim": c["index"],
+                        "verdict": "supported" if chunks else "not_found",
+                        "evidence": [{"chunk": 0, "quote": chunks[0]["text"][:30]}] if chunks else [],
+                        "reason": "stated in chunk 0",
+                    }
+                    for c in data.get("claims", [])
+                ]
+            }
+        )
     if task in ("rate_chunks", "attribute_statements", "review_context"):  # review_context: both in one answer
         out: dict = {}
         if task != "attribute_statements":
-            out.update(chunks=[{"chunk": c["index"], "relevant": [0] if c["statements"] else [], "useful": True}
-                               for c in data.get("chunks", [])], answerable=5)
+            out.update(
+                chunks=[
+                    {"chunk": c["index"], "relevant": [0] if c["statements"] else [], "useful": True}
+                    for c in data.get("chunks", [])
+                ],
+                answerable=5,
+            )
         if task != "rate_chunks":
             has = bool(data.get("chunks"))
-            out.update(statements=[{"statement": s["index"], "attributed": has, "chunks": [0] if has else []}
-                                   for s in data.get("reference_statements", [])], entities=[])
+            out.update(
+                statements=[
+                    {"statement": s["index"], "attributed": has, "chunks": [0] if has else []}
+                    for s in data.get("reference_statements", [])
+                ],
+                entities=[],
+            )
         return answer(out)
     if task == "generate_questions":
         q = data.get("question", "q")
-        return answer({"questions": [q] * int(data.get("n", 1)), "noncommittal": False,
-                       "parts": [{"text": q, "covered": True}]})
+        return answer(
+            {"questions": [q] * int(data.get("n", 1)), "noncommittal": False, "parts": [{"text": q, "covered": True}]}
+        )
     if task == "compare_claims":
-        return answer({"claims": [{"claim": c["index"], "in_reference": True} for c in data.get("answer_claims", [])],
-                       "statements": [{"statement": s["index"], "in_answer": True}
-                                      for s in data.get("reference_statements", [])]})
+        return answer(
+            {
+                "claims": [{"claim": c["index"], "in_reference": True} for c in data.get("answer_claims", [])],
+                "statements": [
+                    {"statement": s["index"], "in_answer": True} for s in data.get("reference_statements", [])
+                ],
+            }
+        )
     if task == "rate_answer":
         return answer({"score": 1.0, "reason": "directly answers the question"})
     if task == "judge_criteria":  # every criterion met well: 4 of 5
-        return answer({"results": [{"criterion": c["index"], "applicable": True, "score": 4,
-                                    "reason": f"the sample meets '{c['name']}' well"} for c in data.get("criteria", [])]})
+        return answer(
+            {
+                "results": [
+                    {
+                        "criterion": c["index"],
+                        "applicable": True,
+                        "score": 4,
+                        "reason": f"the sample meets '{c['name']}' well",
+                    }
+                    for c in data.get("criteria", [])
+                ]
+            }
+        )
     if task == "write_questions":  # n distinct questions, each on one chunk (none or two where the kind says so)
         chunks, kind = data.get("chunks", []), data.get("kind", "simple")
         avoid = {q.lower() for q in data.get("already_asked", [])}
@@ -289,8 +344,13 @@ def oracle(req: Recorded) -> Answer:
             question = f"What does source {j} say about {' '.join(chunk['text'].split()[:6])}?"
             if question.lower() in avoid:
                 continue
-            cited = ([] if kind in ("unanswerable", "out_of_scope") else
-                     [c["index"] for c in chunks[:2]] if kind in ("multi_context", "multi_hop") else [chunk["index"]])
+            cited = (
+                []
+                if kind in ("unanswerable", "out_of_scope")
+                else [c["index"] for c in chunks[:2]]
+                if kind in ("multi_context", "multi_hop")
+                else [chunk["index"]]
+            )
             items.append({"question": question, "answer": chunk["text"], "chunks": cited})
         return answer({"items": items})
     return Fail(400, f"fake server: unknown task {task!r}")
@@ -317,16 +377,30 @@ def _openai_reply(req: Recorded, a: Answer) -> dict:
     forced = body.get("tools") and body.get("tool_choice") not in (None, "none", "auto") and a.text is None
     if forced:
         name = req.task or "answer"
-        message = {"role": "assistant", "content": None, "refusal": None, "tool_calls": [
-            {"id": "call_" + uuid.uuid4().hex[:12], "type": "function",
-             "function": {"name": name, "arguments": json.dumps(a.output)}}]}
+        message = {
+            "role": "assistant",
+            "content": None,
+            "refusal": None,
+            "tool_calls": [
+                {
+                    "id": "call_" + uuid.uuid4().hex[:12],
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(a.output)},
+                }
+            ],
+        }
         finish = "length" if a.finish == "length" else "tool_calls"
     return {
-        "id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion", "created": int(time.time()),
+        "id": "chatcmpl-" + uuid.uuid4().hex[:12],
+        "object": "chat.completion",
+        "created": int(time.time()),
         "model": body.get("model", "fake"),
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-        "usage": {"prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens,
-                  "total_tokens": a.prompt_tokens + a.completion_tokens},
+        "usage": {
+            "prompt_tokens": a.prompt_tokens,
+            "completion_tokens": a.completion_tokens,
+            "total_tokens": a.prompt_tokens + a.completion_tokens,
+        },
     }
 
 
@@ -335,12 +409,23 @@ def _anthropic_reply(req: Recorded, a: Answer) -> dict:
         content = [{"type": "text", "text": a.text}]
         stop = "max_tokens" if a.finish == "length" else "end_turn"
     else:
-        content = [{"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:12], "name": req.task or "answer",
-                    "input": a.output}]
+        content = [
+            {
+                "type": "tool_use",
+                "id": "toolu_" + uuid.uuid4().hex[:12],
+                "name": req.task or "answer",
+                "input": a.output,
+            }
+        ]
         stop = "max_tokens" if a.finish == "length" else "tool_use"
     return {
-        "id": "msg_" + uuid.uuid4().hex[:12], "type": "message", "role": "assistant",
-        "model": req.body.get("model", "fake"), "content": content, "stop_reason": stop, "stop_sequence": None,
+        "id": "msg_" + uuid.uuid4().hex[:12],
+        "type": "message",
+        "role": "assistant",
+        "model": req.body.get("model", "fake"),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
         "usage": {"input_tokens": a.prompt_tokens, "output_tokens": a.completion_tokens},
     }
 
@@ -351,10 +436,18 @@ def _error_body(protocol: str, f: Fail, headers: dict | None = None) -> dict:
         sent = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
         message += f"; you sent {sent}"
     if protocol == "anthropic":
-        kind = {429: "rate_limit_error", 529: "overloaded_error", 400: "invalid_request_error"}.get(f.status, "api_error")
+        kind = {429: "rate_limit_error", 529: "overloaded_error", 400: "invalid_request_error"}.get(
+            f.status, "api_error"
+        )
         return {"type": "error", "error": {"type": kind, "message": message}}
-    return {"error": {"message": message, "type": "server_error" if f.status >= 500 else "invalid_request_error",
-                      "code": None, "param": None}}
+    return {
+        "error": {
+            "message": message,
+            "type": "server_error" if f.status >= 500 else "invalid_request_error",
+            "code": None,
+            "param": None,
+        }
+    }
 
 
 # --------------------------------------------------------------------------- the server
@@ -368,8 +461,9 @@ class FakeLLMServer:
     every reply (embeddings included), like a remote provider.
     """
 
-    def __init__(self, responder: Callable[[Recorded], Any] | None = None, *, embed_dim: int = 64,
-                 latency: float = 0.0):
+    def __init__(
+        self, responder: Callable[[Recorded], Any] | None = None, *, embed_dim: int = 64, latency: float = 0.0
+    ):
         self.responder = responder or oracle
         self.embed_dim = embed_dim
         self.latency = latency  # seconds every request waits before its reply (a remote provider)
@@ -383,7 +477,7 @@ class FakeLLMServer:
         self._thread: threading.Thread | None = None
 
     # -------------------------------------------------------------- control
-    def start(self) -> "FakeLLMServer":
+    def start(self) -> FakeLLMServer:
         """Start serving on a free port."""
         owner = self
 
@@ -403,7 +497,7 @@ class FakeLLMServer:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "FakeLLMServer":
+    def __enter__(self) -> FakeLLMServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -420,13 +514,13 @@ class FakeLLMServer:
         """``http://127.0.0.1:PORT/v1`` (OpenAI SDK base_url)."""
         return self.url + "/v1"
 
-    def push(self, *replies: Any) -> "FakeLLMServer":
+    def push(self, *replies: Any) -> FakeLLMServer:
         """Queue replies for the next chat / messages requests, in order."""
         with self._lock:
             self._queue.extend(replies)
         return self
 
-    def push_embedding(self, *replies: Any) -> "FakeLLMServer":
+    def push_embedding(self, *replies: Any) -> FakeLLMServer:
         """Queue replies (usually :class:`Fail`) for the next embedding requests."""
         with self._lock:
             self._embed_queue.extend(replies)
@@ -481,11 +575,22 @@ class FakeLLMServer:
             if req.protocol == "embeddings":
                 inputs = body.get("input")
                 inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
-                data = [{"object": "embedding", "index": i, "embedding": fake_embedding(str(t), self.embed_dim)}
-                        for i, t in enumerate(inputs)]
+                data = [
+                    {"object": "embedding", "index": i, "embedding": fake_embedding(str(t), self.embed_dim)}
+                    for i, t in enumerate(inputs)
+                ]
                 tokens = sum(len(str(t).split()) for t in inputs)
-                return 200, {"object": "list", "data": data, "model": body.get("model", "fake"),
-                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, {}, 0.0
+                return (
+                    200,
+                    {
+                        "object": "list",
+                        "data": data,
+                        "model": body.get("model", "fake"),
+                        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                    },
+                    {},
+                    0.0,
+                )
             if not isinstance(reply, Answer):
                 return 500, _error_body(req.protocol, Fail(500, f"fake server: bad scripted reply {reply!r}")), {}, 0.0
             make = _anthropic_reply if req.protocol == "anthropic" else _openai_reply
@@ -545,7 +650,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 for i in range(len(data)):  # one byte at a time until done or the client hangs up
                     time.sleep(every)
-                    self.wfile.write(data[i:i + 1])
+                    self.wfile.write(data[i : i + 1])
                     self.wfile.flush()
                     if req is not None:
                         req.sent_bytes = i + 1

@@ -9,7 +9,8 @@ import gzip
 import http.server
 import json
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -100,11 +101,13 @@ def rag_provider(metrics: Any = None, judge: Any = None, *, batch: bool = False,
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider(shutdown_on_exit=False)
-    proc = RagmeterSpanProcessor(metrics if metrics is not None else [ContextCount(), AnswerOverlap()], judge,
-                                 tracer_provider=provider, **kwargs)
+    proc = RagmeterSpanProcessor(
+        metrics if metrics is not None else [ContextCount(), AnswerOverlap()], judge, tracer_provider=provider, **kwargs
+    )
     provider.add_span_processor(proc)
-    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=60_000) if batch
-                                else SimpleSpanProcessor(exporter))
+    provider.add_span_processor(
+        BatchSpanProcessor(exporter, schedule_delay_millis=60_000) if batch else SimpleSpanProcessor(exporter)
+    )
     return proc, provider, exporter
 
 
@@ -140,13 +143,18 @@ class RecordingServer(http.server.ThreadingHTTPServer):
     ``(status, content_type, bytes)``; a GET is answered ``get(path)`` (501 without ``get``).
     ``close()`` stops it."""
 
-    def __init__(self, decode: Callable[[bytes], Any], reply: Callable[[Any], tuple[int, str, bytes]],
-                 get: Callable[[str], tuple[int, str, bytes]] | None = None):
+    def __init__(
+        self,
+        decode: Callable[[bytes], Any],
+        reply: Callable[[Any], tuple[int, str, bytes]],
+        get: Callable[[str], tuple[int, str, bytes]] | None = None,
+    ):
         self.requests: list[tuple[str, Any]] = []
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             if get is not None:
+
                 def do_GET(self):  # noqa: N802
                     status, content_type, out = get(self.path)
                     self.send_response(status)
@@ -206,8 +214,13 @@ class OTLPReceiver(RecordingServer):
 
     def resource_spans(self) -> list:
         """Every received span with its resource: ``[(resource, span)]`` (protobuf messages)."""
-        return [(rs.resource, sp) for _, req in self.requests for rs in req.resource_spans
-                for ss in rs.scope_spans for sp in ss.spans]
+        return [
+            (rs.resource, sp)
+            for _, req in self.requests
+            for rs in req.resource_spans
+            for ss in rs.scope_spans
+            for sp in ss.spans
+        ]
 
 
 class OTLPLogsReceiver(RecordingServer):
@@ -226,8 +239,13 @@ class OTLPLogsReceiver(RecordingServer):
 
     def records(self) -> list:
         """Every received log record with its resource: ``[(resource, record)]`` (protobuf messages)."""
-        return [(rl.resource, lr) for _, req in self.requests for rl in req.resource_logs
-                for sl in rl.scope_logs for lr in sl.log_records]
+        return [
+            (rl.resource, lr)
+            for _, req in self.requests
+            for rl in req.resource_logs
+            for sl in rl.scope_logs
+            for lr in sl.log_records
+        ]
 
 
 def event_name(record: Any) -> str | None:
@@ -298,39 +316,79 @@ def llamaindex_query_engine(index, streaming: bool = False):
 # --------------------------------------------------------------------------- hand-built trees
 
 
-def genai_rag(tracer, question: str = "How tall is the Eiffel Tower?", answer: str = "It is 330 metres tall [1].",
-              docs: list[dict] | None = None, content: bool = True):
+def genai_rag(
+    tracer,
+    question: str = "How tall is the Eiffel Tower?",
+    answer: str = "It is 330 metres tall [1].",
+    docs: list[dict] | None = None,
+    content: bool = True,
+):
     """GenAI convention: a retrieval span and a chat span (the caller provides the parent)."""
-    docs = docs if docs is not None else [{"id": "kb-1", "score": 0.9, "content": "The Eiffel Tower is 330 metres tall."},
-                                          {"id": "kb-2", "score": 0.7, "content": "It was completed in 1889."}]
+    docs = (
+        docs
+        if docs is not None
+        else [
+            {"id": "kb-1", "score": 0.9, "content": "The Eiffel Tower is 330 metres tall."},
+            {"id": "kb-2", "score": 0.7, "content": "It was completed in 1889."},
+        ]
+    )
     if not content:
         docs = [{"id": d["id"], "score": d["score"]} for d in docs]
-    with tracer.start_as_current_span("retrieval kb", kind=SpanKind.CLIENT, attributes={
-            "gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": "kb"}) as r:
+    with tracer.start_as_current_span(
+        "retrieval kb",
+        kind=SpanKind.CLIENT,
+        attributes={"gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": "kb"},
+    ) as r:
         if content:
             r.set_attribute("gen_ai.retrieval.query.text", question)
         r.set_attribute("gen_ai.retrieval.documents", json.dumps(docs))
-    with tracer.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes={
-            "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini"}) as c:
+    with tracer.start_as_current_span(
+        "chat gpt-4o-mini",
+        kind=SpanKind.CLIENT,
+        attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini"},
+    ) as c:
         if content:
-            c.set_attribute("gen_ai.input.messages", json.dumps([
-                {"role": "system", "parts": [{"type": "text", "content": "Use the sources."}]},
-                {"role": "user", "parts": [{"type": "text", "content": question}]}]))
-            c.set_attribute("gen_ai.output.messages", json.dumps([
-                {"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]))
+            c.set_attribute(
+                "gen_ai.input.messages",
+                json.dumps(
+                    [
+                        {"role": "system", "parts": [{"type": "text", "content": "Use the sources."}]},
+                        {"role": "user", "parts": [{"type": "text", "content": question}]},
+                    ]
+                ),
+            )
+            c.set_attribute(
+                "gen_ai.output.messages",
+                json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
+                ),
+            )
 
 
-def openllmetry_rag(provider, question: str = "How high is Mount Everest?",
-                    answer: str = "Mount Everest is 8,849 metres high [1]."):
+def openllmetry_rag(
+    provider, question: str = "How high is Mount Everest?", answer: str = "Mount Everest is 8,849 metres high [1]."
+):
     """OpenLLMetry's LangChain spans: workflow -> task (documents in its input) -> chat."""
     tracer = provider.get_tracer("opentelemetry.instrumentation.langchain", "0.40.5")
-    docs = [{"lc": 1, "type": "constructor", "id": ["langchain", "schema", "document", "Document"],
-             "kwargs": {"page_content": "Mount Everest is 8,849 metres high.", "metadata": {"id": "geo-7"}}},
-            {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "document", "Document"],
-             "kwargs": {"page_content": "K2 is the second-highest mountain.", "metadata": {"id": "geo-9"}}}]
+    docs = [
+        {
+            "lc": 1,
+            "type": "constructor",
+            "id": ["langchain", "schema", "document", "Document"],
+            "kwargs": {"page_content": "Mount Everest is 8,849 metres high.", "metadata": {"id": "geo-7"}},
+        },
+        {
+            "lc": 1,
+            "type": "constructor",
+            "id": ["langchain", "schema", "document", "Document"],
+            "kwargs": {"page_content": "K2 is the second-highest mountain.", "metadata": {"id": "geo-9"}},
+        },
+    ]
     with tracer.start_as_current_span("RunnableSequence.workflow") as wf:
         wf.set_attribute("traceloop.span.kind", "workflow")
-        wf.set_attribute("traceloop.entity.input", json.dumps({"inputs": {"input": question}, "tags": [], "kwargs": {}}))
+        wf.set_attribute(
+            "traceloop.entity.input", json.dumps({"inputs": {"input": question}, "tags": [], "kwargs": {}})
+        )
         with tracer.start_as_current_span("format_docs.task") as t:
             t.set_attribute("traceloop.span.kind", "task")
             t.set_attribute("traceloop.entity.input", json.dumps({"inputs": {"input": docs}, "kwargs": {}}))
@@ -344,8 +402,14 @@ def openllmetry_rag(provider, question: str = "How high is Mount Everest?",
         wf.set_attribute("traceloop.entity.output", json.dumps({"outputs": answer, "kwargs": {}}))
 
 
-def oi_rag(provider, *, n_docs: int = 2, answer: str | None = "Paris is the capital of France [1].",
-           end_entry_first: bool = False, question: str = "What is the capital of France?"):
+def oi_rag(
+    provider,
+    *,
+    n_docs: int = 2,
+    answer: str | None = "Paris is the capital of France [1].",
+    end_entry_first: bool = False,
+    question: str = "What is the capital of France?",
+):
     """Hand-built OpenInference spans (scope openinference.instrumentation.manual): CHAIN ->
     RETRIEVER + LLM. ``end_entry_first``: the chain ends before the LLM span (streaming); returns
     the still-open LLM span then (end it yourself)."""
@@ -354,8 +418,9 @@ def oi_rag(provider, *, n_docs: int = 2, answer: str | None = "Paris is the capi
     from opentelemetry import trace as t
 
     ctx = t.set_span_in_context(chain)
-    ret = tracer.start_span("retrieve", context=ctx, attributes={"openinference.span.kind": "RETRIEVER",
-                                                                  "input.value": question})
+    ret = tracer.start_span(
+        "retrieve", context=ctx, attributes={"openinference.span.kind": "RETRIEVER", "input.value": question}
+    )
     for i in range(n_docs):
         key = list(KB)[i % len(KB)]
         ret.set_attribute(f"retrieval.documents.{i}.document.id", f"{key}-{i}")

@@ -83,5 +83,12 @@ from ragmeter.judges.offline.judge import OfflineJudge
 from ragmeter.judges.offline.settings import OfflineSettings
 from ragmeter.judges.offline.text import content_words
 
-__all__ = ["OfflineJudge", "OfflineSettings", "LexicalEmbedder", "GroundingModel", "is_noncommittal",
-           "content_words", "local_embeddings_available"]
+__all__ = [
+    "OfflineJudge",
+    "OfflineSettings",
+    "LexicalEmbedder",
+    "GroundingModel",
+    "is_noncommittal",
+    "content_words",
+    "local_embeddings_available",
+]

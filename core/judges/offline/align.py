@@ -9,13 +9,22 @@ trading places around a third, or a restrictive word the passage does not have.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from difflib import SequenceMatcher
 from functools import lru_cache
-from typing import Sequence
 
 from ragmeter.judges.offline.lexicon import (
-    ANTONYMS, NEGATION_STEMS, NEGATIONS, ORDINALS, RESTRICTIVE, STOP_STEMS, closed_clash, negative_base, stem,
-    unprefixed, valence,
+    ANTONYMS,
+    NEGATION_STEMS,
+    NEGATIONS,
+    ORDINALS,
+    RESTRICTIVE,
+    STOP_STEMS,
+    closed_clash,
+    negative_base,
+    stem,
+    unprefixed,
+    valence,
 )
 from ragmeter.judges.offline.text import RE_DIGIT_COMMA, Chunk, negates, normalise
 from ragmeter.specifics_extraction import _SCALES, _SHORT_SCALE, _SHORT_SCALES, sentence_starts
@@ -50,15 +59,17 @@ def align_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[boo
     lower = tuple(w.lower() for w in words)
     stems = tuple("~" + w if w in NEGATIONS and not negates(lower, i) else stem(w) for i, w in enumerate(lower))
     starts = sentence_starts(t)
-    caps = tuple((at not in starts and w[:1].isupper()) or (len(w) > 1 and w.isupper() and w.isalpha())
-                 for w, at in found)
+    caps = tuple(
+        (at not in starts and w[:1].isupper()) or (len(w) > 1 and w.isupper() and w.isalpha()) for w, at in found
+    )
     return lower, stems, caps
 
 
 def is_content(word_stem: str) -> bool:
     """Whether a stem is a content word (no stop word, no negation, not a single letter)."""
-    return (word_stem not in STOP_STEMS and word_stem not in NEGATION_STEMS
-            and (len(word_stem) > 1 or word_stem.isdigit()))
+    return (
+        word_stem not in STOP_STEMS and word_stem not in NEGATION_STEMS and (len(word_stem) > 1 or word_stem.isdigit())
+    )
 
 
 def _negates_within(words: Sequence[str]) -> bool:
@@ -66,14 +77,16 @@ def _negates_within(words: Sequence[str]) -> bool:
     words are then an omitted, negated detail ("non-invasive and" left out of "is non-invasive
     and painless"), not a negation the claim drops."""
     last = max(i for i, x in enumerate(words) if x in NEGATION_STEMS)
-    return any(is_content(x) for x in words[last + 1:])
+    return any(is_content(x) for x in words[last + 1 :])
 
 
 def _double_within(words: Sequence[str]) -> bool:
     """Whether the negation in ``words`` (stems) falls on a negatively prefixed word next to it: an
     added "it is not untrue that" negates nothing the passage says."""
-    return any(x in NEGATION_STEMS and i + 1 < len(words) and negative_base(words[i + 1]) is not None
-               for i, x in enumerate(words))
+    return any(
+        x in NEGATION_STEMS and i + 1 < len(words) and negative_base(words[i + 1]) is not None
+        for i, x in enumerate(words)
+    )
 
 
 def _anchor(ops: list, c_st: Sequence[str], k: int, step: int) -> int:
@@ -96,8 +109,9 @@ def _anchor(ops: list, c_st: Sequence[str], k: int, step: int) -> int:
     return 1 if content or tokens >= 3 else 0
 
 
-def aligned_difference(claim: str, chunk: Chunk, lo: int, hi: int, rules: Sequence[str],
-                       max_gap: int) -> tuple[str | None, str]:
+def aligned_difference(
+    claim: str, chunk: Chunk, lo: int, hi: int, rules: Sequence[str], max_gap: int
+) -> tuple[str | None, str]:
     """Align the claim's words with those of sentences ``lo..hi-1`` of the chunk and judge each
     difference of at most ``max_gap`` words that stands between matching words, by the named
     ``rules`` (see :class:`~ragmeter.judges.offline.OfflineSettings`): ('contradicted' |
@@ -127,16 +141,16 @@ def aligned_difference(claim: str, chunk: Chunk, lo: int, hi: int, rules: Sequen
         at_start, at_end = j1 == 0, j2 == len(c_st)
         C, W = c_st[j1:j2], w_st[i1:i2]
         if tag == "replace" and at_end and not at_start and left == 2 and right == 0:
-            W, right = w_st[i1:i1 + len(C)], 2  # the claim ends where the passage goes on
+            W, right = w_st[i1 : i1 + len(C)], 2  # the claim ends where the passage goes on
         elif tag == "replace" and at_start and not at_end and right == 2 and left == 0:
-            W, left = w_st[max(i1, i2 - len(C)):i2], 2
+            W, left = w_st[max(i1, i2 - len(C)) : i2], 2
         edge = tag == "replace" and len(W) != i2 - i1
         if tag == "insert" and at_start != at_end and (right if at_start else left) == 2:
             left = right = 2  # "Only the manager ...": an addition opening or closing the claim
         if not (left and right) or len(C) > max_gap or len(W) > max_gap:
             continue
         c_words = " ".join(c_w[j1:j2])
-        w_words = " ".join(w_w[i1:i1 + len(W)]) if W else ""
+        w_words = " ".join(w_w[i1 : i1 + len(W)]) if W else ""
         c_neg = any(x in NEGATION_STEMS for x in C)
         w_neg = any(x in NEGATION_STEMS for x in W)
         if tag == "insert":
@@ -162,9 +176,9 @@ def aligned_difference(claim: str, chunk: Chunk, lo: int, hi: int, rules: Sequen
             # found any evidence").
             c_rest, w_rest = cs - NEGATION_STEMS, ws - NEGATION_STEMS
             if c_neg:
-                around = w_st[max(0, i1 - 3):i2 + 3]
+                around = w_st[max(0, i1 - 3) : i2 + 3]
             else:
-                around = c_st[max(0, j1 - 3):j2 + 3]
+                around = c_st[max(0, j1 - 3) : j2 + 3]
             other_neg = any(x in NEGATION_STEMS for x in around)
             if not other_neg and (c_rest <= ws or w_rest <= cs):
                 return "contradicted", f"the claim says {c_words!r} where the passage says {w_words!r} (negation)"
@@ -173,7 +187,10 @@ def aligned_difference(claim: str, chunk: Chunk, lo: int, hi: int, rules: Sequen
                 if "antonym" in rules and (y in ANTONYMS.get(x, ()) or unprefixed(x) == y or unprefixed(y) == x):
                     if c_neg != w_neg:
                         continue  # a negated opposite ("not untrue" for "true"): the two negations cancel
-                    return "contradicted", f"the claim says {c_words!r} where the passage says the opposite ({w_words!r})"
+                    return (
+                        "contradicted",
+                        f"the claim says {c_words!r} where the passage says the opposite ({w_words!r})",
+                    )
                 if "closed" in rules and closed_clash(x, y):
                     return "contradicted", f"the claim says {c_words!r} where the passage says {w_words!r}"
         if "polarity" in rules and not edge:
@@ -184,7 +201,10 @@ def aligned_difference(claim: str, chunk: Chunk, lo: int, hi: int, rules: Sequen
             if len(cc) == 1 and len(wc) == 1:
                 vc, vw = valence().get(cc[0]), valence().get(wc[0])
                 if vc is not None and vw is not None and vc * vw < 0:
-                    return "contradicted", f"the claim says {c_words!r} where the passage says {w_words!r} (opposite sentiment)"
+                    return (
+                        "contradicted",
+                        f"the claim says {c_words!r} where the passage says {w_words!r} (opposite sentiment)",
+                    )
         if "name" in rules and not edge:
             # Another name in the same place: both differences made of capitalised words only.
             cn = [c_cap[j] for j in range(j1, j2) if is_content(c_st[j])]

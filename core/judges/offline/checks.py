@@ -15,7 +15,14 @@ from ragmeter.judges.offline.align import aligned_difference
 from ragmeter.judges.offline.lexicon import ANTONYMS, COUNTRY_OF, DEMONYM_OF, negative_base, unprefixed
 from ragmeter.judges.offline.settings import OfflineSettings
 from ragmeter.judges.offline.text import (
-    EMPTY, Chunk, Text, content_words, context_stems, has_negation, normalise, split_words,
+    EMPTY,
+    Chunk,
+    Text,
+    content_words,
+    context_stems,
+    has_negation,
+    normalise,
+    split_words,
 )
 from ragmeter.specifics import Specific, find_specific
 from ragmeter.specifics_extraction import _numeric_cached
@@ -38,8 +45,9 @@ def stated(spec: Specific, text: str) -> bool:
 CHECKS = ("specifics", "antonym", "negation", "alignment")
 
 
-def hard_checks(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float, settings: OfflineSettings,
-                near: bool = True) -> tuple[str | None, str, str]:
+def hard_checks(
+    claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float, settings: OfflineSettings, near: bool = True
+) -> tuple[str | None, str, str]:
     """('contradicted' | 'not_found' | None, reason, check) for a claim against its best passage
     (sentences ``window`` of the chunk, holding ``coverage`` of the claim's content words), from
     specifics, antonyms, negation and alignment in that order (:data:`CHECKS`; ``check`` names the
@@ -60,8 +68,9 @@ def hard_checks(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: fl
     return None, "", ""
 
 
-def check_specifics(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float, settings: OfflineSettings,
-                    near: bool = True) -> Finding | None:
+def check_specifics(
+    claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float, settings: OfflineSettings, near: bool = True
+) -> Finding | None:
     """Every number, date, amount, percentage, name and quote of the claim must be stated in the
     chunk (figures near the passage); a different value of the same kind in the passage makes the
     claim contradicted."""
@@ -79,7 +88,7 @@ def check_specifics(claim: Text, chunk: Chunk, window: tuple[int, int], coverage
             k = st.specifics_near
             # A figure is stated near the passage when one of those sentences states it (each
             # looked up once, whatever passage it is near).
-            if any(stated(spec, normalise(x)) for x in chunk.sentences[max(0, window[0] - k):window[1] + k]):
+            if any(stated(spec, normalise(x)) for x in chunk.sentences[max(0, window[0] - k) : window[1] + k]):
                 continue
             if st.specifics_context and _placed(claim, spec, chunk, st.specifics_context):
                 continue
@@ -112,7 +121,9 @@ def check_antonyms(claim: Text, chunk: Chunk, window: tuple[int, int], settings:
     if not st.antonym_check:
         return None
     lo, hi = window
-    a_lo, a_hi = (lo - st.antonym_range, hi + st.antonym_range) if st.antonym_range is not None else (0, len(chunk.sentences))
+    a_lo, a_hi = (
+        (lo - st.antonym_range, hi + st.antonym_range) if st.antonym_range is not None else (0, len(chunk.sentences))
+    )
     near = chunk.stems_between(a_lo, a_hi, every=True)
     cancelled = double_negations(claim, near)
     negated_near = chunk.negated_between(a_lo, a_hi)  # the passage's negated opposite says what the claim does
@@ -124,8 +135,11 @@ def check_antonyms(claim: Text, chunk: Chunk, window: tuple[int, int], settings:
         if base:
             opposite.add(base)
         for o in sorted(opposite - negated_near):
-            if (o in near and o not in context_stems(claim.words, s, 6, every=True)
-                    and _same_place(claim, s, chunk, a_lo, a_hi, o, st.antonym_context)):
+            if (
+                o in near
+                and o not in context_stems(claim.words, s, 6, every=True)
+                and _same_place(claim, s, chunk, a_lo, a_hi, o, st.antonym_context)
+            ):
                 return "contradicted", f"the claim says {s!r} where the passage says the opposite ({o!r})"
     for n in sorted(near - claim.all_stems - negated_near):  # "not untrue" in the passage is "true"
         base = unprefixed(n)
@@ -134,8 +148,9 @@ def check_antonyms(claim: Text, chunk: Chunk, window: tuple[int, int], settings:
     return None
 
 
-def check_negation(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float,
-                   settings: OfflineSettings) -> Finding | None:
+def check_negation(
+    claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float, settings: OfflineSettings
+) -> Finding | None:
     """A word the claim negates that the passage states plainly, or the reverse (how strictly:
     ``negation_strict``), and a negated claim against a passage without negation."""
     st = settings
@@ -157,17 +172,22 @@ def check_negation(claim: Text, chunk: Chunk, window: tuple[int, int], coverage:
         for w in sorted(passage_neg):
             if w in claim_stems and w not in claim.negated:
                 return "contradicted", f"the passage negates {w!r}, the claim does not"
-    if (st.negation_inserted is not None and coverage >= st.negation_inserted
-            and not passage_neg and has_negation(claim.words)
-            and not _only_double(claim, chunk.stems_between(lo, hi, every=True))
-            and not any(has_negation(split_words(x)) for x in chunk.sentences[lo:hi])
-            and not _negated_elsewhere(claim, chunk)):
+    if (
+        st.negation_inserted is not None
+        and coverage >= st.negation_inserted
+        and not passage_neg
+        and has_negation(claim.words)
+        and not _only_double(claim, chunk.stems_between(lo, hi, every=True))
+        and not any(has_negation(split_words(x)) for x in chunk.sentences[lo:hi])
+        and not _negated_elsewhere(claim, chunk)
+    ):
         return "contradicted", "the claim is negated, the passage is not"
     return None
 
 
-def check_alignment(claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float,
-                    settings: OfflineSettings) -> Finding | None:
+def check_alignment(
+    claim: Text, chunk: Chunk, window: tuple[int, int], coverage: float, settings: OfflineSettings
+) -> Finding | None:
     """The alignment rules (:func:`~ragmeter.judges.offline.align.aligned_difference`) on the
     passage as a whole and, when that finds nothing, on each of its sentences."""
     st = settings
@@ -236,8 +256,11 @@ def _negated_elsewhere(claim: Text, chunk: Chunk, word: str | None = None) -> bo
     expensive for a remote control that has this functionality" further on in a meeting."""
     words = {word} if word else claim.negated
     claim_stems = set(claim.stems)
-    return any(len((claim_stems & chunk.sent_stems[j]) - negated) >= 2
-               for j, negated in enumerate(chunk.sent_negated) if words & negated)
+    return any(
+        len((claim_stems & chunk.sent_stems[j]) - negated) >= 2
+        for j, negated in enumerate(chunk.sent_negated)
+        if words & negated
+    )
 
 
 def _negation_flip(claim: Text, chunk: Chunk, lo: int, hi: int) -> str:

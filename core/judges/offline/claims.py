@@ -9,7 +9,7 @@ pleasantries and evasions ("I don't know") are left out, split into clauses by
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from ragmeter.citations import strip_citations
 from ragmeter.judges.offline.text import content_words
@@ -26,9 +26,12 @@ _UNSURE = (
     r"\b(?:i|we)\s+(?:cannot|can\s*not|can't|cant|am\s+unable\s+to|are\s+unable\s+to|could\s+not|couldn't|won't)\s+"
     r"(?:determine|answer|find|say|tell|know|provide|help|confirm|verify|access|assist)\b|"
     r"\bi\s+have\s+no\s+(?:idea|information|knowledge|data)\b|\bno\s+idea\b|\bas\s+an\s+ai\b|"
-    r"\b(?:i'm|i\s+am)\s+sorry\b|\bsorry,?\s+(?:but\s+)?i\b|\bbeyond\s+(?:my|the)\s+(?:knowledge|scope)\b")
-_SOURCE = (r"(?:context|passage|text|documents?|articles?|sources?|excerpts?|snippets?|materials?|search\s+results|"
-           r"(?:provided|given|retrieved|available)\s+(?:information|content|data))")
+    r"\b(?:i'm|i\s+am)\s+sorry\b|\bsorry,?\s+(?:but\s+)?i\b|\bbeyond\s+(?:my|the)\s+(?:knowledge|scope)\b"
+)
+_SOURCE = (
+    r"(?:context|passage|text|documents?|articles?|sources?|excerpts?|snippets?|materials?|search\s+results|"
+    r"(?:provided|given|retrieved|available)\s+(?:information|content|data))"
+)
 _NO_SOURCE = (
     r"\b(?:cannot|can\s*not|can't|could\s+not|couldn't)\s+be\s+(?:determined|answered|confirmed|verified|known|said|"
     r"told|found\s+in)\b|"
@@ -39,7 +42,8 @@ _NO_SOURCE = (
     r"\b(?:is|are|was|were)\s*(?:n't|\s+not)\s+(?:mentioned|specified|stated|discussed|given|provided\s+in)\b|"
     r"\b(?:not|never)\s+(?:mentioned|specified|stated|provided)\s+in\b|"
     r"\bunclear\s+(?:from|in|based)\b|\bit\s+(?:is\s+)?(?:unknown|unclear|not\s+clear)\b|"
-    r"\bthere\s+is\s+no\s+way\s+to\s+know\b|^\W*it\s+depends\b")
+    r"\bthere\s+is\s+no\s+way\s+to\s+know\b|^\W*it\s+depends\b"
+)
 _RE_UNSURE = re.compile(_UNSURE, re.I)
 _RE_NONCOMMITTAL = re.compile(f"{_UNSURE}|{_NO_SOURCE}", re.I)
 # What an answer states after saying what its sources lack: "The documents don't mention it, but
@@ -66,18 +70,18 @@ def after_hedge(text: str) -> str | None:
     (True, True)
     """
     last = None
-    for last in _RE_NONCOMMITTAL.finditer(text):
+    for last in _RE_NONCOMMITTAL.finditer(text):  # noqa: B007 (keeps the last match)
         pass
     if last is None:
         return None
     m = _RE_HEDGE_REST.search(text, last.end())
     if not m:
         return None
-    rest = text[m.end():].strip()
+    rest = text[m.end() :].strip()
     if len(content_words(rest)) < 2 or _RE_NONCOMMITTAL.search(rest):
         return None
-    before = _RE_SENTENCE_END.split(text[:last.start()])
-    if _RE_UNSURE.search(before[-1] + text[last.start():m.start()]):
+    before = _RE_SENTENCE_END.split(text[: last.start()])
+    if _RE_UNSURE.search(before[-1] + text[last.start() : m.start()]):
         return None
     return " ".join([*before[:-1], rest]) if len(before) > 1 else rest
 
@@ -85,7 +89,9 @@ def after_hedge(text: str) -> str | None:
 _RE_PLEASANTRY = re.compile(
     r"^\W*(?:thanks?(?: you)?|thank you(?: for [\w\s]+)?|you're welcome|hi|hello|hey|good (?:morning|afternoon|evening)|"
     r"hope (?:this|that|it) helps|let me know[\w\s]*|feel free to ask[\w\s]*|sure|of course|certainly|great question|"
-    r"ok(?:ay)?|glad to help|happy to help)\b[\w\s,']*[.!]*\W*$", re.I)
+    r"ok(?:ay)?|glad to help|happy to help)\b[\w\s,']*[.!]*\W*$",
+    re.I,
+)
 
 
 # Meta sentences about the answer itself ("Here is a concise summary of the passage:", "Below
@@ -96,7 +102,9 @@ _RE_META = re.compile(
     r"let\s+me\s+(?:summari[sz]e|explain|answer|list|describe))\b[^.!?]{0,80}?"
     r"\b(?:summary|summari[sz]e|overview|answer|response|points?|facts?|list|explanation|passage|text|"
     r"article|document|context|information|details|breakdown)\b[^.!?]{0,40}[:.!]?\s*$|"
-    r"^\W*i\s+hope\s+(?:this|that|it)\s+helps\b.*$", re.I)
+    r"^\W*i\s+hope\s+(?:this|that|it)\s+helps\b.*$",
+    re.I,
+)
 # A Markdown heading ("### Benefits") names what follows; it states nothing. (A lead-in to a list,
 # "The methods include:", stays a claim: dropping it lowered every RAGChecker dev statistic, its
 # words restate what the reference covers.)
@@ -111,7 +119,9 @@ _RE_OPENER = re.compile(
     r"(?:in\s+summary|to\s+summari[sz]e|in\s+short|in\s+conclusion|overall|in\s+brief)\s*,\s*|"
     r"(?:yes|yeah|yep|yup|no|nope|not\s+really|sure|absolutely|definitely|of\s+course|certainly|indeed|well|oh|"
     r"ok|okay|right|true|exactly|actually|wow|haha|lol|hmm+|great|cool|nice|interesting)"
-    r"(?:\s*[,!.:;]+\s*|\s+(?=but\b)))+", re.I)
+    r"(?:\s*[,!.:;]+\s*|\s+(?=but\b)))+",
+    re.I,
+)
 
 
 # A question that presupposes its clause asserts it: "Did you know that the tower is 330 metres
@@ -119,7 +129,9 @@ _RE_OPENER = re.compile(
 _RE_FACTIVE_QUESTION = re.compile(
     r"^\W*(?:(?:and|but|so|also|oh|hey|well)\s*,?\s+)?(?:did\s+you\s+(?:know|realize|realise|hear\s+that|notice\s+that)|"
     r"have\s+you\s+heard\s+that|(?:were|are)\s+you\s+aware\s+that|(?:can|could|would)\s+you\s+believe)"
-    r"(?:\s+that)?\s*,?\s+(?=\S)", re.I)
+    r"(?:\s+that)?\s*,?\s+(?=\S)",
+    re.I,
+)
 
 
 def presupposed(text: str) -> str | None:
@@ -134,7 +146,7 @@ def presupposed(text: str) -> str | None:
     m = _RE_FACTIVE_QUESTION.match(text)
     if not m or not text.rstrip().endswith("?"):
         return None
-    clause = text[m.end():].rstrip().rstrip("?!. ").strip()
+    clause = text[m.end() :].rstrip().rstrip("?!. ").strip()
     return clause if len(content_words(clause)) >= 2 else None
 
 
@@ -150,7 +162,7 @@ def strip_opener(text: str) -> str:
     m = _RE_OPENER.match(text)
     if not m or m.end() >= len(text.rstrip()):
         return text
-    return text[m.end():]
+    return text[m.end() :]
 
 
 def is_meta(text: str) -> bool:
@@ -188,8 +200,11 @@ def is_noncommittal(text: str) -> bool:
     flagged = [bool(_RE_NONCOMMITTAL.search(s)) for s in sentences]
     if not any(flagged):
         return False
-    substantive = [s for s, f in zip(sentences, flagged)
-                   if (not f and not _RE_PLEASANTRY.match(s) and len(content_words(s)) >= 2) or (f and after_hedge(s))]
+    substantive = [
+        s
+        for s, f in zip(sentences, flagged)
+        if (not f and not _RE_PLEASANTRY.match(s) and len(content_words(s)) >= 2) or (f and after_hedge(s))
+    ]
     return not substantive
 
 
@@ -219,7 +234,9 @@ def extract_claims(units: Sequence[str | None]) -> list[dict]:
     return claims
 
 
-_RE_PART_SPLIT = re.compile(r"\?\s*|;\s*|,?\s+and\s+(?=(?:what|which|who|whom|whose|when|where|why|how|is|are|does|do|did|can)\b)", re.I)
+_RE_PART_SPLIT = re.compile(
+    r"\?\s*|;\s*|,?\s+and\s+(?=(?:what|which|who|whom|whose|when|where|why|how|is|are|does|do|did|can)\b)", re.I
+)
 
 
 def question_parts(question: str) -> list[str]:

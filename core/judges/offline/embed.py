@@ -4,7 +4,7 @@ from whichever embedder the judge uses."""
 from __future__ import annotations
 
 import zlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class LexicalEmbedder(Embedder):
             v[h % self.dim] += 1.0 if (h >> 16) & 1 else -1.0
             padded = f"<{w}>"
             for i in range(len(padded) - 2):
-                g = _hash("#" + padded[i:i + 3])
+                g = _hash("#" + padded[i : i + 3])
                 v[g % self.dim] += 0.3 if (g >> 16) & 1 else -0.3
         norm = float(np.linalg.norm(v))
         return v / norm if norm else v

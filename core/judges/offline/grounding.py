@@ -30,8 +30,9 @@ import asyncio
 import json
 import os
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -71,9 +72,7 @@ def label_indices(
     if labels:
         unknown = set(labels) - {"entailment", "contradiction"}
         if unknown or "entailment" not in labels:
-            raise ValueError(
-                f"labels= takes 'entailment' (required) and 'contradiction' indices, got {dict(labels)}"
-            )
+            raise ValueError(f"labels= takes 'entailment' (required) and 'contradiction' indices, got {dict(labels)}")
         ent, con = int(labels["entailment"]), labels.get("contradiction")
         for i in (ent, con):
             if i is not None and not 0 <= int(i) < num_labels:
@@ -85,9 +84,7 @@ def label_indices(
     entail = [
         i
         for i, n in table.items()
-        if any(w in n for w in _ENTAILMENT)
-        and not any(n.startswith(p) for p in _NOT)
-        and "contradict" not in n
+        if any(w in n for w in _ENTAILMENT) and not any(n.startswith(p) for p in _NOT) and "contradict" not in n
     ]
     contra = [i for i, n in table.items() if any(w in n for w in _CONTRADICTION)]
     if len(entail) != 1:
@@ -254,13 +251,9 @@ class GroundingModel:
         id2label = config.get("id2label") or {}
         num_labels = int(config.get("num_labels") or len(id2label) or 2)
         indices = label_indices(id2label, num_labels, self.override)
-        device = choose_device(
-            self.requested_device, "CUDAExecutionProvider" in ort.get_available_providers()
-        )
+        device = choose_device(self.requested_device, "CUDAExecutionProvider" in ort.get_available_providers())
         providers = (
-            ["CUDAExecutionProvider", "CPUExecutionProvider"]
-            if device.startswith("cuda")
-            else ["CPUExecutionProvider"]
+            ["CUDAExecutionProvider", "CPUExecutionProvider"] if device.startswith("cuda") else ["CPUExecutionProvider"]
         )
         session = ort.InferenceSession(str(_onnx_file(self.folder)), providers=providers)
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
@@ -283,11 +276,7 @@ class GroundingModel:
         out = []
         for start in range(0, len(pairs), self.batch_size):
             batch = list(pairs[start : start + self.batch_size])
-            out.append(
-                self._onnx_batch(loaded, batch)
-                if self.backend == "onnx"
-                else self._torch_batch(loaded, batch)
-            )
+            out.append(self._onnx_batch(loaded, batch) if self.backend == "onnx" else self._torch_batch(loaded, batch))
         width = out[0].shape[1] if out else 1
         return np.concatenate(out).astype(np.float64) if out else np.zeros((0, width))
 

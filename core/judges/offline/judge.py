@@ -11,10 +11,10 @@ import numpy as np
 from ragmeter.judges.base import Embedder, Judge, JudgeError, TaskResult, Usage
 from ragmeter.judges.offline.claims import extract_claims, is_noncommittal, question_parts
 from ragmeter.judges.offline.embed import LexicalEmbedder, local_embeddings_available, unit_vectors
-from ragmeter.judges.offline.lexicon import QUESTION_STEMS
-from ragmeter.judges.offline.settings import DEFAULT_SETTINGS, OfflineSettings
 from ragmeter.judges.offline.grounding import GroundingModel, default_weighting
+from ragmeter.judges.offline.lexicon import QUESTION_STEMS
 from ragmeter.judges.offline.model import Combination, Combinations, load_combinations
+from ragmeter.judges.offline.settings import DEFAULT_SETTINGS, OfflineSettings
 from ragmeter.judges.offline.text import content_words, overlap_tokens, word_overlap
 from ragmeter.judges.offline.verify import support_threshold, verify
 from ragmeter.judges.tasks import TASKS, get_task
@@ -89,9 +89,16 @@ class OfflineJudge(Judge):
     #: of the reference the answer covers), not only against the parts of the question.
     completeness_from_reference = True
 
-    def __init__(self, embeddings: bool | str = "auto", *, settings: OfflineSettings | None = None,
-                 embedder: Embedder | None = None, combinations: "str | os.PathLike | Combinations | None" = None,
-                 grounding: "str | os.PathLike | GroundingModel | None" = None, device: str = "auto"):
+    def __init__(
+        self,
+        embeddings: bool | str = "auto",
+        *,
+        settings: OfflineSettings | None = None,
+        embedder: Embedder | None = None,
+        combinations: str | os.PathLike | Combinations | None = None,
+        grounding: str | os.PathLike | GroundingModel | None = None,
+        device: str = "auto",
+    ):
         if embeddings not in ("auto", True, False):
             raise ValueError(f"embeddings must be 'auto', True or False, got {embeddings!r}")
         self.settings = settings or DEFAULT_SETTINGS
@@ -112,12 +119,14 @@ class OfflineJudge(Judge):
             self.name = "offline-lexical"
             self.note = "offline judge: lexical signals only (install ragmeter[local] for embeddings)"
         path = "embedding" if self.semantic is not None else "lexical"
-        self.combinations = (combinations if isinstance(combinations, Combinations)
-                             else load_combinations(path, combinations))
+        self.combinations = (
+            combinations if isinstance(combinations, Combinations) else load_combinations(path, combinations)
+        )
         self.grounding: GroundingModel | None = None
         if grounding is not None:
-            self.grounding = (grounding if isinstance(grounding, GroundingModel)
-                              else GroundingModel(grounding, device=device))
+            self.grounding = (
+                grounding if isinstance(grounding, GroundingModel) else GroundingModel(grounding, device=device)
+            )
             self.name += "+" + self.grounding.name
             fitted = "entailment" in self.combinations.claim_support.weights
             how = "fitted coefficients" if fitted else "default weighting: mean with its entailment"
@@ -144,15 +153,19 @@ class OfflineJudge(Judge):
         """The support a claim needs (the embedding path has its own, tuned separately)."""
         return support_threshold(self.settings, self.semantic)
 
-    def describe(self) -> "JudgeFingerprint":
+    def describe(self) -> JudgeFingerprint:
         """Backend ``offline``, the rules version (a hash of the judge's code, word lists and
         settings: :func:`~ragmeter.judges.fingerprint.offline_rules_version`), the embedder model
         (``lexical`` without one) and the tasks' schema versions."""
         from ragmeter.judges.fingerprint import JudgeFingerprint, offline_rules_version, task_versions
 
-        return JudgeFingerprint(backend="offline", endpoint="local", tasks=task_versions(),
-                                rules=offline_rules_version(self.settings),
-                                embedder=getattr(self.semantic, "name", None) or "lexical")
+        return JudgeFingerprint(
+            backend="offline",
+            endpoint="local",
+            tasks=task_versions(),
+            rules=offline_rules_version(self.settings),
+            embedder=getattr(self.semantic, "name", None) or "lexical",
+        )
 
     async def run(self, task: str, inputs: dict) -> TaskResult:
         """Answer ``task`` on ``inputs`` (validated against the task like any judge answer)."""
@@ -161,15 +174,18 @@ class OfflineJudge(Judge):
             known = sorted(t for t in TASKS if hasattr(self, "_task_" + t))
             if task not in TASKS:
                 raise JudgeError(f"the offline judge does not know task {task!r}; it runs: {known}", task=task)
-            raise JudgeError(f"the offline judge cannot run task {task!r} (it needs an LLM judge); it runs: {known}",
-                             task=task)
+            raise JudgeError(
+                f"the offline judge cannot run task {task!r} (it needs an LLM judge); it runs: {known}", task=task
+            )
         try:
             raw = await handler(inputs)
             output = _keep_support(raw, get_task(task).validate(inputs, raw))
         except JudgeError:
             raise
         except Exception as err:  # a bug or malformed inputs: report it like any judge failure
-            raise JudgeError(f"offline judge failed on {task}: {type(err).__name__}: {err}", task=task, attempts=1) from err
+            raise JudgeError(
+                f"offline judge failed on {task}: {type(err).__name__}: {err}", task=task, attempts=1
+            ) from err
         return TaskResult(task, output, Usage(), self.name, self.note)
 
     async def signals(self, task: str, inputs: dict) -> dict:
@@ -208,16 +224,26 @@ class OfflineJudge(Judge):
                 support = default_weighting(support, x["entailment"], x["contradiction"])
                 if x["contradiction"] >= 0.5 and x["contradiction"] > x["entailment"] and verdict == "supported":
                     verdict = "contradicted"
-                    reason = (f"{self.grounding.label} finds the passage contradicts the claim "
-                              f"(probability {x['contradiction']:.2f}); {reason}")
+                    reason = (
+                        f"{self.grounding.label} finds the passage contradicts the claim "
+                        f"(probability {x['contradiction']:.2f}); {reason}"
+                    )
             if verdict == "supported" and support < self.settings.supported_score:
                 verdict = "not_found"
                 reason = f"the signals together score the claim below {self.settings.supported_score:g}; {reason}"
             conf = model.confidence(support)
-            out.append({"claim": v["claim"], "verdict": verdict,
-                        "evidence": v["evidence"] if verdict != "not_found" else [],
-                        "reason": f"{reason}; support {support:.2f}, confidence {conf:.2f}",
-                        "support": support, "confidence": conf, "features": x, "passage": v["passage"]})
+            out.append(
+                {
+                    "claim": v["claim"],
+                    "verdict": verdict,
+                    "evidence": v["evidence"] if verdict != "not_found" else [],
+                    "reason": f"{reason}; support {support:.2f}, confidence {conf:.2f}",
+                    "support": support,
+                    "confidence": conf,
+                    "features": x,
+                    "passage": v["passage"],
+                }
+            )
         return {"verdicts": out}
 
     async def _ground(self, claims: list[str], verdicts: list[dict]) -> None:
@@ -250,8 +276,10 @@ class OfflineJudge(Judge):
         best_q = [_best(c) for c in lexes]
         best_r: list[int | None] = [None] * len(chunks_in)
         if reference and r_stems:
-            best_r = [_best([len(r_stems & stems) for stems in c]) if cov < st.useful_threshold else None
-                      for c, cov in zip(stems_in, ref_cov)]
+            best_r = [
+                _best([len(r_stems & stems) for stems in c]) if cov < st.useful_threshold else None
+                for c, cov in zip(stems_in, ref_cov)
+            ]
         texts: list[str] = []
         if self.semantic is not None and question.strip():
             texts = [question] + [chunks_in[i][j] for i, j in enumerate(best_q) if j is not None]
@@ -265,34 +293,46 @@ class OfflineJudge(Judge):
         covered_r: set = set()
         for i, statements in enumerate(chunks_in):
             j_best = best_q[i]
-            sim = (float(np.dot(qv, vec[statements[j_best]])) if qv is not None and j_best is not None
-                   and statements[j_best] in vec else None)
+            sim = (
+                float(np.dot(qv, vec[statements[j_best]]))
+                if qv is not None and j_best is not None and statements[j_best] in vec
+                else None
+            )
             tokens = [frozenset(overlap_tokens(" ".join(statements)))]
             overlap = word_overlap(question, tokens) if question.strip() else 0.0
             relevant, grades, signals = [], [], []
-            for j, s in enumerate(statements):
+            for j, _s in enumerate(statements):
                 by_words = bool(q_stems) and lexes[i][j] >= st.relevance_threshold
                 is_relevant = by_words or (j == j_best and sim is not None and sim >= st.relevance_embed_threshold)
                 if is_relevant:
                     relevant.append(j)
-                x = {"overlap": overlap, "question": lexes[i][j], "chunk": q_cover[i], "relevant": float(by_words),
-                     "partial": relevance_grade(by_words, lexes[i][j], st),
-                     "similarity": min(1.0, max(0.0, sim)) if sim is not None else 0.0}
+                x = {
+                    "overlap": overlap,
+                    "question": lexes[i][j],
+                    "chunk": q_cover[i],
+                    "relevant": float(by_words),
+                    "partial": relevance_grade(by_words, lexes[i][j], st),
+                    "similarity": min(1.0, max(0.0, sim)) if sim is not None else 0.0,
+                }
                 signals.append(x)
                 grades.append(model.score(x))
             covered_q |= q_stems & chunk_stems[i]
             if reference:
                 covered_r |= r_stems & chunk_stems[i]
                 j_ref = best_r[i]
-                ref_sim = (float(np.dot(rv, vec[statements[j_ref]])) if rv is not None and j_ref is not None
-                           and statements[j_ref] in vec else 0.0)
+                ref_sim = (
+                    float(np.dot(rv, vec[statements[j_ref]]))
+                    if rv is not None and j_ref is not None and statements[j_ref] in vec
+                    else 0.0
+                )
                 useful = ref_cov[i] >= st.useful_threshold or ref_sim >= st.relevance_embed_threshold + 0.1
             else:
                 # Useful for the question: the chunk's relevance (its statements' mean score) is
                 # at least ``useful_score``.
                 useful = bool(grades) and sum(grades) / len(grades) >= st.useful_score
-            out.append({"chunk": i, "relevant": relevant, "useful": bool(useful), "support": grades,
-                        "features": signals})
+            out.append(
+                {"chunk": i, "relevant": relevant, "useful": bool(useful), "support": grades, "features": signals}
+            )
         if reference and r_stems:
             frac = len(covered_r) / len(r_stems)
         elif q_stems:
@@ -316,8 +356,15 @@ class OfflineJudge(Judge):
             support = model.score(v["features"])
             attributed = support >= self.settings.attributed_score
             listed = v["chunks"] or ([v["best"]] if v.get("best") is not None else [])
-            out.append({"statement": v["claim"], "attributed": attributed, "chunks": listed if attributed else [],
-                        "support": support, "features": v["features"]})
+            out.append(
+                {
+                    "statement": v["claim"],
+                    "attributed": attributed,
+                    "chunks": listed if attributed else [],
+                    "support": support,
+                    "features": v["features"],
+                }
+            )
         entities, seen = [], set()
         for s in statements:
             for spec in extract_specifics(s):
@@ -342,17 +389,27 @@ class OfflineJudge(Judge):
         # reference full at ``claim_full_support``, statements in the answer by plain word coverage).
         graded_only = replace(st, verdict_weight=0.0, full_support=st.claim_full_support)
         cover = replace(st, full_support=1.0, check_weight=1.0, verdict_weight=0.0)
-        in_ref = (await verify(claims, [" ".join(statements)] if statements else [], graded_only, semantic, wanted)
-                  if claims else [])
-        in_ans = (await verify(statements, [" ".join(claims)] if claims else [], cover, semantic, wanted)
-                  if statements else [])
+        in_ref = (
+            await verify(claims, [" ".join(statements)] if statements else [], graded_only, semantic, wanted)
+            if claims
+            else []
+        )
+        in_ans = (
+            await verify(statements, [" ".join(claims)] if claims else [], cover, semantic, wanted)
+            if statements
+            else []
+        )
         scored_ref = [model.score(v["features"]) for v in in_ref]
         scored_ans = [model.score(v["features"]) for v in in_ans]
         return {
-            "claims": [{"claim": v["claim"], "in_reference": s >= 0.5, "support": s,
-                        "features": v["features"]} for v, s in zip(in_ref, scored_ref)],
-            "statements": [{"statement": v["claim"], "in_answer": s >= 0.5, "support": s,
-                            "features": v["features"]} for v, s in zip(in_ans, scored_ans)],
+            "claims": [
+                {"claim": v["claim"], "in_reference": s >= 0.5, "support": s, "features": v["features"]}
+                for v, s in zip(in_ref, scored_ref)
+            ],
+            "statements": [
+                {"statement": v["claim"], "in_answer": s >= 0.5, "support": s, "features": v["features"]}
+                for v, s in zip(in_ans, scored_ans)
+            ],
         }
 
     async def _task_generate_questions(self, inputs: dict) -> dict:
@@ -377,10 +434,17 @@ class OfflineJudge(Judge):
 
     async def _task_judge_criteria(self, inputs: dict) -> dict:
         # Criteria written in words need a model that reads them: no number is made up for them.
-        return {"results": [{"criterion": i, "applicable": False,
-                             "reason": f"the offline judge cannot judge the criterion {c['name']!r}, written in words; "
-                                       f"score it with an LLM judge (e.g. judge=\"openai:gpt-4o-mini\")"}
-                            for i, c in enumerate(inputs["criteria"])]}
+        return {
+            "results": [
+                {
+                    "criterion": i,
+                    "applicable": False,
+                    "reason": f"the offline judge cannot judge the criterion {c['name']!r}, written in words; "
+                    f"score it with an LLM judge (e.g. judge=\"openai:gpt-4o-mini\")",
+                }
+                for i, c in enumerate(inputs["criteria"])
+            ]
+        }
 
     async def _task_rate_answer(self, inputs: dict) -> dict:
         question = inputs.get("question") or ""
@@ -395,13 +459,17 @@ class OfflineJudge(Judge):
             sim = float(np.dot(vec[question], vec[answer]))
             sim01 = min(1.0, max(0.0, (sim - 0.1) / 0.6))
             score = 0.7 * sim01 + 0.3 * lex
-            reason = (f"offline judge: question-answer similarity {sim:.2f} and {lex:.0%} of the question's "
-                      f"content words in the answer (it cannot generate questions)")
+            reason = (
+                f"offline judge: question-answer similarity {sim:.2f} and {lex:.0%} of the question's "
+                f"content words in the answer (it cannot generate questions)"
+            )
         else:
             vq = LexicalEmbedder().vector(question)
             va = LexicalEmbedder().vector(answer)
             sim = float(np.dot(vq, va))
             score = min(1.0, 0.6 * lex + 0.4 * max(0.0, sim) / 0.5)
-            reason = (f"offline judge: {lex:.0%} of the question's content words in the answer, hashed "
-                      f"bag-of-words similarity {sim:.2f} (lexical signals only; it cannot generate questions)")
+            reason = (
+                f"offline judge: {lex:.0%} of the question's content words in the answer, hashed "
+                f"bag-of-words similarity {sim:.2f} (lexical signals only; it cannot generate questions)"
+            )
         return {"score": round(min(1.0, max(0.0, score)), 4), "reason": reason}

@@ -58,8 +58,16 @@ DEMONYM_OF = {country: demonym for demonym, country in reversed(read_rows("demon
 # --------------------------------------------------------------------------- stemming
 
 _STEM_RULES = (
-    ("ational", "ate"), ("tional", "tion"), ("ization", "ize"), ("isation", "ize"), ("iveness", "ive"),
-    ("fulness", "ful"), ("ousness", "ous"), ("nesses", ""), ("ness", ""), ("ments", "ment"),
+    ("ational", "ate"),
+    ("tional", "tion"),
+    ("ization", "ize"),
+    ("isation", "ize"),
+    ("iveness", "ive"),
+    ("fulness", "ful"),
+    ("ousness", "ous"),
+    ("nesses", ""),
+    ("ness", ""),
+    ("ments", "ment"),
 )
 _MENT = re.compile(r"^(\w{5,})ments?$")
 _MENT_KEPT = ("comm", "docu", "experi", "argu", "instru", "segm", "elem", "mom", "pay", "equip", "ship")
@@ -141,7 +149,7 @@ def unprefixed(word_stem: str) -> str | None:
         return None
     for p in _NEG_PREFIXES:
         if word_stem.startswith(p) and len(word_stem) - len(p) >= 5:
-            return word_stem[len(p):].lstrip("-")
+            return word_stem[len(p) :].lstrip("-")
     return None
 
 
@@ -156,7 +164,7 @@ def negative_base(word_stem: str) -> str | None:
     if base:
         return base
     for p in _NEG_PREFIXES:
-        rest = word_stem[len(p):] if word_stem.startswith(p) else ""
+        rest = word_stem[len(p) :] if word_stem.startswith(p) else ""
         for a in sorted(ANTONYMS.get(word_stem, ())) if rest else ():
             if a.startswith(rest) and len(a) - len(rest) <= 1:  # "untru" and "true"
                 return a
@@ -201,8 +209,12 @@ def closed_clash(a: str, b: str) -> str | None:
     for ca, ga in CLASS_OF.get(a, ()):
         for cb, gb in CLASS_OF.get(b, ()):
             if ca == cb and ga != gb:
-                if ca == "quantity" and ga in QUANTITY_SCALE and gb in QUANTITY_SCALE \
-                        and QUANTITY_SCALE.index(ga) < QUANTITY_SCALE.index(gb):
+                if (
+                    ca == "quantity"
+                    and ga in QUANTITY_SCALE
+                    and gb in QUANTITY_SCALE
+                    and QUANTITY_SCALE.index(ga) < QUANTITY_SCALE.index(gb)
+                ):
                     continue
                 return ca
     return None

@@ -45,10 +45,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.resources import files
-from typing import Mapping
 
 __all__ = ["Combination", "Combinations", "SIGNALS", "QUANTITIES", "load_combinations", "DEFAULT_FILE"]
 
@@ -125,9 +125,7 @@ class Combination:
             raise ValueError(f"{self.quantity}: unknown signals {unknown}; known: {sorted(SIGNALS)}")
         for name, w in self.weights.items():
             if w * SIGNALS[name] < 0:
-                raise ValueError(
-                    f"{self.quantity}: the weight of {name!r} must have sign {SIGNALS[name]:+d}, got {w}"
-                )
+                raise ValueError(f"{self.quantity}: the weight of {name!r} must have sign {SIGNALS[name]:+d}, got {w}")
         high = sum(max(0.0, w) for w in self.weights.values())
         object.__setattr__(self, "_span", (_sigmoid(self.intercept), _sigmoid(self.intercept + high)))
 
@@ -230,9 +228,7 @@ def _parse(data: dict, path: str, origin: str) -> Combinations:
             source=str(data.get("source", "")),
         )
     if models["claim_support"].calibration is None or models["claim_support"].routing is None:
-        raise ValueError(
-            f"{origin}: the claim_support combination needs a 'calibration' and 'routing' quantiles"
-        )
+        raise ValueError(f"{origin}: the claim_support combination needs a 'calibration' and 'routing' quantiles")
     return Combinations(**models, path=path, source=str(data.get("source", "")))
 
 

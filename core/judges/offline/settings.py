@@ -109,8 +109,17 @@ class OfflineSettings:
     antonym_check: bool = True
     antonym_range: int | None = 1
     antonym_context: int = 3
-    align_rules: tuple = ("negation", "antonym", "closed", "name", "swap", "insert_negation",
-                          "delete_negation", "insert_restrictive", "polarity")
+    align_rules: tuple = (
+        "negation",
+        "antonym",
+        "closed",
+        "name",
+        "swap",
+        "insert_negation",
+        "delete_negation",
+        "insert_restrictive",
+        "polarity",
+    )
     align_min_coverage: float = 0.5
     align_max_gap: int = 4
     full_support: float = 1.0

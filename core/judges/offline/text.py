@@ -9,12 +9,18 @@ sentences). Both are cached by text, since the same claims and chunks come back 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 from ragmeter.judges.offline.lexicon import (
-    FUNCTION_WORDS, NEGATIONS, NOT_NEGATING, OVERLAP_STOP, STOP, STOP_STEMS, stem,
+    FUNCTION_WORDS,
+    NEGATIONS,
+    NOT_NEGATING,
+    OVERLAP_STOP,
+    STOP,
+    STOP_STEMS,
+    stem,
 )
 from ragmeter.specifics import Specific, extract_specifics
 from ragmeter.text import split_sentences
@@ -36,10 +42,29 @@ _RE_SPACED_HYPHEN = re.compile(r"(?<=[A-Za-z0-9]) - (?=[A-Za-z0-9])")
 # before a day or a year.
 _RE_LOWER_CALENDAR = re.compile(
     r"\b(january|february|april|june|july|august|september|october|november|december|monday|tuesday|"
-    r"wednesday|thursday|friday|saturday|sunday|(?:may|march)(?= \d))\b")
-_CALENDAR_WORDS = ("january", "february", "april", "june", "july", "august", "september", "october", "november",
-                   "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "may",
-                   "march")
+    r"wednesday|thursday|friday|saturday|sunday|(?:may|march)(?= \d))\b"
+)
+_CALENDAR_WORDS = (
+    "january",
+    "february",
+    "april",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "may",
+    "march",
+)
 # "FY2022" / "FY 2022": the fiscal year, as bills and reports spell it out.
 _RE_FISCAL_YEAR = re.compile(r"\bFY ?(\d{4})\b")
 # Words a negation reaches: the first content word among the next four.
@@ -154,10 +179,10 @@ def negated_stems(words: list[str]) -> frozenset:
     """Stems of the words a negation applies to: the first content word after each negator
     ("did not have the money" -> money; "is not expensive" -> expens; "never agreed" -> agre)."""
     out = set()
-    for i, w in enumerate(words):
+    for i, _w in enumerate(words):
         if not negates(words, i):
             continue
-        for nxt in words[i + 1:i + 1 + _NEG_SCOPE]:
+        for nxt in words[i + 1 : i + 1 + _NEG_SCOPE]:
             if nxt in NEGATIONS:
                 continue
             if nxt in STOP:
@@ -182,7 +207,7 @@ def context_stems(words: Sequence[str], target: str, k: int, every: bool = False
     for i, w in enumerate(words):
         if stem(w) != target:
             continue
-        for x in words[max(0, i - k):i + 1 + k]:
+        for x in words[max(0, i - k) : i + 1 + k]:
             if x in NEGATIONS:
                 continue
             st = stem(x)
@@ -210,7 +235,8 @@ class Text:
 
 _RE_MAYBE_SPECIFIC = re.compile(
     r"\d|[\"“‘]|[^.!?]\s+[A-Z]|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
-    r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|percent|dollars?|euros?)\b")
+    r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|percent|dollars?|euros?)\b"
+)
 
 
 @lru_cache(maxsize=32768)
@@ -280,7 +306,7 @@ class Chunk:
 
     def window_text(self, span: tuple[int, int]) -> str:
         """The sentences ``span[0]..span[1]-1`` joined by spaces."""
-        return " ".join(self.sentences[span[0]:span[1]])
+        return " ".join(self.sentences[span[0] : span[1]])
 
     def quote(self, span: tuple[int, int], stems: Sequence[str]) -> str:
         """A verbatim quote for a passage: the one sentence of the span holding as many of
@@ -296,7 +322,7 @@ class Chunk:
         start = self.text.find(first)
         end = self.text.find(last, max(start, 0)) if start >= 0 else -1
         if start >= 0 and end >= 0:
-            return self.text[start:end + len(last)].strip()
+            return self.text[start : end + len(last)].strip()
         return self.window_text((lo, hi))
 
 
@@ -353,5 +379,12 @@ def merged_chunks(texts: tuple[str, ...]) -> Chunk:
         sentences.extend(ck.sentences)
         for st, rows in ck.index.items():
             index.setdefault(st, []).extend(r + offset for r in rows)
-    return Chunk("\n".join(texts), sentences, [n for ck in parts for n in ck.sent_negated], index,
-                 frozenset(index), [x for ck in parts for x in ck.sent_stems], [x for ck in parts for x in ck.sent_all])
+    return Chunk(
+        "\n".join(texts),
+        sentences,
+        [n for ck in parts for n in ck.sent_negated],
+        index,
+        frozenset(index),
+        [x for ck in parts for x in ck.sent_stems],
+        [x for ck in parts for x in ck.sent_all],
+    )

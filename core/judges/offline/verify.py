@@ -8,18 +8,24 @@ supports alone but the chunks support together is supported by them together.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Collection, Sequence
 
 import numpy as np
 
 from ragmeter.judges.base import Embedder
 from ragmeter.judges.offline.checks import CHECKS, hard_checks, stated
 from ragmeter.judges.offline.embed import unit_vectors
-from ragmeter.judges.offline.settings import OfflineSettings
 from ragmeter.judges.offline.lexicon import stem
+from ragmeter.judges.offline.settings import OfflineSettings
 from ragmeter.judges.offline.text import (
-    Chunk, Text, analyse, analyse_chunk, merged_chunks, split_words, word_overlap,
+    Chunk,
+    Text,
+    analyse,
+    analyse_chunk,
+    merged_chunks,
+    split_words,
+    word_overlap,
 )
 
 
@@ -93,14 +99,20 @@ def _combine(sup: Support, settings: OfflineSettings) -> float:
     return blended
 
 
-def _checks(claim: Text, chunk: Chunk, sup: Support, settings: OfflineSettings,
-            near: bool = True) -> tuple[str | None, str, str]:
+def _checks(
+    claim: Text, chunk: Chunk, sup: Support, settings: OfflineSettings, near: bool = True
+) -> tuple[str | None, str, str]:
     """The hard checks of a claim against the best passage of ``sup``."""
     return hard_checks(claim, chunk, sup.window, sup.window_coverage, settings, near)
 
 
-async def verify(claims: list[str], chunks: list[str], settings: OfflineSettings,
-                 semantic: Embedder | None, signals: Collection[str] | None = None) -> list[dict]:
+async def verify(
+    claims: list[str],
+    chunks: list[str],
+    settings: OfflineSettings,
+    semantic: Embedder | None,
+    signals: Collection[str] | None = None,
+) -> list[dict]:
     """One verdict per claim against the chunks (the core of verify / attribute / compare):
     ``claim``, ``verdict``, ``chunks``, ``evidence``, ``reason``, ``score`` (the best word
     support), ``best`` (the chunk with the best word support, None without chunks), ``passage``
@@ -151,15 +163,26 @@ async def verify(claims: list[str], chunks: list[str], settings: OfflineSettings
     return verdicts
 
 
-def _verdict(k: int, claim: Text, cks: list[Chunk], row: list[Support], threshold: float,
-             settings: OfflineSettings) -> tuple[dict, Support | None, str, str | None]:
+def _verdict(
+    k: int, claim: Text, cks: list[Chunk], row: list[Support], threshold: float, settings: OfflineSettings
+) -> tuple[dict, Support | None, str, str | None]:
     """The rules' verdict on claim ``k``, the support it rests on (None without chunks), the hard
     check that failed ("" when none) and how the graded support is lowered ("contradicted",
     "check" or None)."""
     if not row or not claim.stems:
-        return ({"claim": k, "verdict": "not_found", "chunks": [], "evidence": [],
-                 "reason": "no chunk to check against" if not row else "the claim has no content words",
-                 "score": 0.0}, None, "", None)
+        return (
+            {
+                "claim": k,
+                "verdict": "not_found",
+                "chunks": [],
+                "evidence": [],
+                "reason": "no chunk to check against" if not row else "the claim has no content words",
+                "score": 0.0,
+            },
+            None,
+            "",
+            None,
+        )
     ranked = sorted(row, key=lambda s: (-s.score, s.chunk))
     supporting, contradiction, first_issue = [], None, None
     for sup in ranked:
@@ -177,9 +200,19 @@ def _verdict(k: int, claim: Text, cks: list[Chunk], row: list[Support], threshol
     best = ranked[0]
     if supporting:
         top = supporting[0]
-        return ({"claim": k, "verdict": "supported", "chunks": sorted(s.chunk for s in supporting),
-                 "evidence": _evidence(cks, supporting, claim), "score": top.score,
-                 "reason": _reason(top, "supported", threshold)}, top, "", None)
+        return (
+            {
+                "claim": k,
+                "verdict": "supported",
+                "chunks": sorted(s.chunk for s in supporting),
+                "evidence": _evidence(cks, supporting, claim),
+                "score": top.score,
+                "reason": _reason(top, "supported", threshold),
+            },
+            top,
+            "",
+            None,
+        )
     if contradiction is None and best.score < threshold:
         # Weakly matching passages can still show a contradicted specific or negation.
         status, why, check = _checks(claim, cks[best.chunk], best, settings)
@@ -190,13 +223,27 @@ def _verdict(k: int, claim: Text, cks: list[Chunk], row: list[Support], threshol
         return combined | {"claim": k, "together": True}, best, "", None
     if contradiction is not None:
         sup, why, check = contradiction
-        return ({"claim": k, "verdict": "contradicted", "chunks": [sup.chunk],
-                 "evidence": _evidence(cks, [sup], claim), "score": sup.score, "reason": why},
-                sup, check, "contradicted")
+        return (
+            {
+                "claim": k,
+                "verdict": "contradicted",
+                "chunks": [sup.chunk],
+                "evidence": _evidence(cks, [sup], claim),
+                "score": sup.score,
+                "reason": why,
+            },
+            sup,
+            check,
+            "contradicted",
+        )
     why = first_issue[1] if first_issue else _reason(best, "not_found", threshold)
     check = first_issue[2] if first_issue else ""
-    return ({"claim": k, "verdict": "not_found", "chunks": [], "evidence": [], "score": best.score, "reason": why},
-            best, check, "check" if first_issue else None)
+    return (
+        {"claim": k, "verdict": "not_found", "chunks": [], "evidence": [], "score": best.score, "reason": why},
+        best,
+        check,
+        "check" if first_issue else None,
+    )
 
 
 def _passage(cks: list[Chunk], sup: Support) -> str:
@@ -208,13 +255,15 @@ def features(verdict: dict, overlap: float, best: Support | None, check: str) ->
     """The signals of one verdict, each in [0, 1], that the fitted combinations read
     (:mod:`ragmeter.judges.offline.model` names and explains them); ``verify`` adds ``coverage``
     and ``graded`` when they are wanted."""
-    out = {"overlap": overlap,
-           "passage": min(1.0, best.score) if best is not None else 0.0,
-           "window": best.window_coverage if best is not None else 0.0,
-           "supported": float(verdict["verdict"] == "supported"),
-           "together": float(bool(verdict.pop("together", False))),
-           "contradicted": float(verdict["verdict"] == "contradicted"),
-           "unverified": float(verdict["verdict"] == "not_found" and bool(check))}
+    out = {
+        "overlap": overlap,
+        "passage": min(1.0, best.score) if best is not None else 0.0,
+        "window": best.window_coverage if best is not None else 0.0,
+        "supported": float(verdict["verdict"] == "supported"),
+        "together": float(bool(verdict.pop("together", False))),
+        "contradicted": float(verdict["verdict"] == "contradicted"),
+        "unverified": float(verdict["verdict"] == "not_found" and bool(check)),
+    }
     for name in CHECKS:
         out[name] = float(check == name)
     return out
@@ -258,7 +307,8 @@ def _specific_stems(claim: Text) -> list[tuple]:
     cached = claim.__dict__.get("_specific_stems")
     if cached is None:
         cached = claim.__dict__["_specific_stems"] = [
-            (spec, frozenset(stem(w) for w in split_words(spec.text))) for spec in claim.specifics]
+            (spec, frozenset(stem(w) for w in split_words(spec.text))) for spec in claim.specifics
+        ]
     return cached
 
 
@@ -277,8 +327,9 @@ def graded(score: float, failed: str | None, settings: OfflineSettings, supporte
     return round(st.verdict_weight * verdict + (1 - st.verdict_weight) * base, 4)
 
 
-def _combined_support(claim: Text, cks: list[Chunk], row: list[Support], threshold: float,
-                      settings: OfflineSettings) -> dict | None:
+def _combined_support(
+    claim: Text, cks: list[Chunk], row: list[Support], threshold: float, settings: OfflineSettings
+) -> dict | None:
     """A verdict for a claim that no chunk supports alone but the chunks support together
     (a synthesis across chunks), or None. The chunks listed are those holding its words."""
     stems = set(claim.stems)
@@ -297,10 +348,16 @@ def _combined_support(claim: Text, cks: list[Chunk], row: list[Support], thresho
     if sup.score < threshold or _checks(claim, union, sup, settings, near=False)[0] is not None:
         return None
     listed = sorted(r.chunk for r in contributing[:3])
-    return {"verdict": "supported", "chunks": listed,
-            "evidence": _evidence(cks, [r for r in row if r.chunk in listed], claim), "score": sup.score,
-            "reason": (f"supported by chunks {', '.join(map(str, listed))} together: {sup.doc_coverage:.0%} of the "
-                       f"claim's content words in them (support {sup.score:.2f}, threshold {threshold:.2f})")}
+    return {
+        "verdict": "supported",
+        "chunks": listed,
+        "evidence": _evidence(cks, [r for r in row if r.chunk in listed], claim),
+        "score": sup.score,
+        "reason": (
+            f"supported by chunks {', '.join(map(str, listed))} together: {sup.doc_coverage:.0%} of the "
+            f"claim's content words in them (support {sup.score:.2f}, threshold {threshold:.2f})"
+        ),
+    }
 
 
 def _figure_absent(spec, cks: list[Chunk], settings: OfflineSettings) -> bool:
@@ -308,16 +365,22 @@ def _figure_absent(spec, cks: list[Chunk], settings: OfflineSettings) -> bool:
     absence fails the specifics check (a small count written out does not)."""
     if spec.kind not in ("number", "money", "percent", "date"):
         return False
-    if settings.soft_small_numbers and spec.kind == "number" and spec.value <= 10 \
-            and not any(c.isdigit() for c in spec.text):
+    if (
+        settings.soft_small_numbers
+        and spec.kind == "number"
+        and spec.value <= 10
+        and not any(c.isdigit() for c in spec.text)
+    ):
         return False
     return not any(stated(spec, ck.normalised) for ck in cks)
 
 
 def _reason(sup: Support, verdict: str, threshold: float) -> str:
     """The reason of a verdict from word overlap (and similarity)."""
-    parts = [f"{sup.doc_coverage:.0%} of the claim's content words in chunk {sup.chunk}",
-             f"{sup.window_coverage:.0%} in its best passage"]
+    parts = [
+        f"{sup.doc_coverage:.0%} of the claim's content words in chunk {sup.chunk}",
+        f"{sup.window_coverage:.0%} in its best passage",
+    ]
     if sup.similarity is not None:
         parts.append(f"embedding similarity {sup.similarity:.2f}")
     text = ", ".join(parts) + f" (support {sup.score:.2f}, threshold {threshold:.2f})"
@@ -330,5 +393,7 @@ def _evidence(cks: list[Chunk], sups: Sequence[Support], claim: Text) -> list[di
     """``verify_claims`` evidence: per listed chunk (sorted), the verbatim quote of its
     best-matching passage for the claim (:meth:`Chunk.quote`: one sentence when it holds as many
     of the claim's words as the passage, else the passage)."""
-    return [{"chunk": s.chunk, "quote": cks[s.chunk].quote(s.window, claim.stems)}
-            for s in sorted(sups, key=lambda s: s.chunk)]
+    return [
+        {"chunk": s.chunk, "quote": cks[s.chunk].quote(s.window, claim.stems)}
+        for s in sorted(sups, key=lambda s: s.chunk)
+    ]
