@@ -2,6 +2,12 @@
 
 import pytest
 
+#: The shared fixtures, one copy each: ``llm_server`` (OpenAI and Anthropic wire protocols on
+#: 127.0.0.1), ``browser`` (headless Chromium, one per module), ``postgres_server`` / ``make_db`` /
+#: ``db_url`` (a real PostgreSQL; ``db_url`` runs a test on SQLite and on PostgreSQL), and pytest's
+#: ``pytester``. Room-specific ones live in the room's conftest.py (integrations/llamaindex).
+pytest_plugins = ["helpers.servers", "helpers.browser", "helpers.postgres", "pytester"]
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_environment(tmp_path_factory):

@@ -13,7 +13,11 @@ from typing import Any
 
 import pytest
 
-__all__ = ["wait_for", "FakeClock", "cancel_when_lines"]
+__all__ = ["ROOT", "TESTS", "wait_for", "FakeClock", "cancel_when_lines"]
+
+#: The tests folder (``tests/``, where ``data/`` and ``helpers/`` are) and the repository root above it.
+TESTS = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> bool:

@@ -1,7 +1,7 @@
 """A headless Chromium for tests, driven by Selenium: the system's ``chromium`` and
 ``chromedriver`` (Debian packages ``chromium`` and ``chromium-driver``), never a downloaded one.
 
-A test module that says ``pytest_plugins = ["helpers.browser"]`` gets the ``browser`` fixture (one
+Every test gets the ``browser`` fixture (tests/conftest.py registers this module; one
 browser per module, a fresh profile directory, no network services) and can save screenshots
 with :func:`screenshot`. Binaries: ``$RAGMETER_CHROMIUM`` / ``$RAGMETER_CHROMEDRIVER``, else
 ``/usr/bin/chromium`` / ``/usr/bin/chromedriver``, else ``chromium`` / ``chromedriver`` on PATH.

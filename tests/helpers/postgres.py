@@ -5,7 +5,7 @@
     url = server.create_database()           # a fresh, empty schema per test (its own search_path)
     server.stop()
 
-As fixtures: a test module that says ``pytest_plugins = ["helpers.postgres"]`` gets ``db_url``
+As fixtures (tests/conftest.py registers this module), every test can ask for ``db_url``
 (each test twice: a fresh SQLite file, then a fresh schema on one session-wide server) and
 ``make_db`` (a factory of more databases on the same backend).
 

@@ -43,6 +43,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+import pytest
 
 __all__ = [
     "FakeLLMServer",
@@ -661,3 +662,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True
+
+
+@pytest.fixture
+def llm_server():
+    """The tests' one LLM server fixture: a started :class:`FakeLLMServer` for one test (the
+    :func:`oracle` answers every task unless replies are pushed), stopped after it."""
+    with FakeLLMServer() as server:
+        yield server
