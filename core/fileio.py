@@ -19,6 +19,7 @@ reader of :mod:`ragmeter.tracing`; nothing here knows about samples.
 from __future__ import annotations
 
 import ast
+import datetime
 import itertools
 import json
 import math
@@ -178,25 +179,39 @@ def record_slices(text: str, list_keys: tuple[str, ...] = ()) -> list[tuple[int,
 
 
 _MAX_DEPTH = 200
+#: Longest text kept for an object JSON has no type for (its ``str``), so that a large object in
+#: captured metadata cannot swell a record.
+_MAX_OBJECT_TEXT = 1000
 
 
-def _json_safe(value: Any, depth: int = 0) -> Any:
+def json_safe(value: Any, depth: int = 0) -> Any:
+    """A JSON-ready copy of ``value``, the one conversion every writer and integration uses: NaN
+    and infinities become None, mappings dicts with string keys, lists / tuples / sets lists,
+    numpy values plain numbers, dates and datetimes ISO strings, anything else its ``str`` (at
+    most 1,000 characters); what is nested deeper than 200 levels is replaced by a note saying so.
+
+    >>> import datetime, math
+    >>> json_safe({"a": (1, math.nan), 2: datetime.date(2024, 5, 1), "s": {3}})
+    {'a': [1, None], '2': '2024-05-01', 's': [3]}
+    """
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if value is None or isinstance(value, (str, int, bool)):
         return value
     if depth > _MAX_DEPTH:
-        return str(value)
+        return "[nested deeper than 200 levels]"
     if isinstance(value, Mapping):
-        return {
-            k if k is None or isinstance(k, (str, int, float, bool)) else str(k): _json_safe(v, depth + 1)
-            for k, v in value.items()
-        }
+        return {k if isinstance(k, str) else str(k): json_safe(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [_json_safe(v, depth + 1) for v in value]
+        return [json_safe(v, depth + 1) for v in value]
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
     if hasattr(value, "tolist"):  # numpy scalars and arrays
-        return _json_safe(value.tolist(), depth + 1)
-    return str(value)
+        try:
+            return json_safe(value.tolist(), depth + 1)
+        except Exception:  # an object with a tolist that is not numpy's
+            pass
+    return str(value)[:_MAX_OBJECT_TEXT]
 
 
 def python_literal(text: str) -> list | dict | None:
@@ -223,7 +238,7 @@ def json_text(value: Any, indent: int | None = None) -> str:
     """Strict JSON for everything ragmeter writes: NaN and infinities become ``null`` (never a
     bare ``NaN``, which most JSON readers refuse), sets and tuples lists, numpy values plain
     numbers, anything else its ``str``; non-ASCII text is kept as it is."""
-    return json.dumps(_json_safe(value), ensure_ascii=False, allow_nan=False, indent=indent)
+    return json.dumps(json_safe(value), ensure_ascii=False, allow_nan=False, indent=indent)
 
 
 _TMP_IDS = itertools.count()

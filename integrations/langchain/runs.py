@@ -17,12 +17,12 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import math
-import uuid
 from typing import Any
 
 from ragmeter.capture import REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY
 from ragmeter.conversations import NO_RETRIEVAL_KEY
 from ragmeter.data import MAX_HISTORY, Context, RecordError, Sample
+from ragmeter.fileio import json_safe
 from ragmeter.integrations._tracing import trace_metadata
 from ragmeter.integrations.langchain.turns import chat_history, content_text, turn_fields
 from ragmeter.redact import redact, redact_value
@@ -122,10 +122,10 @@ def sample_from_run(
     if target is not None:
         metadata["trace"] = trace_metadata(target)
     if root.tags:
-        metadata["tags"] = _jsonable(list(root.tags))
+        metadata["tags"] = json_safe(list(root.tags))
     extra = {k: v for k, v in run_meta.items() if k not in (REFERENCE_KEY, RELEVANT_KEY, SAMPLE_ID_KEY)}
     if extra:  # the application's own keys: kept, without credentials
-        metadata["run_metadata"] = redact_value(_jsonable(extra))
+        metadata["run_metadata"] = redact_value(json_safe(extra))
 
     fields = {
         "reference": reference if reference is None or isinstance(reference, str) else str(reference),
@@ -354,7 +354,7 @@ def _context(doc: Any) -> Context | None:
         if value is not None and math.isfinite(value):
             score = value
             break
-    return Context(text=text, id=doc_id, score=score, metadata=redact_value(_jsonable(meta)))
+    return Context(text=text, id=doc_id, score=score, metadata=redact_value(json_safe(meta)))
 
 
 def _question(inputs: Any, key: str | None) -> str | None:
@@ -470,27 +470,3 @@ def _iso(value: Any) -> str | None:
 
 def _round(value: float) -> float:
     return round(value, 6)
-
-
-def _jsonable(value: Any, depth: int = 0) -> Any:
-    """A JSON-serialisable copy of metadata (numpy scalars to numbers, unknown objects to repr)."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if depth > 6:
-        return repr(value)[:200]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable(v, depth + 1) for v in value]
-    if isinstance(value, (_dt.datetime, _dt.date)):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):  # numpy scalar
-        try:
-            return _jsonable(value.item(), depth + 1)
-        except Exception:
-            pass
-    return repr(value)[:200]

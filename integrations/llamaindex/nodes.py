@@ -7,7 +7,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.response.schema import (
@@ -19,23 +18,7 @@ from llama_index.core.base.response.schema import (
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ragmeter.data import Context, RecordError
-
-
-def _jsonable(value: Any, depth: int = 0) -> Any:
-    """A JSON-serialisable copy of ``value`` (node metadata, tags): unknown objects become str."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if depth > 4:
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_jsonable(v, depth + 1) for v in value]
-    if isinstance(value, (np.integer, np.floating)):
-        return _jsonable(value.item(), depth)
-    return str(value)
+from ragmeter.fileio import json_safe
 
 
 def _node_context(nws: Any) -> Context:
@@ -44,7 +27,7 @@ def _node_context(nws: Any) -> Context:
     score = getattr(nws, "score", None)
     text = node.get_content() if hasattr(node, "get_content") else str(node)
     node_meta = getattr(node, "metadata", None)
-    metadata: dict = _jsonable(dict(node_meta)) if isinstance(node_meta, Mapping) else {}
+    metadata: dict = json_safe(dict(node_meta)) if isinstance(node_meta, Mapping) else {}
     ref = getattr(node, "ref_doc_id", None)
     if ref and "ref_doc_id" not in metadata:
         metadata["ref_doc_id"] = str(ref)  # the source document of this chunk

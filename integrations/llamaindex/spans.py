@@ -38,9 +38,10 @@ from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent,
 from llama_index.core.instrumentation.events.synthesis import SynthesizeEndEvent, SynthesizeStartEvent
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
+from ragmeter.fileio import json_safe
 from ragmeter.guard import guarded, never_raise
 from ragmeter.integrations.llamaindex.chat import STREAM_WRITERS, Conversations, run_tags, turn_kind, turn_result
-from ragmeter.integrations.llamaindex.nodes import _jsonable, _query_text, _response_text, _usage_of
+from ragmeter.integrations.llamaindex.nodes import _query_text, _response_text, _usage_of
 
 #: Set while a wrapped stream pulls its next chunk: LLM spans and events started lazily by the
 #: consumer (their LlamaIndex parent span is the consumer's, not the query's) join this query.
@@ -233,7 +234,7 @@ class _Capture:
             if kind == "agent" and not tags:
                 tags = run_tags(arguments)
             if tags:
-                q.tags = _jsonable(dict(tags))
+                q.tags = json_safe(dict(tags))
             if kind == "query":
                 q.question = _query_text(arguments.get("str_or_query_bundle"))
             else:
@@ -321,7 +322,7 @@ class _Capture:
             if sid == q.root_id:
                 q.question = _query_text(event.query) or q.question
                 if event.tags:
-                    q.tags.update(_jsonable(dict(event.tags)))
+                    q.tags.update(json_safe(dict(event.tags)))
         elif isinstance(event, QueryEndEvent):
             if sid == q.root_id:
                 q.response = event.response
