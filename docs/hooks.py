@@ -247,11 +247,14 @@ def judges_page() -> str:
 
     spec_rows = []
     for backend, (form, _build) in spec_module.SPECS.items():
-        example = {"ollama": "ollama:MODEL"}.get(backend, backend)
+        # A cascade needs the judge after '>'; its scores carry the name of the member that decided.
+        example = {"ollama": "ollama:MODEL", "cascade": "cascade:offline>openai"}.get(backend, backend)
         judge = spec_module.judge_from_spec(example, **({} if backend == "offline" else {"api_key": "sk-docs"}))
         cls = type(judge)
-        spec_rows.append(f"| `{form}` | [`{cls.__name__}`][{cls.__module__}.{cls.__qualname__}] | "
-                         f"`{judge.name}` |")
+        members = (getattr(judge, "first", None), getattr(judge, "then", None))
+        name = (f"`{members[0].name}` or `{members[1].name}` (the member that decided)"
+                if all(members) else f"`{judge.name}`")
+        spec_rows.append(f"| `{form}` | [`{cls.__name__}`][{cls.__module__}.{cls.__qualname__}] | {name} |")
     class_rows = []
     for name in judges_module.__all__:
         obj = getattr(judges_module, name)
