@@ -32,7 +32,7 @@ import shutil
 import tempfile
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import griffe
 from mkdocs.plugins import event_priority
@@ -326,8 +326,10 @@ def cli_page() -> str:
     return "\n".join(parts)
 
 
-def api_page(module_name: str) -> str:
-    """``api/<module_name>.md``: the module's docstring and every public name, via mkdocstrings."""
+def api_page(module_name: str, faces: Sequence[str] = ()) -> str:
+    """``api/<module_name>.md``: the module's docstring and every public name, via mkdocstrings. A
+    name defined in another module of ``faces`` (the modules with an API page) is documented on that
+    page and linked from this one: one object, one primary place for cross-references."""
     module = importlib.import_module(module_name)
     parts = [f"# {module_name}", "", f"::: {module_name}", "    options:", "      members: false",
              "      show_root_heading: false", "      show_root_toc_entry: false", ""]
@@ -345,6 +347,9 @@ def api_page(module_name: str) -> str:
             defined = None
         else:
             path = f"{defined}.{obj.__qualname__}"
+        if defined and defined != module_name and defined in faces:
+            parts += [f"## {name}", "", f"[`{path}`][{path}]: {_summary(obj)}", ""]
+            continue
         if defined and not _static(path):  # built at run time (e.g. one class per metric): no source
             parts += [f"## {name}", "", _doc(obj), ""]
             continue
@@ -420,8 +425,9 @@ def on_files(files: Files, config: Any) -> Files:
     pages = {"reference/metrics.md": metrics_page, "reference/judges.md": judges_page, "reference/cli.md": cli_page}
     for uri, build in pages.items():
         files.append(File.generated(config, uri, content=build()))
-    for module in _api_modules(config.nav):
-        files.append(File.generated(config, f"api/{module}.md", content=api_page(module)))
+    faces = list(dict.fromkeys(_api_modules(config.nav)))
+    for module in faces:
+        files.append(File.generated(config, f"api/{module}.md", content=api_page(module, faces)))
     return files
 
 
