@@ -31,8 +31,9 @@ import re
 import shutil
 import tempfile
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import griffe
 from mkdocs.plugins import event_priority

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -304,8 +305,7 @@ def test_manual_builds_with_generated_references(site):
     assert "<code>extract_claims</code>, <code>verify_claims</code>" in row and "0.85 / 0.7" in row
 
     judges = (site / "reference" / "judges" / "index.html").read_text(encoding="utf-8")
-    from html import escape  # a spec form may hold '>' (cascade:offline>JUDGE), escaped in the page
-
+    # A spec form may hold '>' (cascade:offline>JUDGE), escaped in the page.
     assert all(f"<code>{escape(form, quote=False)}</code>" in judges for form, _ in SPECS.values())
     assert all(f"<code>{task}</code>" in judges for task in TASKS)
 
