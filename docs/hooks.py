@@ -31,6 +31,7 @@ import re
 import shutil
 import tempfile
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -270,10 +271,17 @@ def judges_page() -> str:
 
     spec_rows = []
     for backend, (form, _build) in spec_module.SPECS.items():
-        example = {"ollama": "ollama:MODEL"}.get(backend, backend)
+        # A cascade needs the judge after '>'; its scores carry the name of the member that decided.
+        example = {"ollama": "ollama:MODEL", "cascade": "cascade:offline>openai"}.get(backend, backend)
         judge = spec_module.judge_from_spec(example, **({} if backend == "offline" else {"api_key": "sk-docs"}))
         cls = type(judge)
-        spec_rows.append(f"| `{form}` | [`{cls.__name__}`][{cls.__module__}.{cls.__qualname__}] | `{judge.name}` |")
+        members = (getattr(judge, "first", None), getattr(judge, "then", None))
+        name = (
+            f"`{members[0].name}` or `{members[1].name}` (the member that decided)"
+            if all(members)
+            else f"`{judge.name}`"
+        )
+        spec_rows.append(f"| `{form}` | [`{cls.__name__}`][{cls.__module__}.{cls.__qualname__}] | {name} |")
     class_rows = []
     for name in judges_module.__all__:
         obj = getattr(judges_module, name)
@@ -364,8 +372,10 @@ def cli_page() -> str:
     return "\n".join(parts)
 
 
-def api_page(module_name: str) -> str:
-    """``api/<module_name>.md``: the module's docstring and every public name, via mkdocstrings."""
+def api_page(module_name: str, faces: Sequence[str] = ()) -> str:
+    """``api/<module_name>.md``: the module's docstring and every public name, via mkdocstrings. A
+    name defined in another module of ``faces`` (the modules with an API page) is documented on that
+    page and linked from this one: one object, one primary place for cross-references."""
     module = importlib.import_module(module_name)
     parts = [
         f"# {module_name}",
@@ -391,6 +401,9 @@ def api_page(module_name: str) -> str:
             defined = None
         else:
             path = f"{defined}.{obj.__qualname__}"
+        if defined and defined != module_name and defined in faces:
+            parts += [f"## {name}", "", f"[`{path}`][{path}]: {_summary(obj)}", ""]
+            continue
         if defined and not _static(path):  # built at run time (e.g. one class per metric): no source
             parts += [f"## {name}", "", _doc(obj), ""]
             continue
@@ -466,8 +479,9 @@ def on_files(files: Files, config: Any) -> Files:
     pages = {"reference/metrics.md": metrics_page, "reference/judges.md": judges_page, "reference/cli.md": cli_page}
     for uri, build in pages.items():
         files.append(File.generated(config, uri, content=build()))
-    for module in _api_modules(config.nav):
-        files.append(File.generated(config, f"api/{module}.md", content=api_page(module)))
+    faces = list(dict.fromkeys(_api_modules(config.nav)))
+    for module in faces:
+        files.append(File.generated(config, f"api/{module}.md", content=api_page(module, faces)))
     return files
 
 

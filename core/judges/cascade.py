@@ -5,7 +5,7 @@ sample's faithfulness verdict, ``max(p, 1 - p)`` where ``p`` is the probability 
 reader finds the answer fully supported (:meth:`~ragmeter.judges.offline.OfflineJudge.confidence`,
 fit on human labels), decides: below the cut, every metric of the sample is scored again by the
 LLM judge and the LLM's Scores are kept. The cut is given either as a confidence
-(``confidence=0.8``) or as the share of samples to route (``route=0.3``, the default): the
+(``confidence=0.8``) or as the share of samples to route (``route=0.2``, the default): the
 confidence below which that share of the development data's answers falls (the quantiles are
 fit with the combinations, ``benchmarks/fit_offline.py``), so on other data the routed share
 differs from the one asked for (the bundled RAG samples, less sure than the development mix, route
@@ -51,7 +51,7 @@ class CascadeJudge(Judge):
 
     ``first``: the offline judge (anything with ``confidence(value)`` and ``routing_cut(share)``:
     an :class:`~ragmeter.judges.offline.OfflineJudge`); ``then``: any judge. ``route``: the share of
-    samples to route (0..1, default 0.3), or ``confidence``: the cut itself (0.5..1: samples whose
+    samples to route (0..1, default 0.2), or ``confidence``: the cut itself (0.5..1: samples whose
     confidence is below it are routed); not both.
 
     See the module for the spec and the details each Score carries.
