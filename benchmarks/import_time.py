@@ -33,7 +33,7 @@ Before, every face loaded the whole of ``import ragmeter`` (its package ``__init
 the dashboard, the monitor, the test-set generator, SQLAlchemy for the store. A name is now
 imported on first use (:mod:`ragmeter._lazy`): the cost moves to the first ``rm.evaluate``.
 
-The numbers are in the README's "Measured" section; tests/test_import_graph.py bounds the module
+The numbers are in the README's "Measured" section; tests/project/test_import_graph.py bounds the module
 count (a count, not a time: times vary with the machine).
 """
 

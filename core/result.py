@@ -301,7 +301,7 @@ class EvaluationResult:
     def to_html(self) -> str:
         """The run as ragmeter's self-contained HTML page (:func:`ragmeter.dashboard.render_result`):
         summary, distributions, worst samples first with filters, per-sample evidence."""
-        from ragmeter.dashboard.page import render_result  # the one upward import (tests/test_import_graph.py)
+        from ragmeter.dashboard.page import render_result  # the one upward import (tests/project/test_import_graph.py)
 
         return render_result(self)
 

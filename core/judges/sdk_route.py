@@ -8,7 +8,7 @@ it sent on the client's httpx transport, which needs private SDK internals
 (``client._client``, ``_make_status_error_from_response``, httpx's ``_transport_for_url``).
 Those are used only when the SDK's version is within :data:`FAST_PATH_VERSIONS` (the oldest
 supported release, ``.ci/oldest.txt``, up to the next major release after the newest tested:
-``tests/test_sdk_versions.py`` checks both ends on each CI run) and the internals are there; any
+``tests/judges/test_sdk_versions.py`` checks both ends on each CI run) and the internals are there; any
 other release keeps every request on ``client.post``: slower, never broken.
 """
 

@@ -121,7 +121,7 @@ def test_the_installed_sdk_is_in_its_range_and_reuses(sdk_name):
     low, high = FAST_PATH_VERSIONS[sdk_name]
     assert fast_path_supported(sdk_name, sdk.__version__), (
         f"{sdk_name} {sdk.__version__} is outside the fast path's range [{low}, {high}): check the route's "
-        "tests on it (tests/test_sdk_route.py), then widen FAST_PATH_VERSIONS"
+        "tests on it (tests/judges/test_sdk_route.py), then widen FAST_PATH_VERSIONS"
     )
     with FakeLLMServer() as server:
         route = _route_after_three_posts(sdk_name, sdk, server)

@@ -1,5 +1,5 @@
 """The README is the front door and tells the truth: at most 12 KB; the Quick start block is the
-two commands ``.ci/run`` runs verbatim, followed by what the first one prints (tests/test_docs.py
+two commands ``.ci/run`` runs verbatim, followed by what the first one prints (tests/project/test_docs.py
 runs every README block and compares the output it shows); every link leads somewhere; one install
 line per extra it names. The manual keeps what moved there from the README checked the same way:
 the examples' shown code and output, the command synopsis, the custom metric, the span processor's

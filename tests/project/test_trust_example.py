@@ -1,6 +1,6 @@
 """The labeled example (issue 34, item 6): its files are what its README says, licenses included.
 That it runs out of the box and prints the card the manual shows is a block of docs/deciding/trust.md,
-run and compared by tests/test_docs.py."""
+run and compared by tests/project/test_docs.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``ragmeter serve`` in front of a real Arize Phoenix server: a LangChain RAG app exports its trace
 with the SDK's OTLP/HTTP exporter to the service only; the service forwards the trace
 (``forward_all``) and its evaluation carrier to Phoenix, and the test reads both back through
-Phoenix's REST API. The Phoenix server comes from tests/test_phoenix_e2e.py (skipped without a
+Phoenix's REST API. The Phoenix server comes from tests/tracing/test_phoenix_e2e.py (skipped without a
 ``phoenix`` binary, a failure with ``RAGMETER_REQUIRE_PHOENIX=1``)."""
 
 from __future__ import annotations
