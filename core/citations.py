@@ -334,7 +334,8 @@ def _reference_lines(text: str, markers: list[_Marker]) -> set[int]:
     colon: set[int] = set()
     for i, (a, b) in enumerate(spans):
         line = text[a:b]
-        lead = _BULLET.match(line).end()
+        bullet = _BULLET.match(line)  # (it matches every line: all of it is optional)
+        lead = bullet.end() if bullet else 0
         mk = starts.get(a + lead)
         if mk is None:
             continue

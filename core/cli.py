@@ -28,7 +28,7 @@ import textwrap
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ragmeter import __version__
 from ragmeter.judges.spec import spec_help
@@ -228,9 +228,11 @@ def open_recorder(args: argparse.Namespace, *, stream: str | None = None, resume
         args.store_failed = exc
         return None
     try:
-        if resume and stream is None:
+        if not resume:
+            return RunRecorder.new(store, dataset)
+        if stream is None:
             return RunRecorder.for_dataset(store, dataset)
-        return RunRecorder.for_file(store, dataset, stream) if resume else RunRecorder.new(store, dataset)
+        return RunRecorder.for_file(store, dataset, stream)
     except BaseException as exc:
         store.close()
         if not store_error(exc):
@@ -416,24 +418,29 @@ def _cmd_evaluate_streamed(args: argparse.Namespace, stream: str) -> int:
     results appended to ``stream`` (and recorded in the store) as they finish; with ``--resume``
     the samples already in that file are skipped (see :mod:`ragmeter.streaming`)."""
     from ragmeter.runner import evaluate
+    from ragmeter.streaming import StreamedResult
 
     args.stream = stream
     recorder = open_recorder(args, stream=stream, resume=args.resume)
     try:
-        result = evaluate(
-            args.file,
-            metric_list(args.metrics),
-            args.judge,
-            concurrency=args.concurrency,
-            progress=not args.no_progress,
-            profile=args.profile,
-            executor=executor_from(args),
-            out=stream,
-            resume=args.resume,
-            recorder=recorder,
-            repeats=args.repeats,
-            repeat_band=args.repeat_band,
-            capture_content=args.capture_content,
+        # evaluate(out=...) returns a StreamedResult
+        result = cast(
+            StreamedResult,
+            evaluate(
+                args.file,
+                metric_list(args.metrics),
+                args.judge,
+                concurrency=args.concurrency,
+                progress=not args.no_progress,
+                profile=args.profile,
+                executor=executor_from(args),
+                out=stream,
+                resume=args.resume,
+                recorder=recorder,
+                repeats=args.repeats,
+                repeat_band=args.repeat_band,
+                capture_content=args.capture_content,
+            ),
         )
     except BaseException:
         if recorder is not None:

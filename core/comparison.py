@@ -561,7 +561,8 @@ def _stats(
     diff = mean_b - mean_a if mean_a is not None and mean_b is not None else None
     ci = _bootstrap_ci(a, b, paired, n_boot, seed)
     p, p_note = _p_values(a, b, paired)
-    effect = required = None
+    effect: float | None = None
+    required: int | None = None
     if paired:
         d = b - a
         sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
@@ -573,7 +574,7 @@ def _stats(
         var_b = float(b.var(ddof=1)) if len(b) > 1 else None
         if var_a is not None and var_b is not None:
             pooled = ((len(a) - 1) * var_a + (len(b) - 1) * var_b) / (len(a) + len(b) - 2)
-            if pooled > 0:
+            if pooled > 0 and diff is not None:  # (two values a side: both means are there)
                 effect = diff / math.sqrt(pooled) * (1 - 3 / (4 * (len(a) + len(b)) - 9))
             required = required_sample_size(pooled, min_detectable)
     if diff is not None and ci is not None and diff < -tolerance and ci[1] < 0:
@@ -605,7 +606,11 @@ def _stats(
 # --------------------------------------------------------------------------- comparing
 
 
-def _cells(result: EvaluationResult, ratings: Iterable[str]) -> tuple[list[str], list[tuple[str, dict[str, tuple]]]]:
+#: Per sample: metric -> (value, status, error).
+_Cells = dict[str, tuple[float | None, str, str | None]]
+
+
+def _cells(result: EvaluationResult, ratings: Iterable[str]) -> tuple[list[str], list[tuple[str, _Cells]]]:
     """Metric names (human ratings included) and, per sample in order, (id, metric -> (value,
     status, error))."""
     names = list(result.metrics)
@@ -622,17 +627,17 @@ def _cells(result: EvaluationResult, ratings: Iterable[str]) -> tuple[list[str],
                 cells[key] = (float(v), "ok", None)
                 if key not in names:
                     names.append(key)
-        rows.append((r.sample.id, cells))
+        rows.append((str(r.sample.id), cells))  # (Sample makes every id a string)
     return names, rows
 
 
-def _values(rows: list[tuple[str, dict[str, tuple]]], metric: str) -> np.ndarray:
+def _values(rows: list[tuple[str, _Cells]], metric: str) -> np.ndarray:
     return np.array([c[metric][0] for _, c in rows if metric in c and c[metric][0] is not None], dtype=float)
 
 
-def _first(rows: list[tuple[str, dict[str, tuple]]]) -> dict[str, dict[str, tuple]]:
+def _first(rows: list[tuple[str, _Cells]]) -> dict[str, _Cells]:
     """Sample id -> cells, in order; a repeated id keeps its first occurrence."""
-    out: dict[str, dict[str, tuple]] = {}
+    out: dict[str, _Cells] = {}
     for sid, cells in rows:
         out.setdefault(sid, cells)
     return out

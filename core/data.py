@@ -22,7 +22,7 @@ import math
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from ragmeter.fileio import LongInt, json_text, text_problem
 from ragmeter.redact import redact
@@ -358,7 +358,7 @@ class Sample:
         return [c.id for c in self.contexts]
 
     @classmethod
-    def from_dict(cls, record: Mapping, location: str | None = None) -> Sample:
+    def from_dict(cls, record: Any, location: str | None = None) -> Sample:
         """Build a Sample from a dict using our field names or RAGAS / DeepEval ones.
 
         Raises :class:`RecordError` naming ``location`` and the field when the record is malformed.
@@ -483,6 +483,10 @@ def _validate_relevant(value: Any) -> Any:
 _LABELS = ("pass", "warn", "fail")
 
 
+@overload
+def label_for(value: float, threshold: float, warn: float) -> str: ...
+@overload
+def label_for(value: float | None, threshold: float, warn: float) -> str | None: ...
 def label_for(value: float | None, threshold: float, warn: float) -> str | None:
     """``"pass"`` when value >= threshold, ``"warn"`` when value >= warn, else ``"fail"``; None for None.
 
@@ -705,7 +709,7 @@ def collect_samples(numbered: list, location: str, on_error: str = "collect", so
     if on_error not in ("collect", "raise"):
         raise ValueError("on_error must be 'collect' or 'raise'")
     out = Dataset(source=source)
-    seen: dict[str, Any] = {}
+    seen: dict[str | None, Any] = {}  # Sample.id: typed optional, set by Sample itself
     for n, record in numbered:
         where = f"{location} {n}"
         try:

@@ -191,7 +191,7 @@ class BackgroundScorer:
         self.exit_timeout = exit_timeout
         self.name = name
         self.results: collections.deque[SampleResult] = collections.deque(maxlen=keep_results)
-        self._stats = collections.Counter()
+        self._stats: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._pending = 0

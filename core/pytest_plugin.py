@@ -111,7 +111,7 @@ class _Collector:
         results, metrics = [], []
         for result, _floors, _, test in self.records:
             meta = dict(result.sample.metadata)
-            own = meta.get("tags") if isinstance(meta.get("tags"), list) else []
+            own: list = meta["tags"] if isinstance(meta.get("tags"), list) else []
             meta["tags"] = [*own, f"test:{test}"] if test else own
             results.append(
                 SampleResult(

@@ -135,7 +135,8 @@ def _walk(value: Any, extra: tuple[str, ...], depth: int) -> Any:
     if isinstance(value, _LEAVES) or depth > 20:
         return value
     if isinstance(value, dict):
-        out, changed = {}, False
+        out: dict[Any, Any] = {}
+        changed = False
         for k, v in value.items():
             if isinstance(v, _LEAVES) and (v is None or not isinstance(k, str) or not _secret_key(k)):
                 out[k] = v

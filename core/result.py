@@ -142,18 +142,22 @@ class EvaluationResult:
             )
             out[metric] = row
         if labels is not None:
-            from ragmeter.trust.estimates import human_estimates
-
-            for metric, est in human_estimates(self, labels).items():
-                if metric in out:
-                    out[metric].update(
-                        human_mean=est["mean"],
-                        human_ci=est["ci"],
-                        human_n=est["n"],
-                        human_scale=est["scale"],
-                        **({"human_reason": est["reason"]} if est["reason"] else {}),
-                    )
+            self._add_human_estimates(out, labels)
         return out
+
+    def _add_human_estimates(self, out: dict[str, dict[str, Any]], labels: Any) -> None:
+        """Add the ``human_*`` entries of :meth:`summary` to its rows ``out``."""
+        from ragmeter.trust.estimates import human_estimates
+
+        for metric, est in human_estimates(self, labels).items():
+            if metric in out:
+                out[metric].update(
+                    human_mean=est["mean"],
+                    human_ci=est["ci"],
+                    human_n=est["n"],
+                    human_scale=est["scale"],
+                    **({"human_reason": est["reason"]} if est["reason"] else {}),
+                )
 
     def problems(self, threshold: float | None = None) -> list[dict[str, Any]]:
         """Scores that need a look, worst first: errors, ensemble disagreements, scores whose

@@ -36,7 +36,7 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -91,13 +91,12 @@ class SharedJudge(Judge):
             if hit is not None:
                 self._done.move_to_end(key)
                 return self._cached(hit)
-            fut = self._inflight.get((loop, key))
-            owner = fut is None
-            if owner:
+            waiting = self._inflight.get((loop, key))
+            if waiting is None:  # the first asker: it runs the task
                 fut = loop.create_future()
                 self._inflight[(loop, key)] = fut
-        if not owner:
-            return self._cached(await asyncio.shield(fut))
+        if waiting is not None:
+            return self._cached(await asyncio.shield(waiting))
         try:
             result = await self.inner.run(task, inputs)
         except BaseException as err:
@@ -192,6 +191,10 @@ def _wrap_judge(judge: Judge) -> Judge:
     return SharedJudge(judge)
 
 
+@overload
+def share_judge(judge: Judge) -> Judge: ...
+@overload
+def share_judge(judge: None) -> None: ...
 def share_judge(judge: Judge | None) -> Judge | None:
     """The process-wide sharing wrapper of ``judge`` (the same one while it is in use); None and
     wrappers pass through. An ensemble becomes an ensemble of shared members."""

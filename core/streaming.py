@@ -54,7 +54,7 @@ def iter_samples(source: Any, errors: list[RecordError]) -> Iterator[Sample]:
         errors.extend(dataset.errors)
         yield from dataset
         return
-    seen: dict[str, int] = {}
+    seen: dict[str | None, int] = {}  # Sample.id: typed optional, set by Sample itself
     with open(source, "rb") as fh:
         for n, raw in enumerate(fh, start=1):
             line = decode_text(raw)
@@ -141,8 +141,9 @@ class StreamedResult(EvaluationResult):
         self.results = ResultsFile(path)  # type: ignore[assignment]
         self.scored, self.skipped = scored, skipped
 
-    def summary(self) -> dict[str, dict[str, Any]]:
-        """As :meth:`EvaluationResult.summary`, in one pass over the file, holding values only."""
+    def summary(self, labels: Any = None) -> dict[str, dict[str, Any]]:
+        """As :meth:`EvaluationResult.summary`, in one pass over the file, holding values only
+        (``labels``: the human-unit estimates too, which read the file again)."""
         values: dict[str, list[float]] = {m: [] for m in self.metrics}
         counts = {m: dict.fromkeys(("errors", "n/a", "pass", "warn", "fail"), 0) for m in self.metrics}
         for r in self.results:
@@ -160,7 +161,10 @@ class StreamedResult(EvaluationResult):
                     ("fail", s.label == "fail"),
                 ):
                     counts[m][key] += hit
-        return {m: {**_stats(values[m]), "count": len(values[m]), **counts[m]} for m in self.metrics}
+        out = {m: {**_stats(values[m]), "count": len(values[m]), **counts[m]} for m in self.metrics}
+        if labels is not None:
+            self._add_human_estimates(out, labels)
+        return out
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write a report (see :meth:`EvaluationResult.save`); the results file itself is already written."""
@@ -168,7 +172,7 @@ class StreamedResult(EvaluationResult):
             return self.path
         return super().save(path)
 
-    def load(self) -> EvaluationResult:
+    def load(self) -> EvaluationResult:  # type: ignore[override]  # public API: no path, the run's own file
         """The whole run in memory (:meth:`EvaluationResult.load` of the results file)."""
         return EvaluationResult.load(self.path)
 

@@ -57,7 +57,7 @@ def _answer_and_contexts(out: Any) -> tuple[str | None, list]:
         return out
     if isinstance(out, Mapping):
         answer = next((out[k] for k in _ANSWER_KEYS if k in out), None)
-        contexts = next((out[k] for k in _CONTEXT_KEYS if k in out), [])
+        contexts: Any = next((out[k] for k in _CONTEXT_KEYS if k in out), [])
         if not isinstance(answer, (str, type(None))):
             answer, more = _answer_and_contexts(answer)
             contexts = contexts or more
@@ -256,13 +256,13 @@ def sweep(
         result = evaluate(samples, metric_list, judge_obj, progress=progress, concurrency=concurrency)
         result.invalid += unreadable + failed  # kept with the run (and in the store): the dashboard counts them
         summary, usage = result.summary(), result.usage
-        latency = run_latency(result.results) or {}
+        times = run_latency(result.results) or {}
         rows.append(
             {
                 **setting,
                 **{m: summary.get(m, {}).get("mean") for m in result.metrics},
-                "p50_s": latency.get("p50_s"),
-                "p95_s": latency.get("p95_s"),
+                "p50_s": times.get("p50_s"),
+                "p95_s": times.get("p95_s"),
                 "samples": len(samples),
                 "pipeline_errors": len(base) - len(samples),
                 "judge_calls": usage.calls,

@@ -462,10 +462,10 @@ def _split_coordination(sentence: str) -> list[str]:
     out = [parts[0]]
     for p in parts[1:]:
         if _PREDICATE_START.match(p) and first_subject:
-            subject, aux = first_subject
+            noun, aux = first_subject
             if aux and re.match(r"[a-z][a-z-]{2,}ed\b", p):
-                subject = f"{subject} {aux}"
-            p = f"{subject} {p}"
+                noun = f"{noun} {aux}"
+            p = f"{noun} {p}"
         out.append(p[:1].upper() + p[1:] if p[:1].islower() and not _PREDICATE_START.match(p) else p)
     return out
 
@@ -533,7 +533,7 @@ def _antecedent(left: str) -> str | None:
             return " ".join(words[i:]) if i < len(words) - 1 else None
         if words[i].endswith((",", ";", ":")) and i < len(words) - 1:
             break
-    caps = []
+    caps: list[str] = []
     for w in reversed(words):
         if w[:1].isupper():
             caps.insert(0, w)

@@ -245,7 +245,7 @@ class TraceAssembler:
                 if not entry_ended:
                     continue  # in flight: its end wakes the worker (TTL evicts it if it never ends)
                 ready = force or not self._open_below(tr, eid, False) or now - entry_end >= grace
-                wait_until = entry_end + grace
+                wait_until: float | None = entry_end + grace
             else:
                 if not g.fresh and not entry_ended:
                     continue  # segments so far are scored; wait for more members or the entry's end

@@ -174,7 +174,7 @@ class TraceBuffer:
         ready: list = []
         with self._lock:
             for tid, group in by_trace.items():
-                since, held, ids, parents = self._held.pop(tid, None) or (now, [], set(), set())
+                since, held, ids, parents = self._held.pop(tid) if tid in self._held else (now, [], set(), set())
                 held.extend(group)
                 self.spans += len(group)
                 ids.update(sp.context.span_id for sp in group)
@@ -481,7 +481,7 @@ class EvaluationService:
     @property
     def url(self) -> str:
         """``http://host:port`` (``https://`` with TLS) of the service."""
-        host = self._server.server_address[0]
+        host = str(self._server.server_address[0])  # (a TCP server's: a str)
         host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "[::1]"}.get(host, f"[{host}]" if ":" in host else host)
         return f"{'https' if self._server.tls else 'http'}://{host}:{self.port}"
 

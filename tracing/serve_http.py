@@ -376,8 +376,8 @@ class HardenedHandler(BaseHTTPRequestHandler):
         self.conn: _Conn = self.server.conn_of(self.connection)
         self.reader = _DeadlineReader(self.connection, bytes(self.conn.data))
         self.conn.data = bytearray()
-        self.rfile: io.BufferedReader = io.BufferedReader(self.reader, _CHUNK)  # type: ignore[assignment]
-        self.wfile = socketserver._SocketWriter(self.connection)  # type: ignore[attr-defined]
+        self.rfile: io.BufferedReader = io.BufferedReader(self.reader, _CHUNK)
+        self.wfile = socketserver._SocketWriter(self.connection)  # type: ignore[attr-defined]  # stdlib-private, not in typeshed
 
     def handle(self) -> None:
         srv = self.server

@@ -245,7 +245,7 @@ def carrier_attributes(result: SampleResult, target: SpanTarget) -> dict[str, An
             v = _num(cit.get(k))
             if v is not None:
                 attrs[f"ragmeter.citation.{k}"] = v
-        counts = cit.get("counts") if isinstance(cit.get("counts"), Mapping) else {}
+        counts: Mapping = cit["counts"] if isinstance(cit.get("counts"), Mapping) else {}
         for src, dst in (
             ("citations", "count"),
             ("supports", "supported_count"),
@@ -311,11 +311,11 @@ def _citation_event(cit: Mapping, contexts: list, with_content: bool = True) -> 
     markers, statements, chunks, ids, verdicts, quotes = [], [], [], [], [], []
     for r in records:
         chunk = r.get("chunk")
-        valid = isinstance(chunk, int) and not isinstance(chunk, bool)
+        index = chunk if isinstance(chunk, int) and not isinstance(chunk, bool) else None
         markers.append(str(r.get("marker") or r.get("target") or ""))
         statements.append(_short(r.get("statement") or "", 500))
-        chunks.append(chunk + 1 if valid else 0)
-        cid = contexts[chunk].id if valid and 0 <= chunk < len(contexts) else None
+        chunks.append(index + 1 if index is not None else 0)
+        cid = contexts[index].id if index is not None and 0 <= index < len(contexts) else None
         ids.append(str(cid or ""))
         verdicts.append(str(r.get("verdict") or ""))
         quotes.append(_short(r.get("quote") or "", 500))

@@ -92,10 +92,12 @@ def conversations_section(views: Sequence[SampleView], metrics: Sequence[str] = 
     entries = []
     for (run, conv), group in groups.items():
         by_id = {id(v.result): v for v in group}
-        [res] = conversation_results(
-            [v.result for v in group], primary, FALLING_TOLERANCE, value=lambda r, _m=by_id: value_of(_m[id(r)])
-        )
-        by_sample = {}
+
+        def turn_value(r: object, _m: dict[int, SampleView] = by_id) -> float | None:
+            return value_of(_m[id(r)])
+
+        [res] = conversation_results([v.result for v in group], primary, FALLING_TOLERANCE, value=turn_value)
+        by_sample: dict[str, SampleView] = {}
         for v in group:
             by_sample.setdefault(v.id, v)
         rows = [(t, by_sample[sid]) for t, sid, _ in res.turns]

@@ -181,7 +181,10 @@ class _Canvas:
     def png(self) -> bytes:
         """The image averaged down to ``scale`` x its logical size, as PNG bytes."""
         s = _SUPERSAMPLE
-        total = sum(self.pixels[i::s, j::s].astype(np.uint16) for i in range(s) for j in range(s))
+        total = np.zeros(self.pixels[::s, ::s].shape, dtype=np.uint16)
+        for i in range(s):
+            for j in range(s):
+                total += self.pixels[i::s, j::s]
         return encode_png(((total + s * s // 2) // (s * s)).astype(np.uint8))
 
 

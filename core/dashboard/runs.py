@@ -44,10 +44,10 @@ def _card(metric: str, caption: str, svg: str) -> str:
 
 def _latency_cards(runs: Sequence[RunEntry]) -> list[str]:
     """The p50 and p95 response time of each run, in seconds (no cards when no run has one)."""
-    timed = [r for r in runs if r.latency]
+    timed = [r.latency for r in runs if r.latency]
     if not timed:
         return []
-    top = nice_ceiling(max(r.latency["p95_s"] for r in timed))
+    top = nice_ceiling(max(latency["p95_s"] for latency in timed))
     cards = []
     for stat in ("p50", "p95"):
         points = [

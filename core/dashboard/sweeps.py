@@ -52,7 +52,9 @@ class SweepEntry:
 
     def levels(self, metric: str) -> tuple[float, float] | None:
         """The (pass, warn) levels of ``metric`` (from the first setting that has them)."""
-        return next((tuple(r.thresholds[metric]) for r in self.results if r.thresholds.get(metric)), None)
+        return next(
+            ((r.thresholds[metric][0], r.thresholds[metric][1]) for r in self.results if r.thresholds.get(metric)), None
+        )
 
 
 def main_effect(

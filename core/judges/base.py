@@ -10,7 +10,7 @@ LLM backends render the task's prompt and validate the structured answer
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
@@ -65,7 +65,7 @@ class Usage:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> Usage:
+    def from_dict(cls, d: Mapping) -> Usage:
         """Inverse of :meth:`to_dict` (unknown keys ignored)."""
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 

@@ -230,6 +230,8 @@ class JudgeCache:
         return entry
 
     def _delete(self, key: str) -> None:
+        if self._conn is None:  # closed meanwhile: nothing to delete from
+            return
         try:
             self._conn.execute("DELETE FROM answers WHERE key = ?", (key,))
         except _STORAGE_ERRORS as err:
@@ -268,7 +270,9 @@ class JudgeCache:
         with self._lock:
             db = self._open()
             try:
-                for i in range(0, len(keys), 500) if db is not None else ():
+                for i in range(0, len(keys), 500):
+                    if db is None:
+                        break
                     chunk = list(keys[i : i + 500])
                     marks = ",".join("?" * len(chunk))
                     for key, data in db.execute(f"SELECT key, data FROM vectors WHERE key IN ({marks})", chunk):

@@ -65,7 +65,7 @@ class CachedEmbedder(Embedder):
         self.batch_size = int(batch_size)
         if isinstance(prices, (int, float)):
             prices = (float(prices), 0.0)
-        self.prices = tuple(prices) if prices is not None else price_for(self.model)
+        self.prices = (prices[0], prices[1]) if prices is not None else price_for(self.model)
         self.max_concurrency = max_concurrency
         self.dispatcher = Dispatcher(
             retry=RetryPolicy(

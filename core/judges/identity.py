@@ -52,7 +52,7 @@ def secrets_of(obj: Any) -> tuple[str, ...]:
         if not _KEY_FIELD.search(name):
             continue
         try:
-            value = getattr(obj, name, None)
+            value: Any = getattr(obj, name, None)
             if hasattr(value, "get_secret_value"):
                 value = value.get_secret_value()
         except Exception:  # noqa: BLE001 - a model's property may fail

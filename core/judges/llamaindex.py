@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import types
 from typing import Any, Literal
 
 import numpy as np
@@ -42,11 +43,11 @@ def model_from_schema(name: str, schema: dict, description: str | None = None) -
 
     def build(s: dict, path: str) -> Any:
         if "enum" in s:
-            return Literal[tuple(s["enum"])]  # type: ignore[misc]
+            return Literal[tuple(s["enum"])]
         kind = s.get("type")
         if kind == "object":
             required = set(s.get("required", []))
-            fields = {}
+            fields: dict[str, Any] = {}
             for key, sub in (s.get("properties") or {}).items():
                 typ = build(sub, path + _camel(key))
                 fields[key] = (typ, ...) if key in required else (typ | None, None)
@@ -54,7 +55,7 @@ def model_from_schema(name: str, schema: dict, description: str | None = None) -
                 path, __config__=ConfigDict(extra="forbid"), __doc__=s.get("description") or f"{path}.", **fields
             )
         if kind == "array":
-            return list[build(s.get("items") or {}, path + "Item")]
+            return types.GenericAlias(list, (build(s.get("items") or {}, path + "Item"),))  # list[item type]
         if kind in _SCALARS:
             return _SCALARS[kind]
         return Any
@@ -79,7 +80,7 @@ class LlamaIndexTransport(Transport):
     def cache_params(self) -> dict:
         """Model class and its non-secret identifying parameters: part of the cache key."""
         try:
-            meta = getattr(self.llm, "metadata", None)
+            meta: Any = getattr(self.llm, "metadata", None)
             params = safe_params(meta.model_dump() if hasattr(meta, "model_dump") else {})
         except Exception:  # noqa: BLE001
             params = {}

@@ -135,7 +135,7 @@ class LLMJudge(Judge):
         self.max_tokens_cap = int(max_tokens_cap)
         self.temperature = temperature
         self.timeout = timeout
-        self.prices = tuple(prices) if prices is not None else price_for(transport.model)
+        self.prices = (prices[0], prices[1]) if prices is not None else price_for(transport.model)
         limiter = rate_limiter if rate_limiter is not None else RateLimiter(rpm, tpm, clock=clock, sleep=sleep)
         self.dispatcher = Dispatcher(
             retry=RetryPolicy(
@@ -165,11 +165,12 @@ class LLMJudge(Judge):
 
         t = self.transport
         official = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}.get(t.backend)
+        endpoint: str | None
         if official is not None:
             endpoint = endpoint_kind(getattr(t, "base_url", None), official)
         else:  # a framework model (LangChain, LlamaIndex): its class, and its endpoint when it names one
             params = t.cache_params()
-            inner = params.get("params") if isinstance(params.get("params"), dict) else {}
+            inner: dict = params["params"] if isinstance(params.get("params"), dict) else {}
             url = next(
                 (d[k] for d in (inner, params) for k in ("base_url", "api_base") if isinstance(d.get(k), str)), None
             )
@@ -208,9 +209,10 @@ class LLMJudge(Judge):
     async def run(self, task: str, inputs: dict) -> TaskResult:
         """Ask the model for ``task`` on ``inputs``; return the validated answer or raise JudgeError."""
         spec = get_task(task)
-        key = self.cache_key(spec, inputs) if self.cache is not None else None
-        if key is not None:
-            hit = self.cache.get(key, validate=lambda entry: self._revalidate(spec, inputs, entry))
+        cache = self.cache
+        key = self.cache_key(spec, inputs) if cache is not None else None
+        if cache is not None and key is not None:
+            hit = cache.get(key, validate=lambda entry: self._revalidate(spec, inputs, entry))
             if hit is not None:
                 return TaskResult(task, hit["output"], Usage(cached=1), self.name, hit["note"])
 
@@ -275,8 +277,8 @@ class LLMJudge(Judge):
                 continue
             usage.cost_usd = cost_of(self.prices, usage.prompt_tokens, usage.completion_tokens)
             note = "; ".join(notes)
-            if key is not None:
-                self.cache.put(key, judge=self.name, task=task, output=output, usage=usage.to_dict(), note=note)
+            if cache is not None and key is not None:
+                cache.put(key, judge=self.name, task=task, output=output, usage=usage.to_dict(), note=note)
             return TaskResult(task, output, usage, self.name, note)
 
         usage.cost_usd = cost_of(self.prices, usage.prompt_tokens, usage.completion_tokens)

@@ -77,11 +77,11 @@ def _load_sentence_transformer(model: str, device: str = "cpu") -> Any:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
-        from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+        from sentence_transformers import SentenceTransformer
     except ImportError as err:
         raise _missing(err, model) from err
     try:  # no progress bars or load chatter on the user's terminal
-        from transformers.utils import logging as hf_logging  # type: ignore[import-not-found]
+        from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()

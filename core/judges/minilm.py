@@ -19,8 +19,9 @@ import hashlib
 import importlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -91,9 +92,10 @@ def _varint(buf: memoryview, i: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf: memoryview):
+def _fields(buf: memoryview) -> Iterator[tuple[int, Any]]:
     """(field number, value) of a protobuf message: ints for varints, memoryviews otherwise."""
     i, end = 0, len(buf)
+    value: int | memoryview
     while i < end:
         key, i = _varint(buf, i)
         wire = key & 7

@@ -314,9 +314,9 @@ class OpenAIJudge(LLMJudge):
             extra_body=extra_body,
             pool_size=kwargs.get("max_concurrency", 64),
         )
-        default_embedder = embedder is _DEFAULT
-        if default_embedder:
-            embedder = OpenAIEmbedder(
+        default_embedder: OpenAIEmbedder | None = None
+        if embedder is _DEFAULT:
+            embedder = default_embedder = OpenAIEmbedder(
                 embedding_model,
                 api_key=api_key,
                 base_url=base_url,
@@ -327,6 +327,6 @@ class OpenAIJudge(LLMJudge):
                 max_concurrency=embedding_concurrency,
             )
         super().__init__(transport, embedder=embedder, timeout=timeout, **kwargs)
-        if default_embedder:
-            embedder.share_limits(self.dispatcher)
+        if default_embedder is not None:
+            default_embedder.share_limits(self.dispatcher)
         self.base_url = base_url

@@ -422,10 +422,15 @@ class Pause:
         _wake(waiters)
 
 
+def _resolve(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 def _wake(waiters: Iterable[tuple[asyncio.AbstractEventLoop, asyncio.Future]]) -> None:
     for loop, fut in waiters:
         try:
-            loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
+            loop.call_soon_threadsafe(_resolve, fut)
         except RuntimeError:  # loop closed
             pass
 

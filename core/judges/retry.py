@@ -142,7 +142,8 @@ def rate_limit_reset(headers: Any) -> float | None:
     ...                   "x-ratelimit-remaining-tokens": "0"})
     360.0
     """
-    exhausted, other = [], []
+    exhausted: list[float] = []
+    other: list[float] = []
     for prefix, kinds in (
         ("x-ratelimit-", ("requests", "tokens")),
         ("anthropic-ratelimit-", ("requests", "tokens", "input-tokens", "output-tokens")),

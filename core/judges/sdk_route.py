@@ -68,7 +68,7 @@ def fast_path_supported(sdk: str, version: str) -> bool:
 
 
 @functools.cache
-def _post_takes_content(client_type: type) -> bool:
+def _post_takes_content(client_type: Any) -> bool:  # an SDK client class
     return "content" in inspect.signature(client_type.post).parameters
 
 
@@ -124,7 +124,8 @@ class SdkRoute:
     def __init__(self, client: Any, path: str, sdk: Any, capacity: int | None = None):
         self.client, self.path, self.sdk, self.capacity = client, path, sdk, capacity
         self.active = 0
-        self.http = getattr(client, "_client", None)
+        # the SDK's private httpx client (typed Any: an SDK internal, see the module's docstring)
+        self.http: Any = getattr(client, "_client", None)
         # Reuse needs the SDK internals it builds on: only in the releases it is known to work
         # with, and only when they are there (else every request goes through ``client.post``).
         self.reuse = (
@@ -136,7 +137,7 @@ class SdkRoute:
             and not getattr(client, "_idempotency_header", None)
             and isinstance(getattr(client, "api_key", None), str)
         )
-        self.httpx = _httpx_of(type(self.http)) if self.reuse else None
+        self.httpx: Any = _httpx_of(type(self.http)) if self.reuse else None
         self._sent: dict[float | None, _Sent] = {}
 
     async def post(self, body: bytes, timeout: float | None) -> bytes:
@@ -156,7 +157,7 @@ class SdkRoute:
             options["timeout"] = timeout
         # the raw response, with the request the SDK sent (its bytes when nothing is reused)
         cast_to = self.httpx.Response if self.reuse else bytes
-        if _post_takes_content(type(self.client)):
+        if _post_takes_content(self.client.__class__):
             response = await self.client.post(self.path, content=body, cast_to=cast_to, options=options)
         else:  # openai 1.58 / anthropic 0.40 take a JSON-able body only
             response = await self.client.post(self.path, body=json.loads(body), cast_to=cast_to, options=options)

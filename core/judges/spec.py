@@ -44,12 +44,11 @@ def _split(rest: str) -> tuple[str | None, str | None]:
     """``MODEL[@URL]`` -> (model or None, url or None). The model part may itself contain ``:``."""
     model, url = rest, None
     if "@" in rest:
-        model, url = rest.split("@", 1)
-        url = url.strip() or None
+        model, at = rest.split("@", 1)
+        url = at.strip() or None
         if url is not None and "://" not in url:
             raise ValueError(f"judge spec: {url!r} is not a URL (expected e.g. http://host:port/v1)")
-    model = model.strip() or None
-    return model, url
+    return model.strip() or None, url
 
 
 def _offline(spec: str, model: str | None, url: str | None, kwargs: dict) -> Judge:

@@ -126,14 +126,14 @@ def _alpha_from_units(units: list[list[float]], level: str) -> float:
         o += (np.outer(counts, counts) - np.diag(counts)) / (len(u) - 1)
     n_c = o.sum(axis=1)
     n = n_c.sum()
-    v = np.array(values)
+    x = np.array(values)
     if level == "nominal":
         delta = 1.0 - np.eye(k)
     elif level == "interval":
-        delta = np.subtract.outer(v, v) ** 2
+        delta = np.subtract.outer(x, x) ** 2
     elif level == "ratio":
-        total = np.add.outer(v, v)
-        delta = np.divide(np.subtract.outer(v, v) ** 2, total**2, out=np.zeros((k, k)), where=total != 0)
+        total = np.add.outer(x, x)
+        delta = np.divide(np.subtract.outer(x, x) ** 2, total**2, out=np.zeros((k, k)), where=total != 0)
     else:  # ordinal: (sum of n_g for g from c to k) - (n_c + n_k) / 2, squared
         cum = np.concatenate([[0.0], np.cumsum(n_c)])
         lo, hi = np.minimum.outer(np.arange(k), np.arange(k)), np.maximum.outer(np.arange(k), np.arange(k))
@@ -192,8 +192,8 @@ def bootstrap_ci(
             if n_items
             else iter(())
         )
-    stats = [statistic(idx) for idx in draws]
-    stats = np.array([s for s in stats if s is not None and not math.isnan(s)])
+    drawn = [statistic(idx) for idx in draws]
+    stats = np.array([s for s in drawn if s is not None and not math.isnan(s)])
     if not len(stats):
         return (float("nan"), float("nan"))
     tail = (1 - confidence) / 2 * 100
@@ -208,7 +208,7 @@ def _cluster_members(clusters: Sequence[Any]) -> dict[Any, np.ndarray]:
     return {k: np.array(v) for k, v in out.items()}
 
 
-def ranks(values: Sequence[float]) -> np.ndarray:
+def ranks(values: Sequence[float] | np.ndarray) -> np.ndarray:
     """1-based ranks of ``values``, tied values sharing their mean rank ([10, 20, 20, 30] ->
     [1, 2.5, 2.5, 4])."""
     x = np.asarray(values, dtype=float)
@@ -249,7 +249,9 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return float((rx * ry).sum() / denom) if denom else float("nan")
 
 
-def reliability(confidence: Sequence[float], outcome: Sequence[bool], bins: int = 10) -> dict[str, Any]:
+def reliability(
+    confidence: Sequence[float] | np.ndarray, outcome: Sequence[bool] | np.ndarray, bins: int = 10
+) -> dict[str, Any]:
     """Calibration of ``confidence`` (the judge's value in [0, 1], read as the probability that
     people pass the item) against ``outcome`` (they do): ``bins`` equal-width bins of [0, 1]
     (the last one closed), each with its ``n``, mean confidence and pass rate; and the expected
@@ -325,8 +327,8 @@ def balanced_accuracy(table: dict[str, int]) -> float:
         table["tp"] / (table["tp"] + table["fn"]) if table["tp"] + table["fn"] else None,
         table["tn"] / (table["tn"] + table["fp"]) if table["tn"] + table["fp"] else None,
     ]
-    rates = [r for r in rates if r is not None]
-    return sum(rates) / len(rates) if rates else float("nan")
+    present = [r for r in rates if r is not None]
+    return sum(present) / len(present) if present else float("nan")
 
 
 def suggest_threshold(judge: Sequence[float], human_pass: Sequence[bool], current: float | None = None) -> float:

@@ -107,7 +107,7 @@ def agreement_report(
                     pass  # no item labelled by both
         metric = metric_of(criterion)
         found = matched.items.get(metric, {}) if matched is not None else {}
-        if result is not None and found:
+        if result is not None and matched is not None and found:
             judge = _judge_values(result, metric)
             ids = sorted(s for s in found if s in judge)
             if ids:

@@ -30,7 +30,7 @@ NEAR_THRESHOLD = 0.05
 def _reasons(r: SampleResult, thresholds: dict[str, tuple[float, float]]) -> tuple[int, float, str] | None:
     """(priority, order within it, reason) of a sample that needs a look; None otherwise."""
     spreads = [
-        (s.details.get("spread"), m)
+        (s.details["spread"], m)
         for m, s in r.scores.items()
         if isinstance(s.details.get("spread"), (int, float)) and s.details["spread"] > DISAGREEMENT_SPREAD
     ]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ragmeter.data import Sample, Score
 from ragmeter.judges.base import JudgeError, cosine
@@ -200,7 +201,9 @@ class AnswerCorrectness(Metric):
             return Score(self.name, None, explanation="not applicable: the reference has no statements")
         claims = await ctx.claims()
         claim_records: list[dict] = []
-        statement_records = [{"statement": s, "in_answer": False, "support": 0.0} for s in statements]
+        statement_records: list[dict[str, Any]] = [
+            {"statement": s, "in_answer": False, "support": 0.0} for s in statements
+        ]
         if claims:
             out = await ctx.claim_comparison(claims, statements)
             # A judge that grades support (the offline judge) gives partial credit per claim and
@@ -311,7 +314,7 @@ class ResponseCompleteness(Metric):
             covers = [float(v.get("support", v["in_answer"])) for v in out]
         else:
             covers = [0.0] * len(statements)
-        records = [{"statement": s, "covered": c} for s, c in zip(statements, covers)]
+        records: list[dict[str, Any]] = [{"statement": s, "covered": c} for s, c in zip(statements, covers)]
         # "How much of the reference" counts words, so a long statement weighs more than a short one.
         value = word_share(statements, covers)
         missing = [r["statement"] for r in records if r["covered"] < 0.5]

@@ -208,8 +208,8 @@ class ContextRecall(Metric):
                     explanation="not applicable: the sample has no reference",
                     details={"missing": ["reference"]},
                 )
-            _, out = await ctx.chunk_ratings()
-            rating = out["answerable"]
+            _, ratings = await ctx.chunk_ratings()
+            rating = ratings["answerable"]
             value = (rating - 1) / 4
             return Score(
                 self.name,

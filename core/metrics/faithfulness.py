@@ -4,6 +4,8 @@ the answer that no chunk states)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ragmeter.data import Sample, Score
 from ragmeter.metrics.base import LabelingCriterion, Metric
 from ragmeter.metrics.citation import claim_evidence
@@ -103,7 +105,7 @@ class Faithfulness(Metric):
             reason = (
                 "the answer makes no factual claim (e.g. a refusal or 'I don't know'), so there is nothing to verify"
             )
-            details = {"claims": [], "units": parsed.unit_texts, "mode": self.mode}
+            details: dict[str, Any] = {"claims": [], "units": parsed.unit_texts, "mode": self.mode}
             if self.no_claims_value is None:
                 return Score(self.name, None, explanation=f"not applicable: {reason}", details=details)
             return Score(

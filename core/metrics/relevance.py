@@ -317,7 +317,7 @@ def relevance_matrix(runs: Mapping | Sequence, qrels: Mapping | Sequence, depth:
             if q not in qrels:
                 raise ValueError(f"qrels has no judgements for query {q!r} of runs")
         run_list, qrel_list = list(runs.values()), [qrels[q] for q in query_ids]
-        names = ((f"runs[{q!r}]", f"qrels[{q!r}]") for q in query_ids)
+        names: Iterable[tuple[str, str]] = ((f"runs[{q!r}]", f"qrels[{q!r}]") for q in query_ids)
     elif isinstance(runs, Sequence) and not isinstance(runs, (str, bytes)):
         if isinstance(qrels, Mapping) or not isinstance(qrels, Sequence) or isinstance(qrels, (str, bytes)):
             raise TypeError(
@@ -449,9 +449,10 @@ def _bulk_matrix(query_ids: tuple, runs: list, qrels: list, depth: int | None) -
         ranked = np.take_along_axis(key, order, axis=1)
         same = (ranked[:, 1:] == ranked[:, :-1]) & np.isfinite(ranked[:, 1:])  # rank r+1 ties rank r
         if same.any():
-            order = _break_ties(order, same, runs, lengths)
-            if order is None:
+            untied = _break_ties(order, same, runs, lengths)
+            if untied is None:
                 return None
+            order = untied
         grades = np.take_along_axis(grades, order, axis=1)
     rel_rows = np.repeat(np.arange(n), np.fromiter(map(len, qrels), dtype=np.int64, count=n))
     depth = width if depth is None else depth

@@ -47,7 +47,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -242,7 +242,10 @@ class JudgeRequests:
     sample: Sample
     judge: Judge | None
     settings: RequestSettings
-    parsed: ParsedAnswer
+    if TYPE_CHECKING:  # a cached property of ScoringContext; TaskRecorder passes it through
+
+        @property
+        def parsed(self) -> ParsedAnswer: ...
 
     async def task(self, name: str, inputs: dict) -> TaskResult:  # pragma: no cover - interface
         """The judge's answer to task ``name`` on ``inputs``."""
@@ -437,12 +440,13 @@ class ScoringContext(JudgeRequests):
 
     async def task(self, name: str, inputs: dict) -> TaskResult:
         """The judge's answer to task ``name`` on ``inputs`` (asked once per sample)."""
-        if self.judge is None:
+        judge = self.judge
+        if judge is None:
             raise JudgeError(f"task {name!r} needs a judge; pass judge=... (e.g. OfflineJudge())", task=name)
 
         async def call() -> TaskResult:
             try:
-                result = await self.judge.run(name, inputs)
+                result = await judge.run(name, inputs)
             except JudgeError as err:
                 self.usage = self.usage + err.usage
                 raise

@@ -44,7 +44,7 @@ def _prefix(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def _safe_div(num: np.ndarray, den: np.ndarray | float) -> np.ndarray:
     num = np.asarray(num, dtype=float)
     den = np.broadcast_to(np.asarray(den, dtype=float), num.shape)
     return np.divide(num, den, out=np.zeros_like(num), where=den > 0)

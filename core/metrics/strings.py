@@ -176,7 +176,8 @@ class _StringMetric(Metric):
 
     async def compute(self, sample: Sample, ctx: ScoringContext) -> Score:
         """Apply the formula to ``sample.answer`` and ``sample.reference``."""
-        value = type(self)._fn(sample.answer, sample.reference)
+        # (both present: ``requires`` makes a sample without them n/a before compute)
+        value = type(self)._fn(sample.answer or "", sample.reference or "")
         return Score(
             self.name,
             value,

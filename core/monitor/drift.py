@@ -178,10 +178,11 @@ class QuestionDrift:
                     self._cond.wait_for(lambda: bool(self._pending))
                     items = [self._pending.popleft() for _ in range(min(self.batch, len(self._pending)))]
                     self._busy = True
-                with never_raise(
-                    "monitor: embed questions for drift",
-                    on_error=lambda exc, n=len(items): self._count_error(n),  # noqa: B008 (binds the count now)
-                ):
+
+                def count_lost(exc: BaseException, n: int = len(items)) -> None:  # (binds the count now)
+                    self._count_error(n)
+
+                with never_raise("monitor: embed questions for drift", on_error=count_lost):
                     vectors, _ = loop.run_until_complete(self.embedder.embed([q for q, _ in items]))
                     self._take(np.asarray(vectors, dtype=float), [ref for _, ref in items])
                 update = self._on_update()

@@ -66,20 +66,21 @@ _MAX_METRICS = 64  # metric names tracked at most (state stays bounded whatever 
 class _Series:
     """One metric's values: the whole window and its last ``recent``, with running sums."""
 
-    __slots__ = ("full", "recent", "full_sum", "pushes")
+    __slots__ = ("window", "full", "recent", "full_sum", "pushes")
 
     def __init__(self, window: int, recent: int):
+        self.window = window
         self.full: collections.deque[float] = collections.deque(maxlen=window)
         self.recent: collections.deque[float] = collections.deque(maxlen=recent)
         self.full_sum, self.pushes = 0.0, 0
 
     def add(self, v: float) -> None:
-        if len(self.full) == self.full.maxlen:
+        if len(self.full) == self.window:
             self.full_sum -= self.full[0]
         self.full.append(v)
         self.recent.append(v)
         self.pushes += 1
-        self.full_sum = math.fsum(self.full) if self.pushes % self.full.maxlen == 0 else self.full_sum + v
+        self.full_sum = math.fsum(self.full) if self.pushes % self.window == 0 else self.full_sum + v
 
     def recent_mean(self) -> float:
         return math.fsum(self.recent) / len(self.recent)
@@ -291,7 +292,7 @@ class Monitor:
                 for m, s in self._series.items()
                 if s.full
             }
-            out = {
+            out: dict[str, Any] = {
                 "means": means,
                 "no_retrieval": _rate(self._no_retrieval),
                 "latency_p95": percentile(self._latency, 95) if self._latency else None,
@@ -431,10 +432,12 @@ class Monitor:
                         self._baselines.setdefault(key, (base, count))
                     else:
                         self._baselines.pop(key, None)
-        if self.no_retrieval_limit is not None and len(self._no_retrieval) >= min(n, self.recent):
-            out += self._update(
-                "no_retrieval_rate", None, _rate(self._no_retrieval), self.no_retrieval_limit, True, now
-            )
+        if (
+            self.no_retrieval_limit is not None
+            and len(self._no_retrieval) >= min(n, self.recent)
+            and (no_retrieval := _rate(self._no_retrieval)) is not None
+        ):
+            out += self._update("no_retrieval_rate", None, no_retrieval, self.no_retrieval_limit, True, now)
         if self.latency_p95_limit is not None and len(self._latency) >= min(n, self.recent):
             out += self._update("latency_p95", None, percentile(self._latency, 95), self.latency_p95_limit, True, now)
         rate = self._error_rate()
@@ -445,7 +448,7 @@ class Monitor:
                 "judge_cost_per_hour", None, self._cost_last_hour(now) or 0.0, self.cost_per_hour_limit, True, now
             )
         value = self._drift.psi(min(n, self.recent)) if drifted and self.psi_limit is not None else None
-        if value is not None:
+        if value is not None and self.psi_limit is not None:
             out += self._update(
                 "drift_psi",
                 self._drift.on if self._drift.on != RETRIEVAL_SCORE else None,

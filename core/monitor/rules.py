@@ -111,7 +111,7 @@ def psi(reference: Sequence[float], recent: Sequence[float], *, edges: Sequence[
     return psi_of_shares(shares(reference, edges), shares(recent, edges))
 
 
-def psi_of_shares(e: Sequence[float], a: Sequence[float]) -> float:
+def psi_of_shares(e: Sequence[float] | np.ndarray, a: Sequence[float] | np.ndarray) -> float:
     """:func:`psi` from the bin shares (as :func:`shares` gives them) of the reference and recent values."""
     return math.fsum((ai - ei) * math.log(ai / ei) for ei, ai in zip(e, a))
 

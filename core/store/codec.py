@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from ragmeter.data import CONVERSATION_FIELDS, Sample, Score
 from ragmeter.fileio import json_text
@@ -98,6 +98,12 @@ class TextCleaner:
     def __init__(self, dialect: str):
         self.bad = _SURROGATES_AND_NUL if dialect == "postgresql" else _SURROGATES
 
+    @overload
+    def __call__(self, value: str) -> str: ...
+    @overload
+    def __call__(self, value: None) -> None: ...
+    @overload
+    def __call__(self, value: str | None) -> str | None: ...
     def __call__(self, value: str | None) -> str | None:
         return value if value is None or value.isascii() and "\x00" not in value else self.bad.sub("\ufffd", value)
 

@@ -222,7 +222,7 @@ def transient(exc: BaseException) -> bool:
         return False
     if exc.connection_invalidated or _locked_message(str(exc.orig)):
         return True
-    state = getattr(exc.orig, "sqlstate", False)
+    state: Any = getattr(exc.orig, "sqlstate", False)
     if state is False:  # not psycopg: SQLite's errors other than locked / busy
         return False
     if state is None:  # raised by the client: the connection failed, closed or timed out

@@ -111,7 +111,7 @@ judges = sa.Table(  # v4: judge fingerprints, content-addressed
 
 def _labels_table(meta: sa.MetaData, name: str, v3: bool = False) -> sa.Table:
     """The ``labels`` table: v3's (whole-number values, no answer hash) or v4's."""
-    columns = [
+    columns: list[sa.schema.SchemaItem] = [
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("sample_id", sa.String(256), nullable=False, index=True),  # the samples' sample_id (any run)
         sa.Column("annotator", sa.String(256), nullable=False),
@@ -212,7 +212,8 @@ def _v4_trust(conn: Connection) -> None:
     else:  # SQLite cannot change a column's type: the table is rebuilt, its rows copied
         old = _labels_table(sa.MetaData(), "labels_v3", v3=True)
         for index in sa.inspect(conn).get_indexes("labels"):
-            conn.exec_driver_sql(f"DROP INDEX {conn.dialect.identifier_preparer.quote(index['name'])}")
+            if index["name"] is not None:  # SQLite's indexes all have names
+                conn.exec_driver_sql(f"DROP INDEX {conn.dialect.identifier_preparer.quote(index['name'])}")
         conn.exec_driver_sql("ALTER TABLE labels RENAME TO labels_v3")
         labels.create(conn)
         rows = conn.execute(sa.select(old).order_by(old.c.id)).mappings().all()

@@ -90,13 +90,22 @@ class StoredSample:
     result: SampleResult
 
 
+def _new_id(inserted: sa.CursorResult) -> int:
+    """The primary key of the one row an INSERT added (SQLAlchemy types it as maybe None: it is
+    None only for statements that are not a single-row INSERT)."""
+    key = inserted.inserted_primary_key
+    if key is None:
+        raise RuntimeError("the INSERT returned no primary key")
+    return key[0]
+
+
 class TrendPoint(NamedTuple):
     """A metric over one run (``key`` = run id) or one UTC day (``key`` = ``"YYYY-MM-DD"``):
     the ``mean`` of its values (None when none), how many values (``count``), how many ``errors``."""
 
     key: int | str
     mean: float | None
-    count: int
+    count: int  # type: ignore[assignment]  # a public field, named before it was seen to shadow tuple.count
     errors: int
 
 
@@ -182,30 +191,32 @@ class Store:
         tags = codec.tags_of(tags)
 
         def tx(conn: Connection) -> int:
-            run_id = conn.execute(
-                runs.insert(),
-                {
-                    "created_at": now,
-                    "kind": kind,
-                    "dataset": text(dataset),
-                    "source": text(source),
-                    "process": None,
-                    "app_version": text(app_version or env["app_version"]),
-                    "git_commit": text(git_commit or env["git_commit"]),
-                    "judge": text(result.judge),
-                    "duration_s": float(result.duration_s),
-                    "tags": codec.dumps(tags),
-                    "settings": codec.dumps(
-                        {
-                            "metrics": result.metrics,
-                            "thresholds": result.thresholds,
-                            **({"profile": result.profile} if result.profile else {}),
-                        }
-                    ),
-                    "usage": codec.dumps(result.usage.to_dict()),
-                    "invalid": codec.dumps([e.to_dict() for e in result.invalid]),
-                },
-            ).inserted_primary_key[0]
+            run_id = _new_id(
+                conn.execute(
+                    runs.insert(),
+                    {
+                        "created_at": now,
+                        "kind": kind,
+                        "dataset": text(dataset),
+                        "source": text(source),
+                        "process": None,
+                        "app_version": text(app_version or env["app_version"]),
+                        "git_commit": text(git_commit or env["git_commit"]),
+                        "judge": text(result.judge),
+                        "duration_s": float(result.duration_s),
+                        "tags": codec.dumps(tags),
+                        "settings": codec.dumps(
+                            {
+                                "metrics": result.metrics,
+                                "thresholds": result.thresholds,
+                                **({"profile": result.profile} if result.profile else {}),
+                            }
+                        ),
+                        "usage": codec.dumps(result.usage.to_dict()),
+                        "invalid": codec.dumps([e.to_dict() for e in result.invalid]),
+                    },
+                )
+            )
             self._insert(conn, run_id, result.results, tags, now)
             self._insert_judges(conn, result.results, now)
             return run_id
@@ -250,24 +261,26 @@ class Store:
         run = conn.execute(sa.select(*cols).where(*where).order_by(runs.c.id).limit(1).with_for_update()).first()
         if run is None:
             env = environment_info()
-            run_id = conn.execute(
-                runs.insert(),
-                {
-                    "created_at": now,
-                    "kind": "inline",
-                    "dataset": None,
-                    "source": source,
-                    "process": token,
-                    "app_version": self._text(env["app_version"]),
-                    "git_commit": self._text(env["git_commit"]),
-                    "judge": None,
-                    "duration_s": 0.0,
-                    "tags": codec.dumps(tags),
-                    "settings": codec.dumps({"metrics": [], "thresholds": {}}),
-                    "usage": "{}",
-                    "invalid": "[]",
-                },
-            ).inserted_primary_key[0]
+            run_id = _new_id(
+                conn.execute(
+                    runs.insert(),
+                    {
+                        "created_at": now,
+                        "kind": "inline",
+                        "dataset": None,
+                        "source": source,
+                        "process": token,
+                        "app_version": self._text(env["app_version"]),
+                        "git_commit": self._text(env["git_commit"]),
+                        "judge": None,
+                        "duration_s": 0.0,
+                        "tags": codec.dumps(tags),
+                        "settings": codec.dumps({"metrics": [], "thresholds": {}}),
+                        "usage": "{}",
+                        "invalid": "[]",
+                    },
+                )
+            )
             run = conn.execute(sa.select(*cols).where(runs.c.id == run_id)).one()
         self._inline[source] = (token, run.id)
         settings = codec.loads(run.settings, {})
@@ -322,7 +335,7 @@ class Store:
         for r in map(for_output, results):  # no secrets; no content when captured without
             at = created_at or codec.started_at(r.sample) or now
             row = codec.sample_row(r, run_id, at, codec.tags_of(tags, r.sample), self._text)
-            row_id = conn.execute(samples.insert(), row).inserted_primary_key[0]
+            row_id = _new_id(conn.execute(samples.insert(), row))
             rows += codec.score_rows(r, row_id, run_id, self._text)
             if len(rows) >= _SCORE_BATCH:  # memory bounded by the batch, not by the run
                 conn.execute(scores.insert(), rows)
@@ -370,7 +383,7 @@ class Store:
             "usage": codec.dumps(Usage().to_dict()),
             "invalid": "[]",
         }
-        return write(self._engine(), lambda conn: conn.execute(runs.insert(), row).inserted_primary_key[0])
+        return write(self._engine(), lambda conn: _new_id(conn.execute(runs.insert(), row)))
 
     def add_results(self, run_id: int, results: Iterable[SampleResult]) -> None:
         """Add scored samples to run ``run_id`` (begun with :meth:`begin_run`) in one transaction,
@@ -399,16 +412,14 @@ class Store:
         def tx(conn: Connection) -> int:
             run = self._run_row(conn, run_id)
             rows: dict[str, int] = dict(
-                conn.execute(
-                    sa.select(samples.c.sample_id, samples.c.id).where(samples.c.run_id == run_id)  # type: ignore[arg-type]
-                ).all()
+                conn.execute(sa.select(samples.c.sample_id, samples.c.id).where(samples.c.run_id == run_id)).all()
             )
             have = set(
                 conn.execute(sa.select(scores.c.sample_row_id, scores.c.metric).where(scores.c.run_id == run_id)).all()
             )
             tags, added, missing, extra = codec.loads(run.tags, []), 0, [], []
             for r in result.results:
-                row_id = rows.get(self._text(r.sample.id))
+                row_id = rows.get(self._text(str(r.sample.id)))
                 if row_id is None:
                     missing.append(r)
                 else:
@@ -581,6 +592,7 @@ class Store:
         if label is not None and label not in _LABELS:
             raise ValueError(f"label must be one of {_LABELS}")
         q = sa.select(samples)
+        worst: tuple[Any, Any]  # (the case, the value) to order by
         if metric is not None:
             s = scores.alias("s")
             q = q.join(s, (s.c.sample_row_id == samples.c.id) & (s.c.metric == metric))
@@ -595,11 +607,11 @@ class Store:
             )
             if run_id is not None:
                 agg = agg.where(scores.c.run_id == run_id)
-            agg = agg.group_by(scores.c.sample_row_id).subquery()
-            q = q.outerjoin(agg, agg.c.row == samples.c.id)
+            per_row = agg.group_by(scores.c.sample_row_id).subquery()
+            q = q.outerjoin(per_row, per_row.c.row == samples.c.id)
             if label is not None:
                 q = q.where(sa.exists().where((scores.c.sample_row_id == samples.c.id) & (scores.c.label == label)))
-            worst = (sa.case((agg.c.errors > 0, 0), (agg.c.worst.is_(None), 2), else_=1), agg.c.worst)
+            worst = (sa.case((per_row.c.errors > 0, 0), (per_row.c.worst.is_(None), 2), else_=1), per_row.c.worst)
         if run_id is not None:
             q = q.where(samples.c.run_id == run_id)
         if tag is not None:
@@ -674,9 +686,9 @@ class Store:
         now = codec.naive_utc()
         return write(
             self._engine(),
-            lambda conn: conn.execute(
-                card_rows.insert(), {"run_id": run_id, "created_at": now, "card": codec.dumps(card)}
-            ).inserted_primary_key[0],
+            lambda conn: _new_id(
+                conn.execute(card_rows.insert(), {"run_id": run_id, "created_at": now, "card": codec.dumps(card)})
+            ),
         )
 
     def trust_card(self, run_id: int) -> dict | None:

@@ -95,9 +95,12 @@ class StoreWriter:
         if max_queue < 1 or batch < 1 or interval < 0 or retry_timeout < 0:
             raise ValueError("max_queue and batch must be >= 1, interval and retry_timeout >= 0")
         self._own = not isinstance(store, Store)
-        self.store: Store | None = store if isinstance(store, Store) else None
-        self._open_args = None if self.store is not None else store
-        if self.store is None:
+        self.store: Store | None = None
+        self._open_args: str | os.PathLike | None = None  # the path or URL while the store is not open
+        if isinstance(store, Store):
+            self.store = store
+        else:
+            self._open_args = store
             try:
                 self.store = Store(store)
             except StoreError as err:
@@ -107,7 +110,7 @@ class StoreWriter:
                 log.warning(
                     "ragmeter: the store %s is unavailable (%s); it is opened on the first write", err.where, err.cause
                 )
-        self.where = self.store.where if self.store is not None else store_name(database_url(store))
+        self.where = self.store.where if self.store is not None else store_name(database_url(self._open_args))
         self.source, self.tags, self.judge, self.thresholds = source, list(tags or ()), judge, thresholds
         self.max_queue, self.batch, self.interval, self.exit_timeout = max_queue, batch, interval, exit_timeout
         self.retry_timeout, self.run_id = retry_timeout, run_id

@@ -60,7 +60,7 @@ def document_id(obj: Any) -> str | None:
     if isinstance(obj, str):
         return None
     if isinstance(obj, dict):
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        meta: dict = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
         found = (
             obj.get("id")
             if obj.get("id") is not None

@@ -281,7 +281,11 @@ def anchor_shift(
             entry.update(shift=None, note=f"{len(ids)} anchors scored by both")
         else:
             entry["shift"] = float(d.mean())
-            ci = bootstrap_ci(lambda idx, d=d: float(d[idx].mean()), len(ids), n_boot=n_boot, seed=seed, clusters=keys)
+
+            def shift(idx: np.ndarray, d: np.ndarray = d) -> float:
+                return float(d[idx].mean())
+
+            ci = bootstrap_ci(shift, len(ids), n_boot=n_boot, seed=seed, clusters=keys)
             entry["ci"] = list(ci)
             old_k = (old.get("statistics") or {}).get("kappa", {}).get("value")
             new_k = (new.get("statistics") or {}).get("kappa", {}).get("value")

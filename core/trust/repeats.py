@@ -81,12 +81,12 @@ class RepeatScorer:
 
 
 def _combine(metric: object, first: Score, rest: list[Score], extra: Usage) -> Score:
-    values = [first.value] + [s.value for s in rest if s.value is not None]
+    values = [v for v in (first.value, *(s.value for s in rest)) if v is not None]  # (first has one: _wanted)
     errors = [s.error or s.explanation for s in rest if s.value is None]
-    mean = statistics.fmean(values)  # type: ignore[arg-type]
+    mean = statistics.fmean(values)
     threshold = metric.threshold  # type: ignore[attr-defined]
-    spread = max(values) - min(values)  # type: ignore[type-var, operator]
-    flips = len({v >= threshold for v in values}) > 1  # type: ignore[operator]
+    spread = max(values) - min(values)
+    flips = len({v >= threshold for v in values}) > 1
     repeats = {
         "k": len(rest) + 1,
         "values": values,
@@ -94,10 +94,10 @@ def _combine(metric: object, first: Score, rest: list[Score], extra: Usage) -> S
         "spread": spread,
         "sd": statistics.pstdev(values),
         "errors": errors,
-        "calls": extra.calls,  # type: ignore[arg-type]
+        "calls": extra.calls,
         "unstable": bool(flips or spread > UNSTABLE_SPREAD),
     }
-    note = f"mean of {len(values)} judge runs ({', '.join(f'{v:.2f}' for v in values)})"  # type: ignore[str-format]
+    note = f"mean of {len(values)} judge runs ({', '.join(f'{v:.2f}' for v in values)})"
     if repeats["unstable"]:
         note += "; unstable: " + ("the runs' verdicts differ" if flips else f"spread {spread:.2f} > {UNSTABLE_SPREAD}")
     return Score(

@@ -25,7 +25,8 @@ __all__ = ["instrument", "uninstrument"]
 
 # inheritable: child runs get the handler from their parent's callback manager; no handler class
 # or env var: LangChain adds exactly the object in the variable, unless the run already has it.
-register_configure_hook(INSTALLED, inheritable=True)
+# (LangChain types the variable as a ContextVar; it only calls .get() on it)
+register_configure_hook(INSTALLED, inheritable=True)  # type: ignore[arg-type]
 
 
 def instrument(metrics: Iterable[Any] | None = None, judge: Any = None, **options: Any) -> RagmeterCallbackHandler:

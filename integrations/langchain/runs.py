@@ -127,7 +127,7 @@ def sample_from_run(
     if extra:  # the application's own keys: kept, without credentials
         metadata["run_metadata"] = redact_value(json_safe(extra))
 
-    fields = {
+    fields: dict[str, Any] = {
         "reference": reference if reference is None or isinstance(reference, str) else str(reference),
         "relevant_ids": relevant,
     }

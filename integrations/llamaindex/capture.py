@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from llama_index.core.instrumentation import get_dispatcher
 
@@ -152,7 +152,7 @@ class RagmeterInstrumentation:
     @property
     def metrics(self) -> list[Metric]:
         """The metrics scored (resolved: the defaults when none were given)."""
-        return self._recorder.metrics
+        return cast("list[Metric]", self._recorder.metrics)  # resolved when the recorder was made
 
     @property
     def judge(self) -> Any:
@@ -366,7 +366,7 @@ class RagmeterInstrumentation:
         question = q.question or ""
         given_id = q.tags.get(SAMPLE_ID_KEY)
         sample_id = str(given_id) if given_id not in (None, "") else _id_from_span(q.root_id)
-        truth = {"reference": q.tags.get(REFERENCE_KEY), "relevant_ids": q.tags.get(RELEVANT_KEY)}
+        truth: dict[str, Any] = {"reference": q.tags.get(REFERENCE_KEY), "relevant_ids": q.tags.get(RELEVANT_KEY)}
         if truth["reference"] is not None and not isinstance(truth["reference"], str):
             truth["reference"] = str(truth["reference"])
         answer = answer if status == "ok" else None

@@ -191,8 +191,8 @@ class Conversations:
             conv = str(tagged) if tagged is not None else (self._id_of(memory) if memory is not None else None)
             q.conversation_id = conv
             if history:
-                given = messages_as_history(history)
-                q.turn, q.history = sum(m["role"] == "user" for m in given) + 1, given[-MAX_HISTORY:]
+                before = messages_as_history(history)
+                q.turn, q.history = sum(m["role"] == "user" for m in before) + 1, before[-MAX_HISTORY:]
             return
         q.question = message_text(arguments.get("message"))
         memory = getattr(instance, "_memory", None)

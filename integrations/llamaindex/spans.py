@@ -17,7 +17,7 @@ import datetime as _dt
 import threading
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
@@ -140,6 +140,9 @@ def _method_of(span_id: str) -> str:
 class _SpanTracker(BaseSpanHandler):
     """LlamaIndex span handler that forwards span enter / exit / drop to the capture (internal)."""
 
+    if TYPE_CHECKING:  # set past pydantic's field checks, so not declared to it
+        _ragmeter_capture: _Capture
+
     def __init__(self, capture: _Capture):
         super().__init__()
         object.__setattr__(self, "_ragmeter_capture", capture)
@@ -178,6 +181,9 @@ class _SpanTracker(BaseSpanHandler):
 
 class _EventSink(BaseEventHandler):
     """LlamaIndex event handler that forwards events to the capture (internal)."""
+
+    if TYPE_CHECKING:  # set past pydantic's field checks, so not declared to it
+        _ragmeter_capture: _Capture
 
     def __init__(self, capture: _Capture):
         super().__init__()
@@ -253,11 +259,11 @@ class _Capture:
         if root is None:
             return
         with self.lock:
-            q = self.open.get(root)
-            if q is None:
+            below = self.open.get(root)
+            if below is None:
                 return
             self.span_root[id_] = root
-            q.span_ids[id_] = parent_id
+            below.span_ids[id_] = parent_id
 
     def on_span_exit(self, id_: str, result: Any, instance: Any = None) -> None:
         """A span returned: when it is a root query, the query (or its stream) is complete; when it

@@ -175,6 +175,7 @@ def aligned_difference(
             # negation just around the difference on the other side ("found no proof" is "not
             # found any evidence").
             c_rest, w_rest = cs - NEGATION_STEMS, ws - NEGATION_STEMS
+            around: Sequence[str]
             if c_neg:
                 around = w_st[max(0, i1 - 3) : i2 + 3]
             else:
@@ -238,11 +239,18 @@ def swapped(c_w: Sequence[str], c_st: Sequence[str], w_st: Sequence[str]) -> str
     for p, v in enumerate(c_st):
         if v not in where or not is_content(v):
             continue
-        x, y = _neighbours(c_st, p)
-        if x is None or y is None or x == y or c_st.count(v) > 1 or _numeric(x) or _numeric(y):
+        before, after = _neighbours(c_st, p)
+        if (
+            before is None
+            or after is None
+            or before == after
+            or c_st.count(v) > 1
+            or _numeric(before)
+            or _numeric(after)
+        ):
             continue
         for q in where[v]:
-            if _neighbours(w_st, q) == (y, x):
-                i, j = c_st.index(x), c_st.index(y)
+            if _neighbours(w_st, q) == (after, before):
+                i, j = c_st.index(before), c_st.index(after)
                 return f"the claim swaps {c_w[i]!r} and {c_w[j]!r} (the passage has them the other way round)"
     return ""

@@ -202,7 +202,8 @@ def check_alignment(
             found = aligned_difference(claim.text, chunk, j, j + 1, st.align_rules, st.align_max_gap)
             if found[0] is not None:
                 break
-    return found if found[0] is not None else None
+    verdict, reason = found
+    return (verdict, reason) if verdict is not None else None
 
 
 def double_negations(claim: Text, near: set | frozenset) -> set:

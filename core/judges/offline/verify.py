@@ -184,7 +184,8 @@ def _verdict(
             None,
         )
     ranked = sorted(row, key=lambda s: (-s.score, s.chunk))
-    supporting, contradiction, first_issue = [], None, None
+    supporting: list[Support] = []
+    contradiction, first_issue = None, None
     for sup in ranked:
         if sup.score < threshold:
             break
