@@ -255,11 +255,11 @@ def ctrl_c(args: list[str], server: FakeLLMServer, tmp_path: Path, after_request
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # Ray: run in .ci/run's step of its own (python -m pytest -m heavy)
 def test_ctrl_c_on_a_ray_run_stops_cleanly_with_the_resume_hint(tmp_path):
     """Ctrl-C printed a traceback (RuntimeError, CancelledError, KeyboardInterrupt) and exited 1,
     and Ray printed the retries of the tasks it had out; now: exit 130, one line saying what was
     kept and how to go on."""
-    pytest.importorskip("ray")
     src, out = tmp_path / "big.jsonl", tmp_path / "results.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records(40)))
     with FakeLLMServer(latency=0.3) as server:

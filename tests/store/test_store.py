@@ -349,7 +349,7 @@ def test_text_and_json_columns_hold_what_they_can(db_url):
         "np_scalar": 0.25,
         "(1, 2)": "tuple key",
         "7": "int key",
-        "obj": "2026-01-01 00:00:00",
+        "obj": "2026-01-01T00:00:00",  # a date as ISO text (ragmeter.fileio.json_safe)
         "quote": "broken \ufffd escape",
     }
     assert (back.scores["f"].explanation, back.scores["g"].error) == ("why \ufffd", "failed: \ufffd")
