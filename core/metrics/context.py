@@ -30,8 +30,9 @@ class ContextRelevance(Metric):
 
     Formula (``aggregate="statements"``, default): relevant statements / statements, over all
     chunks. With a judge that grades each statement's relevance in [0, 1] (the offline judge's
-    ``support`` on each chunk; a relevant statement grades 1.0), the sum of the grades /
-    statements, so a passage that nearly answers the question still counts for something.
+    ``support`` on each chunk: its relevance model's grade, so even a relevant statement may grade
+    below 1), the sum of the grades / statements, so a passage that nearly answers the question
+    still counts for something.
     ``aggregate="decayed"``: the position-decayed mean of the per-chunk scores
     (relevant / statements of each chunk, graded likewise; an empty chunk scores 0),
     ``sum_i s_i d^i / sum_i d^i`` with ``decay=d`` (0.9), so irrelevant text at the top costs more.
