@@ -157,10 +157,37 @@ def for_log(text: Any) -> str:
     return out if needles is None else _scrub(out, needles) or ""
 
 
+class _ScopedLogFilter(logging.Filter):
+    """On a judge SDK's own logger: inside :func:`content_scope`, a record keeps only its lead-in
+    (``"Request options"``), never the request it dumps (the SDKs log each request's body at
+    DEBUG, escaped in ways no scrubbing can follow), before any handler sees it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _SCOPE.get() is not None:
+            lead = str(record.msg).split(":", 1)[0][:80]
+            record.msg, record.args = f"{lead}: [not logged: content capture is off]", None
+        return True
+
+
+#: The loggers where the OpenAI and Anthropic SDKs write request bodies (a filter on a logger
+#: applies to the records made on that logger only, so each is named).
+SDK_LOGGERS = ("openai._base_client", "anthropic._base_client")
+_SDK_FILTER = _ScopedLogFilter()
+
+
+def _guard_sdk_logs() -> None:
+    for name in SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        if _SDK_FILTER not in logger.filters:
+            logger.addFilter(_SDK_FILTER)
+
+
 @contextlib.contextmanager
 def content_scope(sample: Sample) -> Iterator[None]:
     """While scoring ``sample`` without content capture: :func:`for_log` (and the errors of
-    :func:`without_content`) leave out its content. Follows the asyncio tasks started inside."""
+    :func:`without_content`) leave out its content, and so do the judge SDKs' own debug log
+    records (:data:`SDK_LOGGERS`). Follows the asyncio tasks started inside."""
+    _guard_sdk_logs()
     token = _SCOPE.set(_content_needles(sample))
     try:
         yield

@@ -113,7 +113,7 @@ def _message(body: bytes | bytearray) -> Any:
 
     message = ExportTraceServiceRequest()
     try:
-        message.ParseFromString(body)
+        message.ParseFromString(bytes(body))  # protobuf before 5.x parses bytes only, not a bytearray
     except DecodeError as exc:
         raise ValueError(f"not an ExportTraceServiceRequest: {exc}") from None
     return message

@@ -534,3 +534,23 @@ def test_a_guarded_failure_logs_its_traceback_without_the_secret(logs):
     assert record.exc_info[0] is KeyError and "tok-5e4d3c2b1a9f8e7d" not in str(record.exc_info[1])
     assert "Traceback" in log_text(logs) and hits(log_text(logs), SECRET_VALUES) == []
     assert "[REDACTED]" in log_text(logs)
+
+
+def test_a_judge_sdks_debug_log_of_the_request_keeps_no_content(caplog):
+    """The OpenAI and Anthropic SDKs log each request's body at DEBUG on their ``_base_client``
+    logger (openai 1.58 does on the route ragmeter takes for it): inside a content scope the record
+    keeps its lead-in only; outside it, the SDK's record is left as it is."""
+    import ragmeter as rm
+    from ragmeter.privacy import content_scope
+
+    sample = rm.Sample("Who designed the Qvabc bridge?", ["Qvdef designed the Qvabc bridge."], answer="Qvdef did.")
+    caplog.set_level(logging.DEBUG)
+    for name in ("openai._base_client", "anthropic._base_client"):
+        with content_scope(sample):
+            logging.getLogger(name).debug("Request options: %s", {"json_data": {"messages": [sample.question]}})
+        logging.getLogger(name).debug("Request options: %s", {"json_data": "outside"})
+    messages = [r.getMessage() for r in caplog.records]
+    assert (
+        messages
+        == ["Request options: [not logged: content capture is off]", "Request options: {'json_data': 'outside'}"] * 2
+    )

@@ -247,6 +247,10 @@ def _run(argv: list[str], folder: Path, what: str, server=None) -> str:
 
 
 UPDATE = os.environ.get("RAGMETER_UPDATE_DOCS") == "1"
+#: RAGMETER_DOCS_OUTPUTS=run-only: every block must still run, but what it prints is not compared
+#: (.ci/run's leg on the oldest supported versions, where scipy's older p-values and the like print
+#: other digits than the page, which shows today's versions).
+COMPARE = os.environ.get("RAGMETER_DOCS_OUTPUTS") != "run-only"
 
 
 def _write_output(block: Block, new: str) -> None:
@@ -306,14 +310,14 @@ def test_doc_block_runs_and_prints_what_the_page_shows(block, page_dirs, request
             stdout = _run(["bash", "-euo", "pipefail", "-c", block.code], folder, block.id, server)
         if block.expected is not None and stdout != block.expected and UPDATE:
             _write_output(block, stdout)
-        elif block.expected is not None:
+        elif block.expected is not None and COMPARE:
             assert stdout == block.expected, f"{block.id} printed other output than the page shows"
     else:
         shown_now, differs = [], False
         for command, shown in _console(block.code):
             stdout = _run(["bash", "-euo", "pipefail", "-c", command], folder, f"{block.id}: $ {command}", server)
             shown_now += [f"$ {command}", *([stdout.rstrip("\n")] if shown is not None and stdout.strip() else [])]
-            if shown is not None and stdout != shown:
+            if shown is not None and stdout != shown and COMPARE:
                 differs = True
                 assert UPDATE, f"{block.id}: '$ {command}' printed other output than the page shows"
         if differs:

@@ -12,8 +12,8 @@ consistency score) gives the entailment probability as ``sigmoid(logit)``; ``lab
 indices when the config's names say nothing ("LABEL_0").
 
 Nothing is downloaded: a folder is read with ``local_files_only``; a hub name is looked up in the
-local Hugging Face cache as ``transformers`` does it (set ``HF_HUB_OFFLINE=1`` to be sure nothing is
-fetched). No such model ships with ragmeter (none with a redistributable license is on the package
+local Hugging Face cache only (``snapshot_download(..., local_files_only=True)``), whatever
+``HF_HUB_OFFLINE`` says. No such model ships with ragmeter (none with a redistributable license is on the package
 registries): bring your own (``pip install "ragmeter[grounding]"`` for transformers,
 ``"ragmeter[grounding-onnx]"`` for ONNX Runtime).
 
@@ -142,6 +142,14 @@ def _onnx_file(folder: Path) -> Path | None:
     return None
 
 
+def _cached_snapshot(name: str) -> str:
+    """The folder of hub model ``name`` in the local Hugging Face cache; never a download
+    (``LocalEntryNotFoundError`` when it is not there), whatever ``HF_HUB_OFFLINE`` says."""
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(name, local_files_only=True)
+
+
 class GroundingModel:
     """A local sentence-pair classifier: :meth:`predict` gives, per (passage, claim) pair, the
     probability that the passage entails the claim and that it contradicts it (0 when the model
@@ -222,12 +230,11 @@ class GroundingModel:
                 f"[{type(err).__name__}: {err}]"
             ) from err
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        kwargs: dict[str, Any] = {"trust_remote_code": self.trust_remote_code}
-        if self.folder is not None:
-            kwargs["local_files_only"] = True
+        kwargs: dict[str, Any] = {"trust_remote_code": self.trust_remote_code, "local_files_only": True}
+        source = self.model if self.folder is not None else _cached_snapshot(self.model)
         device = choose_device(self.requested_device, torch.cuda.is_available())
-        tokenizer = AutoTokenizer.from_pretrained(self.model, **kwargs)
-        model = AutoModelForSequenceClassification.from_pretrained(self.model, **kwargs).to(device).eval()
+        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        model = AutoModelForSequenceClassification.from_pretrained(source, **kwargs).to(device).eval()
         config = model.config
         indices = label_indices(config.id2label or {}, int(config.num_labels), self.override)
         return {"device": device, "indices": indices, "tokenizer": tokenizer, "model": model, "torch": torch}
