@@ -177,7 +177,7 @@ def test_concurrent_conversations_on_threads_never_mix(index, judge):
     check_conversations(meter, {engines[a]._memory.session_id: (a, *follow[a]) for a in openers})
 
 
-# llama-index-core 0.14.23 (our oldest supported) reads a sync chat engine's whole stream inside
+# llama-index-core 0.14.23 (our oldest supported; lazy from 0.14.25) reads a sync chat engine's whole stream inside
 # ``stream_chat``: the caller gets one chunk, and an LLM stream that fails makes ``stream_chat`` raise
 LAZY_SYNC_STREAMS = Version(llama_index.core.__version__) >= Version("0.14.25")
 
