@@ -36,7 +36,6 @@ from ragmeter.inline import BackgroundScorer
 owner = BackgroundScorer(["faithfulness"], Hanging(), concurrency=2)
 for i in range(5):
     owner.submit(Sample(f"q{i}?", ["Some context."], answer="An answer.", id=f"s{i}"))
-t0 = time.monotonic()
 done = owner.shutdown(timeout=1.0)
 stats = owner.stats
 """,
@@ -49,7 +48,6 @@ owner = RagmeterCallbackHandler(["faithfulness"], Hanging(), concurrency=2)
 chain = langchain_chain()
 for i in range(5):
     chain.invoke(f"What is the capital of France {i}?", config={"callbacks": [owner]})
-t0 = time.monotonic()
 done = owner.shutdown(timeout=1.0)
 stats = owner.stats
 """,
@@ -70,7 +68,6 @@ provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
 for i in range(5):
     oi_rag(provider, question=f"What is the capital of France {i}?")
 proc.force_flush(300)  # hands the calls to the scorer (milliseconds: the judge hangs, so this times out)
-t0 = time.monotonic()
 provider.shutdown()
 done = None
 stats = proc.stats
