@@ -219,7 +219,12 @@ def llm_server():
 
 
 def _env(folder: Path, server=None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "RAGMETER_", "PYTEST_"))}
+    # CI / BUILD_NUMBER make pytest print its short summary untruncated: a page shows a terminal's output.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "ANTHROPIC_", "RAGMETER_", "PYTEST_")) and k not in ("CI", "BUILD_NUMBER")
+    }
     env.update(
         {
             "RAGMETER_CACHE_DIR": str(folder / ".cache"),
