@@ -55,6 +55,7 @@ def render_store(
             app_version=i.app_version,
             git_commit=i.git_commit,
             tags=list(i.tags),
+            complete=i.complete,
         )
         for i in infos
     ]

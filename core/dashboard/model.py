@@ -66,7 +66,9 @@ class RunEntry:
     -> (pass, warn). ``label`` names the run on the trend axis (default ``"run <id>"``).
     ``latency``: the app's response times in seconds (``count``, ``p50_s``, ``p95_s``, ``max_s``:
     :func:`ragmeter.verdicts.latency_summary`), None when no sample carries one; ``tags`` the
-    run's tags; ``judges`` has one line per judge fingerprint (:func:`ragmeter.report.judge_lines`).
+    run's tags; ``judges`` has one line per judge fingerprint (:func:`ragmeter.report.judge_lines`);
+    ``complete`` is False for a run recorded as it is scored that has not ended (killed, or still
+    running: :attr:`ragmeter.store.RunInfo.complete`).
     """
 
     id: str
@@ -87,6 +89,7 @@ class RunEntry:
     latency: dict[str, Any] | None = None
     tags: list[str] = field(default_factory=list)
     judges: list[str] = field(default_factory=list)
+    complete: bool = True
 
     def __post_init__(self) -> None:
         self.id = str(self.id)
@@ -104,7 +107,7 @@ class RunEntry:
         summary, values, thresholds, judge, usage, duration, invalid records and the response
         times in seconds; ``response_time`` is added when samples carry a latency. ``fields`` set
         the rest (``created_at``, ``label``, ``kind``, ``dataset``, ``app_version``, ``git_commit``,
-        ``tags``)."""
+        ``tags``, ``complete``)."""
         verdicts = verdicts or Verdicts()
         results = [
             SampleResult(r.sample, with_response_time(r, verdicts=verdicts), r.usage, r.duration_s)

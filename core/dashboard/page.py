@@ -20,7 +20,7 @@ from ragmeter.dashboard.charts import histogram, status_bar
 from ragmeter.dashboard.conversations import conversations_section
 from ragmeter.dashboard.drilldown import drilldown, fmt
 from ragmeter.dashboard.model import RunEntry, SampleEntry, SampleView, Verdicts, sample_views
-from ragmeter.dashboard.runs import latency_text, runs_section, trends_section
+from ragmeter.dashboard.runs import INCOMPLETE, latency_text, runs_section, trends_section
 from ragmeter.dashboard.shell import asset, page_html
 from ragmeter.dashboard.sweeps import sweeps_section
 from ragmeter.dashboard.trust import trust_section
@@ -75,7 +75,7 @@ def _header(title: str, runs: Sequence[RunEntry], views: list[SampleView], nav: 
     facts = [
         f"{len(runs)} run{'s' if len(runs) != 1 else ''}",
         f"{len(views)} samples shown",
-        f"latest: {escape(latest.name)}",
+        f"latest: {escape(latest.name)}" + ("" if latest.complete else f" {INCOMPLETE}"),
     ]
     for key in ("kind", "dataset", "judge", "app_version", "git_commit"):
         value = getattr(latest, key)

@@ -127,9 +127,16 @@ def _select(name: str, label: str, values: Sequence[str], everything: str) -> st
     )
 
 
+# A run recorded as it is scored that has not ended: its samples so far, not the whole dataset.
+INCOMPLETE = (
+    '<span class="badge incomplete" title="the run has not ended (killed, or still running): its scores '
+    "are those of the samples scored so far; 'ragmeter evaluate ... --db ... --resume' finishes it\">incomplete</span>"
+)
+
+
 def runs_section(runs: Sequence[RunEntry]) -> str:
     """The "Runs" table (newest first: time, kind, dataset, tags, samples, response time p50 /
-    p95 in seconds, judge, app version) with the page's filters by dataset, kind and tag, which
+    p95 in seconds, judge, app version; a run that has not ended marked "incomplete") with the page's filters by dataset, kind and tag, which
     also show only the trend groups holding a chosen run; empty text for fewer than two runs."""
     if len(runs) < 2:
         return ""
@@ -156,7 +163,7 @@ def runs_section(runs: Sequence[RunEntry]) -> str:
         when = r.created_at.strftime("%Y-%m-%d %H:%M") if r.created_at else "-"
         lat = r.latency or {}
         cells = [
-            escape(r.name),
+            escape(r.name) + ("" if r.complete else f" {INCOMPLETE}"),
             when,
             escape(r.kind),
             escape(r.dataset or "-"),
@@ -169,7 +176,7 @@ def runs_section(runs: Sequence[RunEntry]) -> str:
         ]
         data = (
             f' data-run="{escape(r.id)}" data-series="{escape(series_of(r))}" data-kind="{escape(r.kind)}" '
-            f'data-tags="{escape(json.dumps(r.tags))}"'
+            f'data-tags="{escape(json.dumps(r.tags))}" data-complete="{str(r.complete).lower()}"'
         )
         rows.append(f"<tr{data}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return (

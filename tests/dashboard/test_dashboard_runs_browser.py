@@ -118,3 +118,41 @@ def test_runs_trends_filters_latency_and_weakest_in_chromium(browser, page, tmp_
     full_page(browser)
     assert screenshot(browser, "dashboard-runs.png", tmp_path).stat().st_size > 20_000
     assert console_errors(browser) == []
+
+
+def test_incomplete_run_is_marked_in_chromium(browser, tmp_path):
+    """A run recorded as it is scored and never finished (a killed ``evaluate --db``) says so in the
+    page's header and in the runs table; a finished run does not."""
+    pytest.importorskip("sqlalchemy")
+    from selenium.webdriver.common.by import By
+
+    from ragmeter.dashboard import render_store
+    from ragmeter.store import Store
+
+    with Store(tmp_path / "history.db") as store:
+        store.record_run(_run([(0.9, 1.0), (0.8, 0.0)], [1.0, 2.0]), dataset="faq")
+        begun = store.begin_run(
+            "faq",
+            judge="offline",
+            metrics=["faithfulness", "context_recall"],
+            thresholds={"faithfulness": (0.85, 0.7), "context_recall": (0.8, 0.6)},
+        )
+        store.add_results(begun, _run([(0.7, 0.6)], [0.5]).results)  # then the process was killed
+        assert [i.complete for i in store.runs()] == [False, True]
+        path = tmp_path / "dashboard.html"
+        path.write_text(render_store(store, title="ragmeter incomplete test"), encoding="utf-8")
+
+    browser.get(path.as_uri())
+    header = browser.find_element(By.CSS_SELECTOR, "header .facts")
+    badge = header.find_element(By.CSS_SELECTOR, ".badge.incomplete")
+    assert badge.text == "incomplete" and "--resume" in badge.get_attribute("title")
+    assert "latest: run 2 incomplete" in header.text
+    rows = {tr.get_attribute("data-run"): tr for tr in _shown(browser, "#runs-table tbody tr")}
+    assert {k: tr.get_attribute("data-complete") for k, tr in rows.items()} == {"2": "false", "1": "true"}
+    assert rows["2"].find_element(By.CSS_SELECTOR, "td").text == "run 2 incomplete"
+    assert rows["1"].find_elements(By.CSS_SELECTOR, ".badge.incomplete") == []
+    # the newest run's summary is of the one sample scored before it stopped
+    assert "(run 2, 1 samples)" in browser.find_element(By.CSS_SELECTOR, "#summary h2").text
+    browser.execute_script("document.getElementById('runs').scrollIntoView()")
+    assert screenshot(browser, "dashboard-incomplete.png", tmp_path).stat().st_size > 5_000
+    assert console_errors(browser) == []
