@@ -36,8 +36,9 @@ Markers at the very start of the answer attach to the first unit.
 
 Legal citations (:func:`legal_citations`, what the legal profile's ``legal_citations`` check
 reads) are the authorities an answer cites, found with regular expressions for the common U.S.
-forms: full case citations with an optional case name, pinpoint, court and year ("Brown v. Board
-of Education, 347 U.S. 483, 495 (1954)"), short forms ("347 U.S. at 495"), statutes and
+forms: full case citations with an optional case name (and docket number), pinpoint, court and
+year ("Brown v. Board of Education, 347 U.S. 483, 495 (1954)"; "Smith v. Jones, No. 96-1234, 123
+F.3d 456"), short forms ("347 U.S. at 495"), statutes and
 regulations ("42 U.S.C. § 1983", "29 C.F.R. § 1910.1200", "Cal. Civ. Code § 1714") and "Id." /
 "Ibid." (resolved to the citation before it). Reporters recognised: U.S., S. Ct., L. Ed. (2d), F.
 (2d, 3d, 4th), F. Supp. (2d, 3d), F. App'x, the regional reporters (A., N.E., N.W., S.E., S.W.,
@@ -616,7 +617,8 @@ def _flexible(reporter: str) -> str:
 
 _REPORTER = "(?:" + "|".join(_flexible(r) for r in _REPORTERS) + ")"
 _PARTY = r"(?:[A-Z][\w.'&-]*(?:,? (?:of|the|and|for|on|in|ex rel\.|&|[A-Z][\w.'&-]*))*)"
-_NAME = rf"(?P<name>(?:In re |Ex parte ){_PARTY}|{_PARTY} v\. {_PARTY}),?\s+"
+# A docket number between the name and the reporter ("Smith v. Jones, No. 96-1234, 123 F.3d 456") is skipped.
+_NAME = rf"(?P<name>(?:In re |Ex parte ){_PARTY}|{_PARTY} v\. {_PARTY}),?\s+(?:No\.\s?[\w.:-]+,?\s+)?"
 _PIN = r"\d+(?:\s?[-–]\s?\d+)?"
 _CASE = re.compile(
     rf"(?:{_NAME})?(?P<volume>\d{{1,4}})\s+(?P<reporter>{_REPORTER})\s+"
@@ -632,10 +634,11 @@ _STATUTE = re.compile(
 )
 _FEDERAL = re.compile(r"U\.\s?S\.\s?C\.(?:\s?A\.)?|C\.\s?F\.\s?R\.")
 _ID = re.compile(r"\b(?P<id>[Ii]d\.|[Ii]bid\.)(?:,?\s+at\s+(?P<pin>" + _PIN + "))?")
-#: Words before a case name that are not part of it: signals ("See also", "Cf.") and sentence openers ("In").
+#: Words before a case name that are not part of it: signals ("See also", "Cf.") and sentence openers ("In"),
+#: and a clause ending in "in" before the first party ("The Court in Smith v. Jones").
 _SIGNAL = re.compile(
     r"^(?:(?:See|see|Cf\.|But|but|Accord|E\.g\.,?|Compare|Contra|also|generally|In(?! re\b)|As|"
-    r"Under|Per|Citing|After|Following)\s+)+"
+    r"Under|Per|Citing|After|Following)\s+)+|^(?:(?! v\. ).)* in (?=(?:(?! v\. ).)+ v\. )"
 )
 
 

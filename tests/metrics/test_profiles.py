@@ -61,6 +61,35 @@ def test_forms(text, expected):
 
 
 @pytest.mark.parametrize(
+    "text, name, written",
+    [
+        # a clause ending in "in" before the first party is not part of the name
+        (
+            "The Court in Smith v. Jones, 123 F.3d 456 (1997), held it.",
+            "Smith v. Jones",
+            "Smith v. Jones, 123 F.3d 456 (1997)",
+        ),
+        # a docket number between the name and the reporter keeps the name
+        (
+            "Smith v. Jones, No. 96-1234, 123 F.3d 456 (1997).",
+            "Smith v. Jones",
+            "Smith v. Jones, No. 96-1234, 123 F.3d 456 (1997)",
+        ),
+        # "of", "on" and "the" inside a party stay
+        (
+            "See Commission on Civil Rights v. City of New York, 12 F.3d 45",
+            "Commission on Civil Rights v. City of New York",
+            None,
+        ),
+    ],
+)
+def test_case_names(text, name, written):
+    [c] = parse_citations(text)
+    assert c.name == name and c.key in ("123 F.3d 456", "12 F.3d 45")
+    assert c.text == (written or text[text.index(name) :]) and text[c.start : c.end] == c.text
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "The Eiffel Tower was built from 1887 to 1889.",
