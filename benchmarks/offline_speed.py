@@ -26,6 +26,9 @@ version, ea26972, run alternately in the same minutes)::
     | faithfulness, embedding            | 68/s (1,000), 73/s (200)      | 47/s (200)       |
     | context relevance, embedding       | 17/s (1,000), 25/s (200)      | 5/s (200)        |
 
+On the same machine idle (load under 1, 2026-11-28, 2 runs): faithfulness, lexical 4.30-4.38 s
+(229-232/s); context relevance, lexical 0.99-1.00 s (~1,000/s).
+
 Instructions per lexical faithfulness sample (valgrind's callgrind, 40 samples, the run minus the
 imports): 31M, against 55.5M before. Context relevance on the embedding path embeds the question
 and, per chunk, the statement holding most of the question's words (and, for a chunk holding
