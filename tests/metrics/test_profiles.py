@@ -75,6 +75,11 @@ def test_forms(text, expected):
             "Smith v. Jones",
             "Smith v. Jones, No. 96-1234, 123 F.3d 456 (1997)",
         ),
+        (
+            "Smith v. Jones, Docket No. 96-1234, 123 F.3d 456.",
+            "Smith v. Jones",
+            "Smith v. Jones, Docket No. 96-1234, 123 F.3d 456",
+        ),
         # "of", "on" and "the" inside a party stay
         (
             "See Commission on Civil Rights v. City of New York, 12 F.3d 45",
