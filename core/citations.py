@@ -616,10 +616,12 @@ def _flexible(reporter: str) -> str:
 
 
 _REPORTER = "(?:" + "|".join(_flexible(r) for r in _REPORTERS) + ")"
+# A docket number's lead-in: "No.", "Docket No.", "Case No.".
+_DOCKET = r"(?:Docket |Case )?No\."
 # A party's later words never start a docket number ("Smith v. Jones, Docket No. 96-1234, ...").
-_PARTY = r"(?:[A-Z][\w.'&-]*(?:,? (?!(?:Docket |Case )?No\. )(?:of|the|and|for|on|in|ex rel\.|&|[A-Z][\w.'&-]*))*)"
+_PARTY = rf"(?:[A-Z][\w.'&-]*(?:,? (?!{_DOCKET} )(?:of|the|and|for|on|in|ex rel\.|&|[A-Z][\w.'&-]*))*)"
 # A docket number between the name and the reporter ("Smith v. Jones, No. 96-1234, 123 F.3d 456") is skipped.
-_NAME = rf"(?P<name>(?:In re |Ex parte ){_PARTY}|{_PARTY} v\. {_PARTY}),?\s+(?:(?:Docket |Case )?No\.\s?[\w.:-]+,?\s+)?"
+_NAME = rf"(?P<name>(?:In re |Ex parte ){_PARTY}|{_PARTY} v\. {_PARTY}),?\s+(?:{_DOCKET}\s?[\w.:-]+,?\s+)?"
 _PIN = r"\d+(?:\s?[-–]\s?\d+)?"
 _CASE = re.compile(
     rf"(?:{_NAME})?(?P<volume>\d{{1,4}})\s+(?P<reporter>{_REPORTER})\s+"
