@@ -102,7 +102,7 @@ def match_labels(result: Any, labels: Iterable[Label], *, metrics: Iterable[str]
         every = [lb for per in per_sample.values() for lb in per.values()]
         try:
             scale = infer_scale(
-                [lb.value for lb in every if lb.value is not None],  # (blank labels were counted above)
+                [lb.value for lb in every],
                 [lb.scale for lb in every],
                 next((lb.criterion for lb in every if lb.criterion != metric), metric),
             )

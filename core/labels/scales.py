@@ -55,10 +55,12 @@ def check_value(value: Any, scale: str | None) -> float | int | None:
     return int(number) if whole else number
 
 
-def infer_scale(values: Iterable[float], declared: Iterable[str | None] = (), criterion: str | None = None) -> str:
+def infer_scale(
+    values: Iterable[float | None], declared: Iterable[str | None] = (), criterion: str | None = None
+) -> str:
     """The scale of a criterion's labels: the one declared (ValueError when they disagree), else
     1-5 for a criterion of the labeling page (:data:`ragmeter.labels.CRITERIA`), else read from
-    the values (see the module doc; ValueError when they mix scales)."""
+    the values, blank ones (None) left out (see the module doc; ValueError when they mix scales)."""
     named = {d for d in declared if d}
     if not named and criterion in criteria():
         return "1-5"
