@@ -136,8 +136,9 @@ INCOMPLETE = (
 
 def runs_section(runs: Sequence[RunEntry]) -> str:
     """The "Runs" table (newest first: time, kind, dataset, tags, samples, response time p50 /
-    p95 in seconds, judge, app version; a run that has not ended marked "incomplete") with the page's filters by dataset, kind and tag, which
-    also show only the trend groups holding a chosen run; empty text for fewer than two runs."""
+    p95 in seconds, judge, app version; a run that has not ended marked "incomplete") with the
+    page's filters by dataset, kind and tag, which also show only the trend groups holding a chosen
+    run; empty text for fewer than two runs."""
     if len(runs) < 2:
         return ""
     datasets = sorted({series_of(r) for r in runs})
